@@ -1,0 +1,432 @@
+"""Stack configuration: parsed once, typed and validated, before any resource is registered.
+
+Every key lives in the ``gpufleet`` namespace (``gpufleet:nodePools`` in ``stacks/Pulumi.<stack>.yaml``)
+and is declared with its type and description in ``Pulumi.yaml``. Machine shapes come from
+``placement/data/shapes.yaml``, the same data the placement CLI reads.
+
+This module imports no Pulumi SDK at import time so it can be unit-tested and reused by
+``scripts/preview`` and ``placement submit``; :func:`from_pulumi` reads the live stack config.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from placement.errors import InputError
+from placement.shapes import Shape, shape_book
+from placement.zones import zone_in_region
+
+NAMESPACE = "gpufleet"
+
+Capacity = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK", "RESERVATION"]
+_CAPACITIES: dict[str, tuple[str, ...]] = {
+    "aws": ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK"),
+    "gcp": ("ON_DEMAND", "SPOT", "RESERVATION"),
+}
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+
+
+class ConfigError(InputError):
+    """An invalid stack config value; ``field`` is the full key, e.g. ``gpufleet:nodePools[0].maxNodes``."""
+
+
+@dataclass(frozen=True)
+class NodePoolConfig:
+    """One GPU node pool (AWS managed node group / GKE node pool) in one zone."""
+
+    name: str
+    shape: Shape
+    capacity: Capacity
+    min_nodes: int
+    desired_nodes: int
+    max_nodes: int
+    zone: str
+    reservation: str | None = None
+
+    @property
+    def capacity_kind(self) -> Literal["spot", "on-demand"]:
+        """The placement engine's capacity name: reservations and capacity blocks are on-demand priced."""
+        return "spot" if self.capacity == "SPOT" else "on-demand"
+
+    @property
+    def multi_node(self) -> bool:
+        return self.max_nodes > 1
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """CIDRs. AWS: ``vpc_cidr`` split into subnets. GCP: primary subnet plus pod/service ranges."""
+
+    vpc_cidr: str = "10.0.0.0/16"
+    az_count: int = 2
+    pods_cidr: str = "10.64.0.0/14"
+    services_cidr: str = "10.68.0.0/20"
+    gpu_cidr_base: str = "10.100.0.0/16"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Control plane settings. ``kubernetes_version`` pins EKS; ``release_channel``/``gke_version`` GKE."""
+
+    kubernetes_version: str = "1.33"
+    release_channel: str = "REGULAR"
+    gke_version: str | None = None
+    public_access: bool = False
+    public_access_cidrs: tuple[str, ...] = ()
+    admin_principals: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FilesystemConfig:
+    """Fast checkpoint tier next to the GPUs: AWS ``fsx`` (Lustre), GCP ``lustre`` or ``filestore``."""
+
+    kind: Literal["none", "fsx", "lustre", "filestore"] = "none"
+    capacity_gb: int = 1200
+    throughput_mbps_per_tib: int = 250
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Durable checkpoint bucket plus the optional filesystem tier."""
+
+    prefix: str = "checkpoints"
+    noncurrent_version_days: int = 30
+    soft_delete_days: int = 7
+    kms_key: str | None = None
+    filesystem: FilesystemConfig = field(default_factory=FilesystemConfig)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """The Kubernetes service account training pods run as (IRSA / Workload Identity)."""
+
+    namespace: str = "training"
+    service_account: str = "trainer"
+
+
+@dataclass(frozen=True)
+class KueueConfig:
+    """Kueue install and queue shape. ``flavor_order`` picks which capacity Kueue tries first."""
+
+    version: str = "0.19.2"
+    cohort: str = "gpufleet"
+    teams: tuple[str, ...] = ("team-a",)
+    flavor_order: tuple[str, ...] = ("on-demand", "spot")
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """A MultiKueue hub: the worker stacks it dispatches to (fully qualified stack names)."""
+
+    workers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Everything one stack needs, validated."""
+
+    cloud: Literal["aws", "gcp"]
+    role: Literal["worker", "hub"]
+    region: str
+    cluster_name: str
+    gpu_zone: str | None
+    project: str | None
+    node_pools: tuple[NodePoolConfig, ...]
+    network: NetworkConfig
+    cluster: ClusterConfig
+    checkpoint: CheckpointConfig
+    training: TrainingConfig
+    kueue: KueueConfig
+    hub: HubConfig
+    tags: Mapping[str, str]
+
+
+def _key(path: str) -> str:
+    return f"{NAMESPACE}:{path}"
+
+
+def _require(raw: Mapping[str, Any], key: str) -> Any:
+    value = raw.get(key)
+    if value is None or value == "":
+        raise ConfigError(_key(key), "is required; set it with `pulumi config set " + _key(key) + " <value>`")
+    return value
+
+
+def _str(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(_key(path), "must be a non-empty string")
+    return value
+
+
+def _int(value: Any, path: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(_key(path), f"must be a whole number >= {minimum}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(_key(path), f"must be a whole number >= {minimum}, got {value!r}") from None
+    if number != float(value) or number < minimum:
+        raise ConfigError(_key(path), f"must be a whole number >= {minimum}, got {value!r}")
+    return number
+
+
+def _bool(value: Any, path: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(_key(path), "must be true or false")
+
+
+def _mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(_key(path), "must be a mapping of keys to values")
+    return value
+
+
+def _strings(value: Any, path: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(_key(path), "must be a list of strings")
+    return tuple(value)
+
+
+def _cidr(value: Any, path: str) -> str:
+    try:
+        return str(ipaddress.ip_network(_str(value, path)))
+    except ValueError:
+        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {value!r}") from None
+
+
+def _unknown_keys(section: Mapping[str, Any], allowed: set[str], path: str) -> None:
+    extra = sorted(set(section) - allowed)
+    if extra:
+        raise ConfigError(_key(f"{path}.{extra[0]}" if path else extra[0]),
+                          f"is not a known key; expected one of {', '.join(sorted(allowed))}")
+
+
+def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) -> NodePoolConfig:
+    path = f"nodePools[{i}]"
+    pool = _mapping(raw, path)
+    _unknown_keys(pool, {"name", "instanceType", "capacity", "minNodes", "desiredNodes", "maxNodes",
+                         "zone", "reservation"}, path)
+    name = _str(pool.get("name"), f"{path}.name")
+    if not _NAME.match(name):
+        raise ConfigError(_key(f"{path}.name"), "must be lower-case letters, digits and '-', at most 40 characters")
+    itype = _str(pool.get("instanceType"), f"{path}.instanceType")
+    shape = shape_book().get(itype)
+    if shape is None or shape.cloud != cloud:
+        known = ", ".join(s.name for s in shape_book().for_cloud(cloud))
+        raise ConfigError(_key(f"{path}.instanceType"), f"unknown {cloud} GPU shape {itype!r}; known: {known}")
+    capacity = str(pool.get("capacity", "ON_DEMAND")).upper().replace("-", "_")
+    if capacity not in _CAPACITIES[cloud]:
+        raise ConfigError(_key(f"{path}.capacity"), f"must be one of {', '.join(_CAPACITIES[cloud])}")
+    reservation = pool.get("reservation")
+    if capacity in ("CAPACITY_BLOCK", "RESERVATION") and not reservation:
+        raise ConfigError(_key(f"{path}.reservation"), f"is required when capacity is {capacity}")
+    min_nodes = _int(pool.get("minNodes", 0), f"{path}.minNodes")
+    max_nodes = _int(pool.get("maxNodes", 1), f"{path}.maxNodes", minimum=1)
+    desired = _int(pool.get("desiredNodes", min_nodes), f"{path}.desiredNodes")
+    if min_nodes > max_nodes:
+        raise ConfigError(_key(f"{path}.minNodes"), f"({min_nodes}) must not exceed maxNodes ({max_nodes})")
+    if not min_nodes <= desired <= max_nodes:
+        raise ConfigError(_key(f"{path}.desiredNodes"), f"({desired}) must lie between minNodes and maxNodes")
+    zone = pool.get("zone") or gpu_zone
+    if not zone:
+        raise ConfigError(_key(f"{path}.zone"), "is required when gpufleet:gpuZone is not set")
+    if not zone_in_region(cloud, zone, region):
+        raise ConfigError(_key(f"{path}.zone" if pool.get("zone") else "gpuZone"),
+                          f"zone {zone!r} is not in region {region!r}")
+    if max_nodes > 1 and not shape.multi_node:
+        raise ConfigError(_key(f"{path}.maxNodes"),
+                          f"{itype} has no multi-node GPU fabric; set maxNodes to 1 or pick an EFA/GPUDirect shape")
+    if cloud == "gcp":
+        _check_gcp_offer(itype, region, zone, f"{path}.instanceType")
+    return NodePoolConfig(name=name, shape=shape, capacity=capacity,  # type: ignore[arg-type]
+                          min_nodes=min_nodes, desired_nodes=desired, max_nodes=max_nodes, zone=zone,
+                          reservation=str(reservation) if reservation else None)
+
+
+def _check_gcp_offer(itype: str, region: str, zone: str, path: str) -> None:
+    """GCP machine types exist only in some zones; the embedded catalog says which."""
+    from placement.catalog import embedded_catalog
+
+    zones = {o.zone for o in embedded_catalog().offers if o.instance_type == itype and o.region == region}
+    if zone not in zones:
+        where = ", ".join(sorted(zones)) or "no zone of this region"
+        raise ConfigError(_key(path), f"{itype} is not offered in {zone} per the embedded catalog (offered in: {where})")
+
+
+def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
+    """Validate raw config values (keys without the ``gpufleet:`` prefix) into a :class:`StackConfig`.
+
+    Raises :class:`ConfigError` naming the first invalid key.
+    """
+    allowed = {"cloud", "role", "region", "project", "clusterName", "gpuZone", "nodePools", "network",
+               "cluster", "checkpoint", "training", "kueue", "hub", "tags"}
+    _unknown_keys(raw, allowed, "")
+    role = str(raw.get("role", "worker"))
+    if role not in ("worker", "hub"):
+        raise ConfigError(_key("role"), "must be worker or hub")
+    cloud = str(_require(raw, "cloud"))
+    if cloud not in _CAPACITIES:
+        raise ConfigError(_key("cloud"), "must be aws or gcp")
+    region = _str(_require(raw, "region"), "region")
+    project = raw.get("project")
+    if cloud == "gcp" and not project:
+        raise ConfigError(_key("project"), "is required on GCP stacks (the Google Cloud project ID)")
+    cluster_name = _str(raw.get("clusterName", f"gpufleet-{stack}"), "clusterName")
+    if not _NAME.match(cluster_name):
+        raise ConfigError(_key("clusterName"), "must be lower-case letters, digits and '-', at most 40 characters")
+    gpu_zone = raw.get("gpuZone")
+    if gpu_zone is not None and not zone_in_region(cloud, str(gpu_zone), region):
+        raise ConfigError(_key("gpuZone"), f"zone {gpu_zone!r} is not in region {region!r}")
+
+    pools_raw = raw.get("nodePools") or []
+    if not isinstance(pools_raw, list):
+        raise ConfigError(_key("nodePools"), "must be a list of node pools")
+    if role == "worker" and not pools_raw:
+        raise ConfigError(_key("nodePools"), "a worker stack needs at least one GPU node pool")
+    pools = tuple(_node_pool(p, i, cloud, region, gpu_zone) for i, p in enumerate(pools_raw))
+    names = [p.name for p in pools]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ConfigError(_key(f"nodePools[{i}].name"), f"duplicate pool name {name!r}")
+    multi_zones = {p.zone for p in pools if p.multi_node}
+    if gpu_zone is None and len(multi_zones) > 1:
+        raise ConfigError(_key("gpuZone"), "set one GPU zone: multi-node pools in different zones cannot share a fabric")
+
+    net = _mapping(raw.get("network"), "network")
+    _unknown_keys(net, {"vpcCidr", "azCount", "podsCidr", "servicesCidr", "gpuCidrBase"}, "network")
+    network = NetworkConfig(
+        vpc_cidr=_cidr(net.get("vpcCidr", NetworkConfig.vpc_cidr), "network.vpcCidr"),
+        az_count=_int(net.get("azCount", 2), "network.azCount", minimum=2),
+        pods_cidr=_cidr(net.get("podsCidr", NetworkConfig.pods_cidr), "network.podsCidr"),
+        services_cidr=_cidr(net.get("servicesCidr", NetworkConfig.services_cidr), "network.servicesCidr"),
+        gpu_cidr_base=_cidr(net.get("gpuCidrBase", NetworkConfig.gpu_cidr_base), "network.gpuCidrBase"),
+    )
+
+    cl = _mapping(raw.get("cluster"), "cluster")
+    _unknown_keys(cl, {"kubernetesVersion", "releaseChannel", "gkeVersion", "publicAccess", "publicAccessCidrs",
+                       "adminPrincipals"}, "cluster")
+    public = _bool(cl.get("publicAccess", False), "cluster.publicAccess")
+    cidrs = tuple(_cidr(c, "cluster.publicAccessCidrs") for c in _strings(cl.get("publicAccessCidrs"),
+                                                                          "cluster.publicAccessCidrs"))
+    if public and not cidrs:
+        raise ConfigError(_key("cluster.publicAccessCidrs"),
+                          "list the CIDRs allowed to reach the public API endpoint (publicAccess is true)")
+    channel = str(cl.get("releaseChannel", "REGULAR")).upper()
+    if channel not in ("RAPID", "REGULAR", "STABLE", "EXTENDED"):
+        raise ConfigError(_key("cluster.releaseChannel"), "must be RAPID, REGULAR, STABLE or EXTENDED")
+    version = str(cl.get("kubernetesVersion", "1.33"))
+    if not re.fullmatch(r"1\.\d{2}", version):
+        raise ConfigError(_key("cluster.kubernetesVersion"), f"must be a minor version such as 1.33, got {version!r}")
+    cluster = ClusterConfig(kubernetes_version=version, release_channel=channel,
+                            gke_version=cl.get("gkeVersion"), public_access=public, public_access_cidrs=cidrs,
+                            admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"))
+
+    ck = _mapping(raw.get("checkpoint"), "checkpoint")
+    _unknown_keys(ck, {"prefix", "noncurrentVersionDays", "softDeleteDays", "kmsKey", "filesystem"}, "checkpoint")
+    fs = _mapping(ck.get("filesystem"), "checkpoint.filesystem")
+    _unknown_keys(fs, {"kind", "capacityGb", "throughputMbpsPerTib"}, "checkpoint.filesystem")
+    fs_kind = str(fs.get("kind", "none"))
+    fs_allowed = ("none", "fsx") if cloud == "aws" else ("none", "lustre", "filestore")
+    if fs_kind not in fs_allowed:
+        raise ConfigError(_key("checkpoint.filesystem.kind"), f"must be one of {', '.join(fs_allowed)} on {cloud}")
+    if fs_kind != "none" and not gpu_zone:
+        raise ConfigError(_key("gpuZone"), f"is required when checkpoint.filesystem.kind is {fs_kind} "
+                          "(the filesystem lives in the GPU zone)")
+    capacity_gb = _int(fs.get("capacityGb", 1200), "checkpoint.filesystem.capacityGb", minimum=1)
+    if fs_kind == "fsx" and capacity_gb % 1200:
+        raise ConfigError(_key("checkpoint.filesystem.capacityGb"), "FSx for Lustre PERSISTENT_2 takes multiples of 1200 GB")
+    throughput = _int(fs.get("throughputMbpsPerTib", 250), "checkpoint.filesystem.throughputMbpsPerTib", minimum=1)
+    if fs_kind == "fsx" and throughput not in (125, 250, 500, 1000):
+        raise ConfigError(_key("checkpoint.filesystem.throughputMbpsPerTib"), "must be 125, 250, 500 or 1000")
+    prefix = str(ck.get("prefix", "checkpoints")).strip("/")
+    if not prefix:
+        raise ConfigError(_key("checkpoint.prefix"), "must be a non-empty key prefix such as checkpoints")
+    checkpoint = CheckpointConfig(
+        prefix=prefix,
+        noncurrent_version_days=_int(ck.get("noncurrentVersionDays", 30), "checkpoint.noncurrentVersionDays", minimum=1),
+        soft_delete_days=_int(ck.get("softDeleteDays", 7), "checkpoint.softDeleteDays", minimum=0),
+        kms_key=ck.get("kmsKey"),
+        filesystem=FilesystemConfig(kind=fs_kind, capacity_gb=capacity_gb,  # type: ignore[arg-type]
+                                    throughput_mbps_per_tib=throughput),
+    )
+
+    tr = _mapping(raw.get("training"), "training")
+    _unknown_keys(tr, {"namespace", "serviceAccount"}, "training")
+    training = TrainingConfig(namespace=_str(tr.get("namespace", "training"), "training.namespace"),
+                              service_account=_str(tr.get("serviceAccount", "trainer"), "training.serviceAccount"))
+
+    kq = _mapping(raw.get("kueue"), "kueue")
+    _unknown_keys(kq, {"version", "cohort", "teams", "flavorOrder"}, "kueue")
+    kversion = str(kq.get("version", "0.19.2"))
+    if not re.fullmatch(r"0\.19\.\d+", kversion):
+        raise ConfigError(_key("kueue.version"), f"must be a Kueue v0.19.x release such as 0.19.2, got {kversion!r}")
+    order = _strings(kq.get("flavorOrder"), "kueue.flavorOrder") or ("on-demand", "spot")
+    if sorted(order) != ["on-demand", "spot"]:
+        raise ConfigError(_key("kueue.flavorOrder"), "must list on-demand and spot once each, in the order to try")
+    teams = _strings(kq.get("teams"), "kueue.teams") or ("team-a",)
+    for t in teams:
+        if not _NAME.match(t):
+            raise ConfigError(_key("kueue.teams"), f"{t!r} is not a valid namespace name")
+    kueue = KueueConfig(version=kversion, cohort=_str(kq.get("cohort", "gpufleet"), "kueue.cohort"),
+                        teams=teams, flavor_order=order)
+
+    hb = _mapping(raw.get("hub"), "hub")
+    _unknown_keys(hb, {"workers"}, "hub")
+    workers = _strings(hb.get("workers"), "hub.workers")
+    if role == "hub" and not workers:
+        raise ConfigError(_key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)")
+
+    tags_raw = _mapping(raw.get("tags"), "tags")
+    tags = {str(k): str(v) for k, v in tags_raw.items()}
+    for required in ("owner", "cost-center"):
+        if not tags.get(required):
+            raise ConfigError(_key(f"tags.{required}"), "is required: every taggable resource carries owner and cost-center")
+
+    return StackConfig(cloud=cloud, role=role, region=region, cluster_name=cluster_name,  # type: ignore[arg-type]
+                       gpu_zone=gpu_zone, project=str(project) if project else None, node_pools=pools,
+                       network=network, cluster=cluster, checkpoint=checkpoint, training=training,
+                       kueue=kueue, hub=HubConfig(workers=workers), tags=tags)
+
+
+KEYS = ("cloud", "role", "region", "project", "clusterName", "gpuZone", "nodePools", "network", "cluster",
+        "checkpoint", "training", "kueue", "hub", "tags")
+
+
+def from_pulumi() -> StackConfig:
+    """Read and validate the current stack's config (inside a Pulumi program)."""
+    import pulumi
+
+    cfg = pulumi.Config(NAMESPACE)
+    raw: dict[str, Any] = {}
+    for key in KEYS:
+        value = cfg.get_object(key)
+        if value is None:
+            value = cfg.get(key)
+        if value is not None:
+            raw[key] = value
+    return parse(raw, stack=pulumi.get_stack())
+
+
+def load_stack_file(path: str) -> StackConfig:
+    """Parse ``stacks/Pulumi.<stack>.yaml`` directly (for scripts and tests; no Pulumi needed)."""
+    import os
+
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    config = doc.get("config") or {}
+    raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(NAMESPACE + ":")}
+    stack = os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
+    return parse(raw, stack=stack)

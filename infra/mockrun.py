@@ -1,0 +1,164 @@
+"""Run the Pulumi program of one stack under Pulumi's mocks and collect what it registers.
+
+No Pulumi CLI, no provider plugins, no cloud credentials: the program runs in-process with
+``pulumi.runtime.set_mocks(..., preview=False)`` so every ``Output.apply`` really runs. Used by the
+test suite and by ``scripts/preview``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+# Invoke results the program depends on, by function token. Anything else returns its inputs.
+INVOKE_RESULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": lambda a: {
+        "accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/mock", "userId": "MOCK", "id": "1"},
+    "aws:index/getPartition:getPartition": lambda a: {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"},
+    "aws:index/getRegion:getRegion": lambda a: {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
+    "aws:iam/getPolicyDocument:getPolicyDocument": lambda a: {"json": json.dumps(_policy_json(a)), "id": "doc"},
+    "gcp:organizations/getClientConfig:getClientConfig": lambda a: {"accessToken": "mock-token", "project": "p"},
+    "gcp:organizations/getProject:getProject": lambda a: {"number": "123456789", "projectId": "p", "id": "p"},
+}
+
+
+def _policy_json(args: dict[str, Any]) -> dict[str, Any]:
+    """A faithful-enough rendering of aws.iam.get_policy_document so tests can read the statements."""
+    statements = []
+    for st in args.get("statements", []):
+        out: dict[str, Any] = {"Effect": st.get("effect", "Allow")}
+        if st.get("sid"):
+            out["Sid"] = st["sid"]
+        for key, name in (("actions", "Action"), ("resources", "Resource"), ("notActions", "NotAction")):
+            if st.get(key):
+                out[name] = st[key]
+        for p in st.get("principals", []) or []:
+            out.setdefault("Principal", {})[p["type"]] = p["identifiers"]
+        for cond in st.get("conditions", []) or []:
+            out.setdefault("Condition", {}).setdefault(cond["test"], {})[cond["variable"]] = cond["values"]
+        statements.append(out)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+@dataclass
+class Registered:
+    """One resource the program registered: its type token, name and (camelCase) inputs."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    provider: str | None = None
+
+
+@dataclass
+class RunResult:
+    """Everything a mocked program run produced."""
+
+    resources: list[Registered] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: set[str] = field(default_factory=set)
+
+    def of_type(self, type_token: str) -> list[Registered]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def named(self, name: str) -> Registered:
+        for r in self.resources:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+def _mocks(result: RunResult) -> Any:
+    import pulumi
+
+    class RecordingMocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+            result.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider))
+            state = dict(args.inputs)
+            state.setdefault("name", args.name)
+            state.setdefault("arn", f"arn:mock:{args.typ}:{args.name}")
+            if args.typ == "aws:eks/cluster:Cluster":
+                state.setdefault("endpoint", f"https://{args.name}.eks.mock")
+                state.setdefault("certificateAuthority", {"data": "bW9jaw=="})
+                state.setdefault("identities", [{"oidcs": [{"issuer": f"https://oidc.eks.mock/id/{args.name}"}]}])
+            if args.typ == "gcp:container/cluster:Cluster":
+                state.setdefault("endpoint", "203.0.113.10")
+                state.setdefault("masterAuth", {"clusterCaCertificate": "bW9jaw=="})
+            return f"{args.name}-id", state
+
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+            fn = INVOKE_RESULTS.get(args.token)
+            return (fn(dict(args.args)) if fn else dict(args.args)), None
+
+    return RecordingMocks()
+
+
+def _config_from_stack_file(path: str) -> tuple[str, dict[str, str]]:
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    stack = os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
+    config = {}
+    for key, value in (doc.get("config") or {}).items():
+        config[key] = value if isinstance(value, str) else json.dumps(value)
+    return stack, config
+
+
+def run_stack(stack_file: str, program: Callable[[], None] | None = None,
+              config_override: dict[str, Any] | None = None) -> RunResult:
+    """Run the gpufleet program for ``stacks/Pulumi.<stack>.yaml`` under mocks and return what it registered.
+
+    ``config_override`` replaces top-level ``gpufleet:`` keys (values as Python objects), for tests of
+    broken configs. Exceptions from the program (e.g. ``ConfigError``) propagate.
+    """
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime import settings
+    from pulumi.runtime.sync_await import _sync_await
+
+    stack, config = _config_from_stack_file(stack_file)
+    for key, value in (config_override or {}).items():
+        full = key if ":" in key else f"gpufleet:{key}"
+        if value is None:
+            config.pop(full, None)
+        else:
+            config[full] = value if isinstance(value, str) else json.dumps(value)
+
+    result = RunResult()
+    exported: dict[str, Any] = {}
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"pulumi_(aws|gcp|kubernetes).*")
+
+    settings.reset_options()
+    if asyncio.get_event_loop_policy() is not None:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+    pulumi.runtime.set_mocks(_mocks(result), project="gpufleet", stack=stack, preview=False)
+    runtime_config.set_all_config(config, [])
+
+    if program is None:
+        from infra.program import main as program
+
+    real_export = pulumi.export
+
+    def record_export(name: str, value: Any) -> None:
+        exported[name] = value
+        real_export(name, value)
+
+    pulumi.export = record_export  # type: ignore[assignment]
+    try:
+        from pulumi.runtime.stack import run_pulumi_func
+
+        _sync_await(run_pulumi_func(program))  # type: ignore[arg-type]
+        for name, value in exported.items():
+            out = pulumi.Output.from_input(value)
+            result.outputs[name] = _sync_await(out.future())
+            if _sync_await(out.is_secret()):
+                result.secret_outputs.add(name)
+    finally:
+        pulumi.export = real_export  # type: ignore[assignment]
+    return result

@@ -1,0 +1,56 @@
+"""Stack outputs shared by every cluster stack, the same shape on AWS and GCP.
+
+Consumers (``placement submit``, the hub stack, ``scripts/preview``) read these names only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.config import NodePoolConfig, StackConfig
+
+
+def node_pool_output(pool: NodePoolConfig) -> dict[str, Any]:
+    """One node pool as exported: shape, GPUs per node, capacity, zone and scale bounds."""
+    return {
+        "name": pool.name,
+        "instanceType": pool.shape.name,
+        "accelerator": pool.shape.accelerator,
+        "gpusPerNode": pool.shape.gpus,
+        "capacity": pool.capacity_kind,
+        "capacityType": pool.capacity,
+        "zone": pool.zone,
+        "minNodes": pool.min_nodes,
+        "maxNodes": pool.max_nodes,
+    }
+
+
+def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, checkpoint_uri: Any,
+                   filesystem: Any = None, extra: dict[str, Any] | None = None) -> None:
+    """Export the common outputs. ``kubeconfig`` is always exported as a secret."""
+    import pulumi
+
+    pulumi.export("cloud", cfg.cloud)
+    pulumi.export("region", cfg.region)
+    pulumi.export("clusterName", cluster_name)
+    pulumi.export("kubeconfig", pulumi.Output.secret(kubeconfig))
+    pulumi.export("nodePools", [node_pool_output(p) for p in cfg.node_pools])
+    pulumi.export("checkpointUri", checkpoint_uri)
+    pulumi.export("checkpointFilesystem", filesystem)
+    pulumi.export("trainingServiceAccount", {"namespace": cfg.training.namespace,
+                                             "name": cfg.training.service_account})
+    for key, value in (extra or {}).items():
+        pulumi.export(key, value)
+
+
+class BuiltCluster:
+    """What a cloud's ``build(cfg)`` hands back so shared add-ons (Kueue, device plugins) can follow.
+
+    ``kubeconfig`` is a secret ``Output[str]``; ``k8s_provider`` a ``pulumi_kubernetes.Provider`` for
+    that cluster; ``node_pools`` the node pool resources add-ons must wait for.
+    """
+
+    def __init__(self, kubeconfig: Any, k8s_provider: Any, node_pools: list[Any]) -> None:
+        self.kubeconfig = kubeconfig
+        self.k8s_provider = k8s_provider
+        self.node_pools = node_pools

@@ -1,0 +1,166 @@
+"""Offer catalogs: the embedded default and SkyPilot-format CSVs.
+
+Parsing takes text and returns data; reading files is left to the caller (the CLI) except for the
+embedded catalog, which ships inside the package.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from placement.errors import InputError
+from placement.shapes import CLOUDS, QuotaKeys, Shape, shape_book
+
+CATALOG_SCHEMA = "gpufleet.catalog/v1"
+SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price",
+                    "SpotPrice", "Region", "AvailabilityZone")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One instance type in one zone. Prices in USD per node-hour; ``None`` = not offered that way."""
+
+    cloud: str
+    region: str
+    zone: str
+    shape: Shape
+    price: float | None
+    spot_price: float | None
+
+    @property
+    def instance_type(self) -> str:
+        return self.shape.name
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A set of offers with where they came from and how old they are."""
+
+    offers: tuple[Offer, ...]
+    as_of: str
+    source: str
+
+    def merged(self, other: Catalog, clouds: Iterable[str]) -> Catalog:
+        """This catalog with every offer of ``clouds`` replaced by ``other``'s."""
+        replaced = set(clouds)
+        keep = tuple(o for o in self.offers if o.cloud not in replaced)
+        return Catalog(offers=keep + other.offers, as_of=min(self.as_of, other.as_of),
+                       source=f"{self.source}+{other.source}")
+
+
+def _price(value: Any, field: str, source: str) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        price = float(value)
+    except (TypeError, ValueError):
+        raise InputError(field, f"must be a price in USD per hour or blank, got {value!r}", source=source) from None
+    if math.isnan(price) or price < 0:
+        raise InputError(field, f"must be a non-negative price, got {value!r}", source=source)
+    return price
+
+
+def adhoc_shape(cloud: str, name: str, accelerator: str, gpus: int, vcpus: int, memory_gib: float) -> Shape:
+    """A shape the shape data does not know (from a user's catalog): single-node, quota unknown."""
+    return Shape(name=name, cloud=cloud, accelerator=shape_book().canonical_accelerator(accelerator),  # type: ignore[arg-type]
+                 gpus=gpus, gpu_memory_gib=0, vcpus=vcpus, memory_gib=int(memory_gib), fabric="none",
+                 fabric_nics=0, quota=QuotaKeys(unit="gpu", on_demand=None, spot=None))
+
+
+def parse_skypilot_csv(text: str, cloud: str, source: str) -> Catalog:
+    """Parse a SkyPilot ``vms.csv`` (extra columns ignored; blank price = not offered that way).
+
+    Rows without an accelerator are skipped: they are CPU machines.
+    """
+    if cloud not in CLOUDS:
+        raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {cloud!r}", source=source)
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in SKYPILOT_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(missing[0], "column is missing; a SkyPilot catalog needs " + ",".join(SKYPILOT_COLUMNS),
+                         source=source)
+    book = shape_book()
+    offers: list[Offer] = []
+    adhoc: dict[str, Shape] = {}
+    for line, row in enumerate(reader, start=2):
+        accel = (row.get("AcceleratorName") or "").strip()
+        if not accel:
+            continue
+        where = f"line {line}"
+        itype = (row["InstanceType"] or "").strip()
+        if not itype:
+            raise InputError("InstanceType", f"is blank on {where}", source=source)
+        shape = book.get(itype)
+        if shape is None or shape.cloud != cloud:
+            shape = adhoc.get(itype)
+            if shape is None:
+                try:
+                    shape = adhoc_shape(cloud, itype, accel, int(float(row["AcceleratorCount"])),
+                                        int(float(row["vCPUs"])), float(row["MemoryGiB"]))
+                except (TypeError, ValueError):
+                    raise InputError("AcceleratorCount", f"AcceleratorCount, vCPUs and MemoryGiB must be numbers on {where}",
+                                     source=source) from None
+                adhoc[itype] = shape
+        region = (row["Region"] or "").strip()
+        if not region:
+            raise InputError("Region", f"is blank on {where}", source=source)
+        offers.append(Offer(cloud=cloud, region=region, zone=(row["AvailabilityZone"] or "").strip() or region,
+                            shape=shape, price=_price(row["Price"], f"Price ({where})", source),
+                            spot_price=_price(row["SpotPrice"], f"SpotPrice ({where})", source)))
+    if not offers:
+        raise InputError("--catalog", "has no GPU rows (no row with an AcceleratorName)", source=source)
+    return Catalog(offers=tuple(offers), as_of="user-supplied", source=source)
+
+
+def parse_catalog_json(doc: Any, source: str) -> Catalog:
+    """Parse a ``gpufleet.catalog/v1`` document (the embedded catalog's format)."""
+    if not isinstance(doc, dict) or doc.get("schema") != CATALOG_SCHEMA:
+        raise InputError("schema", f"must be {CATALOG_SCHEMA!r}", source=source)
+    book = shape_book()
+    offers = []
+    for i, row in enumerate(doc.get("offers") or []):
+        shape = book.get(row.get("instance_type", ""))
+        if shape is None or shape.cloud != row.get("cloud"):
+            raise InputError(f"offers[{i}].instance_type", f"unknown shape {row.get('instance_type')!r}; add it to "
+                             "placement/data/shapes.yaml first", source=source)
+        offers.append(Offer(cloud=row["cloud"], region=row["region"], zone=row["zone"], shape=shape,
+                            price=_price(row.get("price"), f"offers[{i}].price", source),
+                            spot_price=_price(row.get("spot_price"), f"offers[{i}].spot_price", source)))
+    return Catalog(offers=tuple(offers), as_of=str(doc.get("as_of", "unknown")), source=source)
+
+
+def catalog_document(catalog: Catalog, as_of: str, sources: list[str]) -> dict[str, Any]:
+    """The ``gpufleet.catalog/v1`` document for ``catalog`` (what ``placement refresh`` writes)."""
+    rows = sorted(catalog.offers, key=lambda o: (o.cloud, o.instance_type, o.region, o.zone))
+    return {
+        "schema": CATALOG_SCHEMA,
+        "as_of": as_of,
+        "currency": "USD",
+        "price_unit": "node-hour",
+        "sources": sources,
+        "offers": [{"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+                    "price": o.price, "spot_price": o.spot_price} for o in rows],
+    }
+
+
+def dump_catalog(doc: dict[str, Any]) -> str:
+    """Serialise a catalog document with one offer per line, so refreshes diff cleanly."""
+    head = {k: v for k, v in doc.items() if k != "offers"}
+    lines = json.dumps(head, indent=2)[:-2]
+    offers = ",\n".join("    " + json.dumps(o) for o in doc["offers"])
+    return f'{lines},\n  "offers": [\n{offers}\n  ]\n}}\n'
+
+
+@functools.cache
+def embedded_catalog() -> Catalog:
+    """The catalog shipped in ``placement/data/catalog.json``."""
+    text = resources.files("placement.data").joinpath("catalog.json").read_text(encoding="utf-8")
+    return parse_catalog_json(json.loads(text), source="embedded")
