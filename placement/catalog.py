@@ -34,6 +34,11 @@ class Offer:
     shape: Shape
     price: float | None
     spot_price: float | None
+    # Live signals (issue: live data). ``placement_score`` is AWS's 1-10 spot placement score;
+    # ``interruptions_per_hour`` overrides the job's spot interruption rate for this offer.
+    placement_score: int | None = None
+    interruptions_per_hour: float | None = None
+    price_source: str = "catalog"
 
     @property
     def instance_type(self) -> str:

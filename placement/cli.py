@@ -1,0 +1,282 @@
+"""``placement`` command line: parse flags, call the core, render a table or a JSON document.
+
+Only the standard library is imported at start-up so ``placement --help`` stays fast; the core,
+YAML, the MILP solver and the cloud SDKs are imported by the sub-command that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from placement.catalog import Catalog
+    from placement.quotas import QuotaTable
+
+EXIT_OK, EXIT_NOTHING_FEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A bad flag; printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def _add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
+    p.add_argument("--catalog", action="append", default=[], metavar="CLOUD=PATH",
+                   help="use a SkyPilot-format vms.csv for CLOUD (aws or gcp) instead of the embedded catalog; "
+                        "repeatable")
+    p.add_argument("--quotas", metavar="PATH", help="quota file: CSV with header cloud,region,quota,limit,usage "
+                                                     "or the same rows as a YAML list")
+    p.add_argument("--json", action="store_true", help="print one gpufleet.placement/v1 JSON document")
+    if live:
+        g = p.add_argument_group("live data (needs the 'live' extra: boto3, google-cloud-compute/-billing)")
+        g.add_argument("--live", action="store_true",
+                       help="query AWS and GCP for current quota, spot prices, offerings and placement scores")
+        g.add_argument("--refresh", action="store_true", help="with --live: ignore the on-disk cache")
+        g.add_argument("--offline", action="store_true", help="never touch the network: cached or embedded data only")
+        g.add_argument("--aws-profile", metavar="NAME", help="AWS profile (default: the standard credential chain)")
+        g.add_argument("--gcp-project", metavar="ID", help="GCP project (default: from Application Default "
+                                                           "Credentials / GOOGLE_CLOUD_PROJECT)")
+        g.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                       help="per-call timeout for live queries (default 5)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="placement", description="Rank where a GPU job can run now, with compute and egress "
+                     "cost, across AWS and GCP. Exit codes: 0 placed, 1 nothing feasible, 2 bad input.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("plan", help="rank every cloud/region/zone/instance for one job")
+    p.add_argument("job", metavar="JOB.yaml", help="job spec (see README: Job spec)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
+    p.add_argument("--all-candidates", action="store_true", help="list every candidate, excluded ones with the reason")
+    _add_data_flags(p)
+
+    b = sub.add_parser("plan-batch", help="place a burst of jobs jointly under shared quota (exact MILP)")
+    b.add_argument("jobs", metavar="JOBS.yaml", help="a mapping with a jobs: list of job specs")
+    b.add_argument("--no-greedy", action="store_true", help="skip the one-by-one greedy comparison")
+    _add_data_flags(b)
+
+    o = sub.add_parser("offers", help="list catalog offers for an accelerator")
+    o.add_argument("--accelerator", required=True, help="GPU name, e.g. H100")
+    o.add_argument("--cloud", choices=("aws", "gcp"))
+    o.add_argument("--region")
+    o.add_argument("--capacity", choices=("spot", "on-demand", "any"), default="any")
+    _add_data_flags(o)
+
+    r = sub.add_parser("refresh", help="write a new embedded-catalog file from live AWS/GCP data")
+    r.add_argument("--output", "-o", metavar="PATH", help="where to write (default: the package's catalog.json)")
+    r.add_argument("--cloud", action="append", choices=("aws", "gcp"), help="only this cloud (repeatable)")
+    r.add_argument("--aws-profile", metavar="NAME")
+    r.add_argument("--gcp-project", metavar="ID")
+    r.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+
+    s = sub.add_parser("submit", help="place a job on an existing cluster and hand it to that cluster's Kueue queue")
+    s.add_argument("job", metavar="JOB.yaml")
+    s.add_argument("--stacks", metavar="FILE", help="stack outputs exported with `pulumi stack output --json` "
+                                                    "(see README: placement submit)")
+    s.add_argument("--stack", action="append", default=[], metavar="NAME",
+                   help="a Pulumi stack to read outputs from with `pulumi stack output --json` (repeatable)")
+    s.add_argument("--via-hub", action="store_true", help="submit to the MultiKueue hub's queue for the worker")
+    s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
+    s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
+    _add_data_flags(s, live=False)
+    return parser
+
+
+# ----------------------------------------------------------------------------- input loading
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"{what}: file {path!r} not found") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{what}: cannot read {path!r} ({exc.__class__.__name__})") from None
+
+
+def load_yaml(path: str, what: str) -> Any:
+    import yaml
+
+    text = _read(path, what)
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{what}: {path} is not valid YAML{where}; fix the syntax") from None
+
+
+def load_catalog(specs: Sequence[str]) -> Catalog:
+    """The embedded catalog, with each ``CLOUD=PATH`` replacing that cloud's offers."""
+    from placement.catalog import embedded_catalog, parse_skypilot_csv
+
+    catalog = embedded_catalog()
+    for spec in specs:
+        cloud, sep, path = spec.partition("=")
+        if not sep or not path or cloud not in ("aws", "gcp"):
+            raise UsageError(f"--catalog: expected CLOUD=PATH with CLOUD aws or gcp, got {spec!r}")
+        user = parse_skypilot_csv(_read(path, "--catalog"), cloud, source=path)
+        catalog = catalog.merged(user, [cloud])
+    return catalog
+
+
+def load_quotas(path: str | None) -> QuotaTable:
+    from placement.quotas import QuotaTable, parse_quota_csv, parse_quota_rows
+
+    if not path:
+        return QuotaTable()
+    if path.endswith((".yaml", ".yml")):
+        doc = load_yaml(path, "--quotas")
+        if not isinstance(doc, list):
+            raise UsageError(f"--quotas: {path} must be a YAML list of mappings with cloud, region, quota, limit, usage")
+        return parse_quota_rows(doc, source=path)
+    return parse_quota_csv(_read(path, "--quotas"), source=path)
+
+
+def _live_data(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accelerators: Sequence[str],
+               nodes: int) -> tuple[Catalog, QuotaTable, list[dict[str, Any]]]:
+    """Overlay live data (issue: live quota/prices) when --live or --offline asks for it."""
+    if not (getattr(args, "live", False) or getattr(args, "offline", False)):
+        return catalog, quotas, []
+    from placement.live import LiveRequest, fetch_live
+
+    request = LiveRequest(accelerators=tuple(accelerators), target_nodes=nodes, aws_profile=args.aws_profile,
+                          gcp_project=args.gcp_project, refresh=args.refresh, offline=args.offline,
+                          timeout_s=args.timeout, progress=not args.json and sys.stderr.isatty())
+    live = fetch_live(request, catalog)
+    return live.catalog, quotas.merged(live.quotas), [s.as_dict() for s in live.sources]
+
+
+def _emit(doc: dict[str, Any] | None, text: str, as_json: bool) -> None:
+    sys.stdout.write((json.dumps(doc, indent=2) if as_json else text) + "\n")
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from placement.engine import plan
+    from placement.jobspec import parse_job
+    from placement.render import plan_doc, plan_text
+
+    if args.top < 1:
+        raise UsageError("--top: must be at least 1")
+    job = parse_job(load_yaml(args.job, "job spec"))
+    catalog = load_catalog(args.catalog)
+    quotas = load_quotas(args.quotas)
+    from placement.shapes import shape_book
+
+    min_gpus = min((s.gpus for s in shape_book().shapes.values() if s.accelerator in job.accelerators), default=8)
+    catalog, quotas, sources = _live_data(args, catalog, quotas, job.accelerators, -(-job.gpus // max(min_gpus, 1)))
+    result = plan(job, catalog.offers, quotas)
+    doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources)
+    text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
+                                          sources=sources)
+    _emit(doc, text, args.json)
+    return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
+
+
+def cmd_plan_batch(args: argparse.Namespace) -> int:
+    from placement.batch import greedy, solve
+    from placement.jobspec import parse_batch
+    from placement.render import batch_doc, batch_text
+
+    jobs = parse_batch(load_yaml(args.jobs, "batch file"))
+    catalog = load_catalog(args.catalog)
+    quotas = load_quotas(args.quotas)
+    accels = sorted({a for j in jobs for a in j.accelerators})
+    catalog, quotas, sources = _live_data(args, catalog, quotas, accels, 1)
+    result = solve(jobs, catalog.offers, quotas)
+    base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas)
+    _emit(batch_doc(result, catalog, base, sources), "" if args.json else batch_text(result, catalog, base), args.json)
+    return EXIT_OK if result.placed else EXIT_NOTHING_FEASIBLE
+
+
+def cmd_offers(args: argparse.Namespace) -> int:
+    from placement.render import offer_doc, offers_text
+    from placement.shapes import shape_book
+
+    book = shape_book()
+    accel = book.canonical_accelerator(args.accelerator)
+    if accel not in book.accelerators():
+        raise UsageError(f"--accelerator: unknown accelerator {args.accelerator!r}; known: "
+                         + ", ".join(sorted(book.accelerators())))
+    catalog = load_catalog(args.catalog)
+    catalog, _, sources = _live_data(args, catalog, load_quotas(args.quotas), [accel], 1)
+    offers = [o for o in catalog.offers if o.shape.accelerator == accel
+              and (args.cloud is None or o.cloud == args.cloud)
+              and (args.region is None or o.region == args.region)
+              and (args.capacity != "spot" or o.spot_price is not None)
+              and (args.capacity != "on-demand" or o.price is not None)]
+    offers.sort(key=lambda o: (o.cloud, o.region, o.zone, o.instance_type))
+    doc = {"schema": "gpufleet.placement/v1", "kind": "offers", "accelerator": accel,
+           "catalog": {"source": catalog.source, "as_of": catalog.as_of}, "sources": sources,
+           "offers": [offer_doc(o) for o in offers]}
+    _emit(doc, "" if args.json else offers_text(offers), args.json)
+    return EXIT_OK if offers else EXIT_NOTHING_FEASIBLE
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    from placement.live import refresh_catalog
+
+    return refresh_catalog(args)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from placement.submit import run_submit
+
+    return run_submit(args)
+
+
+COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
+            "submit": cmd_submit}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (0 placed, 1 nothing feasible, 2 bad input)."""
+    from placement.errors import InputError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.version:
+            from placement import __version__
+
+            print(f"placement (gpufleet) {__version__}")
+            return EXIT_OK
+        if not args.command:
+            parser.print_help()
+            return EXIT_BAD_INPUT
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"placement: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except InputError as exc:
+        print(f"placement: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into head): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

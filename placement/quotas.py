@@ -1,0 +1,84 @@
+"""Quota headroom: which (cloud, region, quota key) has how much room, and what a candidate needs.
+
+Pure parsing of already-loaded rows (CSV text or YAML list); no I/O.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement.errors import InputError
+from placement.shapes import CLOUDS
+
+QUOTA_COLUMNS = ("cloud", "region", "quota", "limit", "usage")
+QuotaKey = tuple[str, str, str]  # (cloud, region, quota code or metric)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One quota: ``limit`` and current ``usage`` in its unit (vCPU on AWS, GPUs on GCP)."""
+
+    limit: float
+    usage: float
+
+    @property
+    def headroom(self) -> float:
+        return max(self.limit - self.usage, 0.0)
+
+
+@dataclass(frozen=True)
+class QuotaTable:
+    """Known quotas by (cloud, region, key). A key not in the table is *unknown*, never assumed free."""
+
+    quotas: Mapping[QuotaKey, Quota] = field(default_factory=dict)
+
+    def get(self, cloud: str, region: str, key: str | None) -> Quota | None:
+        if key is None:
+            return None
+        return self.quotas.get((cloud, region, key))
+
+    def merged(self, other: QuotaTable) -> QuotaTable:
+        """This table with ``other``'s entries taking precedence (live data over a file)."""
+        return QuotaTable({**self.quotas, **other.quotas})
+
+
+def _num(value: Any, field: str, source: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(field, f"must be a number, got {value!r}", source=source) from None
+    if math.isnan(number) or number < 0:
+        raise InputError(field, f"must be a non-negative number, got {value!r}", source=source)
+    return number
+
+
+def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
+    """Rows of mappings with cloud, region, quota, limit, usage (from CSV or YAML)."""
+    quotas: dict[QuotaKey, Quota] = {}
+    for i, row in enumerate(rows):
+        where = f"row {i + 1}"
+        if not isinstance(row, Mapping):
+            raise InputError(where, "must be a mapping with " + ", ".join(QUOTA_COLUMNS), source=source)
+        for col in QUOTA_COLUMNS:
+            if row.get(col) is None or str(row.get(col)).strip() == "":
+                raise InputError(f"{col} ({where})", "is missing; every row needs " + ",".join(QUOTA_COLUMNS),
+                                 source=source)
+        cloud = str(row["cloud"]).strip().lower()
+        if cloud not in CLOUDS:
+            raise InputError(f"cloud ({where})", f"must be aws or gcp, got {row['cloud']!r}", source=source)
+        quotas[(cloud, str(row["region"]).strip(), str(row["quota"]).strip())] = Quota(
+            limit=_num(row["limit"], f"limit ({where})", source), usage=_num(row["usage"], f"usage ({where})", source))
+    return QuotaTable(quotas)
+
+
+def parse_quota_csv(text: str, source: str) -> QuotaTable:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in QUOTA_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(missing[0], "column is missing; the header must be " + ",".join(QUOTA_COLUMNS), source=source)
+    return parse_quota_rows(list(reader), source)

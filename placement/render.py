@@ -1,0 +1,193 @@
+"""Turn plans into the versioned JSON document or a text table. Pure: returns data or strings."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from placement.batch import BatchResult
+from placement.catalog import Catalog, Offer
+from placement.engine import Candidate, Plan, why_chosen
+
+SCHEMA = "gpufleet.placement/v1"
+
+
+def _money(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else round(x, 4)
+
+
+def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
+    """One candidate as in the JSON contract."""
+    o = c.offer
+    doc: dict[str, Any] = {
+        "rank": rank,
+        "cloud": o.cloud,
+        "region": o.region,
+        "zone": o.zone,
+        "instance_type": o.instance_type,
+        "accelerator": o.shape.accelerator,
+        "gpus_per_node": o.shape.gpus,
+        "nodes": c.nodes,
+        "capacity": c.capacity,
+        "usd_per_hour": _money(c.usd_per_hour),
+        "cost": {"compute_usd": _money(c.cost.compute_usd), "egress_usd": _money(c.cost.egress_usd),
+                 "total_usd": _money(c.cost.total_usd)},
+        "quota": {"key": c.quota.key, "unit": c.quota.unit, "needed": c.quota.needed, "headroom": c.quota.headroom},
+        "feasible": c.feasible,
+        "notes": list(c.notes),
+        "price_source": o.price_source,
+    }
+    if c.capacity == "spot":
+        doc["interruptions_per_hour"] = c.interruptions_per_hour
+    if o.placement_score is not None:
+        doc["placement_score"] = o.placement_score
+    if c.excluded:
+        doc["excluded_reason"] = c.excluded
+    return doc
+
+
+def catalog_info(catalog: Catalog) -> dict[str, Any]:
+    return {"source": catalog.source, "as_of": catalog.as_of, "offers": len(catalog.offers)}
+
+
+def plan_doc(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
+             sources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The ``gpufleet.placement/v1`` document for one job."""
+    shown = list(p.ranked) if all_candidates else list(p.ranked[:top])
+    cands = [candidate_doc(c, i + 1) for i, c in enumerate(shown)]
+    if all_candidates:
+        cands += [candidate_doc(c) for c in p.excluded]
+    return {
+        "schema": SCHEMA,
+        "kind": "plan",
+        "job": p.job.name,
+        "catalog": catalog_info(catalog),
+        "sources": list(sources),
+        "chosen": candidate_doc(p.chosen, 1) if p.chosen else None,
+        "why": why_chosen(p),
+        "runnable": len(p.ranked),
+        "excluded": len(p.excluded),
+        "candidates": cands,
+    }
+
+
+def batch_doc(result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None,
+              sources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The ``gpufleet.placement/v1`` document for a batch: one ``chosen`` per job, the total and solver status."""
+    jobs = []
+    for a in result.assignments:
+        jobs.append({"job": a.job.name, "chosen": candidate_doc(a.candidate, 1) if a.candidate else None,
+                     "placed": a.candidate is not None, "reason": a.reason})
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "kind": "batch",
+        "catalog": catalog_info(catalog),
+        "sources": list(sources),
+        "jobs": jobs,
+        "placed": result.placed,
+        "unplaceable": len(result.assignments) - result.placed,
+        "total_usd": round(result.total_usd, 4),
+        "solver": {"name": result.solver, "status": result.status},
+        "quota_used": [{"cloud": g[0], "region": g[1], "quota": g[2], "used": v}
+                       for g, v in sorted(result.quota_used.items())],
+    }
+    if greedy is not None:
+        doc["greedy"] = {"total_usd": round(greedy.total_usd, 4), "placed": greedy.placed,
+                         "saved_usd": round(greedy.total_usd - result.total_usd, 4)
+                         if greedy.placed == result.placed else None}
+    return doc
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int] | None = None) -> str:
+    """A plain aligned text table."""
+    right = right or set()
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
+
+
+def _usd(x: float) -> str:
+    return "-" if math.isinf(x) else f"{x:,.2f}"
+
+
+def _headroom(c: Candidate) -> str:
+    if c.quota.headroom is None:
+        return "unknown"
+    return f"{c.quota.needed}/{c.quota.headroom:g} {c.quota.unit}"
+
+
+PLAN_HEADERS = ("#", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "compute $", "egress $",
+                "total $", "quota need/headroom", "notes")
+
+
+def candidate_row(c: Candidate, rank: str) -> list[str]:
+    o = c.offer
+    notes = c.excluded or ", ".join(c.notes)
+    return [rank, o.cloud, o.region, o.zone, f"{o.instance_type} x{c.nodes}", c.capacity, _usd(c.usd_per_hour),
+            _usd(c.cost.compute_usd), _usd(c.cost.egress_usd), _usd(c.cost.total_usd), _headroom(c), notes]
+
+
+def plan_text(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
+              sources: Sequence[dict[str, Any]] = ()) -> str:
+    shown = list(p.ranked) if all_candidates else list(p.ranked[:top])
+    rows = [candidate_row(c, str(i + 1)) for i, c in enumerate(shown)]
+    if all_candidates:
+        rows += [candidate_row(c, "x") for c in p.excluded]
+    out = [f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h, "
+           f"capacity {p.job.capacity} (catalog {catalog.source}, as of {catalog.as_of})"]
+    out.append(table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9}) if rows else "(no runnable candidate)")
+    hidden = len(p.ranked) - len(shown)
+    if hidden > 0:
+        out.append(f"... {hidden} more runnable, {len(p.excluded)} excluded (--all-candidates lists them)")
+    out.append(sources_text(sources))
+    out.append("why: " + why_chosen(p))
+    return "\n".join(x for x in out if x)
+
+
+def sources_text(sources: Sequence[dict[str, Any]]) -> str:
+    if not sources:
+        return ""
+    rows = [[s.get("cloud", ""), s.get("service", ""), s.get("region", "") or "-", s.get("status", ""),
+             s.get("detail", "") or ""] for s in sources]
+    return "sources:\n" + table(("cloud", "service", "region", "status", "detail"), rows)
+
+
+def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None) -> str:
+    rows = []
+    for a in result.assignments:
+        c = a.candidate
+        if c is None:
+            rows.append([a.job.name, "-", "-", "-", "-", "-", "-", "-", a.reason or "unplaceable"])
+            continue
+        o = c.offer
+        rows.append([a.job.name, o.cloud, o.region, o.zone, f"{o.instance_type} x{c.nodes}", c.capacity,
+                     _usd(c.usd_per_hour), _usd(c.cost.total_usd), ", ".join(c.notes)])
+    out = [table(("job", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "notes"),
+                 rows, right={6, 7})]
+    out.append(f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
+               f"(solver {result.solver}: {result.status}; catalog {catalog.source}, as of {catalog.as_of})")
+    if greedy is not None:
+        if greedy.placed == result.placed:
+            out.append(f"one-by-one greedy in arrival order: ${greedy.total_usd:,.2f}; "
+                       f"joint placement saves ${greedy.total_usd - result.total_usd:,.2f}")
+        else:
+            out.append(f"one-by-one greedy in arrival order places only {greedy.placed} "
+                       f"(${greedy.total_usd:,.2f}); joint placement places {result.placed}")
+    return "\n".join(out)
+
+
+def offers_text(offers: Sequence[Offer]) -> str:
+    rows = [[o.cloud, o.region, o.zone, o.instance_type, o.shape.accelerator, str(o.shape.gpus),
+             "-" if o.price is None else f"{o.price:,.2f}", "-" if o.spot_price is None else f"{o.spot_price:,.2f}"]
+            for o in offers]
+    return table(("cloud", "region", "zone", "instance", "accelerator", "GPUs", "on-demand $/h", "spot $/h"), rows,
+                 right={5, 6, 7})
+
+
+def offer_doc(o: Offer) -> dict[str, Any]:
+    return {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+            "accelerator": o.shape.accelerator, "gpus_per_node": o.shape.gpus, "usd_per_hour": o.price,
+            "spot_usd_per_hour": o.spot_price}
