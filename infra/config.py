@@ -78,6 +78,8 @@ class ClusterConfig:
     public_access: bool = False
     public_access_cidrs: tuple[str, ...] = ()
     admin_principals: tuple[str, ...] = ()
+    # GKE: refuse `pulumi destroy` of the control plane until this is set to false and applied.
+    deletion_protection: bool = True
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,10 @@ class HubConfig:
     """A MultiKueue hub: the worker stacks it dispatches to (fully qualified stack names)."""
 
     workers: tuple[str, ...] = ()
+    # MultiKueue dispatcher on the hub: AllAtOnce copies a workload to every worker and keeps the first
+    # admission; Incremental widens the set 3 clusters at a time; External leaves the choice to a
+    # controller writing .status.nominatedClusterNames (``placement submit``).
+    dispatcher: Literal["AllAtOnce", "Incremental", "External"] = "AllAtOnce"
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,10 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     reservation = pool.get("reservation")
     if capacity in ("CAPACITY_BLOCK", "RESERVATION") and not reservation:
         raise ConfigError(_key(f"{path}.reservation"), f"is required when capacity is {capacity}")
+    # AWS: the launch template targets the Capacity Block by its reservation ID.
+    if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", str(reservation)):
+        raise ConfigError(_key(f"{path}.reservation"),
+                          f"must be a capacity reservation ID such as cr-0123456789abcdef0, got {reservation!r}")
     min_nodes = _int(pool.get("minNodes", 0), f"{path}.minNodes")
     max_nodes = _int(pool.get("maxNodes", 1), f"{path}.maxNodes", minimum=1)
     desired = _int(pool.get("desiredNodes", min_nodes), f"{path}.desiredNodes")
@@ -315,7 +325,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
 
     cl = _mapping(raw.get("cluster"), "cluster")
     _unknown_keys(cl, {"kubernetesVersion", "releaseChannel", "gkeVersion", "publicAccess", "publicAccessCidrs",
-                       "adminPrincipals"}, "cluster")
+                       "adminPrincipals", "deletionProtection"}, "cluster")
     public = _bool(cl.get("publicAccess", False), "cluster.publicAccess")
     cidrs = tuple(_cidr(c, "cluster.publicAccessCidrs") for c in _strings(cl.get("publicAccessCidrs"),
                                                                           "cluster.publicAccessCidrs"))
@@ -330,7 +340,14 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         raise ConfigError(_key("cluster.kubernetesVersion"), f"must be a minor version such as 1.33, got {version!r}")
     cluster = ClusterConfig(kubernetes_version=version, release_channel=channel,
                             gke_version=cl.get("gkeVersion"), public_access=public, public_access_cidrs=cidrs,
-                            admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"))
+                            admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
+                            deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"))
+
+    # AWS: EKS access entries take IAM role or user ARNs (not assumed-role session ARNs).
+    for principal in cluster.admin_principals if cloud == "aws" else ():
+        if not re.fullmatch(r"arn:aws[-a-z]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", principal):
+            raise ConfigError(_key("cluster.adminPrincipals"),
+                              f"{principal!r} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
 
     ck = _mapping(raw.get("checkpoint"), "checkpoint")
     _unknown_keys(ck, {"prefix", "noncurrentVersionDays", "softDeleteDays", "kmsKey", "filesystem"}, "checkpoint")
@@ -382,8 +399,12 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
                         teams=teams, flavor_order=order)
 
     hb = _mapping(raw.get("hub"), "hub")
-    _unknown_keys(hb, {"workers"}, "hub")
+    _unknown_keys(hb, {"workers", "dispatcher"}, "hub")
     workers = _strings(hb.get("workers"), "hub.workers")
+    dispatcher = str(hb.get("dispatcher", "AllAtOnce"))
+    if dispatcher not in ("AllAtOnce", "Incremental", "External"):
+        raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
+    hub = HubConfig(workers=workers, dispatcher=dispatcher)  # type: ignore[arg-type]
     if role == "hub" and not workers:
         raise ConfigError(_key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)")
 
@@ -396,7 +417,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     return StackConfig(cloud=cloud, role=role, region=region, cluster_name=cluster_name,  # type: ignore[arg-type]
                        gpu_zone=gpu_zone, project=str(project) if project else None, node_pools=pools,
                        network=network, cluster=cluster, checkpoint=checkpoint, training=training,
-                       kueue=kueue, hub=HubConfig(workers=workers), tags=tags)
+                       kueue=kueue, hub=hub, tags=tags)
 
 
 KEYS = ("cloud", "role", "region", "project", "clusterName", "gpuZone", "nodePools", "network", "cluster",
@@ -410,7 +431,10 @@ def from_pulumi() -> StackConfig:
     cfg = pulumi.Config(NAMESPACE)
     raw: dict[str, Any] = {}
     for key in KEYS:
-        value = cfg.get_object(key)
+        try:
+            value = cfg.get_object(key)
+        except pulumi.config.ConfigTypeError:  # a plain string such as `gcp` is not JSON
+            value = None
         if value is None:
             value = cfg.get(key)
         if value is not None:

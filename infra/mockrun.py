@@ -24,9 +24,38 @@ INVOKE_RESULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "aws:index/getPartition:getPartition": lambda a: {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"},
     "aws:index/getRegion:getRegion": lambda a: {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:iam/getPolicyDocument:getPolicyDocument": lambda a: {"json": json.dumps(_policy_json(a)), "id": "doc"},
+    "aws:index/getAvailabilityZones:getAvailabilityZones": lambda a: _aws_zones(str(a.get("region") or "us-east-1")),
     "gcp:organizations/getClientConfig:getClientConfig": lambda a: {"accessToken": "mock-token", "project": "p"},
     "gcp:organizations/getProject:getProject": lambda a: {"number": "123456789", "projectId": "p", "id": "p"},
+    "gcp:storage/getProjectServiceAccount:getProjectServiceAccount": lambda a: {
+        "emailAddress": "service-123456789@gs-project-accounts.iam.gserviceaccount.com",
+        "member": "serviceAccount:service-123456789@gs-project-accounts.iam.gserviceaccount.com",
+        "project": a.get("project", "p"), "id": "service-123456789"},
 }
+
+
+# Regular AZs per region as one account sees them: names are shuffled per account, zone IDs are not.
+_AWS_AZS: dict[str, list[tuple[str, str]]] = {
+    "us-east-1": [("us-east-1a", "use1-az1"), ("us-east-1b", "use1-az2"), ("us-east-1c", "use1-az4"),
+                  ("us-east-1d", "use1-az6"), ("us-east-1e", "use1-az3"), ("us-east-1f", "use1-az5")],
+    "us-west-2": [("us-west-2a", "usw2-az1"), ("us-west-2b", "usw2-az2"), ("us-west-2c", "usw2-az3"),
+                  ("us-west-2d", "usw2-az4")],
+}
+
+
+def _aws_zones(region: str) -> dict[str, Any]:
+    """A realistic aws.get_availability_zones answer (other regions: three AZs named after the region)."""
+    from placement.zones import aws_zone_id_prefix
+
+    azs = _AWS_AZS.get(region) or [(f"{region}{c}", f"{aws_zone_id_prefix(region)}-az{i}")
+                                   for i, c in enumerate("abc", start=1)]
+    return {"id": region, "names": [n for n, _ in azs], "zoneIds": [z for _, z in azs],
+            "groupNames": [region] * len(azs), "allAvailabilityZones": False, "state": "available"}
+
+
+# Outputs of the stacks a program reads through pulumi.StackReference, by fully qualified stack name
+# (``org/project/stack``). Tests fill it; ``kubeconfig`` is reported as a secret output, as exported.
+STACK_REFERENCE_OUTPUTS: dict[str, dict[str, Any]] = {}
 
 
 def _policy_json(args: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +117,22 @@ def _mocks(result: RunResult) -> Any:
                 state.setdefault("endpoint", f"https://{args.name}.eks.mock")
                 state.setdefault("certificateAuthority", {"data": "bW9jaw=="})
                 state.setdefault("identities", [{"oidcs": [{"issuer": f"https://oidc.eks.mock/id/{args.name}"}]}])
+                # EKS creates the cluster security group; node launch templates attach it to their interfaces.
+                state["vpcConfig"] = {"clusterSecurityGroupId": f"sg-{args.name}-cluster",
+                                      **(state.get("vpcConfig") or {})}
+            if args.typ == "pulumi:pulumi:StackReference":
+                target = str(args.inputs.get("name") or args.name)
+                if target not in STACK_REFERENCE_OUTPUTS:
+                    raise KeyError(f"no STACK_REFERENCE_OUTPUTS entry for stack {target!r}")
+                outputs = STACK_REFERENCE_OUTPUTS[target]
+                state = {"name": target, "outputs": outputs,
+                         "secretOutputNames": [k for k in ("kubeconfig",) if k in outputs]}
+                return target, state
+            if (args.typ == "kubernetes:core/v1:Secret"
+                    and args.inputs.get("type") == "kubernetes.io/service-account-token"):
+                # The token controller fills in token and ca.crt (base64, as the API returns them).
+                state["data"] = {"token": "bW9jay1zZXJ2aWNlLWFjY291bnQtdG9rZW4=", "ca.crt": "bW9jaw==",
+                                 **(state.get("data") or {})}
             if args.typ == "gcp:container/cluster:Cluster":
                 state.setdefault("endpoint", "203.0.113.10")
                 state.setdefault("masterAuth", {"clusterCaCertificate": "bW9jaw=="})
@@ -95,7 +140,7 @@ def _mocks(result: RunResult) -> Any:
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
             fn = INVOKE_RESULTS.get(args.token)
-            return (fn(dict(args.args)) if fn else dict(args.args)), None
+            return (fn(dict(args.args)) if fn else dict(args.args)), []
 
     return RecordingMocks()
 

@@ -1,12 +1,14 @@
 """Joint placement of a burst of jobs that compete for the same quota, solved exactly as a MILP (HiGHS).
 
-    minimise   Σ_j Σ_c total_usd[j,c]·x[j,c] + UNPLACED·Σ_j u[j] + UNKNOWN·Σ (x on quota-unknown candidates)
     subject to Σ_c x[j,c] + u[j] = 1                     for every job j
                Σ_(j,c in g) needed[j,c]·x[j,c] ≤ headroom[g]  for every known (cloud, region, quota key) g
                x binary, 0 ≤ u ≤ 1
+    phase 1:   minimise Σ_j u[j]                          (place as many jobs as quota allows: U*)
+    phase 2:   minimise Σ_j Σ_c total_usd[j,c]·x[j,c] + UNKNOWN·Σ (x on quota-unknown candidates)
+               subject to Σ_j u[j] ≤ U*
 
-UNPLACED exceeds any job's cost, so the solver places as many jobs as quota allows before saving money;
-UNKNOWN ranks quota-unknown candidates after every known-feasible one, as the single-job plan does.
+UNKNOWN exceeds any job's cost, so quota-unknown candidates rank after every known-feasible one, as
+in the single-job plan. Both phases are solved to HiGHS's MIP gap tolerance (``mip_rel_gap``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from placement.catalog import Offer
 from placement.egress import EgressBook
-from placement.engine import Candidate, plan
+from placement.engine import Plan, Row, _candidate, plan
 from placement.jobspec import JobSpec
 from placement.quotas import QuotaTable
 
@@ -40,122 +43,234 @@ class BatchResult:
     solver: str
     status: str
     quota_used: dict[tuple[str, str, str], float]
+    gap: float = 0.0  # relative MIP gap of the cost phase (0 = proven optimal)
 
     @property
     def placed(self) -> int:
         return sum(1 for a in self.assignments if a.candidate is not None)
 
 
-def _options(job: JobSpec, offers: Sequence[Offer], quotas: QuotaTable, book: EgressBook | None) -> list[Candidate]:
+def _group(r: Row) -> tuple[str, str, str] | None:
+    """The (cloud, region, quota key) a candidate row draws on, or None when its quota is unknown."""
+    return None if r[18] is None else (r[3], r[4], r[15])  # type: ignore[return-value]
+
+
+def _option_key(r: Row) -> tuple[object, ...]:
+    g = _group(r)
+    return ("unknown",) if g is None else (g, r[17])
+
+
+def _options(p: Plan) -> list[Row]:
     """Runnable candidates of one job, pruned to those that can matter to the optimum.
 
     Within one quota group and the same quota draw, only the cheapest candidate can be optimal; of the
     quota-unknown ones only the cheapest (they compete for nothing).
     """
-    best: dict[tuple[object, ...], Candidate] = {}
-    for c in plan(job, offers, quotas, book).ranked:  # ranked: cheapest first
-        group = c.quota_group
-        key: tuple[object, ...] = ("unknown",) if group is None else (group, c.quota.needed)
-        if key not in best:
-            best[key] = c
+    best: dict[tuple[object, ...], Row] = {}
+    for r in p.rows:  # ranked: cheapest first
+        best.setdefault(_option_key(r), r)
     return list(best.values())
+
+
+def _result(plans: Sequence[Plan], picks: Sequence[Row | None], solver: str, status: str, why: Sequence[str],
+            gap: float = 0.0) -> BatchResult:
+    used: dict[tuple[str, str, str], float] = defaultdict(float)
+    out = []
+    total = 0.0
+    for p, r, reason in zip(plans, picks, why):
+        if r is None:
+            out.append(Assignment(p.job, None, reason))
+            continue
+        g = _group(r)
+        if g is not None:
+            used[g] += r[17]
+        total += r[1]
+        out.append(Assignment(p.job, _candidate(p.job, r)))
+    return BatchResult(tuple(out), total, solver, status, dict(used), gap=gap)
+
+
+def _greedy_picks(plans: Sequence[Plan]) -> list[Row | None]:
+    used: dict[tuple[str, str, str], float] = defaultdict(float)
+    picks: list[Row | None] = []
+    for p in plans:
+        chosen = None
+        for r in p.rows:
+            g = _group(r)
+            if g is None or used[g] + r[17] <= r[18]:  # type: ignore[operator]
+                chosen = r
+                break
+        if chosen is not None and (g := _group(chosen)) is not None:
+            used[g] += chosen[17]
+        picks.append(chosen)
+    return picks
+
+
+def _lp_rounding(h: Any, cols: Sequence[tuple[int, Row]], n_x: int, n_jobs: int,
+                 by_job: dict[int, list[int]]) -> list[float] | None:
+    """A good first incumbent: solve the LP relaxation, keep its integral assignments and place the few
+    fractional jobs greedily by LP weight. The relaxation of this assignment structure is nearly integral,
+    so the incumbent usually lies within the gap tolerance and the MILP closes at the root."""
+    import highspy
+
+    lp = h.getLp()
+    lp.integrality_ = []
+    relax = highspy.Highs()
+    relax.setOptionValue("output_flag", False)
+    relax.passModel(lp)
+    relax.run()
+    if not relax.getSolution().value_valid:
+        return None
+    x = list(relax.getSolution().col_value)
+    out = [0.0] * (n_x + n_jobs)
+    left: dict[tuple[str, str, str], float] = {}
+    fractional = []
+    for j in range(n_jobs):
+        members = by_job[j]
+        best = max(members, key=lambda i: x[i], default=None)
+        if best is not None and x[best] > 1 - 1e-6:
+            out[best] = 1.0
+            g = _group(cols[best][1])
+            if g is not None:
+                left[g] = left.get(g, float(cols[best][1][18])) - cols[best][1][17]  # type: ignore[arg-type]
+        elif x[n_x + j] > 1 - 1e-6:
+            out[n_x + j] = 1.0
+        else:
+            fractional.append(j)
+    if fractional:
+        _place_exactly(fractional, cols, n_x, by_job, left, h.getLp().col_cost_, out)
+    return out
+
+
+def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, by_job: dict[int, list[int]],
+                   left: dict[tuple[str, str, str], float], cost: Sequence[float], out: list[float]) -> None:
+    """Solve the small MILP of the LP's fractional jobs against the quota the integral ones left."""
+    import highspy
+
+    sub = highspy.Highs()
+    sub.setOptionValue("output_flag", False)
+    sub.setOptionValue("time_limit", 5.0)
+    members = [i for j in jobs for i in by_job[j]]
+    big = max((cost[i] for i in members), default=0.0) * 10 + 1.0
+    n = len(members) + len(jobs)
+    sub.addCols(n, [cost[i] for i in members] + [big] * len(jobs), [0.0] * n, [1.0] * n, 0, [], [], [])
+    sub.changeColsIntegrality(len(members), list(range(len(members))),
+                              [highspy.HighsVarType.kInteger] * len(members))
+    pos = {i: k for k, i in enumerate(members)}
+    for k, j in enumerate(jobs):
+        idx = [pos[i] for i in by_job[j]] + [len(members) + k]
+        sub.addRow(1.0, 1.0, len(idx), idx, [1.0] * len(idx))
+    groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    for i in members:
+        g = _group(cols[i][1])
+        if g is not None:
+            groups[g].append(i)
+    for g, idx in groups.items():
+        room = left.get(g, float(cols[idx[0]][1][18]))  # type: ignore[arg-type]
+        sub.addRow(-highspy.kHighsInf, room, len(idx), [pos[i] for i in idx], [float(cols[i][1][17]) for i in idx])
+    sub.run()
+    if not sub.getSolution().value_valid:
+        for j in jobs:
+            out[n_x + j] = 1.0
+        return
+    y = list(sub.getSolution().col_value)
+    for k, j in enumerate(jobs):
+        picked = [i for i in by_job[j] if y[pos[i]] > 0.5]
+        if picked:
+            out[picked[0]] = 1.0
+        else:
+            out[n_x + j] = 1.0
 
 
 def greedy(jobs: Iterable[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None = None,
            book: EgressBook | None = None) -> BatchResult:
     """Place jobs one by one in arrival order, each on its cheapest candidate that still fits."""
-    quotas = quotas or QuotaTable()
-    used: dict[tuple[str, str, str], float] = defaultdict(float)
-    out = []
-    total = 0.0
-    for job in jobs:
-        chosen = None
-        for c in plan(job, offers, quotas, book).ranked:
-            g = c.quota_group
-            if g is None or used[g] + c.quota.needed <= c.quota.headroom:  # type: ignore[operator]
-                chosen = c
-                break
-        if chosen is None:
-            out.append(Assignment(job, None, "no candidate left with quota headroom"))
-            continue
-        if chosen.quota_group is not None:
-            used[chosen.quota_group] += chosen.quota.needed
-        total += chosen.cost.total_usd
-        out.append(Assignment(job, chosen))
-    return BatchResult(tuple(out), total, "greedy", "done", dict(used))
+    plans = [plan(job, offers, quotas, book) for job in jobs]
+    picks = _greedy_picks(plans)
+    return _result(plans, picks, "greedy", "done", ["no candidate left with quota headroom"] * len(plans))
 
 
 def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None = None,
-          book: EgressBook | None = None, *, time_limit_s: float = 60.0) -> BatchResult:
+          book: EgressBook | None = None, *, time_limit_s: float = 30.0,
+          mip_rel_gap: float = 1e-4) -> BatchResult:
     """Minimise the batch's total cost subject to quota headroom per (cloud, region, quota key)."""
     import highspy
 
-    quotas = quotas or QuotaTable()
-    options = [_options(job, offers, quotas, book) for job in jobs]
-    max_cost = max((c.cost.total_usd for opts in options for c in opts), default=0.0)
+    plans = [plan(job, offers, quotas, book) for job in jobs]
+    options = [_options(p) for p in plans]
+    # Greedy is a feasible solution: hand it to HiGHS as the first incumbent.
+    start = _greedy_picks(plans)
+    start_placed = sum(1 for r in start if r is not None)
+    max_cost = max((r[1] for opts in options for r in opts), default=0.0)
     unknown_penalty = max_cost * 2 + 1.0
-    unplaced_penalty = (unknown_penalty + max_cost) * 2 + 1.0
 
-    cols: list[tuple[int, Candidate]] = [(j, c) for j, opts in enumerate(options) for c in opts]
+    cols: list[tuple[int, Row]] = [(j, r) for j, opts in enumerate(options) for r in opts]
     n_x = len(cols)
     n = n_x + len(jobs)
-    costs = [c.cost.total_usd + (unknown_penalty if c.quota_group is None else 0.0) for _, c in cols]
-    costs += [unplaced_penalty] * len(jobs)
+    costs = [r[1] + (unknown_penalty if _group(r) is None else 0.0) for _, r in cols]
+    costs += [0.0] * len(jobs)
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit_s))
-    h.setOptionValue("mip_rel_gap", 1e-9)
+    h.setOptionValue("mip_rel_gap", mip_rel_gap)
     inf = highspy.kHighsInf
-    h.addCols(n, costs, [0.0] * n, [1.0] * n, 0, [], [], [])
+    # Phase 1 objective: count unplaced jobs only.
+    h.addCols(n, [0.0] * n_x + [1.0] * len(jobs), [0.0] * n, [1.0] * n, 0, [], [], [])
     h.changeColsIntegrality(n_x, list(range(n_x)), [highspy.HighsVarType.kInteger] * n_x)
 
     lower, upper, starts, index, value = [], [], [], [], []
     by_job: dict[int, list[int]] = defaultdict(list)
     by_group: dict[tuple[str, str, str], list[int]] = defaultdict(list)
-    for i, (j, c) in enumerate(cols):
+    for i, (j, r) in enumerate(cols):
         by_job[j].append(i)
-        if c.quota_group is not None:
-            by_group[c.quota_group].append(i)
+        g = _group(r)
+        if g is not None:
+            by_group[g].append(i)
     for j in range(len(jobs)):
         starts.append(len(index))
         index.extend(by_job[j] + [n_x + j])
         value.extend([1.0] * (len(by_job[j]) + 1))
         lower.append(1.0)
         upper.append(1.0)
-    headroom: dict[tuple[str, str, str], float] = {}
-    for g, members in by_group.items():
-        cap = cols[members[0]][1].quota.headroom
-        assert cap is not None
-        headroom[g] = cap
+    for members in by_group.values():
         starts.append(len(index))
         index.extend(members)
-        value.extend(float(cols[i][1].quota.needed) for i in members)
+        value.extend(float(cols[i][1][17]) for i in members)
         lower.append(-inf)
-        upper.append(cap)
+        upper.append(float(cols[members[0]][1][18]))  # type: ignore[arg-type]
     if starts:
         h.addRows(len(starts), lower, upper, len(index), starts, index, value)
+
+    warm = [0.0] * n
+    index_of = {(j, _option_key(r)): i for i, (j, r) in enumerate(cols)}
+    for j, r in enumerate(start):
+        warm[n_x + j if r is None else index_of[(j, _option_key(r))]] = 1.0
+    h.setSolution(n, list(range(n)), warm)
+
+    # Phase 1: the most jobs quota allows. Phase 2: at that count, the least cost. Solving the two
+    # objectives in turn keeps the cost objective free of big-M penalties, whose weak LP bound would
+    # otherwise stall the search.
+    status = "Optimal"
+    if start_placed < len(jobs):
+        h.run()
+        status = h.modelStatusToString(h.getModelStatus())
+        if not h.getSolution().value_valid:
+            return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
+        warm = list(h.getSolution().col_value)
+    h.addRow(-inf, float(round(sum(warm[n_x:]))), len(jobs), list(range(n_x, n)), [1.0] * len(jobs))
+    h.changeColsCost(n, list(range(n)), costs)
+    rounded = _lp_rounding(h, cols, n_x, len(jobs), by_job)
+    h.setSolution(n, list(range(n)), rounded if rounded and sum(rounded[n_x:]) <= sum(warm[n_x:]) else warm)
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
-    x = list(h.getSolution().col_value) if n else []
-    if len(x) < n:
-        return BatchResult(tuple(Assignment(j, None, f"solver: {status}") for j in jobs), 0.0, "HiGHS", status, {})
-
-    chosen: dict[int, Candidate] = {}
-    for i, (j, c) in enumerate(cols):
+    solution = h.getSolution()
+    if not solution.value_valid:
+        return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
+    x = list(solution.col_value)
+    picks: list[Row | None] = [None] * len(jobs)
+    for i, (j, r) in enumerate(cols):
         if x[i] > 0.5:
-            chosen[j] = c
-    used: dict[tuple[str, str, str], float] = defaultdict(float)
-    out = []
-    total = 0.0
-    for j, job in enumerate(jobs):
-        c = chosen.get(j)
-        if c is None:
-            why = "no runnable candidate" if not options[j] else "quota headroom taken by cheaper placements"
-            out.append(Assignment(job, None, why))
-            continue
-        if c.quota_group is not None:
-            used[c.quota_group] += c.quota.needed
-        total += c.cost.total_usd
-        out.append(Assignment(job, c))
-    return BatchResult(tuple(out), total, "HiGHS", status, dict(used))
+            picks[j] = r
+    why = ["no runnable candidate" if not options[j] else "quota headroom taken by cheaper placements"
+           for j in range(len(jobs))]
+    return _result(plans, picks, "HiGHS", status, why, gap=h.getInfo().mip_gap)

@@ -10,8 +10,9 @@ Cost model (USD), for one candidate (offer × capacity):
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -84,24 +85,44 @@ class Candidate:
             return None
         return (self.offer.cloud, self.offer.region, self.quota.key)
 
-    def rank_key(self) -> tuple[int, float, float, str, str, str, str]:
-        o = self.offer
-        unknown = 0 if self.feasible else 1
-        return (unknown, round(self.cost.total_usd, 6), round(self.usd_per_hour, 6), o.cloud, o.region, o.zone,
-                o.instance_type + self.capacity)
+
+# A candidate before it becomes a Candidate object: ranking 50,000 offers only materialises the rows shown.
+# (unknown, total, hourly, cloud, region, zone, tiebreak, offer, capacity, nodes, rate, overhead, compute,
+#  dataset_egress, outputs_egress, quota key, unit, needed, headroom, excluded reason)
+Row = tuple[int, float, float, str, str, str, str, Offer, str, int, float, float, float, float, float,
+            "str | None", str, int, "float | None", "str | None"]
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The ranked result for one job: runnable candidates first (cheapest first), then excluded ones."""
+    """The ranked result for one job: runnable candidates (known-feasible cheapest first, then quota-unknown)
+    and the excluded ones. Candidates are built on first access."""
 
     job: JobSpec
-    ranked: tuple[Candidate, ...]
-    excluded: tuple[Candidate, ...] = field(default_factory=tuple)
+    rows: tuple[Row, ...]
+    excluded_rows: tuple[Row, ...] = ()
+
+    @functools.cached_property
+    def ranked(self) -> tuple[Candidate, ...]:
+        return tuple(_candidate(self.job, r) for r in self.rows)
+
+    @functools.cached_property
+    def excluded(self) -> tuple[Candidate, ...]:
+        return tuple(_candidate(self.job, r) for r in sorted(self.excluded_rows, key=_row_key))
+
+    def head(self, n: int) -> tuple[Candidate, ...]:
+        """The first ``n`` runnable candidates, without building the rest."""
+        if "ranked" in self.__dict__:
+            return self.ranked[:n]
+        return tuple(_candidate(self.job, r) for r in self.rows[:n])
 
     @property
     def chosen(self) -> Candidate | None:
-        return self.ranked[0] if self.ranked else None
+        return self.head(1)[0] if self.rows else None
+
+
+def _row_key(r: Row) -> tuple[int, float, float, str, str, str, str]:
+    return r[:7]  # type: ignore[return-value]
 
 
 def spot_overhead(job: JobSpec, rate: float) -> float:
@@ -119,62 +140,89 @@ def egress_cost(job: JobSpec, cloud: str, region: str, book: EgressBook) -> tupl
     return inbound, outbound
 
 
-def candidates(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None = None,
-               book: EgressBook | None = None) -> list[Candidate]:
-    """Every candidate for ``job`` among ``offers`` (those of an accepted accelerator), excluded ones included."""
+def _rows(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None,
+          book: EgressBook | None) -> Iterator[Row]:
     book = book or egress_book()
-    quotas = quotas or QuotaTable()
+    table = (quotas or QuotaTable()).quotas
     accels = set(job.accelerators)
     capacities = job.capacities()
     egress_memo: dict[tuple[str, str], tuple[float, float]] = {}
-    out: list[Candidate] = []
+    allowed_memo: dict[tuple[str, str], str | None] = {}
+    overhead_default = spot_overhead(job, job.interruptions_per_hour)
+    cap = job.max_usd_per_hour
     for offer in offers:
         shape = offer.shape
         if shape.accelerator not in accels:
             continue
-        nodes = math.ceil(job.gpus / shape.gpus)
-        region_key = (offer.cloud, offer.region)
+        nodes = -(-job.gpus // shape.gpus)
+        cloud, region = offer.cloud, offer.region
+        region_key = (cloud, region)
         eg = egress_memo.get(region_key)
         if eg is None:
-            eg = egress_memo[region_key] = egress_cost(job, offer.cloud, offer.region, book)
-        not_allowed = job.allows(offer.cloud, offer.region)
+            eg = egress_memo[region_key] = egress_cost(job, cloud, region, book)
+            allowed_memo[region_key] = job.allows(cloud, region)
+        not_allowed = allowed_memo[region_key]
         for capacity in capacities:
-            price = offer.spot_price if capacity == "spot" else offer.price
-            key = shape.quota.key(capacity)
-            quota = quotas.get(offer.cloud, offer.region, key)
-            needed = nodes * shape.quota_per_node()
-            qc = QuotaCheck(key=key, unit=shape.quota.unit, needed=needed,
-                            headroom=None if quota is None else quota.headroom)
-            rate = 0.0
-            overhead = 0.0
             if capacity == "spot":
-                rate = job.interruptions_per_hour if offer.interruptions_per_hour is None else max(
-                    job.interruptions_per_hour, offer.interruptions_per_hour)
-                overhead = spot_overhead(job, rate)
+                price = offer.spot_price
+                key = shape.quota.spot
+                if offer.interruptions_per_hour is None or offer.interruptions_per_hour <= job.interruptions_per_hour:
+                    rate, overhead = job.interruptions_per_hour, overhead_default
+                else:
+                    rate = offer.interruptions_per_hour
+                    overhead = spot_overhead(job, rate)
+            else:
+                price = offer.price
+                key = shape.quota.on_demand
+                rate = overhead = 0.0
+            quota = table.get((cloud, region, key)) if key is not None else None
+            needed = nodes * (shape.vcpus if shape.quota.unit == "vcpu" else shape.gpus)
+            headroom = None if quota is None else quota.headroom
             hourly = nodes * price if price is not None else math.inf
             compute = hourly * job.hours * (1.0 + overhead)
-            cost = Cost(compute_usd=compute, egress_usd=eg[0] + eg[1], dataset_egress_usd=eg[0],
-                        outputs_egress_usd=eg[1], spot_overhead=overhead)
-            reason = _exclusion(job, offer, capacity, nodes, price, hourly, qc, not_allowed)
-            notes = _notes(job, offer, capacity, cost, qc)
-            out.append(Candidate(offer=offer, capacity=capacity, nodes=nodes, usd_per_hour=hourly, cost=cost,
-                                 quota=qc, excluded=reason, interruptions_per_hour=rate, notes=notes))
-    return out
+            total = compute + eg[0] + eg[1]
+            reason: str | None = None
+            if not_allowed:
+                reason = not_allowed
+            elif price is None:
+                reason = f"not offered as {capacity} here"
+            elif nodes > 1 and shape.fabric == "none":
+                reason = f"{nodes} nodes need a multi-node GPU fabric; {shape.name} has none"
+            elif cap is not None and hourly > cap:
+                reason = f"${hourly:,.2f}/h is over max_usd_per_hour ${cap:,.2f}"
+            elif headroom is not None and needed > headroom:
+                reason = f"quota {key}: needs {needed} {shape.quota.unit}, headroom {headroom:g}"
+            yield (0 if headroom is not None else 1, round(total, 6), round(hourly, 6) if price is not None else hourly,
+                   cloud, region, offer.zone, shape.name + capacity, offer, capacity, nodes, rate, overhead, compute,
+                   eg[0], eg[1], key, shape.quota.unit, needed, headroom, reason)
 
 
-def _exclusion(job: JobSpec, offer: Offer, capacity: str, nodes: int, price: float | None, hourly: float,
-               qc: QuotaCheck, not_allowed: str | None) -> str | None:
-    if not_allowed:
-        return not_allowed
-    if price is None:
-        return f"not offered as {capacity} here"
-    if nodes > 1 and not offer.shape.multi_node:
-        return f"{nodes} nodes need a multi-node GPU fabric; {offer.instance_type} has none"
-    if job.max_usd_per_hour is not None and hourly > job.max_usd_per_hour:
-        return f"${hourly:,.2f}/h is over max_usd_per_hour ${job.max_usd_per_hour:,.2f}"
-    if qc.fits is False:
-        return f"quota {qc.key}: needs {qc.needed} {qc.unit}, headroom {qc.headroom:g}"
-    return None
+def _candidate(job: JobSpec, r: Row) -> Candidate:
+    (_, _, hourly, _, _, _, _, offer, capacity, nodes, rate, overhead, compute, eg_in, eg_out, key, unit, needed,
+     headroom, reason) = r
+    qc = QuotaCheck(key=key, unit=unit, needed=needed, headroom=headroom)
+    cost = Cost(compute_usd=compute, egress_usd=eg_in + eg_out, dataset_egress_usd=eg_in,
+                outputs_egress_usd=eg_out, spot_overhead=overhead)
+    return Candidate(offer=offer, capacity=capacity, nodes=nodes, usd_per_hour=hourly,  # type: ignore[arg-type]
+                     cost=cost, quota=qc, excluded=reason, interruptions_per_hour=rate,
+                     notes=_notes(job, offer, capacity, cost, qc))
+
+
+def candidates(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None = None,
+               book: EgressBook | None = None) -> list[Candidate]:
+    """Every candidate for ``job`` among ``offers`` (those of an accepted accelerator), excluded ones included."""
+    return [_candidate(job, r) for r in _rows(job, offers, quotas, book)]
+
+
+def plan(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None = None,
+         book: EgressBook | None = None) -> Plan:
+    """Rank every candidate: known-feasible by total cost, then quota-unknown ones; excluded ones apart."""
+    runnable: list[Row] = []
+    excluded: list[Row] = []
+    for r in _rows(job, offers, quotas, book):
+        (excluded if r[19] else runnable).append(r)
+    runnable.sort(key=_row_key)
+    return Plan(job=job, rows=tuple(runnable), excluded_rows=tuple(excluded))
 
 
 def _notes(job: JobSpec, offer: Offer, capacity: str, cost: Cost, qc: QuotaCheck) -> tuple[str, ...]:
@@ -194,15 +242,6 @@ def _notes(job: JobSpec, offer: Offer, capacity: str, cost: Cost, qc: QuotaCheck
     return tuple(notes)
 
 
-def plan(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None = None,
-         book: EgressBook | None = None) -> Plan:
-    """Rank every candidate: known-feasible by total cost, then quota-unknown ones; excluded ones apart."""
-    cands = candidates(job, offers, quotas, book)
-    runnable = sorted((c for c in cands if not c.excluded), key=Candidate.rank_key)
-    excluded = sorted((c for c in cands if c.excluded), key=Candidate.rank_key)
-    return Plan(job=job, ranked=tuple(runnable), excluded=tuple(excluded))
-
-
 def why_chosen(p: Plan) -> str:
     """One or two sentences on why the first row won."""
     best = p.chosen
@@ -213,7 +252,7 @@ def why_chosen(p: Plan) -> str:
             f"lowest total ${best.cost.total_usd:,.2f}")
     if best.feasible is None:
         head += "; quota unknown here (no quota data for " + (best.quota.key or "this shape") + "), verify before submitting"
-    runner = next((c for c in p.ranked[1:] if (c.offer.cloud, c.offer.region, c.offer.instance_type, c.capacity)
+    runner = next((c for c in p.head(50)[1:] if (c.offer.cloud, c.offer.region, c.offer.instance_type, c.capacity)
                    != (o.cloud, o.region, o.instance_type, best.capacity)), None)
     if runner is None:
         return head + "; the only runnable candidate."

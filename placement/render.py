@@ -54,7 +54,7 @@ def catalog_info(catalog: Catalog) -> dict[str, Any]:
 def plan_doc(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
              sources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for one job."""
-    shown = list(p.ranked) if all_candidates else list(p.ranked[:top])
+    shown = list(p.ranked) if all_candidates else list(p.head(top))
     cands = [candidate_doc(c, i + 1) for i, c in enumerate(shown)]
     if all_candidates:
         cands += [candidate_doc(c) for c in p.excluded]
@@ -66,8 +66,8 @@ def plan_doc(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
         "sources": list(sources),
         "chosen": candidate_doc(p.chosen, 1) if p.chosen else None,
         "why": why_chosen(p),
-        "runnable": len(p.ranked),
-        "excluded": len(p.excluded),
+        "runnable": len(p.rows),
+        "excluded": len(p.excluded_rows),
         "candidates": cands,
     }
 
@@ -132,16 +132,16 @@ def candidate_row(c: Candidate, rank: str) -> list[str]:
 
 def plan_text(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
               sources: Sequence[dict[str, Any]] = ()) -> str:
-    shown = list(p.ranked) if all_candidates else list(p.ranked[:top])
+    shown = list(p.ranked) if all_candidates else list(p.head(top))
     rows = [candidate_row(c, str(i + 1)) for i, c in enumerate(shown)]
     if all_candidates:
         rows += [candidate_row(c, "x") for c in p.excluded]
     out = [f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h, "
            f"capacity {p.job.capacity} (catalog {catalog.source}, as of {catalog.as_of})"]
     out.append(table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9}) if rows else "(no runnable candidate)")
-    hidden = len(p.ranked) - len(shown)
-    if hidden > 0:
-        out.append(f"... {hidden} more runnable, {len(p.excluded)} excluded (--all-candidates lists them)")
+    hidden = len(p.rows) - len(shown)
+    if hidden > 0 and not all_candidates:
+        out.append(f"... {hidden} more runnable, {len(p.excluded_rows)} excluded (--all-candidates lists them)")
     out.append(sources_text(sources))
     out.append("why: " + why_chosen(p))
     return "\n".join(x for x in out if x)

@@ -1,0 +1,74 @@
+"""GCP GPU cluster stack: networks shaped by the machine type, private GKE, GPU node pools, checkpoints.
+
+``build(cfg)`` is called by :func:`infra.program.main` for ``gpufleet:cloud: gcp`` worker stacks.
+Every check that could fail runs before the first resource is registered.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from infra.config import ConfigError, StackConfig
+
+if TYPE_CHECKING:
+    from infra.outputs import BuiltCluster
+
+
+def build(cfg: StackConfig) -> BuiltCluster:
+    """Build the whole GCP cluster stack for ``cfg`` and export the common cluster outputs."""
+    import pulumi
+    import pulumi_gcp as gcp
+
+    from infra.gcp.checkpoint import CheckpointArgs, CheckpointStore
+    from infra.gcp.cluster import ClusterArgs, GkeCluster
+    from infra.gcp.network import GcpNetwork, NetworkArgs
+    from infra.gcp.nodepool import GpuNodePool, GpuNodePoolArgs
+    from infra.gcp.plan import check_gcp_config, gcp_labels
+    from infra.outputs import BuiltCluster, export_cluster
+
+    try:
+        plan = check_gcp_config(cfg)
+    except ConfigError as exc:
+        raise pulumi.RunError(f"invalid stack config: {exc}") from None
+    assert cfg.project is not None  # config.parse requires it on GCP stacks
+
+    name = cfg.cluster_name
+    labels = gcp_labels(cfg, pulumi.get_stack())
+    provider = gcp.Provider(f"{name}-gcp", project=cfg.project, region=cfg.region, default_labels=labels)
+    opts = pulumi.ResourceOptions(providers=[provider])
+
+    network = GcpNetwork(f"{name}-network", NetworkArgs(
+        region=cfg.region, name=name, network=cfg.network, gpu_plan=plan, labels=labels), opts=opts)
+
+    gpu_zone = cfg.gpu_zone or cfg.node_pools[0].zone
+    cluster = GkeCluster(f"{name}-cluster", ClusterArgs(
+        project=cfg.project, region=cfg.region, name=name, cluster=cfg.cluster, network=network,
+        system_zone=gpu_zone, filesystem_kind=cfg.checkpoint.filesystem.kind, labels=labels), opts=opts)
+
+    by_subnet = {b.plan.subnet_name: b for b in network.gpu_subnets}
+    pools = [
+        GpuNodePool(f"{name}-{pool.name}", GpuNodePoolArgs(
+            pool=pool, cluster_id=cluster.cluster.id, location=cluster.cluster.location,
+            service_account=cluster.node_service_account.email,
+            attachments=[by_subnet[s.subnet_name] for _, s in plan.attachments(pool)], labels=labels), opts=opts)
+        for pool in cfg.node_pools
+    ]
+
+    store = CheckpointStore(f"{name}-checkpoints", CheckpointArgs(
+        project=cfg.project, region=cfg.region, zone=cfg.gpu_zone, cluster_name=name, checkpoint=cfg.checkpoint,
+        training=cfg.training, vpc_id=network.vpc.id, vpc_name=network.vpc.name, psa_cidr=plan.psa_cidr,
+        workload_pool_ready=[cluster.cluster], labels=labels), opts=opts)
+
+    export_cluster(
+        cfg, cluster_name=cluster.cluster.name, kubeconfig=cluster.kubeconfig, checkpoint_uri=store.uri,
+        filesystem=store.filesystem,
+        extra={
+            "project": cfg.project,
+            "gpuZone": gpu_zone,
+            "checkpointBucket": store.bucket.name,
+            "trainingGoogleServiceAccount": store.service_account_email,
+            # Pods opt into the GPU NICs by naming these networks in networking.gke.io/interfaces.
+            "gpuNetworks": {p.name: [s.gke_name for _, s in plan.attachments(p)] for p in cfg.node_pools},
+        })
+    return BuiltCluster(kubeconfig=cluster.kubeconfig, k8s_provider=cluster.k8s_provider,
+                        node_pools=[p.node_pool for p in pools])

@@ -1,0 +1,177 @@
+"""The GKE control plane, its node service account and system node pool, and GKE multi-networking objects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from infra.config import ClusterConfig
+from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
+from infra.gcp.plan import service_account_id
+
+SYSTEM_MACHINE_TYPE = "e2-standard-4"
+# Least privilege for nodes: logs, metrics, image pulls. Workload access comes from Workload Identity.
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+GKE_NETWORKING_API = "networking.gke.io/v1"
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    """Inputs of :class:`GkeCluster`.
+
+    ``system_zone`` is where the small system pool runs (the GPU zone, so system pods such as Kueue
+    and the GPU nodes share a zone); ``filesystem_kind`` enables the matching CSI driver.
+    """
+
+    project: str
+    region: str
+    name: str
+    cluster: ClusterConfig
+    network: GcpNetwork
+    system_zone: str
+    filesystem_kind: str
+    labels: Mapping[str, str]
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """A private, regional GKE Standard cluster with Dataplane V2 and multi-networking.
+
+    Exposes ``cluster``, ``node_service_account``, ``system_pool``, ``kubeconfig`` (secret, uses the
+    ``gke-gcloud-auth-plugin`` exec), ``k8s_provider`` and ``gke_networks`` (one ``Network`` object per
+    GPU subnet, by GKE network name).
+    """
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpufleet:gcp:Cluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cl = args.cluster
+        labels = dict(args.labels)
+
+        self.node_service_account = gcp.serviceaccount.Account(
+            f"{name}-nodes", account_id=service_account_id(args.name, "nodes"),
+            display_name=f"GKE nodes of {args.name}", opts=child)
+        node_sa_member = self.node_service_account.email.apply(lambda e: f"serviceAccount:{e}")
+        self.node_roles = [
+            gcp.projects.IAMMember(f"{name}-nodes-{role.rsplit('/', 1)[1].replace('.', '-')}", project=args.project,
+                                   role=role, member=node_sa_member, opts=child)
+            for role in NODE_ROLES
+        ]
+
+        addons = gcp.container.ClusterAddonsConfigArgs(
+            gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True),
+            gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(
+                enabled=True),
+            lustre_csi_driver_config=(gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(enabled=True)
+                                      if args.filesystem_kind == "lustre" else None),
+            gcp_filestore_csi_driver_config=(
+                gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(enabled=True)
+                if args.filesystem_kind == "filestore" else None),
+        )
+        if cl.public_access:
+            authorized = [gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                cidr_block=c, display_name=f"public-{i}") for i, c in enumerate(cl.public_access_cidrs)]
+        else:
+            authorized = [gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                cidr_block=args.network.subnet.ip_cidr_range, display_name="cluster-subnet")]
+
+        self.cluster = gcp.container.Cluster(
+            f"{name}-gke", name=args.name, location=args.region, project=args.project,
+            network=args.network.vpc.id, subnetwork=args.network.subnet.id, networking_mode="VPC_NATIVE",
+            ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+                cluster_secondary_range_name=PODS_RANGE, services_secondary_range_name=SERVICES_RANGE),
+            # Dataplane V2 + multi-networking is what lets pods own the extra GPU NICs.
+            datapath_provider="ADVANCED_DATAPATH",
+            enable_multi_networking=True,
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=cl.release_channel),
+            # With a channel, a pinned version is a floor: GKE still upgrades within the channel.
+            min_master_version=cl.gke_version,
+            workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                workload_pool=f"{args.project}.svc.id.goog"),
+            addons_config=addons,
+            private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+                enable_private_nodes=True, enable_private_endpoint=not cl.public_access,
+                master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(
+                    enabled=True)),
+            master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+                cidr_blocks=authorized, gcp_public_cidrs_access_enabled=False),
+            # The default pool cannot be shaped per workload; it is replaced by the pools below.
+            remove_default_node_pool=True, initial_node_count=1,
+            node_config=gcp.container.ClusterNodeConfigArgs(
+                service_account=self.node_service_account.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+                resource_labels=labels),
+            resource_labels=labels,
+            deletion_protection=cl.deletion_protection,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.node_roles, args.network.nat]))
+
+        self.system_pool = gcp.container.NodePool(
+            f"{name}-system", name="system", cluster=self.cluster.id, location=args.region,
+            node_locations=[args.system_zone], initial_node_count=1,
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(total_min_node_count=1, total_max_node_count=3),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=SYSTEM_MACHINE_TYPE, disk_size_gb=100, disk_type="pd-balanced",
+                service_account=self.node_service_account.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode="GKE_METADATA"),
+                labels={"gpufleet.io/pool": "system"}, resource_labels=labels,
+                shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True)),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]))
+
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
+            self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
+                lambda a: render_kubeconfig(args.project, args.region, a[0], a[1], a[2])))
+        self.k8s_provider = k8s.Provider(
+            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]))
+
+        k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.k8s_provider)
+        self.gke_networks: dict[str, k8s.apiextensions.CustomResource] = {}
+        for built in args.network.gpu_subnets:
+            gke_name = built.plan.gke_name
+            params = k8s.apiextensions.CustomResource(
+                f"{name}-netparams-{gke_name}", api_version=GKE_NETWORKING_API, kind="GKENetworkParamSet",
+                metadata={"name": gke_name},
+                spec={"vpc": built.vpc.name, "vpcSubnet": built.subnet.name, "deviceMode": built.vpc_plan.device_mode},
+                opts=k8s_opts)
+            self.gke_networks[gke_name] = k8s.apiextensions.CustomResource(
+                f"{name}-network-{gke_name}", api_version=GKE_NETWORKING_API, kind="Network",
+                metadata={"name": gke_name},
+                spec={"type": "Device",
+                      "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": gke_name}},
+                opts=pulumi.ResourceOptions(parent=self, provider=self.k8s_provider, depends_on=[params]))
+
+        self.register_outputs({"cluster": self.cluster.id, "kubeconfig": self.kubeconfig,
+                               "gkeNetworks": list(self.gke_networks)})
+
+
+def render_kubeconfig(project: str, region: str, cluster_name: str, endpoint: str, ca_certificate: str | None) -> str:
+    """A kubeconfig (JSON, which is valid YAML) that authenticates with ``gke-gcloud-auth-plugin``.
+
+    ``ca_certificate`` is the base64 PEM GKE reports in ``master_auth.cluster_ca_certificate``.
+    """
+    ca = ca_certificate or ""
+    context = f"gke_{project}_{region}_{cluster_name}"
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {"server": f"https://{endpoint}",
+                                                   "certificate-authority-data": ca}}],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+        "users": [{"name": context, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "gke-gcloud-auth-plugin",
+            "installHint": "Install gke-gcloud-auth-plugin: gcloud components install gke-gcloud-auth-plugin",
+            "provideClusterInfo": True,
+            "interactiveMode": "Never",
+        }}}],
+    }
+    return json.dumps(doc, indent=2)

@@ -1,0 +1,23 @@
+"""Shared test helpers: paths to the repo and to ../shared (public reference data, may be absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture
+def shared_file():
+    """Path of a file under ../shared, or skip with the reason when it is absent."""
+
+    def get(rel: str) -> Path:
+        path = SHARED / rel
+        if not path.exists():
+            pytest.skip(f"{path} is absent (public reference data lives beside the repo in ../shared)")
+        return path
+
+    return get

@@ -1,0 +1,451 @@
+"""GCP stacks under Pulumi mocks: GPU networks shaped by the machine type, GKE, node pools, checkpoints.
+
+One mocked run per ``stacks/Pulumi.gcp-*.yaml`` file (module-scoped), plus a few config overrides for
+shapes and features the stack files do not use (A3 Ultra RDMA, Managed Lustre, Filestore, broken configs).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import mockrun
+from infra.config import ConfigError, StackConfig, load_stack_file, parse
+from infra.mockrun import Registered, RunResult, run_stack
+from placement.shapes import shape_book
+
+ROOT = Path(__file__).resolve().parents[2]
+GCP_STACKS = sorted(str(p) for p in (ROOT / "stacks").glob("Pulumi.gcp-*.yaml"))
+USC1 = str(ROOT / "stacks" / "Pulumi.gcp-usc1-a3mega.yaml")
+EUW4 = str(ROOT / "stacks" / "Pulumi.gcp-euw4-a3high.yaml")
+
+NETWORK = "gcp:compute/network:Network"
+SUBNET = "gcp:compute/subnetwork:Subnetwork"
+FIREWALL = "gcp:compute/firewall:Firewall"
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
+BUCKET = "gcp:storage/bucket:Bucket"
+PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
+GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
+GVNIC_MTU = 8244
+TAGS = {"owner": "ml-platform", "cost-center": "cc-4242"}
+KMS_KEY = "projects/sec-prj/locations/us-central1/keyRings/ckpt/cryptoKeys/ckpt"
+
+RDMA_OVERRIDE: dict[str, Any] = {
+    "gpuZone": "us-central1-b",
+    "nodePools": [{"name": "h200-res", "instanceType": "a3-ultragpu-8g", "capacity": "RESERVATION",
+                   "reservation": "h200-block-1", "minNodes": 0, "desiredNodes": 2, "maxNodes": 4}],
+    "checkpoint": {"kmsKey": KMS_KEY, "softDeleteDays": 14,
+                   "filesystem": {"kind": "lustre", "capacityGb": 18000, "throughputMbpsPerTib": 500}},
+}
+FILESTORE_OVERRIDE: dict[str, Any] = {
+    "nodePools": [{"name": "h100-spot", "instanceType": "a3-highgpu-8g", "capacity": "SPOT", "minNodes": 0,
+                   "maxNodes": 4},
+                  {"name": "a100-single", "instanceType": "a2-highgpu-1g", "capacity": "ON_DEMAND", "minNodes": 0,
+                   "maxNodes": 1}],
+    "checkpoint": {"filesystem": {"kind": "filestore", "capacityGb": 2048}},
+    "cluster": {"publicAccess": True, "publicAccessCidrs": ["198.51.100.0/24"], "deletionProtection": False},
+}
+
+
+def _stack_cfg(path: str, override: dict[str, Any] | None = None) -> StackConfig:
+    import yaml
+
+    doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    raw = {k.split(":", 1)[1]: v for k, v in doc["config"].items() if k.startswith("gpufleet:")}
+    raw.update(override or {})
+    return parse(raw, stack=Path(path).name.removeprefix("Pulumi.").removesuffix(".yaml"))
+
+
+@pytest.fixture(scope="module", params=GCP_STACKS, ids=lambda p: Path(p).stem.removeprefix("Pulumi."))
+def stack(request: pytest.FixtureRequest) -> tuple[StackConfig, RunResult]:
+    return load_stack_file(request.param), run_stack(request.param)
+
+
+@pytest.fixture(scope="module")
+def rdma() -> tuple[StackConfig, RunResult]:
+    return _stack_cfg(USC1, RDMA_OVERRIDE), run_stack(USC1, config_override=RDMA_OVERRIDE)
+
+
+@pytest.fixture(scope="module")
+def filestore() -> tuple[StackConfig, RunResult]:
+    return _stack_cfg(EUW4, FILESTORE_OVERRIDE), run_stack(EUW4, config_override=FILESTORE_OVERRIDE)
+
+
+@pytest.fixture(scope="module", params=["stack", "rdma", "filestore"])
+def any_run(request: pytest.FixtureRequest) -> tuple[StackConfig, RunResult]:
+    if request.param == "stack":
+        return load_stack_file(USC1), run_stack(USC1)
+    return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
+
+
+def _gpu_pools(result: RunResult) -> dict[str, Registered]:
+    return {r.inputs["name"]: r for r in result.of_type(NODE_POOL) if r.inputs["name"] != "system"}
+
+
+def _gpu_vpcs(result: RunResult) -> list[Registered]:
+    return [r for r in result.of_type(NETWORK) if not r.name.endswith("-network-vpc")]
+
+
+def _subnets_of(result: RunResult, vpc: Registered) -> list[Registered]:
+    return [s for s in result.of_type(SUBNET) if s.inputs["network"] == f"{vpc.name}-id"]
+
+
+def test_every_gcp_stack_file_is_covered() -> None:
+    assert {Path(p).name for p in GCP_STACKS} >= {"Pulumi.gcp-usc1-a3mega.yaml", "Pulumi.gcp-euw4-a3high.yaml"}
+
+
+# ---------------------------------------------------------------- GPU networks
+
+
+def test_gpu_vpcs_and_node_nics_match_the_shape(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    vpcs = _gpu_vpcs(result)
+    needed = max(p.shape.gpu_vpcs for p in cfg.node_pools)
+    assert needed > 0 and all(p.shape.rdma_subnets == 0 for p in cfg.node_pools)
+    assert len(vpcs) == needed
+    vpc_names = {v.inputs["name"] for v in vpcs}
+    for vpc in vpcs:
+        assert vpc.inputs["mtu"] == GVNIC_MTU
+        assert vpc.inputs["autoCreateSubnetworks"] is False
+        assert "networkProfile" not in vpc.inputs
+        assert len(_subnets_of(result, vpc)) == 1
+    pools = _gpu_pools(result)
+    for pool in cfg.node_pools:
+        nics = pools[pool.name].inputs["networkConfig"]["additionalNodeNetworkConfigs"]
+        assert len(nics) == pool.shape.gpu_vpcs + pool.shape.rdma_subnets
+        assert {n["network"] for n in nics} <= vpc_names
+        assert len({n["subnetwork"] for n in nics}) == len(nics), "one NIC per GPU subnet"
+        assert pools[pool.name].inputs["nodeConfig"]["gvnic"] == {"enabled": True}
+
+
+def test_gpu_subnets_are_carved_from_the_gpu_base_without_overlap(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    base = ipaddress.ip_network(cfg.network.gpu_cidr_base)
+    primary = [ipaddress.ip_network(c) for c in (cfg.network.vpc_cidr, cfg.network.pods_cidr,
+                                                  cfg.network.services_cidr)]
+    gpu = [ipaddress.ip_network(s.inputs["ipCidrRange"]) for v in _gpu_vpcs(result) for s in _subnets_of(result, v)]
+    assert gpu and all(n.subnet_of(base) for n in gpu)  # type: ignore[arg-type]
+    assert not any(a.overlaps(b) for i, a in enumerate(gpu) for b in gpu[i + 1:])
+    assert not any(a.overlaps(p) for a in gpu for p in primary)
+
+
+def test_firewalls_allow_only_gpu_subnet_traffic(any_run: tuple[StackConfig, RunResult]) -> None:
+    _, result = any_run
+    gpu_cidrs = {s.inputs["ipCidrRange"] for v in _gpu_vpcs(result) for s in _subnets_of(result, v)}
+    gvnic_vpcs = [v for v in _gpu_vpcs(result) if "networkProfile" not in v.inputs]
+    rules = {r.inputs["network"]: r for r in result.of_type(FIREWALL)}
+    for vpc in gvnic_vpcs:
+        rule = rules[f"{vpc.name}-id"]
+        assert rule.inputs["direction"] == "INGRESS"
+        assert rule.inputs["allows"] == [{"protocol": "all"}]
+        assert set(rule.inputs["sourceRanges"]) == {s.inputs["ipCidrRange"] for s in _subnets_of(result, vpc)}
+        assert set(rule.inputs["sourceRanges"]) <= gpu_cidrs
+    for rule in result.of_type(FIREWALL):
+        assert "0.0.0.0/0" not in rule.inputs.get("sourceRanges", [])
+
+
+def test_a3_ultra_gets_a_gvnic_vpc_and_a_roce_vpc_with_eight_subnets(rdma: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = rdma
+    shape = shape_book().get("a3-ultragpu-8g")
+    assert shape is not None and shape.rdma_subnets == 8 and shape.gpu_vpcs == 1
+    vpcs = _gpu_vpcs(result)
+    roce = [v for v in vpcs if "networkProfile" in v.inputs]
+    gvnic = [v for v in vpcs if "networkProfile" not in v.inputs]
+    assert len(gvnic) == shape.gpu_vpcs and len(roce) == 1
+    assert all(v.inputs["mtu"] == GVNIC_MTU for v in gvnic)
+    assert roce[0].inputs["networkProfile"] == "projects/gpufleet-dev/global/networkProfiles/us-central1-b-vpc-roce"
+    assert len(_subnets_of(result, roce[0])) == shape.rdma_subnets
+    nics = _gpu_pools(result)["h200-res"].inputs["networkConfig"]["additionalNodeNetworkConfigs"]
+    assert len(nics) == shape.gpu_vpcs + shape.rdma_subnets
+    assert sum(n["network"] == roce[0].inputs["name"] for n in nics) == shape.rdma_subnets
+    # RoCE VPCs take no VPC firewall rules (only RDMA_ROCE_POLICY regional policies).
+    assert all(r.inputs["network"] != f"{roce[0].name}-id" for r in result.of_type(FIREWALL))
+    modes = sorted(p.inputs["spec"]["deviceMode"] for p in result.of_type(PARAM_SET))
+    assert modes == ["NetDevice"] * shape.gpu_vpcs + ["RDMA"] * shape.rdma_subnets
+    assert cfg.node_pools[0].zone == "us-central1-b"
+
+
+def test_single_node_shape_gets_no_gpu_networks_or_compact_placement(
+        filestore: tuple[StackConfig, RunResult]) -> None:
+    _, result = filestore
+    pool = _gpu_pools(result)["a100-single"].inputs
+    assert "networkConfig" not in pool and "placementPolicy" not in pool and "gvnic" not in pool["nodeConfig"]
+    assert len(_gpu_vpcs(result)) == shape_book().get("a3-highgpu-8g").gpu_vpcs  # type: ignore[union-attr]
+
+
+def test_gke_network_objects_per_gpu_subnet(any_run: tuple[StackConfig, RunResult]) -> None:
+    _, result = any_run
+    subnets = {s.inputs["name"]: s for v in _gpu_vpcs(result) for s in _subnets_of(result, v)}
+    vpc_by_name = {v.inputs["name"]: v for v in _gpu_vpcs(result)}
+    params = {p.inputs["metadata"]["name"]: p for p in result.of_type(PARAM_SET)}
+    networks = {n.inputs["metadata"]["name"]: n for n in result.of_type(GKE_NETWORK)}
+    assert len(params) == len(networks) == len(subnets)
+    for name, p in params.items():
+        spec = p.inputs["spec"]
+        assert spec["vpcSubnet"] in subnets
+        vpc = vpc_by_name[spec["vpc"]]
+        assert spec["deviceMode"] == ("RDMA" if "networkProfile" in vpc.inputs else "NetDevice")
+        assert networks[name].inputs["spec"] == {
+            "type": "Device",
+            "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": name}}
+        assert p.provider is not None and "pulumi:providers:kubernetes" in p.provider
+    # Pods name these networks; the stack exports them per pool.
+    exported = {n for names in result.outputs["gpuNetworks"].values() for n in names}
+    assert exported == set(params)
+
+
+# ---------------------------------------------------------------- node pools and cluster
+
+
+def test_gpu_pools_capacity_placement_and_zone(any_run: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = any_run
+    pools = _gpu_pools(result)
+    assert set(pools) == {p.name for p in cfg.node_pools}
+    for pool in cfg.node_pools:
+        inputs = pools[pool.name].inputs
+        node = inputs["nodeConfig"]
+        assert inputs["nodeLocations"] == [pool.zone]
+        assert inputs["location"] == cfg.region
+        assert (inputs.get("placementPolicy") == {"type": "COMPACT"}) is pool.multi_node
+        assert inputs["autoscaling"]["totalMinNodeCount"] == pool.min_nodes
+        assert inputs["autoscaling"]["totalMaxNodeCount"] == pool.max_nodes
+        assert inputs["initialNodeCount"] == pool.desired_nodes
+        assert node["machineType"] == pool.shape.name
+        assert node["guestAccelerators"] == [{
+            "type": pool.shape.gke_accelerator, "count": pool.shape.gpus,
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
+        assert node.get("spot", False) is (pool.capacity == "SPOT")
+        if pool.capacity == "RESERVATION":
+            assert node["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
+                                                   "key": "compute.googleapis.com/reservation-name",
+                                                   "values": [pool.reservation]}
+        else:
+            assert "reservationAffinity" not in node
+        if pool.shape.local_ssds:
+            assert node["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": pool.shape.local_ssds}
+        assert node["labels"] == {"gpufleet.io/pool": pool.name, "gpufleet.io/gpu": pool.shape.accelerator,
+                                  "gpufleet.io/capacity": pool.capacity_kind}
+        assert node["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+        assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        assert TAGS.items() <= node["resourceLabels"].items()
+    multi_zones = {p.zone for p in cfg.node_pools if p.multi_node}
+    assert len(multi_zones) <= 1
+
+
+def test_cluster_is_private_multinetwork_gke(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    (cluster,) = result.of_type(CLUSTER)
+    c = cluster.inputs
+    assert c["datapathProvider"] == "ADVANCED_DATAPATH"
+    assert c["enableMultiNetworking"] is True
+    assert c["location"] == cfg.region
+    assert c["workloadIdentityConfig"] == {"workloadPool": f"{cfg.project}.svc.id.goog"}
+    assert c["releaseChannel"] == {"channel": cfg.cluster.release_channel}
+    assert c["removeDefaultNodePool"] is True
+    assert c["privateClusterConfig"]["enablePrivateNodes"] is True
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is (not cfg.cluster.public_access)
+    assert c["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
+    assert "lustreCsiDriverConfig" not in c["addonsConfig"]
+    assert c["ipAllocationPolicy"] == {"clusterSecondaryRangeName": "pods", "servicesSecondaryRangeName": "services"}
+    assert TAGS.items() <= c["resourceLabels"].items()
+    assert c["deletionProtection"] is True
+    system = [p for p in result.of_type(NODE_POOL) if p.inputs["name"] == "system"]
+    assert len(system) == 1 and "guestAccelerators" not in system[0].inputs["nodeConfig"]
+
+
+def test_public_endpoint_is_limited_to_the_configured_cidrs(filestore: tuple[StackConfig, RunResult]) -> None:
+    _, result = filestore
+    (cluster,) = result.of_type(CLUSTER)
+    c = cluster.inputs
+    assert c["privateClusterConfig"]["enablePrivateEndpoint"] is False
+    assert c["privateClusterConfig"]["enablePrivateNodes"] is True
+    assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["198.51.100.0/24"]
+    assert c["deletionProtection"] is False
+    assert c["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
+
+
+def test_network_has_private_google_access_router_and_nat(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    primary = [s for s in result.of_type(SUBNET) if s.name.endswith("-network-subnet")]
+    assert len(primary) == 1
+    s = primary[0].inputs
+    assert s["ipCidrRange"] == cfg.network.vpc_cidr and s["privateIpGoogleAccess"] is True
+    assert {r["rangeName"]: r["ipCidrRange"] for r in s["secondaryIpRanges"]} == {
+        "pods": cfg.network.pods_cidr, "services": cfg.network.services_cidr}
+    (vpc,) = [n for n in result.of_type(NETWORK) if n.name.endswith("-network-vpc")]
+    assert vpc.inputs["autoCreateSubnetworks"] is False
+    assert len(result.of_type("gcp:compute/router:Router")) == 1
+    (nat,) = result.of_type("gcp:compute/routerNat:RouterNat")
+    assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"
+
+
+def test_every_gcp_resource_uses_the_explicit_provider(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    (provider,) = result.of_type("pulumi:providers:gcp")
+    assert provider.inputs["project"] == cfg.project and provider.inputs["region"] == cfg.region
+    labels = provider.inputs["defaultLabels"]  # provider inputs arrive JSON-encoded
+    assert TAGS.items() <= (json.loads(labels) if isinstance(labels, str) else labels).items()
+    for r in result.resources:
+        if r.type.startswith("gcp:"):
+            assert r.provider is not None and "pulumi:providers:gcp" in r.provider, r.name
+
+
+# ---------------------------------------------------------------- checkpoints and identity
+
+
+def test_checkpoint_bucket_is_private_uniform_and_versioned(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    (bucket,) = result.of_type(BUCKET)
+    b = bucket.inputs
+    assert b["publicAccessPrevention"] == "enforced"
+    assert b["uniformBucketLevelAccess"] is True
+    assert b["versioning"] == {"enabled": True}
+    # Versioning and HNS are mutually exclusive on GCS; versioning wins (see infra/gcp/checkpoint.py).
+    assert b["hierarchicalNamespace"] == {"enabled": False}
+    assert b["softDeletePolicy"] == {"retentionDurationSeconds": cfg.checkpoint.soft_delete_days * 86400}
+    assert b["location"] == cfg.region.upper()
+    assert TAGS.items() <= b["labels"].items()
+    assert "encryption" not in b
+    delete = [r for r in b["lifecycleRules"] if r["action"]["type"] == "Delete"]
+    assert delete[0]["condition"]["daysSinceNoncurrentTime"] == cfg.checkpoint.noncurrent_version_days
+    assert result.outputs["checkpointUri"] == f"gs://{b['name']}/{cfg.checkpoint.prefix}"
+    assert result.outputs["checkpointFilesystem"] is None
+
+
+def test_training_identity_reaches_only_the_stack_bucket(any_run: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = any_run
+    (bucket,) = result.of_type(BUCKET)
+    (access,) = result.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    email = result.outputs["trainingGoogleServiceAccount"]
+    assert access.inputs == {"bucket": bucket.inputs["name"], "role": "roles/storage.objectUser",
+                             "member": f"serviceAccount:{email}"}
+    (wi,) = result.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+    assert wi.inputs["role"] == "roles/iam.workloadIdentityUser"
+    assert wi.inputs["member"] == (f"serviceAccount:{cfg.project}.svc.id.goog"
+                                   f"[{cfg.training.namespace}/{cfg.training.service_account}]")
+    trainer = [a for a in result.of_type("gcp:serviceaccount/account:Account") if a.name.endswith("-trainer")]
+    assert len(trainer) == 1 and wi.inputs["serviceAccountId"] == trainer[0].name
+    assert email == f"{trainer[0].inputs['accountId']}@{cfg.project}.iam.gserviceaccount.com"
+    for member in result.of_type("gcp:projects/iAMMember:IAMMember"):
+        assert "storage" not in member.inputs["role"] and member.inputs["member"] != f"serviceAccount:{email}"
+
+
+def test_lustre_tier_with_private_services_access_and_cmek(rdma: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = rdma
+    (lustre,) = result.of_type("gcp:lustre/instance:Instance")
+    assert lustre.inputs["location"] == cfg.gpu_zone
+    assert lustre.inputs["capacityGib"] == "18000" and lustre.inputs["perUnitStorageThroughput"] == "500"
+    assert lustre.inputs["network"].endswith("-network-vpc-id")
+    (psa,) = result.of_type("gcp:compute/globalAddress:GlobalAddress")
+    assert psa.inputs["purpose"] == "VPC_PEERING"
+    psa_cidr = f"{psa.inputs['address']}/{int(psa.inputs['prefixLength'])}"
+    assert ipaddress.ip_network(psa_cidr).subnet_of(ipaddress.ip_network(cfg.network.gpu_cidr_base))  # type: ignore[arg-type]
+    (peering,) = result.of_type("gcp:servicenetworking/connection:Connection")
+    assert peering.inputs["service"] == "servicenetworking.googleapis.com"
+    lustre_fw = [r for r in result.of_type(FIREWALL) if r.inputs["sourceRanges"] == [psa_cidr]]
+    assert len(lustre_fw) == 1 and lustre_fw[0].inputs["allows"] == [{"protocol": "tcp", "ports": ["988"]}]
+    (cluster,) = result.of_type(CLUSTER)
+    assert cluster.inputs["addonsConfig"]["lustreCsiDriverConfig"] == {"enabled": True}
+    fs = result.outputs["checkpointFilesystem"]
+    assert fs["kind"] == "lustre" and fs["zone"] == cfg.gpu_zone
+    (bucket,) = result.of_type(BUCKET)
+    assert bucket.inputs["encryption"] == {"defaultKmsKeyName": KMS_KEY}
+    (kms,) = result.of_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
+    assert kms.inputs["cryptoKeyId"] == KMS_KEY
+    assert kms.inputs["member"].endswith("@gs-project-accounts.iam.gserviceaccount.com")
+    assert bucket.inputs["softDeletePolicy"] == {"retentionDurationSeconds": 14 * 86400}
+
+
+def test_filestore_tier_in_the_gpu_zone(filestore: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = filestore
+    (fs,) = result.of_type("gcp:filestore/instance:Instance")
+    assert fs.inputs["location"] == cfg.gpu_zone and fs.inputs["tier"] == "ZONAL"
+    assert fs.inputs["fileShares"]["capacityGb"] == 2048
+    assert fs.inputs["networks"][0]["connectMode"] == "PRIVATE_SERVICE_ACCESS"
+    assert TAGS.items() <= fs.inputs["labels"].items()
+    assert result.outputs["checkpointFilesystem"]["kind"] == "filestore"
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def test_outputs_match_the_common_shape_and_kubeconfig_is_secret(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    assert "kubeconfig" in result.secret_outputs
+    kubeconfig = json.loads(result.outputs["kubeconfig"])
+    assert kubeconfig["users"][0]["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+    assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://")
+    assert result.outputs["cloud"] == "gcp" and result.outputs["region"] == cfg.region
+    assert result.outputs["clusterName"] == cfg.cluster_name
+    assert [p["name"] for p in result.outputs["nodePools"]] == [p.name for p in cfg.node_pools]
+    assert result.outputs["trainingServiceAccount"] == {"namespace": cfg.training.namespace,
+                                                        "name": cfg.training.service_account}
+    (k8s_provider,) = result.of_type("pulumi:providers:kubernetes")
+    assert "kubeconfig" in k8s_provider.inputs
+
+
+# ---------------------------------------------------------------- invalid configs
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[RunResult]:
+    """Every RunResult run_stack creates, so a failed run can still be inspected."""
+    runs: list[RunResult] = []
+
+    class Capturing(RunResult):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            runs.append(self)
+
+    monkeypatch.setattr(mockrun, "RunResult", Capturing)
+    return runs
+
+
+def _pool(**kw: Any) -> list[dict[str, Any]]:
+    return [{"name": "gpu", "instanceType": "a3-megagpu-8g", "capacity": "SPOT", "minNodes": 0, "maxNodes": 2, **kw}]
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ({"nodePools": _pool(instanceType="a3-foogpu-8g")}, "gpufleet:nodePools[0].instanceType"),
+    ({"gpuZone": "europe-west4-b"}, "gpufleet:gpuZone"),
+    ({"gpuZone": "us-central1-f", "nodePools": _pool()}, "gpufleet:nodePools[0].instanceType"),
+    ({"nodePools": _pool(instanceType="a2-highgpu-8g", maxNodes=2)}, "gpufleet:nodePools[0].maxNodes"),
+    ({"checkpoint": {"softDeleteDays": 3}}, "gpufleet:checkpoint.softDeleteDays"),
+    ({"network": {"gpuCidrBase": "10.0.0.0/16", "vpcCidr": "10.0.0.0/20"}}, "gpufleet:network.gpuCidrBase"),
+    ({"network": {"gpuCidrBase": "10.100.0.0/22"}}, "gpufleet:network.gpuCidrBase"),
+    ({"checkpoint": {"filesystem": {"kind": "lustre", "capacityGb": 1200}}},
+     "gpufleet:checkpoint.filesystem.capacityGb"),
+    ({"gpuZone": None, "nodePools": [
+        {"name": "u1", "instanceType": "a3-ultragpu-8g", "zone": "us-central1-b", "maxNodes": 1},
+        {"name": "u2", "instanceType": "a4-highgpu-8g", "zone": "us-central1-b", "maxNodes": 1},
+        {"name": "m1", "instanceType": "a3-megagpu-8g", "zone": "us-central1-c", "maxNodes": 1}]}, None),
+], ids=["unknown-machine", "zone-not-in-region", "not-offered-in-zone", "multi-node-a2", "soft-delete-days",
+        "gpu-cidr-overlap", "gpu-cidr-too-small", "lustre-too-small", "valid-mixed-fabrics"])
+def test_invalid_config_fails_naming_the_key_before_any_resource(
+        captured: list[RunResult], override: dict[str, Any], key: str | None) -> None:
+    if key is None:  # control case: the same machinery accepts a valid config
+        result = run_stack(USC1, config_override=override)
+        assert result.of_type(NODE_POOL)
+        return
+    with pytest.raises(Exception, match=re.escape(key)):
+        run_stack(USC1, config_override=override)
+    assert captured and captured[-1].resources == []
+
+
+def test_rdma_pools_in_two_zones_are_rejected() -> None:
+    from infra.gcp.plan import plan_gpu_networks
+
+    # Both offered per the catalog, each in its own zone: one RoCE VPC cannot serve both.
+    raw = {"cloud": "gcp", "project": "p", "region": "europe-west4", "tags": TAGS,
+           "nodePools": [{"name": "u1", "instanceType": "a3-ultragpu-8g", "zone": "europe-west4-a", "maxNodes": 1},
+                         {"name": "u2", "instanceType": "a4-highgpu-8g", "zone": "europe-west4-b", "maxNodes": 1}]}
+    cfg = parse(raw)
+    with pytest.raises(ConfigError) as err:
+        plan_gpu_networks(cfg)
+    assert err.value.field == "gpufleet:nodePools[1].zone"

@@ -1,0 +1,384 @@
+"""Local HTTP fakes of the cloud APIs that ``placement --live`` reads, with fault injection.
+
+* :class:`GcpFake`: ``GET /compute/v1/projects/P/regions/R``, ``/compute/v1/projects/P/aggregated/acceleratorTypes``
+  and Cloud Billing ``GET /v1/services/6F81-5844-456A/skus`` (paginated), in the JSON shapes of the
+  real APIs, for the real ``compute_v1`` / ``billing_v1`` clients (``api_endpoint`` http://127.0.0.1:PORT).
+* :class:`AwsFake`: a proxy in front of moto's server. It forwards what moto implements (EC2 describe calls,
+  CloudWatch) and answers itself what moto lacks (Service Quotas, GetSpotPlacementScores, Pricing), so a
+  separate process (the benchmark) can use it through ``AWS_ENDPOINT_URL``.
+
+Both bind 127.0.0.1 on a random port, count requests, add ``latency_s`` to every answer and apply
+``faults``: key (region name, or ``acceleratorTypes`` / ``skus`` / ``placement-scores``) -> ``"403"``,
+``"429"``, ``"500"``, ``"hang"`` (answer after ``hang_s``) or a number (extra latency in seconds).
+Used by tests/placement/live and scripts/bench_live.py. Only loopback is ever contacted.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+GPU_METRICS = {
+    "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
+    "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
+    "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
+    "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
+    "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
+    "nvidia-b200": "NVIDIA_B200_GPUS",
+    "nvidia-l4": "NVIDIA_L4_GPUS",
+}
+GPU_SKU_TEXT = {
+    "nvidia-tesla-a100": "Nvidia Tesla A100 GPU",
+    "nvidia-a100-80gb": "Nvidia Tesla A100 80GB GPU",
+    "nvidia-h100-80gb": "Nvidia H100 80GB GPU",
+    "nvidia-h100-mega-80gb": "Nvidia H100 80GB Mega GPU",
+    "nvidia-h200-141gb": "Nvidia H200 141GB GPU",
+    "nvidia-l4": "Nvidia L4 GPU",
+}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+
+class _Base:
+    """Threaded server on 127.0.0.1:0 with request counting, latency and faults."""
+
+    def __init__(self, latency_s: float = 0.0, hang_s: float = 30.0) -> None:
+        self.latency_s = latency_s
+        self.hang_s = hang_s
+        self.faults: dict[str, str | float] = {}
+        self.requests: list[str] = []
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                fake._dispatch(self, b"")
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                fake._dispatch(self, body)
+
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, name=type(self).__name__, daemon=True)
+
+    def start(self) -> _Base:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def count(self, pattern: str = "") -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if pattern in r)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+        self.faults.clear()
+
+    def _record(self, what: str) -> None:
+        with self._lock:
+            self.requests.append(what)
+
+    def _delay(self, key: str) -> str | None:
+        """Sleep the base latency (+ a numeric fault); return an error fault to answer with, if any."""
+        fault = self.faults.get(key)
+        extra = float(fault) if isinstance(fault, (int, float)) else 0.0
+        if fault == "hang":
+            extra = self.hang_s
+        if self.latency_s + extra > 0:
+            time.sleep(self.latency_s + extra)
+        return fault if isinstance(fault, str) and fault != "hang" else None
+
+    @staticmethod
+    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str,
+              headers: Iterable[tuple[str, str]] = ()) -> None:
+        try:
+            h.send_response(status)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", str(len(body)))
+            for k, v in headers:
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout): fine
+
+    def _dispatch(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        raise NotImplementedError
+
+
+# ----------------------------------------------------------------------------- GCP
+
+
+class GcpFake(_Base):
+    """Compute Engine regions/acceleratorTypes and Cloud Billing SKUs for ``project``."""
+
+    def __init__(self, project: str, zones: dict[str, list[str]], quotas: dict[str, dict[str, tuple[float, float]]],
+                 skus: list[dict[str, Any]], sku_page_size: int = 50, **kw: Any) -> None:
+        """``zones``: zone -> GPU types offered there; ``quotas``: region -> metric -> (limit, usage)."""
+        super().__init__(**kw)
+        self.project = project
+        self.zones = zones
+        self.quotas = quotas
+        self.skus = skus
+        self.sku_page_size = sku_page_size
+
+    def _error(self, h: BaseHTTPRequestHandler, code: str) -> None:
+        status = {"403": ("PERMISSION_DENIED", "Required 'compute.regions.get' permission"),
+                  "429": ("RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Queries'"),
+                  "500": ("INTERNAL", "Internal error. Please try again.")}[code]
+        doc = {"error": {"code": int(code), "message": status[1], "status": status[0],
+                         "errors": [{"message": status[1], "domain": "global", "reason": status[0].lower()}]}}
+        self._send(h, int(code), json.dumps(doc).encode(), "application/json")
+
+    def _dispatch(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        url = urllib.parse.urlsplit(h.path)
+        query = urllib.parse.parse_qs(url.query)
+        path = url.path
+        self._record(f"GET {path}")
+        base = f"https://www.googleapis.com/compute/v1/projects/{self.project}"
+        m = re.fullmatch(r"/compute/v1/projects/([^/]+)/regions/([^/]+)", path)
+        if m:
+            fault = self._delay(m.group(2))
+            if fault:
+                return self._error(h, fault)
+            if m.group(1) != self.project or m.group(2) not in self.quotas:
+                return self._send(h, 404, json.dumps({"error": {"code": 404, "message": "not found",
+                                                                 "status": "NOT_FOUND"}}).encode(), "application/json")
+            region = m.group(2)
+            quotas = [{"metric": "CPUS", "limit": 2400.0, "usage": 12.0},
+                      {"metric": "DISKS_TOTAL_GB", "limit": 409600.0, "usage": 500.0}]
+            quotas += [{"metric": k, "limit": v[0], "usage": v[1]} for k, v in sorted(self.quotas[region].items())]
+            doc = {"kind": "compute#region", "id": str(1000 + len(region)), "name": region, "status": "UP",
+                   "description": region, "selfLink": f"{base}/regions/{region}",
+                   "zones": [f"{base}/zones/{z}" for z in sorted(self.zones) if z.rsplit("-", 1)[0] == region],
+                   "quotas": quotas, "supportsPzs": False}
+            return self._send(h, 200, json.dumps(doc).encode(), "application/json")
+        if path == f"/compute/v1/projects/{self.project}/aggregated/acceleratorTypes":
+            fault = self._delay("acceleratorTypes")
+            if fault:
+                return self._error(h, fault)
+            items: dict[str, Any] = {}
+            for zone, gpus in sorted(self.zones.items()):
+                if not gpus:
+                    items[f"zones/{zone}"] = {"warning": {
+                        "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope 'zones/x' on this page.",
+                        "data": [{"key": "scope", "value": f"zones/{zone}"}]}}
+                    continue
+                items[f"zones/{zone}"] = {"acceleratorTypes": [{
+                    "kind": "compute#acceleratorType", "id": str(10000 + i), "creationTimestamp": "2023-01-01T00:00:00.000-08:00",
+                    "name": g, "description": g.upper(), "zone": f"{base}/zones/{zone}",
+                    "selfLink": f"{base}/zones/{zone}/acceleratorTypes/{g}", "maximumCardsPerInstance": 8}
+                    for i, g in enumerate(gpus)]}
+            doc = {"kind": "compute#acceleratorTypeAggregatedList", "id": f"projects/{self.project}/aggregated/acceleratorTypes",
+                   "items": items, "selfLink": f"{base}/aggregated/acceleratorTypes"}
+            return self._send(h, 200, json.dumps(doc).encode(), "application/json")
+        if path == "/v1/services/6F81-5844-456A/skus":
+            fault = self._delay("skus")
+            if fault:
+                return self._error(h, fault)
+            start = int((query.get("pageToken") or ["0"])[0] or 0)
+            size = min(int((query.get("pageSize") or [str(self.sku_page_size)])[0]), self.sku_page_size)
+            page = self.skus[start:start + size]
+            doc = {"skus": page, "nextPageToken": str(start + size) if start + size < len(self.skus) else ""}
+            return self._send(h, 200, json.dumps(doc).encode(), "application/json")
+        self._send(h, 404, b'{"error": {"code": 404, "message": "no such path", "status": "NOT_FOUND"}}',
+                   "application/json")
+
+
+def money(usd: float) -> dict[str, Any]:
+    units = int(usd)
+    return {"currencyCode": "USD", "units": str(units), "nanos": int(round((usd - units) * 1e9))}
+
+
+def sku(sku_id: str, description: str, group: str, usage: str, regions: list[str], usd: float,
+        unit: str = "h") -> dict[str, Any]:
+    """One Cloud Billing SKU in the API's JSON shape."""
+    return {"name": f"services/6F81-5844-456A/skus/{sku_id}", "skuId": sku_id, "description": description,
+            "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                         "resourceGroup": group, "usageType": usage},
+            "serviceRegions": regions,
+            "pricingInfo": [{"summary": "", "effectiveTime": "2026-11-01T00:00:00Z", "currencyConversionRate": 1,
+                             "pricingExpression": {"usageUnit": unit, "usageUnitDescription": "hour",
+                                                   "baseUnit": "s", "baseUnitDescription": "second",
+                                                   "baseUnitConversionFactor": 3600, "displayQuantity": 1,
+                                                   "tieredRates": [{"startUsageAmount": 0, "unitPrice": money(usd)}]},
+                             "aggregationInfo": {"aggregationLevel": "ACCOUNT", "aggregationInterval": "DAILY",
+                                                 "aggregationCount": 1}}],
+            "serviceProviderName": "Google", "geoTaxonomy": {"type": "REGIONAL", "regions": regions}}
+
+
+def gcp_skus(regions: list[str], gpu_prices: dict[str, tuple[float, float]],
+             host_prices: dict[str, tuple[float, float, float, float]]) -> list[dict[str, Any]]:
+    """SKUs for ``regions``: GPU (on-demand, spot) per GPU type, and per host stem (core od, core spot,
+    ram od, ram spot); plus a few SKUs that must be ignored (commitment, other families)."""
+    out: list[dict[str, Any]] = []
+    n = 0
+    for gpu, (od, spot) in sorted(gpu_prices.items()):
+        text = GPU_SKU_TEXT[gpu]
+        out.append(sku(f"G{n:03d}-OD", f"{text} running in Americas", "GPU", "OnDemand", regions, od))
+        out.append(sku(f"G{n:03d}-SP", f"{text} attached to Spot Preemptible VMs running in Americas", "GPU",
+                       "Preemptible", regions, spot))
+        out.append(sku(f"G{n:03d}-CM", f"Commitment v1: {text} in Americas for 1 Year", "GPU", "Commit1Yr",
+                       regions, od / 2))
+        n += 1
+    for stem, (core_od, core_sp, ram_od, ram_sp) in sorted(host_prices.items()):
+        out.append(sku(f"H{n:03d}-C", f"{stem} Core running in Americas", "CPU", "OnDemand", regions, core_od))
+        out.append(sku(f"H{n:03d}-CS", f"Spot Preemptible {stem} Core running in Americas", "CPU", "Preemptible",
+                       regions, core_sp))
+        out.append(sku(f"H{n:03d}-R", f"{stem} Ram running in Americas", "RAM", "OnDemand", regions, ram_od, "GiBy.h"))
+        out.append(sku(f"H{n:03d}-RS", f"Spot Preemptible {stem} Ram running in Americas", "RAM", "Preemptible",
+                       regions, ram_sp, "GiBy.h"))
+        n += 1
+    out.append(sku("X000", "N1 Predefined Instance Core running in Americas", "N1Standard", "OnDemand", regions, 0.03))
+    return out
+
+
+# ----------------------------------------------------------------------------- AWS
+
+
+def _cbor(obj: Any) -> bytes:
+    """Tiny CBOR encoder (maps, strings, ints) for CloudWatch's rpc-v2-cbor error bodies."""
+    def head(major: int, n: int) -> bytes:
+        if n < 24:
+            return bytes([major << 5 | n])
+        if n < 256:
+            return bytes([major << 5 | 24, n])
+        return bytes([major << 5 | 25]) + n.to_bytes(2, "big")
+    if isinstance(obj, str):
+        b = obj.encode()
+        return head(3, len(b)) + b
+    if isinstance(obj, int):
+        return head(0, obj)
+    if isinstance(obj, dict):
+        return head(5, len(obj)) + b"".join(_cbor(k) + _cbor(v) for k, v in obj.items())
+    raise TypeError(type(obj))
+
+
+class AwsFake(_Base):
+    """Proxy to a moto server (``upstream`` http://127.0.0.1:PORT) plus the calls moto does not implement.
+
+    ``quota_limits``: (region, code) -> vCPUs (default ``default_limit``); ``scores``: instance type ->
+    zone ID -> score (default 9 for every zone moto lists for the asked regions).
+    """
+
+    def __init__(self, upstream: str, quota_limits: dict[tuple[str, str], float] | None = None,
+                 default_limit: float = 1536.0, scores: dict[str, dict[str, int]] | None = None,
+                 ondemand: dict[str, float] | None = None, **kw: Any) -> None:
+        super().__init__(**kw)
+        up = urllib.parse.urlsplit(upstream)
+        self.upstream = (up.hostname or "127.0.0.1", up.port or 80)
+        self.quota_limits = quota_limits or {}
+        self.default_limit = default_limit
+        self.scores = scores or {}
+        self.ondemand = ondemand or {}
+        self._local = threading.local()
+
+    @staticmethod
+    def scope(h: BaseHTTPRequestHandler) -> tuple[str, str]:
+        """(region, service) from the SigV4 credential scope of the request."""
+        m = re.search(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request", h.headers.get("Authorization", ""))
+        return (m.group(1), m.group(2)) if m else ("", "")
+
+    def _error(self, h: BaseHTTPRequestHandler, code: str, service: str, target: str) -> None:
+        name = {"403": "UnauthorizedOperation" if service == "ec2" else "AccessDeniedException",
+                "429": "Throttling" if service == "ec2" else "ThrottlingException",
+                "500": "InternalError" if service == "ec2" else "ServiceException"}[code]
+        msg = f"injected {code} for this region"
+        if service == "ec2":
+            body = (f"<?xml version='1.0' encoding='UTF-8'?><Response><Errors><Error><Code>{name}</Code>"
+                    f"<Message>{msg}</Message></Error></Errors><RequestID>fake</RequestID></Response>").encode()
+            return self._send(h, int(code), body, "text/xml")
+        if service == "monitoring":
+            return self._send(h, int(code), _cbor({"__type": name, "message": msg}), "application/cbor",
+                              [("smithy-protocol", "rpc-v2-cbor")])
+        return self._send(h, int(code), json.dumps({"__type": name, "message": msg}).encode(),
+                          "application/x-amz-json-1.1")
+
+    def _dispatch(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        region, service = self.scope(h)
+        target = h.headers.get("X-Amz-Target", "")
+        form = urllib.parse.parse_qs(body.decode(errors="replace")) if service == "ec2" else {}
+        action = (form.get("Action") or [""])[0] or target.rsplit(".", 1)[-1] or h.path.rsplit("/", 1)[-1]
+        self._record(f"{service} {region} {action}")
+        fault_key = "placement-scores" if action == "GetSpotPlacementScores" else region
+        fault = self._delay(fault_key)
+        if fault:
+            return self._error(h, fault, service, target)
+        if target.startswith("ServiceQuotasV20190624."):
+            req = json.loads(body or b"{}")
+            code = req.get("QuotaCode", "")
+            doc = {"Quota": {"ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+                             "QuotaCode": code, "QuotaName": code, "Unit": "None", "Adjustable": True,
+                             "GlobalQuota": False,
+                             "Value": self.quota_limits.get((region, code), self.default_limit)}}
+            return self._send(h, 200, json.dumps(doc).encode(), "application/x-amz-json-1.1")
+        if target == "AWSPriceListService.GetProducts":
+            req = json.loads(body or b"{}")
+            itype = next((f["Value"] for f in req.get("Filters", []) if f.get("Field") == "instanceType"), "")
+            items = [json.dumps({"product": {"attributes": {"regionCode": r, "instanceType": itype}},
+                                 "terms": {"OnDemand": {"x": {"priceDimensions": {"y": {
+                                     "unit": "Hrs", "pricePerUnit": {"USD": f"{p:.4f}"}}}}}}})
+                     for (t, r), p in sorted(self.ondemand.items()) if t == itype]
+            return self._send(h, 200, json.dumps({"FormatVersion": "aws_v1", "PriceList": items}).encode(),
+                              "application/x-amz-json-1.1")
+        if action == "GetSpotPlacementScores":
+            return self._scores(h, form)
+        self._forward(h, body)
+
+    def _scores(self, h: BaseHTTPRequestHandler, form: dict[str, list[str]]) -> None:
+        itype = (form.get("InstanceType.1") or [""])[0]
+        regions = [v[0] for k, v in sorted(form.items()) if k.startswith("RegionName.")]
+        rows = []
+        for zid, score in sorted(self.scores.get(itype, {}).items()):
+            region = next((r for r in regions if zid.startswith(_zone_prefix(r))), None)
+            if region:
+                rows.append(f"<item><region>{region}</region><availabilityZoneId>{zid}</availabilityZoneId>"
+                            f"<score>{score}</score></item>")
+        body = (f"<?xml version='1.0' encoding='UTF-8'?><GetSpotPlacementScoresResponse "
+                f"xmlns='http://ec2.amazonaws.com/doc/2016-11-15/'><requestId>fake</requestId>"
+                f"<spotPlacementScoreSet>{''.join(rows)}</spotPlacementScoreSet></GetSpotPlacementScoresResponse>")
+        self._send(h, 200, body.encode(), "text/xml")
+
+    def _forward(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = http.client.HTTPConnection(*self.upstream, timeout=60)
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
+        try:
+            conn.request(h.command, h.path, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException):
+            self._local.conn = None
+            return self._send(h, 502, b"", "text/plain")
+        keep = [(k, v) for k, v in resp.getheaders()
+                if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-type",
+                                     "server", "date")]
+        self._send(h, resp.status, data, resp.getheader("Content-Type") or "text/xml", keep)
+
+
+def _zone_prefix(region: str) -> str:
+    from placement.zones import aws_zone_id_prefix
+
+    return (aws_zone_id_prefix(region) or region) + "-"

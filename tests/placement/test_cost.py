@@ -1,0 +1,105 @@
+"""The cost model against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from factories import job, offer
+
+from placement.egress import egress_book, tiered_usd, transfer_usd
+from placement.engine import candidates, spot_overhead
+
+
+def _one(j, o, capacity):
+    (c,) = [c for c in candidates(j, [o]) if c.capacity == capacity]
+    return c
+
+
+def test_on_demand_compute_is_nodes_times_price_times_hours():
+    j = job(gpus=12, hours=5, capacity="on-demand")  # 12 GPUs on 8-GPU nodes -> 2 nodes
+    c = _one(j, offer("p5.48xlarge", "us-east-1", price=55.04), "on-demand")
+    assert c.nodes == 2
+    assert c.usd_per_hour == pytest.approx(110.08)
+    assert c.cost.compute_usd == pytest.approx(2 * 55.04 * 5)
+    assert c.cost.egress_usd == 0
+
+
+def test_spot_compute_adds_interruption_overhead():
+    # r = 0.2/h, interval 60 min -> 0.5 h, restart 30 min -> 0.5 h: factor 1 + 0.2 * (0.5/... )
+    j = job(gpus=8, hours=10, capacity="spot", checkpoint={"interval_minutes": 60},
+            spot={"interruptions_per_hour": 0.2, "restart_minutes": 30})
+    c = _one(j, offer("p5.48xlarge", "us-east-1", spot=20.0), "spot")
+    factor = 1 + 0.2 * (1.0 / 2 + 0.5)
+    assert c.cost.compute_usd == pytest.approx(20.0 * 10 * factor)
+    assert c.cost.spot_overhead == pytest.approx(spot_overhead(j, 0.2)) == pytest.approx(0.2)
+
+
+def test_live_interruption_rate_only_raises_the_job_rate():
+    j = job(capacity="spot", spot={"interruptions_per_hour": 0.1})
+    low = _one(j, offer("p5.48xlarge", "us-east-1", interruptions_per_hour=0.5), "spot")
+    high = _one(j, offer("p5.48xlarge", "us-east-1", interruptions_per_hour=0.01), "spot")
+    assert low.interruptions_per_hour == 0.5
+    assert high.interruptions_per_hour == 0.1
+
+
+DATA = {"dataset": {"uri": "s3://b/d", "size_gb": 1000, "region": "us-east-1"}, "outputs_gb": 100}
+
+
+def test_same_region_data_is_free():
+    c = _one(job(capacity="on-demand", data=DATA), offer("p5.48xlarge", "us-east-1"), "on-demand")
+    assert c.cost.egress_usd == 0
+
+
+def test_inter_region_uses_the_default_rate_both_ways():
+    c = _one(job(capacity="on-demand", data=DATA), offer("p5.48xlarge", "us-west-2"), "on-demand")
+    assert c.cost.dataset_egress_usd == pytest.approx(1000 * 0.02)
+    assert c.cost.outputs_egress_usd == pytest.approx(100 * 0.02)
+
+
+def test_inter_region_pair_priced_differently():
+    c = _one(job(capacity="on-demand", data=DATA), offer("p5.48xlarge", "us-east-2"), "on-demand")
+    assert c.cost.egress_usd == pytest.approx(1100 * 0.01)
+
+
+def test_inter_region_priced_by_source_region():
+    data = {"dataset": {"uri": "s3://b/d", "size_gb": 1000, "region": "sa-east-1"}, "outputs_gb": 100}
+    c = _one(job(capacity="on-demand", data=data), offer("p5.48xlarge", "us-east-1"), "on-demand")
+    assert c.cost.dataset_egress_usd == pytest.approx(1000 * 0.138)  # sa-east-1 is the source
+    assert c.cost.outputs_egress_usd == pytest.approx(100 * 0.02)  # us-east-1 is the source
+
+
+def test_cross_cloud_uses_source_internet_tiers():
+    # 20,000 GB out of AWS us-east-1: 100 free, 10,140 at 0.09, 9,760 at 0.085.
+    data = {"dataset": {"uri": "s3://b/d", "size_gb": 20000, "region": "us-east-1"}, "outputs_gb": 2000}
+    c = _one(job(capacity="on-demand", data=data), offer("a3-highgpu-8g", "us-central1"), "on-demand")
+    assert c.cost.dataset_egress_usd == pytest.approx(10140 * 0.09 + 9760 * 0.085)
+    # 2,000 GB out of GCP: 1,024 at 0.12, 976 at 0.11.
+    assert c.cost.outputs_egress_usd == pytest.approx(1024 * 0.12 + 976 * 0.11)
+    assert c.cost.total_usd == pytest.approx(c.cost.compute_usd + c.cost.egress_usd)
+
+
+def test_first_tier_override_for_expensive_source_regions():
+    assert transfer_usd(egress_book(), "aws", "sa-east-1", "gcp", "us-central1", 1100) == pytest.approx(1000 * 0.15)
+
+
+def test_gcp_inter_region_by_continent():
+    book = egress_book()
+    assert transfer_usd(book, "gcp", "us-central1", "gcp", "us-east4", 100) == pytest.approx(100 * 0.02)
+    assert transfer_usd(book, "gcp", "asia-east1", "gcp", "asia-northeast1", 100) == pytest.approx(100 * 0.05)
+    assert transfer_usd(book, "gcp", "us-central1", "gcp", "europe-west4", 100) == pytest.approx(100 * 0.08)
+    assert transfer_usd(book, "gcp", "australia-southeast1", "gcp", "us-east4", 100) == pytest.approx(100 * 0.15)
+
+
+def test_tiers_are_marginal():
+    tiers = ((10.0, 1.0), (20.0, 0.5), (None, 0.1))
+    assert tiered_usd(5, tiers) == 5
+    assert tiered_usd(15, tiers) == 10 + 2.5
+    assert tiered_usd(30, tiers) == 10 + 5 + 1
+    assert tiered_usd(0, tiers) == 0
+
+
+def test_missing_price_is_excluded_not_free():
+    (c,) = [c for c in candidates(job(capacity="spot"), [offer("p5.48xlarge", "us-east-1", spot=None)])]
+    assert c.excluded and "not offered as spot" in c.excluded
+    assert math.isinf(c.usd_per_hour)
