@@ -1,4 +1,4 @@
-"""The Pulumi program: read the stack config once, then build the stack's cloud."""
+"""The Pulumi program: read the stack config once, build the stack's cloud, then the shared add-ons."""
 
 from __future__ import annotations
 
@@ -22,11 +22,19 @@ def main() -> None:
         from infra.k8s.hub import build_hub
 
         build_hub(cfg)
-    elif cfg.cloud == "aws":
+        return
+
+    import pulumi
+
+    from infra.k8s.addons import ClusterAddons, ClusterAddonsArgs
+
+    if cfg.cloud == "aws":
         from infra.aws import build
-
-        build(cfg)
     else:
-        from infra.gcp import build
-
-        build(cfg)
+        from infra.gcp import build  # type: ignore[assignment]
+    built = build(cfg)
+    # Kueue, device plugins and NCCL installers: the same component on both clouds, fed from the pools.
+    addons = ClusterAddons(f"{cfg.cluster_name}-addons",
+                           ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=built.node_pools),
+                           opts=pulumi.ResourceOptions(provider=built.k8s_provider))
+    pulumi.export("kueue", {"clusterQueue": addons.cluster_queue, "localQueues": addons.local_queues})

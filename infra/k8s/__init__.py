@@ -1,0 +1,1 @@
+"""Kubernetes layer shared by every cluster: Kueue objects, cluster add-ons and the MultiKueue hub."""

@@ -1,0 +1,229 @@
+"""Cluster add-ons every GPU worker cluster gets: Kueue, device plugins, NCCL installers, queues.
+
+Wiring (``infra/program.py``)::
+
+    ClusterAddons(f"{cfg.cluster_name}-addons",
+                  ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=built.node_pools),
+                  opts=ResourceOptions(provider=built.k8s_provider))
+
+Every Kubernetes child uses the cluster's provider from ``opts.provider``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi import Input, Output, ResourceOptions
+
+from infra.config import StackConfig
+from infra.k8s import kueue_objects as ko
+
+KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+NVIDIA_DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
+NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
+NVIDIA_DEVICE_PLUGIN_VERSION = "0.18.2"
+EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
+EFA_DEVICE_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
+EFA_DEVICE_PLUGIN_VERSION = "v0.5.5"
+
+# Google's published GPUDirect installers (the manifests GKE's documentation applies). Each DaemonSet
+# selects nodes by cloud.google.com/gke-accelerator, so it is inert on other pools.
+_GKE_MANIFESTS = "https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/master"
+GKE_FABRIC_MANIFESTS: dict[str, tuple[str, ...]] = {
+    "tcpx": (f"{_GKE_MANIFESTS}/gpudirect-tcpx/nccl-tcpx-installer.yaml",
+             f"{_GKE_MANIFESTS}/nri_device_injector/nri-device-injector.yaml"),
+    "tcpxo": (f"{_GKE_MANIFESTS}/gpudirect-tcpxo/nccl-tcpxo-installer.yaml",
+              f"{_GKE_MANIFESTS}/nri_device_injector/nri-device-injector.yaml"),
+    "rdma": (f"{_GKE_MANIFESTS}/gpudirect-rdma/nccl-rdma-installer.yaml",),
+}
+
+_GPU_TOLERATION_ANY_VALUE = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+class KueueObject(k8s.apiextensions.CustomResource):
+    """A Kueue custom object from a rendered dict (or an ``Output`` of one).
+
+    Unlike ``CustomResource(spec=...)`` this also carries top-level fields other than ``spec``
+    (WorkloadPriorityClass has ``value`` and ``description``); the provider sends the props as the object.
+    """
+
+    def __init__(self, resource_name: str, api_version: str, kind: str, body: Input[Mapping[str, Any]],
+                 opts: ResourceOptions | None = None) -> None:
+        from pulumi_kubernetes import _utilities
+
+        fields = ("metadata", "value", "description") if kind == "WorkloadPriorityClass" else ("metadata", "spec")
+        out = Output.from_input(body)
+        props: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
+        for name in fields:
+            props[name] = _field(out, name)
+        opts = ResourceOptions.merge(opts, ResourceOptions(version=_utilities.get_version()))
+        pulumi.CustomResource.__init__(self, f"kubernetes:{api_version}:{kind}", resource_name, props, opts)
+
+    @staticmethod
+    def of(resource_name: str, obj: Mapping[str, Any], opts: ResourceOptions | None = None) -> KueueObject:
+        """From a fully known rendered object."""
+        return KueueObject(resource_name, obj["apiVersion"], obj["kind"], obj, opts)
+
+
+def _field(body: Output[Mapping[str, Any]], name: str) -> Output[Any]:
+    return body.apply(lambda b: b.get(name))
+
+
+def resource_suffix(obj: Mapping[str, Any]) -> str:
+    """A Pulumi name part unique per object: kind plus namespace/name."""
+    meta = obj["metadata"]
+    where = f"{meta['namespace']}-{meta['name']}" if meta.get("namespace") else meta["name"]
+    return f"{obj['kind'].lower()}-{where}"
+
+
+@dataclass(frozen=True)
+class KueueInstallArgs:
+    """Kueue's Helm release: ``version`` is the chart version (e.g. ``0.19.2``); ``dispatcher`` a key of
+    :data:`infra.k8s.kueue_objects.DISPATCHERS` on a MultiKueue hub, None on workers."""
+
+    version: str
+    dispatcher: str | None = None
+    wait_for_pods_ready: bool = True
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class KueueInstall(pulumi.ComponentResource):
+    """Kueue from its OCI Helm chart into ``kueue-system``; ``release`` is what Kueue objects wait for."""
+
+    def __init__(self, name: str, args: KueueInstallArgs, opts: ResourceOptions | None = None) -> None:
+        super().__init__("gpufleet:k8s:KueueInstall", name, None, opts)
+        provider = opts.provider if opts else None
+        values = {"managerConfig": {"controllerManagerConfigYaml": ko.manager_config(
+            args.dispatcher, wait_for_pods_ready=args.wait_for_pods_ready)}}
+        self.release = k8s.helm.v3.Release(
+            f"{name}-kueue",
+            name="kueue",
+            chart=KUEUE_CHART,
+            version=args.version,
+            namespace=ko.KUEUE_NAMESPACE,
+            create_namespace=True,
+            values=values,
+            # Kueue's webhooks must be serving before any queue object is created.
+            skip_await=False,
+            timeout=600,
+            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)),
+        )
+        self.register_outputs({"release": self.release.name, "version": args.version})
+
+
+@dataclass(frozen=True)
+class ClusterAddonsArgs:
+    """``cfg`` the worker stack config; ``platform`` its cloud; ``depends_on`` the GPU node pools."""
+
+    cfg: StackConfig
+    platform: Literal["aws", "gcp"]
+    depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+
+
+class ClusterAddons(pulumi.ComponentResource):
+    """Kueue, device plugins and the queues derived from the cluster's node pools.
+
+    Attributes ``cluster_queue`` (name) and ``local_queues`` (``[{namespace, name}]``) are plain values
+    for stack outputs.
+    """
+
+    def __init__(self, name: str, args: ClusterAddonsArgs, opts: ResourceOptions | None = None) -> None:
+        super().__init__("gpufleet:k8s:ClusterAddons", name, None, opts)
+        cfg = args.cfg
+        provider = opts.provider if opts else None
+        after_pools = list(args.depends_on)
+
+        def child(*, depends_on: Sequence[pulumi.Resource] = ()) -> ResourceOptions:
+            return ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
+
+        namespaces = [
+            k8s.core.v1.Namespace(
+                f"{name}-ns-{team}",
+                metadata={"name": team, "labels": {"app.kubernetes.io/managed-by": "gpufleet",
+                                                   "gpufleet.io/team": team}},
+                opts=child(),
+            )
+            for team in cfg.kueue.teams
+        ]
+
+        kueue = KueueInstall(f"{name}-kueue", KueueInstallArgs(version=cfg.kueue.version, depends_on=after_pools),
+                             opts=ResourceOptions(parent=self, provider=provider))
+
+        self.device_plugins: list[pulumi.Resource] = []
+        pool_names = [p.name for p in cfg.node_pools]
+        if args.platform == "aws":
+            # EKS AL2023 NVIDIA AMIs ship the driver and container toolkit but no device plugin.
+            self.device_plugins.append(k8s.helm.v3.Release(
+                f"{name}-nvidia-device-plugin",
+                name="nvidia-device-plugin",
+                chart=NVIDIA_DEVICE_PLUGIN_CHART,
+                version=NVIDIA_DEVICE_PLUGIN_VERSION,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=NVIDIA_DEVICE_PLUGIN_REPO),
+                namespace="kube-system",
+                values={
+                    "tolerations": [_GPU_TOLERATION_ANY_VALUE, {"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                    # The chart's default affinity wants NFD labels; our pools are labelled by name instead.
+                    "affinity": _pool_affinity(pool_names),
+                    "priorityClassName": "system-node-critical",
+                },
+                opts=child(depends_on=after_pools),
+            ))
+            efa_types = sorted({p.shape.name for p in cfg.node_pools if p.shape.fabric == "efa"})
+            if efa_types:
+                self.device_plugins.append(k8s.helm.v3.Release(
+                    f"{name}-efa-device-plugin",
+                    name="aws-efa-k8s-device-plugin",
+                    chart=EFA_DEVICE_PLUGIN_CHART,
+                    version=EFA_DEVICE_PLUGIN_VERSION,
+                    repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=EKS_CHARTS_REPO),
+                    namespace="kube-system",
+                    values={
+                        "tolerations": [_GPU_TOLERATION_ANY_VALUE],
+                        # The chart's own list lags new instance types; name exactly the ones we run.
+                        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
+                                                    "values": efa_types},
+                    },
+                    opts=child(depends_on=after_pools),
+                ))
+        else:
+            # GKE installs the NVIDIA driver and device plugin itself; GPUDirect needs Google's installers.
+            urls: list[str] = []
+            for pool in cfg.node_pools:
+                for url in GKE_FABRIC_MANIFESTS.get(pool.shape.fabric, ()):
+                    if url not in urls:
+                        urls.append(url)
+            for url in urls:
+                part = url.rsplit("/", 1)[-1].removesuffix(".yaml")
+                self.device_plugins.append(k8s.yaml.v2.ConfigFile(
+                    f"{name}-{part}", file=url, opts=child(depends_on=after_pools)))
+
+        self.objects: list[KueueObject] = []
+        after_kueue = [kueue.release, *namespaces]
+        created: dict[str, KueueObject] = {}
+        for obj in ko.worker_objects(cfg):
+            deps: list[pulumi.Resource] = list(after_kueue)
+            # Flavors before the queue that names them, the queue before its LocalQueues.
+            if obj["kind"] == "ClusterQueue":
+                deps += [r for k, r in created.items() if k.startswith(("resourceflavor-", "topology-"))]
+            if obj["kind"] == "ResourceFlavor":
+                deps += [r for k, r in created.items() if k.startswith("topology-")]
+            if obj["kind"] == "LocalQueue":
+                deps += [r for k, r in created.items() if k.startswith("clusterqueue-")]
+            suffix = resource_suffix(obj)
+            res = KueueObject.of(f"{name}-{suffix}", obj, opts=child(depends_on=deps))
+            created[suffix] = res
+            self.objects.append(res)
+
+        self.cluster_queue = ko.cluster_queue_name(cfg)
+        self.local_queues = [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"]}
+                             for q in ko.local_queues(cfg)]
+        self.register_outputs({"clusterQueue": self.cluster_queue, "localQueues": self.local_queues})
+
+
+def _pool_affinity(pool_names: Sequence[str]) -> dict[str, Any]:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": ko.POOL_LABEL, "operator": "In", "values": list(pool_names)}]}]}}}

@@ -1,0 +1,523 @@
+"""Kueue objects (``kueue.x-k8s.io/v1beta2``) derived from a stack's node pools, as plain dicts.
+
+Pure functions, no Pulumi: :mod:`infra.k8s.addons` and :mod:`infra.k8s.hub` turn these dicts into
+resources, tests validate them against the Kueue v0.19 CRDs, and ``placement submit`` reuses the
+naming scheme (:func:`local_queue_name`, :func:`pool_scheduling`).
+
+Quotas always follow the node pools: a flavor's nominal quota is ``pool.max_nodes`` times the
+per-node :func:`allocatable` resources of the pool's shape, so Kueue never admits more than the
+pool can hold at full scale.
+
+Naming scheme (the same on every worker cluster and on the hub, because MultiKueue copies a
+workload to a worker under the same namespace and LocalQueue name):
+
+* ResourceFlavor: the pool name (``spec.nodeLabels: {gpufleet.io/pool: <pool>}``).
+* ClusterQueue: ``<clusterName>-gpu``.
+* LocalQueue, in each team namespace: ``<clusterName>-gpu`` (this cluster only) and
+  ``all-workers`` (the hub's queue that spans every worker).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from infra.config import NodePoolConfig, StackConfig
+from placement.shapes import Shape
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+KUEUE_NAMESPACE = "kueue-system"
+POOL_LABEL = "gpufleet.io/pool"
+# Every GPU node pool carries this taint, so only pods that asked for a GPU flavor land there.
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+
+RES_CPU = "cpu"
+RES_MEMORY = "memory"
+RES_GPU = "nvidia.com/gpu"
+RES_EFA = "vpc.amazonaws.com/efa"
+
+ALL_WORKERS = "all-workers"
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+MULTIKUEUE_KUBECONFIG_KEY = "kubeconfig"
+
+# (name, value, description). Higher value wins; withinClusterQueue preemption evicts lower values.
+PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
+    ("production", 1000, "Production training: preempts burst and low work in its ClusterQueue."),
+    ("burst", 500, "Short bursts: preempts low work, yields to production."),
+    ("low", 100, "Best-effort work that runs on idle quota and is preempted first."),
+)
+
+# Node labels the platform puts on GPU nodes, from the widest network domain down to the host.
+TOPOLOGY_LEVELS: dict[str, tuple[str, ...]] = {
+    "gcp": ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+            "cloud.google.com/gce-topology-host", "kubernetes.io/hostname"),
+    "aws": ("topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
+            "topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname"),
+}
+
+# Dispatcher names of Kueue's Configuration.multiKueue.dispatcherName. "External" is any name Kueue
+# does not implement: Kueue then waits for another controller to set .status.nominatedClusterNames.
+DISPATCHERS: dict[str, str] = {
+    "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+    "External": "gpufleet.io/placement",
+}
+
+# Per-node system reserve, shared by EKS and GKE nodes (see allocatable()).
+DAEMONSET_RESERVE_CPU_MILLIS = 500
+DAEMONSET_RESERVE_MEMORY_MIB = 1024
+EVICTION_HARD_MEMORY_MIB = 100
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+# ---------------------------------------------------------------------------------------------- quotas
+
+
+@dataclass(frozen=True)
+class Allocatable:
+    """What one node of a shape offers to pods: CPU in millicores, memory in MiB, GPUs, EFA devices."""
+
+    cpu_millis: int
+    memory_mib: int
+    gpus: int
+    efa: int
+
+    def scaled(self, nodes: int) -> Allocatable:
+        return Allocatable(self.cpu_millis * nodes, self.memory_mib * nodes, self.gpus * nodes, self.efa * nodes)
+
+    def __add__(self, other: Allocatable) -> Allocatable:
+        return Allocatable(self.cpu_millis + other.cpu_millis, self.memory_mib + other.memory_mib,
+                           self.gpus + other.gpus, self.efa + other.efa)
+
+
+def kube_reserved_cpu_millis(vcpus: int) -> int:
+    """CPU the kubelet reserves (millicores): 6% of the first core, 1% of the second, 0.5% of cores
+    3-4 and 0.25% of every core above 4. This is the formula both EKS (AL2023 nodeadm) and GKE use."""
+    tiers = ((1, 0.06), (1, 0.01), (2, 0.005), (math.inf, 0.0025))
+    return _tiered(vcpus * 1000, tuple((size * 1000, rate) for size, rate in tiers))
+
+
+def kube_reserved_memory_mib(memory_gib: int) -> int:
+    """Memory the kubelet reserves (MiB), GKE's formula: 25% of the first 4 GiB, 20% of the next 4,
+    10% of the next 8, 6% of the next 112 and 2% above 128 GiB. EKS reserves ``11 MiB x maxPods +
+    255 MiB``, far less on GPU hosts; the GKE formula is used on both clouds as the conservative bound."""
+    tiers = ((4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (math.inf, 0.02))
+    return _tiered(memory_gib * 1024, tuple((size * 1024, rate) for size, rate in tiers))
+
+
+def _tiered(amount: float, tiers: tuple[tuple[float, float], ...]) -> int:
+    reserved, left = 0.0, float(amount)
+    for size, rate in tiers:
+        take = min(left, size)
+        reserved += take * rate
+        left -= take
+        if left <= 0:
+            break
+    return math.ceil(reserved)
+
+
+def allocatable(shape: Shape) -> Allocatable:
+    """Per-node resources Kueue may hand out on ``shape`` (the one place this is defined).
+
+    GPUs: ``shape.gpus``. EFA devices: ``shape.fabric_nics`` on EFA shapes (the EFA device plugin
+    advertises one ``vpc.amazonaws.com/efa`` per interface), else 0. CPU and memory: the shape's
+    vCPUs / memory minus the system reserve, which is kube-reserved (:func:`kube_reserved_cpu_millis`,
+    :func:`kube_reserved_memory_mib`) plus the 100 MiB hard-eviction threshold plus an allowance of
+    500m CPU / 1 GiB per node for the DaemonSets every GPU node runs (CNI, kube-proxy, NVIDIA/EFA
+    device plugins, NCCL installers, log and metric agents).
+    """
+    cpu = shape.vcpus * 1000 - kube_reserved_cpu_millis(shape.vcpus) - DAEMONSET_RESERVE_CPU_MILLIS
+    memory = (shape.memory_gib * 1024 - kube_reserved_memory_mib(shape.memory_gib)
+              - EVICTION_HARD_MEMORY_MIB - DAEMONSET_RESERVE_MEMORY_MIB)
+    return Allocatable(cpu_millis=max(cpu, 0), memory_mib=max(memory, 0), gpus=shape.gpus,
+                       efa=shape.fabric_nics if shape.fabric == "efa" else 0)
+
+
+def pool_quota(pool: NodePoolConfig) -> Allocatable:
+    """A pool's nominal quota: ``max_nodes`` nodes of its shape."""
+    return allocatable(pool.shape).scaled(pool.max_nodes)
+
+
+def covered_resources(shapes: Iterable[Shape]) -> list[str]:
+    """Resources a ClusterQueue covers: cpu, memory, GPUs, plus EFA when any shape has EFA."""
+    resources = [RES_CPU, RES_MEMORY, RES_GPU]
+    if any(s.fabric == "efa" for s in shapes):
+        resources.append(RES_EFA)
+    return resources
+
+
+def quota_entries(quota: Allocatable, covered: Sequence[str]) -> list[dict[str, Any]]:
+    """``resources`` of one ClusterQueue flavor, in ``covered`` order (a CRD rule wants every covered one)."""
+    values: dict[str, Any] = {RES_CPU: f"{quota.cpu_millis}m", RES_MEMORY: f"{quota.memory_mib}Mi",
+                              RES_GPU: quota.gpus, RES_EFA: quota.efa}
+    return [{"name": r, "nominalQuota": values[r]} for r in covered]
+
+
+# ---------------------------------------------------------------------------------------------- names
+
+
+def cluster_name_of(cfg_or_cluster: StackConfig | str) -> str:
+    return cfg_or_cluster if isinstance(cfg_or_cluster, str) else cfg_or_cluster.cluster_name
+
+
+def cluster_queue_name(cfg_or_cluster: StackConfig | str) -> str:
+    """The worker's ClusterQueue: ``<clusterName>-gpu``."""
+    return f"{cluster_name_of(cfg_or_cluster)}-gpu"
+
+
+def local_queue_name(cfg_or_cluster: StackConfig | str, team: str) -> str:
+    """Name of the LocalQueue in namespace ``team`` that sends work to that cluster's GPUs.
+
+    The name is the same in every team namespace and on the hub (whose per-worker queue has the
+    worker's name), so a job labelled ``kueue.x-k8s.io/queue-name: <this>`` in namespace ``team``
+    reaches the same cluster whether submitted to the worker directly or through the hub.
+    """
+    if not _DNS_LABEL.match(team):
+        raise ValueError(f"team {team!r} is not a valid namespace name")
+    return cluster_queue_name(cfg_or_cluster)
+
+
+def flavor_name(pool: NodePoolConfig) -> str:
+    return pool.name
+
+
+def topology_name(cloud: str) -> str:
+    return f"{cloud}-gpu-topology"
+
+
+def pool_scheduling(pool: NodePoolConfig) -> dict[str, Any]:
+    """Node selector and tolerations that put a pod on ``pool`` (what its ResourceFlavor injects)."""
+    return {"nodeSelector": {POOL_LABEL: pool.name}, "tolerations": [dict(GPU_TOLERATION)]}
+
+
+def ordered_pools(cfg: StackConfig) -> list[NodePoolConfig]:
+    """Pools in the order Kueue should try their flavors: by ``kueue.flavor_order``, then config order."""
+    return sorted(cfg.node_pools, key=lambda p: cfg.kueue.flavor_order.index(p.capacity_kind))
+
+
+def uses_topology(pool: NodePoolConfig) -> bool:
+    """Topology-aware scheduling only matters where a job can span nodes over a GPU fabric."""
+    return pool.multi_node and pool.shape.multi_node
+
+
+# ---------------------------------------------------------------------------------------------- objects
+
+
+def _obj(kind: str, name: str, spec: Mapping[str, Any] | None = None, *, namespace: str | None = None,
+         labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpufleet", **(labels or {})}}
+    if namespace:
+        meta["namespace"] = namespace
+    out: dict[str, Any] = {"apiVersion": API_VERSION, "kind": kind, "metadata": meta}
+    if spec is not None:
+        out["spec"] = dict(spec)
+    return out
+
+
+def topology(cloud: str) -> dict[str, Any]:
+    """The Topology of a cloud's GPU network, widest level first, host last (a CRD rule)."""
+    return _obj("Topology", topology_name(cloud), {"levels": [{"nodeLabel": lv} for lv in TOPOLOGY_LEVELS[cloud]]})
+
+
+def resource_flavor(pool: NodePoolConfig, cloud: str) -> dict[str, Any]:
+    """One flavor per node pool: selects the pool's nodes and tolerates the GPU taint."""
+    spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": [dict(GPU_TOLERATION)]}
+    if uses_topology(pool):
+        spec["topologyName"] = topology_name(cloud)
+    return _obj("ResourceFlavor", flavor_name(pool), spec,
+                labels={"gpufleet.io/capacity": pool.capacity_kind, "gpufleet.io/instance-type": pool.shape.name})
+
+
+def preemption_policy() -> dict[str, Any]:
+    """Higher-priority work evicts lower-priority work in the queue; lent quota is always reclaimable."""
+    return {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "Never"}}
+
+
+def flavor_fungibility() -> dict[str, Any]:
+    """Before borrowing or preempting in a flavor, try the next flavor (usually spot after on-demand):
+    borrowed quota can be reclaimed and preemption kills running GPU work, while free capacity in the
+    next flavor costs neither. When every flavor needs one or the other, borrowing wins."""
+    return {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor",
+            "preference": "BorrowingOverPreemption"}
+
+
+def team_namespace_selector(teams: Sequence[str]) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(teams)}]}
+
+
+def cluster_queue(cfg: StackConfig) -> dict[str, Any]:
+    """The cluster's GPU ClusterQueue: one flavor per pool, quota = pool max nodes x allocatable."""
+    pools = ordered_pools(cfg)
+    covered = covered_resources(p.shape for p in pools)
+    spec = {
+        "cohortName": cfg.kueue.cohort,
+        "namespaceSelector": team_namespace_selector(cfg.kueue.teams),
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{
+            "coveredResources": covered,
+            "flavors": [{"name": flavor_name(p), "resources": quota_entries(pool_quota(p), covered)} for p in pools],
+        }],
+        "preemption": preemption_policy(),
+        "flavorFungibility": flavor_fungibility(),
+    }
+    return _obj("ClusterQueue", cluster_queue_name(cfg), spec)
+
+
+def local_queue(name: str, namespace: str, cluster_queue_ref: str) -> dict[str, Any]:
+    return _obj("LocalQueue", name, {"clusterQueue": cluster_queue_ref}, namespace=namespace)
+
+
+def local_queues(cfg: StackConfig) -> list[dict[str, Any]]:
+    """Per team namespace: this cluster's queue and the ``all-workers`` queue the hub dispatches to."""
+    cq = cluster_queue_name(cfg)
+    out = []
+    for team in cfg.kueue.teams:
+        out.append(local_queue(local_queue_name(cfg, team), team, cq))
+        out.append(local_queue(ALL_WORKERS, team, cq))
+    return out
+
+
+def priority_classes() -> list[dict[str, Any]]:
+    """WorkloadPriorityClasses production / burst / low (top-level ``value``, no spec)."""
+    out = []
+    for name, value, description in PRIORITY_CLASSES:
+        obj = _obj("WorkloadPriorityClass", name)
+        obj["value"] = value
+        obj["description"] = description
+        out.append(obj)
+    return out
+
+
+def worker_objects(cfg: StackConfig) -> list[dict[str, Any]]:
+    """Every Kueue object of a worker cluster, dependencies first."""
+    objs = priority_classes()
+    if any(uses_topology(p) for p in cfg.node_pools):
+        objs.append(topology(cfg.cloud))
+    objs += [resource_flavor(p, cfg.cloud) for p in cfg.node_pools]
+    objs.append(cluster_queue(cfg))
+    objs += local_queues(cfg)
+    return objs
+
+
+# ---------------------------------------------------------------------------------------------- Kueue install
+
+
+def manager_config(dispatcher: str | None = None, *, wait_for_pods_ready: bool = True) -> str:
+    """Kueue's ``controller_manager_config.yaml`` (chart value ``managerConfig.controllerManagerConfigYaml``).
+
+    ``dispatcher`` is a key of :data:`DISPATCHERS` (hub only). ``wait_for_pods_ready`` evicts and
+    requeues a workload whose pods are not all running 15 minutes after admission: quota assumes
+    pools at max size, so a failed scale-up (spot or capacity shortage) must not hold quota forever.
+    """
+    config: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {"groupKindConcurrency": {
+            "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 5, "LocalQueue.kueue.x-k8s.io": 1,
+            "Cohort.kueue.x-k8s.io": 1, "ClusterQueue.kueue.x-k8s.io": 1, "ResourceFlavor.kueue.x-k8s.io": 1}},
+        "clientConnection": {"qps": 50, "burst": 100},
+        "integrations": {"frameworks": [
+            "batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob",
+            "trainer.kubeflow.org/trainjob", "ray.io/rayjob", "ray.io/raycluster"]},
+    }
+    if wait_for_pods_ready:
+        config["waitForPodsReady"] = {"timeout": "15m", "blockAdmission": False,
+                                      "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5}}
+    if dispatcher is not None:
+        if dispatcher not in DISPATCHERS:
+            raise ValueError(f"dispatcher must be one of {', '.join(DISPATCHERS)}, got {dispatcher!r}")
+        config["multiKueue"] = {"dispatcherName": DISPATCHERS[dispatcher], "gcInterval": "1m",
+                                "workerLostTimeout": "15m"}
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+# ---------------------------------------------------------------------------------------------- hub
+
+
+@dataclass(frozen=True)
+class WorkerPool:
+    """A worker's node pool as read from its ``nodePools`` stack output."""
+
+    name: str
+    shape: Shape
+    capacity_kind: str
+    max_nodes: int
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A worker cluster as the hub sees it. ``key`` (the stack's short name) names its hub objects."""
+
+    key: str
+    cluster_name: str
+    cloud: str
+    pools: tuple[WorkerPool, ...]
+
+
+def worker_key(stack: str) -> str:
+    """``org/project/aws-use1-p5`` -> ``aws-use1-p5``; must be a DNS label (it names hub objects)."""
+    key = stack.rsplit("/", 1)[-1]
+    if not _DNS_LABEL.match(key):
+        raise ValueError(f"worker stack {stack!r}: {key!r} is not a DNS-1123 label")
+    return key
+
+
+def worker_from_outputs(stack: str, outputs: Mapping[str, Any]) -> Worker:
+    """Parse a worker stack's outputs (``clusterName``, ``cloud``, ``nodePools``) into a :class:`Worker`."""
+    from placement.shapes import shape_book
+
+    pools = []
+    for raw in outputs.get("nodePools") or []:
+        shape = shape_book().get(str(raw["instanceType"]))
+        if shape is None:
+            raise ValueError(f"worker {stack}: unknown instance type {raw['instanceType']!r} in nodePools")
+        pools.append(WorkerPool(name=str(raw["name"]), shape=shape, capacity_kind=str(raw["capacity"]),
+                                max_nodes=int(raw["maxNodes"])))
+    return Worker(key=worker_key(stack), cluster_name=str(outputs["clusterName"]), cloud=str(outputs["cloud"]),
+                  pools=tuple(pools))
+
+
+def hub_flavor_name(key: str, capacity_kind: str) -> str:
+    return f"{key}-{capacity_kind}"
+
+
+def hub_resource_flavor(key: str, capacity_kind: str) -> dict[str, Any]:
+    """A quota-only flavor on the hub (no node labels: hub workloads never run pods on the hub)."""
+    return _obj("ResourceFlavor", hub_flavor_name(key, capacity_kind), {},
+                labels={"gpufleet.io/worker": key, "gpufleet.io/capacity": capacity_kind})
+
+
+def worker_capacity(worker: Worker, capacity_kind: str) -> Allocatable:
+    """Sum over a worker's pools of one capacity kind of ``max_nodes`` x allocatable."""
+    total = Allocatable(0, 0, 0, 0)
+    for p in worker.pools:
+        if p.capacity_kind == capacity_kind:
+            total = total + allocatable(p.shape).scaled(p.max_nodes)
+    return total
+
+
+def hub_cluster_queue(name: str, workers: Sequence[Worker], flavor_order: Sequence[str], admission_check: str,
+                      teams: Sequence[str]) -> dict[str, Any]:
+    """A hub ClusterQueue whose quota mirrors the workers' (per worker and capacity kind) and whose
+    admission goes through the MultiKueue AdmissionCheck ``admission_check``."""
+    covered = covered_resources(p.shape for w in workers for p in w.pools)
+    flavors = [{"name": hub_flavor_name(w.key, kind), "resources": quota_entries(worker_capacity(w, kind), covered)}
+               for kind in flavor_order for w in workers]
+    spec = {
+        "namespaceSelector": team_namespace_selector(teams),
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        "preemption": {"withinClusterQueue": "LowerPriority"},
+        "flavorFungibility": flavor_fungibility(),
+        "admissionChecksStrategy": {"admissionChecks": [{"name": admission_check}]},
+    }
+    return _obj("ClusterQueue", name, spec)
+
+
+def multikueue_cluster(key: str, secret_name: str) -> dict[str, Any]:
+    """The hub's handle on a worker: a kubeconfig in Secret ``secret_name`` (namespace kueue-system)."""
+    return _obj("MultiKueueCluster", key,
+                {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret_name}}})
+
+
+def multikueue_config(name: str, clusters: Sequence[str]) -> dict[str, Any]:
+    return _obj("MultiKueueConfig", name, {"clusters": list(clusters)})
+
+
+def admission_check(name: str, config_name: str) -> dict[str, Any]:
+    return _obj("AdmissionCheck", name, {
+        "controllerName": MULTIKUEUE_CONTROLLER,
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config_name},
+    })
+
+
+def kubeconfig_secret_name(key: str) -> str:
+    return f"multikueue-{key}"
+
+
+def hub_worker_layout(hub_cfg: StackConfig) -> list[tuple[str, str]]:
+    """``(key, kind)`` of every object :func:`hub_worker_objects` returns, dependencies first.
+
+    Known before any worker output is, so the hub can declare its resources up front.
+    """
+    layout = [(f"flavor-{kind}", "ResourceFlavor") for kind in hub_cfg.kueue.flavor_order]
+    layout += [("multikueuecluster", "MultiKueueCluster"), ("multikueueconfig", "MultiKueueConfig"),
+               ("admissioncheck", "AdmissionCheck"), ("clusterqueue", "ClusterQueue")]
+    layout += [(f"localqueue-{team}", "LocalQueue") for team in hub_cfg.kueue.teams]
+    return layout
+
+
+def hub_worker_objects(worker: Worker, hub_cfg: StackConfig) -> dict[str, dict[str, Any]]:
+    """A worker's objects on the hub, keyed as in :func:`hub_worker_layout`: two quota flavors,
+    MultiKueueCluster/Config, AdmissionCheck, a ClusterQueue named like the worker's own queue and
+    a LocalQueue per team with the worker's LocalQueue name."""
+    queue = cluster_queue_name(worker.cluster_name)
+    objs = {f"flavor-{kind}": hub_resource_flavor(worker.key, kind) for kind in hub_cfg.kueue.flavor_order}
+    objs["multikueuecluster"] = multikueue_cluster(worker.key, kubeconfig_secret_name(worker.key))
+    objs["multikueueconfig"] = multikueue_config(worker.key, [worker.key])
+    objs["admissioncheck"] = admission_check(worker.key, worker.key)
+    objs["clusterqueue"] = hub_cluster_queue(queue, [worker], hub_cfg.kueue.flavor_order, worker.key,
+                                             hub_cfg.kueue.teams)
+    for team in hub_cfg.kueue.teams:
+        objs[f"localqueue-{team}"] = local_queue(local_queue_name(worker.cluster_name, team), team, queue)
+    return objs
+
+
+def hub_all_workers_layout(hub_cfg: StackConfig) -> list[tuple[str, str]]:
+    """``(key, kind)`` of every object :func:`hub_all_workers_objects` returns, dependencies first."""
+    layout = [("multikueueconfig", "MultiKueueConfig"), ("admissioncheck", "AdmissionCheck"),
+              ("clusterqueue", "ClusterQueue")]
+    layout += [(f"localqueue-{team}", "LocalQueue") for team in hub_cfg.kueue.teams]
+    return layout
+
+
+def hub_all_workers_objects(workers: Sequence[Worker], hub_cfg: StackConfig) -> dict[str, dict[str, Any]]:
+    """The ``all-workers`` MultiKueueConfig / AdmissionCheck / ClusterQueue / LocalQueues."""
+    objs = {
+        "multikueueconfig": multikueue_config(ALL_WORKERS, [w.key for w in workers]),
+        "admissioncheck": admission_check(ALL_WORKERS, ALL_WORKERS),
+        "clusterqueue": hub_cluster_queue(ALL_WORKERS, workers, hub_cfg.kueue.flavor_order, ALL_WORKERS,
+                                          hub_cfg.kueue.teams),
+    }
+    for team in hub_cfg.kueue.teams:
+        objs[f"localqueue-{team}"] = local_queue(ALL_WORKERS, team, ALL_WORKERS)
+    return objs
+
+
+def multikueue_kubeconfig(worker_kubeconfig: str | Mapping[str, Any], token: str, user: str) -> str:
+    """A token kubeconfig for the Kueue controller on the hub to reach a worker.
+
+    Server and CA come from the worker's (exec-plugin) kubeconfig, which only works where the cloud
+    CLI runs; the controller needs a static service-account ``token`` instead.
+    """
+    doc = yaml.safe_load(worker_kubeconfig) if isinstance(worker_kubeconfig, str) else dict(worker_kubeconfig)
+    contexts = {c["name"]: c["context"] for c in doc.get("contexts") or []}
+    clusters = {c["name"]: c["cluster"] for c in doc.get("clusters") or []}
+    if not clusters:
+        raise ValueError("worker kubeconfig has no clusters")
+    current = contexts.get(doc.get("current-context", ""))
+    cluster_name = current["cluster"] if current else next(iter(clusters))
+    cluster = clusters[cluster_name]
+    entry: dict[str, Any] = {"server": cluster["server"]}
+    if cluster.get("certificate-authority-data"):
+        entry["certificate-authority-data"] = cluster["certificate-authority-data"]
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": cluster_name, "cluster": entry}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
+        "current-context": cluster_name,
+    }
+    return yaml.safe_dump(kubeconfig, sort_keys=False)

@@ -1,0 +1,18 @@
+# Sourced by scripts/demo and scripts/test: create .venv and install the project with the given extra,
+# once per change of pyproject.toml. Needs only Python 3.11+ and the package registry.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "gpufleet needs Python 3.11 or newer (found: $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+  exit 2
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+extra=${1:-}
+stamp=".venv/.installed-${extra:-base}-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "setting up .venv (${extra:-base}) ..." >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extra:+[$extra]}" >&2
+  touch "$stamp"
+fi

@@ -1,0 +1,378 @@
+"""Kueue objects rendered from node pools, their CRD validity, and the ClusterAddons component."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import NodePoolConfig, StackConfig, parse
+from infra.k8s import kueue_objects as ko
+from infra.k8s.crd_validate import CRDValidator
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO.parent / "shared" / "kueue-crds"
+TAGS = {"owner": "ml-platform", "cost-center": "cc-1"}
+
+AWS_RAW: dict[str, Any] = {
+    "cloud": "aws", "region": "us-east-1", "gpuZone": "us-east-1a", "clusterName": "test-aws",
+    "nodePools": [
+        {"name": "p5-od", "instanceType": "p5.48xlarge", "capacity": "ON_DEMAND", "maxNodes": 2},
+        {"name": "p5-spot", "instanceType": "p5.48xlarge", "capacity": "SPOT", "maxNodes": 4},
+        {"name": "l40s-one", "instanceType": "g6e.xlarge", "capacity": "SPOT", "maxNodes": 1},
+    ],
+    "kueue": {"teams": ["team-a", "team-b"], "flavorOrder": ["on-demand", "spot"], "cohort": "fleet"},
+    "tags": TAGS,
+}
+GCP_RAW: dict[str, Any] = {
+    "cloud": "gcp", "region": "us-central1", "project": "proj", "gpuZone": "us-central1-a",
+    "clusterName": "test-gcp",
+    "nodePools": [
+        {"name": "mega-spot", "instanceType": "a3-megagpu-8g", "capacity": "SPOT", "maxNodes": 3},
+        {"name": "mega-od", "instanceType": "a3-megagpu-8g", "capacity": "ON_DEMAND", "maxNodes": 2},
+    ],
+    "kueue": {"teams": ["team-a"], "flavorOrder": ["spot", "on-demand"]},
+    "tags": TAGS,
+}
+
+
+@pytest.fixture(scope="module")
+def aws_cfg() -> StackConfig:
+    return parse(AWS_RAW, stack="test-aws")
+
+
+@pytest.fixture(scope="module")
+def gcp_cfg() -> StackConfig:
+    return parse(GCP_RAW, stack="test-gcp")
+
+
+@pytest.fixture(scope="module")
+def validator() -> CRDValidator:
+    if not CRD_DIR.is_dir():
+        pytest.skip(f"Kueue CRDs not found at {CRD_DIR} (shared/kueue-crds beside the repository)")
+    return CRDValidator(CRD_DIR)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _tiered(amount: float, tiers: list[tuple[float, float]]) -> float:
+    out = 0.0
+    for size, rate in tiers:
+        take = min(amount, size)
+        out += take * rate
+        amount -= take
+    return out
+
+
+def expected_allocatable(pool: NodePoolConfig) -> dict[str, int]:
+    """The documented reserve formula, re-derived here from the Shape (cpu millicores, memory MiB)."""
+    shape = pool.shape
+    cpu_reserve = math.ceil(_tiered(shape.vcpus * 1000, [(1000, 0.06), (1000, 0.01), (2000, 0.005),
+                                                         (math.inf, 0.0025)]))
+    mem_reserve = math.ceil(_tiered(shape.memory_gib * 1024, [(4096, 0.25), (4096, 0.20), (8192, 0.10),
+                                                              (112 * 1024, 0.06), (math.inf, 0.02)]))
+    return {
+        "cpu": shape.vcpus * 1000 - cpu_reserve - 500,
+        "memory": shape.memory_gib * 1024 - mem_reserve - 100 - 1024,
+        "nvidia.com/gpu": shape.gpus,
+        "vpc.amazonaws.com/efa": shape.fabric_nics if shape.fabric == "efa" else 0,
+    }
+
+
+def quantity(value: Any) -> int:
+    """Parse the quantities we render: ``123m`` (millicores), ``456Mi`` (MiB) or a plain integer."""
+    if isinstance(value, str) and value.endswith("m"):
+        return int(value[:-1])
+    if isinstance(value, str) and value.endswith("Mi"):
+        return int(value[:-2])
+    return int(value)
+
+
+def cq_flavors(cfg: StackConfig) -> list[dict[str, Any]]:
+    groups = ko.cluster_queue(cfg)["spec"]["resourceGroups"]
+    assert len(groups) == 1
+    return list(groups[0]["flavors"])
+
+
+# ------------------------------------------------------------------------------------------- quotas
+
+
+@pytest.mark.parametrize("which", ["aws", "gcp"])
+def test_cluster_queue_quota_is_pool_max_times_shape_allocatable(which: str, aws_cfg: StackConfig,
+                                                                  gcp_cfg: StackConfig) -> None:
+    cfg = aws_cfg if which == "aws" else gcp_cfg
+    pools = {p.name: p for p in cfg.node_pools}
+    flavors = cq_flavors(cfg)
+    assert sorted(f["name"] for f in flavors) == sorted(pools)
+    for flavor in flavors:
+        pool = pools[flavor["name"]]
+        per_node = expected_allocatable(pool)
+        got = {r["name"]: quantity(r["nominalQuota"]) for r in flavor["resources"]}
+        for resource, value in got.items():
+            assert value == per_node[resource] * pool.max_nodes, (flavor["name"], resource)
+
+
+def test_reserve_formula_matches_published_examples() -> None:
+    # GKE/EKS CPU reserve: 60m for 1 core, 70m for 2, 80m for 4, +2.5m per core above 4.
+    assert [ko.kube_reserved_cpu_millis(n) for n in (1, 2, 4, 64)] == [60, 70, 80, 230]
+    # GKE memory reserve: 1 GiB of 4, 1.8 GiB of 8, 2.6 GiB of 16, 9.32 GiB of 128 GiB.
+    assert [ko.kube_reserved_memory_mib(g) for g in (4, 8, 16, 128)] == [1024, math.ceil(1.8 * 1024),
+                                                                         math.ceil(2.6 * 1024),
+                                                                         math.ceil(9.32 * 1024)]
+
+
+def test_allocatable_never_exceeds_the_shape(aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+    for pool in (*aws_cfg.node_pools, *gcp_cfg.node_pools):
+        alloc = ko.allocatable(pool.shape)
+        assert 0 < alloc.cpu_millis < pool.shape.vcpus * 1000
+        assert 0 < alloc.memory_mib < pool.shape.memory_gib * 1024
+        assert alloc.gpus == pool.shape.gpus
+
+
+def test_efa_resource_only_on_aws_efa_shapes(aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+    aws_cq = ko.cluster_queue(aws_cfg)["spec"]["resourceGroups"][0]
+    assert ko.RES_EFA in aws_cq["coveredResources"]
+    pools = {p.name: p for p in aws_cfg.node_pools}
+    for flavor in aws_cq["flavors"]:
+        efa = next(quantity(r["nominalQuota"]) for r in flavor["resources"] if r["name"] == ko.RES_EFA)
+        shape = pools[flavor["name"]].shape
+        assert efa == (shape.fabric_nics * pools[flavor["name"]].max_nodes if shape.fabric == "efa" else 0)
+    assert any(pools[f["name"]].shape.fabric == "none" for f in aws_cq["flavors"])  # the 0-EFA case was seen
+
+    gcp_cq = ko.cluster_queue(gcp_cfg)["spec"]["resourceGroups"][0]
+    assert ko.RES_EFA not in gcp_cq["coveredResources"]
+    assert gcp_cq["coveredResources"] == [ko.RES_CPU, ko.RES_MEMORY, ko.RES_GPU]
+
+    no_efa = parse({**AWS_RAW, "nodePools": [{"name": "l4", "instanceType": "g6.xlarge", "maxNodes": 1}]})
+    assert ko.RES_EFA not in ko.cluster_queue(no_efa)["spec"]["resourceGroups"][0]["coveredResources"]
+
+
+# ------------------------------------------------------------------------------------------- flavors
+
+
+def test_one_flavor_per_pool_with_pool_label_and_gpu_toleration(aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+    for cfg in (aws_cfg, gcp_cfg):
+        flavors = [o for o in ko.worker_objects(cfg) if o["kind"] == "ResourceFlavor"]
+        assert [f["metadata"]["name"] for f in flavors] == [p.name for p in cfg.node_pools]
+        for flavor, pool in zip(flavors, cfg.node_pools, strict=True):
+            assert flavor["spec"]["nodeLabels"] == {"gpufleet.io/pool": pool.name}
+            tol = flavor["spec"]["tolerations"]
+            assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
+                    "effect": "NoSchedule"} in tol
+            assert ko.pool_scheduling(pool) == {"nodeSelector": flavor["spec"]["nodeLabels"], "tolerations": tol}
+
+
+@pytest.mark.parametrize("order", [["on-demand", "spot"], ["spot", "on-demand"]])
+def test_flavor_order_follows_config(order: list[str]) -> None:
+    cfg = parse({**AWS_RAW, "kueue": {"flavorOrder": order}})
+    kinds = {p.name: p.capacity_kind for p in cfg.node_pools}
+    got = [kinds[f["name"]] for f in cq_flavors(cfg)]
+    assert got == sorted(got, key=order.index)
+    assert got[0] == order[0] and got[-1] == order[-1]
+
+
+def test_topology_only_for_multi_node_fabric_pools(aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+    for cfg, levels in ((aws_cfg, ["topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
+                                   "topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname"]),
+                        (gcp_cfg, ["cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+                                   "cloud.google.com/gce-topology-host", "kubernetes.io/hostname"])):
+        objs = ko.worker_objects(cfg)
+        topologies = [o for o in objs if o["kind"] == "Topology"]
+        assert len(topologies) == 1
+        assert [lv["nodeLabel"] for lv in topologies[0]["spec"]["levels"]] == levels
+        name = topologies[0]["metadata"]["name"]
+        for flavor, pool in zip([o for o in objs if o["kind"] == "ResourceFlavor"], cfg.node_pools, strict=True):
+            wants = pool.max_nodes > 1 and pool.shape.fabric != "none"
+            assert (flavor["spec"].get("topologyName") == name) is wants, pool.name
+
+
+def test_cluster_queue_policy(aws_cfg: StackConfig) -> None:
+    spec = ko.cluster_queue(aws_cfg)["spec"]
+    assert ko.cluster_queue(aws_cfg)["metadata"]["name"] == "test-aws-gpu"
+    assert spec["cohortName"] == "fleet"
+    assert spec["preemption"]["withinClusterQueue"] == "LowerPriority"
+    assert spec["preemption"]["reclaimWithinCohort"] in ("Any", "LowerPriority")
+    assert spec["flavorFungibility"]["whenCanBorrow"] in ("MayStopSearch", "TryNextFlavor")
+    assert spec["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a", "team-b"]
+
+
+def test_local_queue_per_team_and_priority_classes(aws_cfg: StackConfig) -> None:
+    objs = ko.worker_objects(aws_cfg)
+    lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"]["clusterQueue"]
+           for o in objs if o["kind"] == "LocalQueue"}
+    expected = {}
+    for team in aws_cfg.kueue.teams:
+        expected[(team, ko.local_queue_name(aws_cfg, team))] = "test-aws-gpu"
+        expected[(team, ko.ALL_WORKERS)] = "test-aws-gpu"
+    assert lqs == expected
+    assert ko.local_queue_name("test-aws", "team-a") == ko.local_queue_name(aws_cfg, "team-a")
+    with pytest.raises(ValueError):
+        ko.local_queue_name(aws_cfg, "Not_A_Namespace")
+    wpcs = {o["metadata"]["name"]: o["value"] for o in objs if o["kind"] == "WorkloadPriorityClass"}
+    assert wpcs["production"] > wpcs["burst"] > wpcs["low"]
+
+
+def test_manager_config_dispatcher() -> None:
+    worker = yaml.safe_load(ko.manager_config())
+    assert "multiKueue" not in worker and worker["waitForPodsReady"]["timeout"] == "15m"
+    assert yaml.safe_load(ko.manager_config("AllAtOnce"))["multiKueue"]["dispatcherName"] == \
+        "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    external = yaml.safe_load(ko.manager_config("External"))["multiKueue"]["dispatcherName"]
+    assert external not in (ko.DISPATCHERS["AllAtOnce"], ko.DISPATCHERS["Incremental"])
+    with pytest.raises(ValueError):
+        ko.manager_config("Sometimes")
+
+
+# ------------------------------------------------------------------------------------------- CRD schema
+
+
+def test_every_rendered_object_validates(validator: CRDValidator, aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+    for cfg in (aws_cfg, gcp_cfg):
+        objs = ko.worker_objects(cfg)
+        assert {o["kind"] for o in objs} == {"WorkloadPriorityClass", "Topology", "ResourceFlavor", "ClusterQueue",
+                                             "LocalQueue"}
+        for obj in objs:
+            assert validator.validate(obj) == [], (obj["kind"], obj["metadata"]["name"])
+    # Every CEL rule these objects reached was evaluated, not skipped.
+    assert validator.unevaluated_rules == set()
+
+
+def _break(obj: dict[str, Any], path: list[Any], value: Any = None, *, delete: bool = False) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    target = out
+    for p in path[:-1]:
+        target = target[p]
+    if delete:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return out
+
+
+def test_validator_rejects_broken_objects(validator: CRDValidator, aws_cfg: StackConfig) -> None:
+    cq = ko.cluster_queue(aws_cfg)
+    flavor = ko.resource_flavor(aws_cfg.node_pools[0], "aws")
+    lq = ko.local_queues(aws_cfg)[0]
+    topo = ko.topology("aws")
+    mkc = ko.multikueue_cluster("w1", "multikueue-w1")
+    check = ko.admission_check("w1", "w1")
+    broken = {
+        "quota of the wrong type": _break(cq, ["spec", "resourceGroups", 0, "flavors", 0, "resources", 0,
+                                               "nominalQuota"], [8]),
+        "quota not a quantity": _break(cq, ["spec", "resourceGroups", 0, "flavors", 0, "resources", 0,
+                                            "nominalQuota"], "eight"),
+        "misspelt field": _break(cq, ["spec", "cohort"], "fleet"),
+        "bad enum": _break(cq, ["spec", "preemption", "withinClusterQueue"], "Sometimes"),
+        "flavor without every covered resource (CEL)": _break(
+            cq, ["spec", "resourceGroups", 0, "flavors", 0, "resources"],
+            cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][:-1]),
+        "duplicate flavor (list-map keys)": _break(
+            cq, ["spec", "resourceGroups", 0, "flavors"],
+            [cq["spec"]["resourceGroups"][0]["flavors"][0]] * 2),
+        "preference without TryNextFlavor (CEL)": _break(cq, ["spec", "flavorFungibility", "whenCanBorrow"],
+                                                         "MayStopSearch"),
+        "Exists toleration with a value (CEL)": _break(flavor, ["spec", "tolerations", 0, "operator"], "Exists"),
+        "topology without node labels (CEL)": _break(flavor, ["spec", "nodeLabels"], delete=True),
+        "hostname not last (CEL)": _break(topo, ["spec", "levels"], list(reversed(topo["spec"]["levels"]))),
+        "namespaced kind without namespace": _break(lq, ["metadata", "namespace"], delete=True),
+        "bad name": _break(lq, ["metadata", "name"], "Team_Queue"),
+        "wrong apiVersion": _break(lq, ["apiVersion"], "kueue.x-k8s.io/v9"),
+        "two cluster sources (CEL)": _break(mkc, ["spec", "clusterSource", "clusterProfileRef"], {"name": "x"}),
+        "parameters kind not a kind name": _break(check, ["spec", "parameters", "kind"], "Multi Kueue Config"),
+        "duplicate MultiKueue clusters (CEL)": ko.multikueue_config("all", ["a", "a"]),
+    }
+    assert validator.validate(check) == [] and validator.validate(mkc) == []
+    for why, obj in broken.items():
+        assert validator.validate(obj), f"validator accepted: {why}"
+
+
+# ------------------------------------------------------------------------------------------- ClusterAddons
+
+
+def _write_stack(tmp: Path, stack: str, raw: dict[str, Any]) -> str:
+    path = tmp / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump({"config": {f"gpufleet:{k}": v for k, v in raw.items()}}), encoding="utf-8")
+    return str(path)
+
+
+def _addons_program() -> None:
+    import pulumi
+    import pulumi_kubernetes as k8s
+
+    from infra.config import from_pulumi
+    from infra.k8s.addons import ClusterAddons, ClusterAddonsArgs
+
+    cfg = from_pulumi()
+    provider = k8s.Provider("cluster-k8s", kubeconfig="apiVersion: v1\nkind: Config\n")
+    addons = ClusterAddons(f"{cfg.cluster_name}-addons",
+                           ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=[]),
+                           opts=pulumi.ResourceOptions(provider=provider))
+    pulumi.export("kueue", {"clusterQueue": addons.cluster_queue, "localQueues": addons.local_queues})
+
+
+@pytest.fixture(scope="module")
+def addon_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from infra.mockrun import run_stack
+
+    tmp = tmp_path_factory.mktemp("stacks")
+    return {"aws": run_stack(_write_stack(tmp, "test-aws", AWS_RAW), program=_addons_program),
+            "gcp": run_stack(_write_stack(tmp, "test-gcp", GCP_RAW), program=_addons_program)}
+
+
+def _releases(run: Any) -> dict[str, dict[str, Any]]:
+    return {r.inputs["chart"]: r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+
+
+@pytest.mark.parametrize("which", ["aws", "gcp"])
+def test_addons_install_kueue_chart_at_config_version(which: str, addon_runs: dict[str, Any]) -> None:
+    raw = AWS_RAW if which == "aws" else GCP_RAW
+    kueue = _releases(addon_runs[which])["oci://registry.k8s.io/kueue/charts/kueue"]
+    assert kueue["version"] == parse(raw).kueue.version == "0.19.2"
+    assert kueue["namespace"] == "kueue-system"
+    config = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["kind"] == "Configuration" and "batch/job" in config["integrations"]["frameworks"]
+
+
+def test_addons_device_plugins_per_platform(addon_runs: dict[str, Any]) -> None:
+    aws = _releases(addon_runs["aws"])
+    assert aws["nvidia-device-plugin"]["repositoryOpts"]["repo"] == "https://nvidia.github.io/k8s-device-plugin"
+    efa = aws["aws-efa-k8s-device-plugin"]
+    assert efa["repositoryOpts"]["repo"] == "https://aws.github.io/eks-charts"
+    assert efa["values"]["supportedInstanceLabels"]["values"] == ["p5.48xlarge"]
+    for values in (aws["nvidia-device-plugin"]["values"], efa["values"]):
+        assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in values["tolerations"])
+
+    gcp = _releases(addon_runs["gcp"])
+    assert set(gcp) == {"oci://registry.k8s.io/kueue/charts/kueue"}  # no NVIDIA/EFA plugin on GKE
+    files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")]
+    assert any(f.endswith("gpudirect-tcpxo/nccl-tcpxo-installer.yaml") for f in files)
+    assert any(f.endswith("nri_device_injector/nri-device-injector.yaml") for f in files)
+    assert not addon_runs["aws"].of_type("kubernetes:yaml/v2:ConfigFile")
+
+
+@pytest.mark.parametrize("which", ["aws", "gcp"])
+def test_addons_create_every_kueue_object_on_the_cluster_provider(which: str, addon_runs: dict[str, Any],
+                                                                 validator: CRDValidator) -> None:
+    run = addon_runs[which]
+    cfg = parse(AWS_RAW if which == "aws" else GCP_RAW)
+    expected = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in ko.worker_objects(cfg)}
+    created = {}
+    for r in run.resources:
+        if r.type.startswith("kubernetes:kueue.x-k8s.io/v1beta2:"):
+            obj = {k: v for k, v in r.inputs.items() if v is not None}
+            created[(obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])] = (obj, r.provider)
+    assert set(created) == set(expected)
+    for key, (obj, provider) in created.items():
+        assert obj == expected[key], key
+        assert provider and "cluster-k8s" in provider, key
+        assert validator.validate(obj) == [], key
+    namespaces = {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:core/v1:Namespace")}
+    assert namespaces == set(cfg.kueue.teams)
+    assert run.outputs["kueue"]["clusterQueue"] == ko.cluster_queue_name(cfg)
+    assert {(q["namespace"], q["name"]) for q in run.outputs["kueue"]["localQueues"]} == \
+        {(k[1], k[2]) for k in expected if k[0] == "LocalQueue"}
