@@ -1,0 +1,82 @@
+"""Stack config: declared in Pulumi.yaml, every example stack valid, bad values named by key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.config import KEYS, ConfigError, load_stack_file, parse
+
+REPO = Path(__file__).resolve().parents[2]
+STACKS = sorted((REPO / "stacks").glob("Pulumi.*.yaml"))
+
+BASE = {"cloud": "aws", "region": "us-east-1", "gpuZone": "use1-az6",
+        "nodePools": [{"name": "p5", "instanceType": "p5.48xlarge", "capacity": "SPOT", "maxNodes": 2}],
+        "tags": {"owner": "ml-platform", "cost-center": "cc-1"}}
+
+
+def test_every_key_is_declared_in_the_project_file():
+    doc = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    declared = set(doc["config"]) | {k.split(":", 1)[1] for k in doc["template"]["config"]}
+    assert set(KEYS) <= declared
+    for key, decl in doc["config"].items():
+        assert decl.get("type") in ("string", "integer", "boolean", "array") and decl.get("description"), key
+
+
+@pytest.mark.parametrize("path", STACKS, ids=lambda p: p.name)
+def test_example_stacks_parse(path):
+    cfg = load_stack_file(str(path))
+    assert cfg.tags["owner"] and cfg.tags["cost-center"]
+
+
+def test_valid_config_round_trips():
+    cfg = parse(BASE, stack="t")
+    (pool,) = cfg.node_pools
+    assert pool.shape.name == "p5.48xlarge" and pool.capacity_kind == "spot" and pool.zone == "use1-az6"
+    assert cfg.cluster_name == "gpufleet-t"
+
+
+def _with(path: str, value):
+    raw = yaml.safe_load(yaml.safe_dump(BASE))
+    node = raw
+    *head, last = path.split(".")
+    for part in head:
+        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+    node[int(last) if last.isdigit() else last] = value
+    return raw
+
+
+BAD = [
+    ("cloud", "azure", "gpufleet:cloud"),
+    ("gpuZone", "use2-az1", "gpufleet:gpuZone"),
+    ("nodePools.0.instanceType", "p9.huge", "gpufleet:nodePools[0].instanceType"),
+    ("nodePools.0.minNodes", 3, "gpufleet:nodePools[0].minNodes"),
+    ("nodePools.0.maxNodes", 0, "gpufleet:nodePools[0].maxNodes"),
+    ("nodePools.0.capacity", "CAPACITY_BLOCK", "gpufleet:nodePools[0].reservation"),
+    ("nodePools.0.capacity", "RESERVATION", "gpufleet:nodePools[0].capacity"),
+    ("nodePools.0.instanceType", "g6e.xlarge", "gpufleet:nodePools[0].maxNodes"),
+    ("tags.owner", "", "gpufleet:tags.owner"),
+    ("cluster.publicAccess", True, "gpufleet:cluster.publicAccessCidrs"),
+    ("cluster.kubernetesVersion", "latest", "gpufleet:cluster.kubernetesVersion"),
+    ("checkpoint.filesystem", {"kind": "fsx", "capacityGb": 1000}, "gpufleet:checkpoint.filesystem.capacityGb"),
+    ("kueue.flavorOrder", ["spot"], "gpufleet:kueue.flavorOrder"),
+    ("network.vpcCidr", "10.0.0.0/33", "gpufleet:network.vpcCidr"),
+    ("colour", "blue", "gpufleet:colour"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "key"), BAD, ids=[b[0] + "=" + str(b[1]) for b in BAD])
+def test_bad_values_name_the_key(path, value, key):
+    with pytest.raises(ConfigError) as err:
+        parse(_with(path, value), stack="t")
+    assert str(err.value).startswith(key + ":")
+
+
+def test_fsx_needs_a_gpu_zone():
+    raw = _with("checkpoint.filesystem", {"kind": "fsx"})
+    del raw["gpuZone"]
+    raw["nodePools"][0]["zone"] = "use1-az6"
+    with pytest.raises(ConfigError, match="^gpufleet:gpuZone:"):
+        parse(raw, stack="t")
