@@ -20,7 +20,7 @@ from typing import Any
 
 from placement.catalog import Offer
 from placement.egress import EgressBook
-from placement.engine import Plan, Row, _candidate, plan
+from placement.engine import Candidate, Plan, Row, _candidate, plan
 from placement.jobspec import JobSpec
 from placement.quotas import QuotaTable
 
@@ -77,7 +77,7 @@ def _result(plans: Sequence[Plan], picks: Sequence[Row | None], solver: str, sta
     used: dict[tuple[str, str, str], float] = defaultdict(float)
     out = []
     total = 0.0
-    for p, r, reason in zip(plans, picks, why):
+    for p, r, reason in zip(plans, picks, why, strict=True):
         if r is None:
             out.append(Assignment(p.job, None, reason))
             continue
@@ -106,10 +106,11 @@ def _greedy_picks(plans: Sequence[Plan]) -> list[Row | None]:
 
 
 def _lp_rounding(h: Any, cols: Sequence[tuple[int, Row]], n_x: int, n_jobs: int,
-                 by_job: dict[int, list[int]]) -> list[float] | None:
-    """A good first incumbent: solve the LP relaxation, keep its integral assignments and place the few
-    fractional jobs greedily by LP weight. The relaxation of this assignment structure is nearly integral,
-    so the incumbent usually lies within the gap tolerance and the MILP closes at the root."""
+                 by_job: dict[int, list[int]]) -> tuple[list[float], float, list[float]] | None:
+    """A good first incumbent from the LP relaxation: keep its integral assignments and solve the small
+    MILP of the few fractional jobs (the relaxation of this assignment structure is nearly integral).
+
+    Returns (incumbent, LP bound, reduced costs) for reduced-cost fixing, or None without an LP optimum."""
     import highspy
 
     lp = h.getLp()
@@ -121,6 +122,8 @@ def _lp_rounding(h: Any, cols: Sequence[tuple[int, Row]], n_x: int, n_jobs: int,
     if not relax.getSolution().value_valid:
         return None
     x = list(relax.getSolution().col_value)
+    reduced = list(relax.getSolution().col_dual)
+    bound = relax.getInfo().objective_function_value
     out = [0.0] * (n_x + n_jobs)
     left: dict[tuple[str, str, str], float] = {}
     fractional = []
@@ -138,7 +141,7 @@ def _lp_rounding(h: Any, cols: Sequence[tuple[int, Row]], n_x: int, n_jobs: int,
             fractional.append(j)
     if fractional:
         _place_exactly(fractional, cols, n_x, by_job, left, h.getLp().col_cost_, out)
-    return out
+    return out, bound, reduced
 
 
 def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, by_job: dict[int, list[int]],
@@ -173,7 +176,7 @@ def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, b
             out[n_x + j] = 1.0
         return
     y = list(sub.getSolution().col_value)
-    for k, j in enumerate(jobs):
+    for j in jobs:
         picked = [i for i in by_job[j] if y[pos[i]] > 0.5]
         if picked:
             out[picked[0]] = 1.0
@@ -259,8 +262,20 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
         warm = list(h.getSolution().col_value)
     h.addRow(-inf, float(round(sum(warm[n_x:]))), len(jobs), list(range(n_x, n)), [1.0] * len(jobs))
     h.changeColsCost(n, list(range(n)), costs)
-    rounded = _lp_rounding(h, cols, n_x, len(jobs), by_job)
-    h.setSolution(n, list(range(n)), rounded if rounded and sum(rounded[n_x:]) <= sum(warm[n_x:]) else warm)
+    hint = warm
+    relaxed = _lp_rounding(h, cols, n_x, len(jobs), by_job)
+    if relaxed is not None:
+        rounded, bound, reduced = relaxed
+        if sum(rounded[n_x:]) <= sum(warm[n_x:]):
+            hint = rounded
+        # Reduced-cost fixing: a column whose LP reduced cost exceeds (incumbent - LP bound) cannot be in
+        # any solution better than the incumbent, so dropping it keeps the optimum and shrinks the search.
+        incumbent = sum(c * v for c, v in zip(costs, hint, strict=True))
+        slack = incumbent - bound + 1e-6 * max(1.0, abs(incumbent))
+        drop = [i for i in range(n_x) if reduced[i] > slack and hint[i] < 0.5]
+        if drop:
+            h.changeColsBounds(len(drop), drop, [0.0] * len(drop), [0.0] * len(drop))
+    h.setSolution(n, list(range(n)), hint)
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     solution = h.getSolution()

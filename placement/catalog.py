@@ -111,7 +111,8 @@ def parse_skypilot_csv(text: str, cloud: str, source: str) -> Catalog:
                     shape = adhoc_shape(cloud, itype, accel, int(float(row["AcceleratorCount"])),
                                         int(float(row["vCPUs"])), float(row["MemoryGiB"]))
                 except (TypeError, ValueError):
-                    raise InputError("AcceleratorCount", f"AcceleratorCount, vCPUs and MemoryGiB must be numbers on {where}",
+                    raise InputError("AcceleratorCount",
+                                     f"AcceleratorCount, vCPUs and MemoryGiB must be numbers on {where}",
                                      source=source) from None
                 adhoc[itype] = shape
         region = (row["Region"] or "").strip()

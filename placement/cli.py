@@ -140,7 +140,8 @@ def load_quotas(path: str | None) -> QuotaTable:
     if path.endswith((".yaml", ".yml")):
         doc = load_yaml(path, "--quotas")
         if not isinstance(doc, list):
-            raise UsageError(f"--quotas: {path} must be a YAML list of mappings with cloud, region, quota, limit, usage")
+            raise UsageError(f"--quotas: {path} must be a YAML list of mappings with "
+                             "cloud, region, quota, limit, usage")
         return parse_quota_rows(doc, source=path)
     return parse_quota_csv(_read(path, "--quotas"), source=path)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from placement.catalog import Offer
@@ -251,7 +251,8 @@ def why_chosen(p: Plan) -> str:
     head = (f"{o.cloud} {o.zone} {o.instance_type} x{best.nodes} {best.capacity}: "
             f"lowest total ${best.cost.total_usd:,.2f}")
     if best.feasible is None:
-        head += "; quota unknown here (no quota data for " + (best.quota.key or "this shape") + "), verify before submitting"
+        head += (f"; quota unknown here (no quota data for {best.quota.key or 'this shape'}), "
+                 "verify before submitting")
     runner = next((c for c in p.head(50)[1:] if (c.offer.cloud, c.offer.region, c.offer.instance_type, c.capacity)
                    != (o.cloud, o.region, o.instance_type, best.capacity)), None)
     if runner is None:

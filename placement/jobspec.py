@@ -162,14 +162,16 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
             raise InputError(f"{where}data.dataset.uri", f"scheme {scheme!r} is not supported; use s3:// or gs://")
         region = ds.get("region")
         if not isinstance(region, str) or not region:
-            raise InputError(f"{where}data.dataset.region", "is required: the region the dataset lives in, e.g. us-east-1")
+            raise InputError(f"{where}data.dataset.region",
+                             "is required: the region the dataset lives in, e.g. us-east-1")
         if ds.get("size_gb") is None:
             raise InputError(f"{where}data.dataset.size_gb", "is required: the dataset size in GB")
         dataset = Dataset(uri=uri, size_gb=_number(ds["size_gb"], f"{where}data.dataset.size_gb"),
                           region=region, cloud=_SCHEMES[scheme])
     outputs_gb = _number(data.get("outputs_gb", 0), f"{where}data.outputs_gb")
     if outputs_gb and dataset is None:
-        raise InputError(f"{where}data.outputs_gb", "needs data.dataset: outputs are copied to the dataset's home region")
+        raise InputError(f"{where}data.outputs_gb",
+                         "needs data.dataset: outputs are copied to the dataset's home region")
 
     ck = _section(doc, "checkpoint", {"interval_minutes"}, where)
     interval = _number(ck.get("interval_minutes", 30), f"{where}checkpoint.interval_minutes", minimum=0, strict=True)

@@ -1,0 +1,108 @@
+"""AWS GPU cluster stacks: VPC with an EFA-ready GPU subnet, EKS, EFA-wired GPU node groups, checkpoint storage.
+
+``build(cfg)`` is called by ``infra.program.main`` for ``gpufleet:cloud: aws`` worker stacks. Everything the
+stack creates is derived from the config's shapes (``placement/data/shapes.yaml``) and zone.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from infra.aws.checkpoint import CheckpointStore, CheckpointStoreArgs
+from infra.aws.cluster import EksCluster, EksClusterArgs
+from infra.aws.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
+from infra.aws.layout import (
+    Zone,
+    bucket_name,
+    gpu_zones,
+    needs_placement_group,
+    pick_system_azs,
+    placement_zones,
+    plan_subnets,
+    primary_gpu_zone,
+)
+from infra.aws.network import Network, NetworkArgs
+from infra.config import ConfigError, StackConfig
+from infra.outputs import BuiltCluster, export_cluster
+
+__all__ = ["build"]
+
+
+def _available_zones(provider: aws.Provider, region: str) -> list[Zone]:
+    """The region's regular AZs (Local and Wavelength Zones need opt-in and cannot host the control plane)."""
+    result = aws.get_availability_zones(
+        state="available", region=region,
+        filters=[aws.GetAvailabilityZonesFilterArgs(name="opt-in-status", values=["opt-in-not-required"])],
+        opts=pulumi.InvokeOptions(provider=provider))
+    return [Zone(name=n, zone_id=z) for n, z in zip(result.names, result.zone_ids, strict=True)]
+
+
+def build(cfg: StackConfig) -> BuiltCluster:
+    """Create the AWS cluster stack for ``cfg`` and export its outputs.
+
+    The subnet layout is planned before the first resource, so a config that cannot be laid out raises
+    :class:`pulumi.RunError` naming the key and registers nothing.
+    """
+    try:
+        plan = plan_subnets(cfg)
+    except ConfigError as exc:
+        raise pulumi.RunError(f"invalid stack config: {exc}") from None
+    stack = pulumi.get_stack()
+
+    provider = aws.Provider(f"{cfg.cluster_name}-aws", region=cfg.region)
+    invoke = pulumi.InvokeOptions(provider=provider)
+    opts = pulumi.ResourceOptions(providers={"aws": provider})
+    account_id = aws.get_caller_identity(opts=invoke).account_id
+    partition = aws.get_partition(opts=invoke).partition
+    try:
+        azs = pick_system_azs(cfg, _available_zones(provider, cfg.region))
+    except ConfigError as exc:
+        raise pulumi.RunError(f"invalid stack config: {exc}") from None
+
+    name = cfg.cluster_name
+    network = Network(f"{name}-net", NetworkArgs(cfg=cfg, stack=stack, plan=plan, azs=azs, gpu_zones=gpu_zones(cfg),
+                                                 placement_zones=placement_zones(cfg)), opts)
+    cluster = EksCluster(f"{name}-cluster", EksClusterArgs(cfg=cfg, stack=stack, partition=partition,
+                                                           vpc_id=network.vpc_id,
+                                                           subnet_ids=network.private_subnet_ids), opts)
+
+    groups: list[GpuNodeGroup] = []
+    for pool in cfg.node_pools:
+        groups.append(GpuNodeGroup(f"{name}-{pool.name}", GpuNodeGroupArgs(
+            cfg=cfg, stack=stack, pool=pool,
+            cluster_name=cluster.name,
+            kubernetes_version=cluster.version,
+            node_role_arn=cluster.node_role_arn,
+            subnet_id=network.gpu_subnet_ids[pool.zone],
+            efa_security_group_id=network.efa_security_group_id,
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            placement_group=network.placement_groups[pool.zone] if needs_placement_group(pool) else None,
+            depends_on=cluster.before_nodes,
+        ), opts))
+
+    store = CheckpointStore(f"{name}-ckpt", CheckpointStoreArgs(
+        cfg=cfg, stack=stack, account_id=account_id, partition=partition, bucket=bucket_name(cfg, account_id),
+        vpc_id=network.vpc_id, vpc_cidr=network.vpc_cidr,
+        gpu_subnet_id=network.gpu_subnet_ids[primary_gpu_zone(cfg)],
+        oidc_provider_arn=cluster.oidc_provider_arn, oidc_issuer=cluster.oidc_issuer,
+    ), opts)
+
+    export_cluster(cfg, cluster_name=cluster.name, kubeconfig=cluster.kubeconfig,
+                   checkpoint_uri=store.checkpoint_uri, filesystem=store.filesystem, extra={
+                       "vpcId": network.vpc_id,
+                       "gpuSubnetIds": network.gpu_subnet_ids,
+                       "efaSecurityGroupId": network.efa_security_group_id,
+                       "placementGroups": {z: pg.name for z, pg in network.placement_groups.items()},
+                       "systemZones": [az.zone_id for az in azs],
+                       "checkpointBucket": store.bucket_name,
+                       "checkpointKmsKeyArn": store.key_arn,
+                       "trainingRoleArn": store.training_role_arn,
+                       "oidcProviderArn": cluster.oidc_provider_arn,
+                       "nodeRoleArn": cluster.node_role_arn,
+                   })
+
+    k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=cluster.kubeconfig, enable_server_side_apply=True)
+    return BuiltCluster(kubeconfig=cluster.kubeconfig, k8s_provider=k8s_provider,
+                        node_pools=[g.node_group for g in groups])

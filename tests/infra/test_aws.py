@@ -1,0 +1,453 @@
+"""The AWS stacks under Pulumi mocks: EFA wiring, placement, storage, IAM scope, outputs and config errors.
+
+Each ``stacks/Pulumi.aws-*.yaml`` runs once (module-scoped fixture); expectations come from the stack's own
+parsed config and the shape data, so a new AWS stack file is covered without touching this file.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import email
+import glob
+import ipaddress
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from infra import mockrun
+from infra.aws.layout import Zone, pick_system_azs, plan_subnets
+from infra.config import ConfigError, StackConfig, load_stack_file, parse
+from infra.mockrun import Registered, RunResult, run_stack
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AWS_STACKS = sorted(glob.glob(os.path.join(ROOT, "stacks", "Pulumi.aws-*.yaml")))
+BASE_STACK = os.path.join(ROOT, "stacks", "Pulumi.aws-use1-p5.yaml")
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+NG = "aws:eks/nodeGroup:NodeGroup"
+PG = "aws:ec2/placementGroup:PlacementGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
+# Types that take tags in pulumi-aws; the tag policy reads them from the inputs.
+TAGGABLE = {
+    "aws:ec2/vpc:Vpc", SUBNET, "aws:ec2/internetGateway:InternetGateway", "aws:ec2/eip:Eip",
+    "aws:ec2/natGateway:NatGateway", "aws:ec2/routeTable:RouteTable", "aws:ec2/securityGroup:SecurityGroup",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule", "aws:ec2/vpcEndpoint:VpcEndpoint", PG, LT, NG,
+    "aws:eks/cluster:Cluster", "aws:eks/addon:Addon", "aws:eks/accessEntry:AccessEntry", "aws:iam/role:Role",
+    "aws:iam/openIdConnectProvider:OpenIdConnectProvider", "aws:kms/key:Key", "aws:s3/bucket:Bucket",
+    "aws:fsx/lustreFileSystem:LustreFileSystem", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation",
+    "aws:cloudwatch/logGroup:LogGroup",
+}
+
+
+def _stack_id(path: str) -> str:
+    return os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
+
+
+@pytest.fixture(scope="module", params=AWS_STACKS, ids=[_stack_id(p) for p in AWS_STACKS])
+def stack(request: pytest.FixtureRequest) -> tuple[StackConfig, RunResult]:
+    """One mocked run per AWS stack file, with its parsed config."""
+    return load_stack_file(request.param), run_stack(request.param)
+
+
+def by_id(run: RunResult, resource_id: str) -> Registered:
+    """The resource a mocked ID (``<name>-id``) points at."""
+    return run.named(resource_id.removesuffix("-id"))
+
+
+def pool_node_group(run: RunResult, pool_name: str) -> Registered:
+    groups = [r for r in run.of_type(NG) if (r.inputs.get("labels") or {}).get("gpufleet.io/pool") == pool_name]
+    assert len(groups) == 1, f"expected one node group labelled gpufleet.io/pool={pool_name}"
+    return groups[0]
+
+
+def launch_template_of(run: RunResult, node_group: Registered) -> Registered:
+    return by_id(run, node_group.inputs["launchTemplate"]["id"])
+
+
+def subnet_zone(subnet: Registered) -> str:
+    return str(subnet.inputs.get("availabilityZoneId") or subnet.inputs.get("availabilityZone"))
+
+
+def test_aws_stacks_exist() -> None:
+    names = {_stack_id(p) for p in AWS_STACKS}
+    assert {"aws-use1-p5", "aws-usw2-p4d"} <= names
+
+
+# ------------------------------------------------------------------ EFA fabric
+
+
+def test_launch_template_has_one_efa_interface_per_network_card(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    efa_sg = run.outputs["efaSecurityGroupId"]
+    assert efa_sg
+    for pool in cfg.node_pools:
+        assert pool.shape.fabric == "efa", "the shipped AWS stacks use EFA shapes"
+        lt = launch_template_of(run, pool_node_group(run, pool.name))
+        nics = lt.inputs["networkInterfaces"]
+        assert len(nics) == pool.shape.network_cards
+        assert [int(n["networkCardIndex"]) for n in nics] == list(range(pool.shape.network_cards))
+        assert nics[0]["interfaceType"] == "efa" and int(nics[0]["deviceIndex"]) == 0
+        for nic in nics[1:]:
+            assert nic["interfaceType"] == "efa-only"
+            assert int(nic["deviceIndex"]) == 1
+        for nic in nics:
+            groups = nic["securityGroups"]
+            assert efa_sg in groups
+            assert len(groups) == 2 and all(groups), "EFA SG plus the EKS cluster SG"
+            assert "subnetId" not in nic, "managed node groups reject subnets in launch templates"
+
+
+def test_placement_group_is_cluster_and_node_groups_stay_in_its_zone(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    exported = run.outputs["placementGroups"]
+    for pool in cfg.node_pools:
+        ng = pool_node_group(run, pool.name)
+        lt = launch_template_of(run, ng)
+        pg = run.named(lt.inputs["placement"]["groupName"])
+        assert pg.type == PG
+        assert pg.inputs["strategy"] == "cluster"
+        pg_zone = pg.inputs["tags"]["gpufleet.io/zone"]
+        assert pg_zone == pool.zone
+        assert exported[pool.zone] == pg.name
+        subnets = [by_id(run, s) for s in ng.inputs["subnetIds"]]
+        assert len(subnets) == 1
+        assert all(subnet_zone(s) == pg_zone for s in subnets)
+    # One placement group per zone, shared by that zone's pools.
+    assert len(run.of_type(PG)) == len({p.zone for p in cfg.node_pools})
+
+
+def test_efa_security_group_allows_all_traffic_from_and_to_itself(stack: tuple[StackConfig, RunResult]) -> None:
+    _, run = stack
+    sg = run.outputs["efaSecurityGroupId"]
+    for kind in ("Ingress", "Egress"):
+        rules = [r for r in run.of_type(f"aws:vpc/securityGroup{kind}Rule:SecurityGroup{kind}Rule")
+                 if r.inputs.get("securityGroupId") == sg]
+        assert any(r.inputs.get("ipProtocol") == "-1" and r.inputs.get("referencedSecurityGroupId") == sg
+                   for r in rules), f"no all-traffic self {kind.lower()} rule on the EFA security group"
+
+
+def test_every_launch_template_requires_imdsv2(stack: tuple[StackConfig, RunResult]) -> None:
+    _, run = stack
+    lts = run.of_type(LT)
+    assert len(lts) == len(run.of_type(NG))
+    for lt in lts:
+        meta = lt.inputs["metadataOptions"]
+        assert meta["httpTokens"] == "required"
+        assert int(meta["httpPutResponseHopLimit"]) == 2
+
+
+def test_gpu_node_groups_capacity_labels_taint_and_local_nvme(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    for pool in cfg.node_pools:
+        ng = pool_node_group(run, pool.name)
+        assert ng.inputs["capacityType"] == pool.capacity
+        assert ng.inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+        assert ng.inputs["version"] == cfg.cluster.kubernetes_version
+        scaling = {k: int(v) for k, v in ng.inputs["scalingConfig"].items()}
+        assert scaling == {"minSize": pool.min_nodes, "desiredSize": pool.desired_nodes, "maxSize": pool.max_nodes}
+        labels = ng.inputs["labels"]
+        assert labels["gpufleet.io/gpu"] == pool.shape.accelerator
+        assert labels["gpufleet.io/capacity"] == pool.capacity_kind
+        assert labels["nvidia.com/gpu.present"] == "true"
+        assert ng.inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+        lt = launch_template_of(run, ng)
+        assert lt.inputs["instanceType"] == pool.shape.name
+        if pool.shape.instance_store_gb > 0:
+            mime = email.message_from_string(base64.b64decode(lt.inputs["userData"]).decode())
+            assert mime.is_multipart()
+            (part,) = [p for p in mime.walk() if p.get_content_type() == "application/node.eks.aws"]
+            node_config = yaml.safe_load(str(part.get_payload()))
+            assert node_config["apiVersion"] == "node.eks.aws/v1alpha1"
+            assert node_config["kind"] == "NodeConfig"
+            assert node_config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
+
+
+# ------------------------------------------------------------------ network and cluster
+
+
+def test_subnets_fit_the_vpc_and_span_two_azs(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    vpc = ipaddress.ip_network(cfg.network.vpc_cidr)
+    nets = [ipaddress.ip_network(s.inputs["cidrBlock"]) for s in run.of_type(SUBNET)]
+    assert all(n.subnet_of(vpc) for n in nets)  # type: ignore[arg-type]
+    assert not any(a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1:])
+    system = [s for s in run.of_type(SUBNET) if "-private-" in s.name]
+    assert len({subnet_zone(s) for s in system}) == cfg.network.az_count >= 2
+    gpu_zone = cfg.gpu_zone or cfg.node_pools[0].zone
+    assert gpu_zone in {subnet_zone(s) for s in system}
+    assert run.outputs["systemZones"][0] == gpu_zone
+    (nat,) = run.of_type("aws:ec2/natGateway:NatGateway")
+    assert subnet_zone(by_id(run, nat.inputs["subnetId"])) == gpu_zone, "NAT next to the GPUs: no cross-AZ pulls"
+
+
+def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    (eks,) = run.of_type("aws:eks/cluster:Cluster")
+    assert eks.inputs["version"] == cfg.cluster.kubernetes_version
+    assert eks.inputs["accessConfig"]["authenticationMode"] == "API"
+    assert eks.inputs["vpcConfig"]["endpointPrivateAccess"] is True
+    assert eks.inputs["vpcConfig"]["endpointPublicAccess"] is cfg.cluster.public_access
+    addons = {a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")}
+    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver"} <= addons
+    (fsx_csi,) = [a for a in run.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-fsx-csi-driver"]
+    assert fsx_csi.inputs["serviceAccountRoleArn"]
+    assert len(run.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")) == 1
+
+
+def test_every_aws_resource_uses_the_stack_provider_and_carries_tags(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    (provider,) = run.of_type("pulumi:providers:aws")
+    assert provider.inputs["region"] == cfg.region
+    for r in run.resources:
+        if r.type.startswith("aws:"):
+            assert r.provider and f"::{provider.name}::" in r.provider, f"{r.name} not on the stack's provider"
+        if r.type in TAGGABLE:
+            tags = r.inputs.get("tags") or {}
+            for key, value in cfg.tags.items():
+                assert tags.get(key) == value, f"{r.type} {r.name} lacks tag {key}"
+        if r.type == LT:
+            for spec in r.inputs["tagSpecifications"]:
+                assert spec["tags"]["owner"] == cfg.tags["owner"]
+
+
+def test_kubeconfig_output_is_secret_and_uses_aws_eks_get_token(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    assert "kubeconfig" in run.secret_outputs
+    kc = yaml.safe_load(run.outputs["kubeconfig"])
+    (user,) = kc["users"]
+    exec_ = user["user"]["exec"]
+    assert exec_["command"] == "aws"
+    args = exec_["args"]
+    assert args[:2] == ["eks", "get-token"]
+    assert args[args.index("--cluster-name") + 1] == cfg.cluster_name
+    assert args[args.index("--region") + 1] == cfg.region
+    assert kc["clusters"][0]["cluster"]["server"].startswith("https://")
+
+
+# ------------------------------------------------------------------ checkpoint storage
+
+
+def _bucket(run: RunResult) -> Registered:
+    (bucket,) = run.of_type("aws:s3/bucket:Bucket")
+    return bucket
+
+
+def _for_bucket(run: RunResult, type_token: str) -> Registered:
+    bucket_id = f"{_bucket(run).name}-id"
+    found = [r for r in run.of_type(type_token) if r.inputs.get("bucket") == bucket_id]
+    assert len(found) == 1, f"expected one {type_token} for the bucket"
+    return found[0]
+
+
+def test_bucket_is_kms_encrypted_versioned_private_and_tls_only(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    keys = [k for k in run.of_type("aws:kms/key:Key") if k.name.endswith("-ckpt-key")]
+    assert len(keys) == 1
+    key = keys[0]
+    assert key.inputs["enableKeyRotation"] is True
+    key_arn = run.outputs["checkpointKmsKeyArn"]
+    assert key_arn == f"arn:mock:aws:kms/key:Key:{key.name}"
+
+    (rule,) = _for_bucket(run, "aws:s3/bucketServerSideEncryptionConfiguration:"
+                               "BucketServerSideEncryptionConfiguration").inputs["rules"]
+    assert rule["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": key_arn}
+    assert rule["bucketKeyEnabled"] is True
+
+    versioning = _for_bucket(run, "aws:s3/bucketVersioning:BucketVersioning")
+    assert versioning.inputs["versioningConfiguration"]["status"] == "Enabled"
+
+    pab = _for_bucket(run, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    for flag in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"):
+        assert pab.inputs[flag] is True, flag
+
+    policy = json.loads(_for_bucket(run, "aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
+    (deny,) = policy["Statement"]
+    assert deny["Effect"] == "Deny"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+    lifecycle = _for_bucket(run, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    days = [int(r["noncurrentVersionExpiration"]["noncurrentDays"]) for r in lifecycle.inputs["rules"]
+            if r.get("noncurrentVersionExpiration")]
+    assert days == [cfg.checkpoint.noncurrent_version_days]
+
+    bucket_name = _bucket(run).inputs["bucket"]
+    assert run.outputs["checkpointUri"] == f"s3://{bucket_name}/{cfg.checkpoint.prefix}"
+
+
+def test_training_role_reaches_only_the_stack_bucket_and_prefix(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    bucket = _bucket(run)
+    bucket_arn = f"arn:mock:aws:s3/bucket:Bucket:{bucket.name}"
+    role = run.named(run.outputs["trainingRoleArn"].rsplit(":", 1)[1])
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    subs = [v for k, v in statement["Condition"]["StringEquals"].items() if k.endswith(":sub")]
+    assert subs == [f"system:serviceaccount:{cfg.training.namespace}:{cfg.training.service_account}"]
+
+    (policy_res,) = [p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == f"{role.name}-id"]
+    statements = json.loads(policy_res.inputs["policy"])["Statement"]
+    s3_resources: set[str] = set()
+    for st in statements:
+        assert st["Effect"] == "Allow"
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        assert all("*" not in a for a in actions), "no wildcard actions"
+        if any(a.startswith("s3:") for a in actions):
+            s3_resources.update(st["Resource"])
+        if "s3:ListBucket" in actions:
+            assert st["Resource"] == [bucket_arn]
+            assert st["Condition"]["StringLike"]["s3:prefix"] == [cfg.checkpoint.prefix, f"{cfg.checkpoint.prefix}/*"]
+        if "s3:PutObject" in actions:
+            assert st["Resource"] == [f"{bucket_arn}/{cfg.checkpoint.prefix}/*"]
+            assert {"s3:GetObject", "s3:DeleteObject"} <= set(actions)
+        if any(a.startswith("kms:") for a in actions):
+            assert st["Resource"] == [run.outputs["checkpointKmsKeyArn"]]
+    assert s3_resources == {bucket_arn, f"{bucket_arn}/{cfg.checkpoint.prefix}/*"}
+
+
+def test_fsx_lustre_tier_when_configured(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    filesystems = run.of_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    if cfg.checkpoint.filesystem.kind != "fsx":
+        assert filesystems == []
+        assert run.outputs["checkpointFilesystem"] is None
+        return
+    (fs,) = filesystems
+    assert fs.inputs["deploymentType"] == "PERSISTENT_2"
+    assert int(fs.inputs["storageCapacity"]) == cfg.checkpoint.filesystem.capacity_gb
+    assert int(fs.inputs["perUnitStorageThroughput"]) == cfg.checkpoint.filesystem.throughput_mbps_per_tib
+    assert subnet_zone(by_id(run, fs.inputs["subnetIds"])) == cfg.gpu_zone
+    (sg_id,) = fs.inputs["securityGroupIds"]
+    ports = {(int(r.inputs["fromPort"]), int(r.inputs["toPort"]))
+             for r in run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+             if r.inputs["securityGroupId"] == sg_id and r.inputs.get("cidrIpv4") == cfg.network.vpc_cidr}
+    assert ports == {(988, 988), (1018, 1023)}
+    (dra,) = run.of_type("aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    assert dra.inputs["fileSystemId"] == f"{fs.name}-id"
+    assert dra.inputs["dataRepositoryPath"].rstrip("/") == run.outputs["checkpointUri"]
+    for policy in ("autoImportPolicy", "autoExportPolicy"):
+        assert sorted(dra.inputs["s3"][policy]["events"]) == ["CHANGED", "DELETED", "NEW"]
+    assert run.outputs["checkpointFilesystem"]["kind"] == "fsx"
+
+
+# ------------------------------------------------------------------ other shapes and capacity kinds
+
+
+@pytest.fixture(scope="module")
+def mixed_run() -> RunResult:
+    """A single-node non-EFA pool in a zone given by name, plus a Capacity Block pool, on the p5 stack."""
+    return run_stack(BASE_STACK, config_override={"nodePools": [
+        {"name": "l40s", "instanceType": "g6e.xlarge", "minNodes": 0, "maxNodes": 1, "zone": "us-east-1b"},
+        {"name": "h200-block", "instanceType": "p5en.48xlarge", "capacity": "CAPACITY_BLOCK",
+         "reservation": "cr-0123456789abcdef0", "minNodes": 0, "maxNodes": 2},
+    ]})
+
+
+def test_non_efa_shape_gets_a_plain_node_group(mixed_run: RunResult) -> None:
+    ng = pool_node_group(mixed_run, "l40s")
+    lt = launch_template_of(mixed_run, ng)
+    assert "networkInterfaces" not in lt.inputs
+    assert "placement" not in lt.inputs
+    assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
+    (subnet_id,) = ng.inputs["subnetIds"]
+    assert by_id(mixed_run, subnet_id).inputs["availabilityZone"] == "us-east-1b"
+
+
+def test_capacity_block_pool_targets_its_reservation(mixed_run: RunResult) -> None:
+    ng = pool_node_group(mixed_run, "h200-block")
+    assert ng.inputs["capacityType"] == "CAPACITY_BLOCK"
+    lt = launch_template_of(mixed_run, ng)
+    assert lt.inputs["instanceMarketOptions"]["marketType"] == "capacity-block"
+    target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == "cr-0123456789abcdef0"
+    assert len(lt.inputs["networkInterfaces"]) == 16  # p5en.48xlarge: 16 network cards
+    # The block is delivered co-located; no placement group of ours may constrain it.
+    assert "placement" not in lt.inputs
+    assert mixed_run.of_type(PG) == []
+
+
+# ------------------------------------------------------------------ invalid configs
+
+
+def _pool(**overrides: Any) -> list[dict[str, Any]]:
+    pool = {"name": "bad", "instanceType": "p5.48xlarge", "capacity": "ON_DEMAND", "minNodes": 0, "maxNodes": 2}
+    pool.update(overrides)
+    return [pool]
+
+
+INVALID = [
+    ("unknown-instance-type", {"nodePools": _pool(instanceType="p9.96xlarge")}, "gpufleet:nodePools[0].instanceType"),
+    ("zone-not-in-region", {"gpuZone": "usw2-az1"}, "gpufleet:gpuZone"),
+    ("pool-zone-not-in-region", {"nodePools": _pool(zone="us-west-2a")}, "gpufleet:nodePools[0].zone"),
+    ("min-above-max", {"nodePools": _pool(minNodes=3, maxNodes=2)}, "gpufleet:nodePools[0].minNodes"),
+    ("multi-node-without-efa", {"nodePools": _pool(instanceType="g6e.xlarge", maxNodes=2)},
+     "gpufleet:nodePools[0].maxNodes"),
+    ("fsx-without-gpu-zone", {"gpuZone": None, "nodePools": _pool(zone="use1-az6")}, "gpufleet:gpuZone"),
+    ("capacity-block-bad-reservation", {"nodePools": _pool(capacity="CAPACITY_BLOCK", reservation="block-1")},
+     "gpufleet:nodePools[0].reservation"),
+    ("admin-not-an-iam-arn", {"cluster": {"adminPrincipals": ["alice@example.com"]}},
+     "gpufleet:cluster.adminPrincipals"),
+    ("vpc-too-small", {"network": {"vpcCidr": "10.0.0.0/22"}}, "gpufleet:network.vpcCidr"),
+    ("services-overlap-vpc", {"network": {"servicesCidr": "10.0.16.0/20"}}, "gpufleet:network.servicesCidr"),
+]
+
+
+@pytest.fixture
+def spy_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[RunResult]]:
+    """Every RunResult ``run_stack`` creates, so a failed run's registrations can be inspected."""
+    results: list[RunResult] = []
+    real = mockrun._mocks
+
+    def spy(result: RunResult) -> Any:
+        results.append(result)
+        return real(result)
+
+    monkeypatch.setattr(mockrun, "_mocks", spy)
+    yield results
+
+
+@pytest.mark.parametrize(("override", "key"), [(o, k) for _, o, k in INVALID], ids=[i for i, _, _ in INVALID])
+def test_invalid_config_fails_naming_the_key_before_any_resource(
+        override: dict[str, Any], key: str, spy_runs: list[RunResult]) -> None:
+    with pytest.raises((pulumi.RunError, ConfigError)) as info:
+        run_stack(BASE_STACK, config_override=override)
+    assert key in str(info.value)
+    assert len(spy_runs) == 1
+    assert spy_runs[0].resources == [], "resources were registered before the config error"
+
+
+# ------------------------------------------------------------------ pure layout
+
+
+def _raw(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh)
+    return {k.split(":", 1)[1]: v for k, v in doc["config"].items() if k.startswith("gpufleet:")}
+
+
+def test_gpu_subnet_grows_with_max_nodes() -> None:
+    raw = _raw(BASE_STACK)
+    small = plan_subnets(parse(raw)).gpu["use1-az6"]
+    big_raw = copy.deepcopy(raw)
+    big_raw["nodePools"][0]["maxNodes"] = 64
+    big = plan_subnets(parse(big_raw)).gpu["use1-az6"]
+    assert ipaddress.ip_network(big).num_addresses > ipaddress.ip_network(small).num_addresses
+    assert ipaddress.ip_network(big).num_addresses >= (64 + 2) * 128
+
+
+def test_system_azs_start_with_the_gpu_zone_and_are_deterministic() -> None:
+    cfg = parse({**_raw(BASE_STACK), "network": {"azCount": 3}})
+    zones = [Zone("us-east-1a", "use1-az4"), Zone("us-east-1b", "use1-az6"), Zone("us-east-1c", "use1-az1"),
+             Zone("us-east-1d", "use1-az2")]
+    picked = pick_system_azs(cfg, zones)
+    assert [z.zone_id for z in picked] == ["use1-az6", "use1-az1", "use1-az2"]
+    assert pick_system_azs(cfg, list(reversed(zones))) == picked
+    with pytest.raises(ConfigError, match="gpufleet:network.azCount"):
+        pick_system_azs(cfg, zones[:2])
