@@ -1,0 +1,663 @@
+"""Offline infra preview: what each stack creates, its GPU capacity, what it costs, and the diff against a git ref.
+
+``scripts/preview`` calls :func:`main`. No cloud credentials and no Pulumi CLI: every stack program runs under
+``infra.mockrun.run_stack`` and is priced from the embedded catalog (``placement/data/catalog.json``). Spot pools
+are priced at the spot price; on-demand, capacity-block and reservation pools at the on-demand price. Prices are
+USD per node-hour; a month is 730 hours. Only GPU nodes are priced (control planes, NAT, storage are not in the
+catalog).
+
+``--base REF`` checks REF out in a temporary ``git worktree`` and runs REF's own ``scripts/preview --format json``
+there in a subprocess, so the baseline uses REF's code, shapes, catalog and stack files.
+
+Exit codes: 0 clean, 1 a mandatory policy is violated, 2 bad input (unknown stack, bad ref, a stack that fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCHEMA = "gpufleet.preview/v1"
+HOURS_PER_MONTH = 730
+ROOT = Path(__file__).resolve().parents[1]
+STACK_GLOB = "Pulumi.*.yaml"
+# Spot is the only capacity priced at the spot price; reservations and capacity blocks bill like on-demand.
+SPOT_CAPACITIES = ("SPOT",)
+
+
+class PreviewError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------------------------- stacks
+
+
+def discover_stacks(root: Path) -> dict[str, Path]:
+    """``{stack name: stack file}`` for every ``stacks/Pulumi.<stack>.yaml`` under ``root``, sorted by name."""
+    found = {}
+    for path in sorted((root / "stacks").glob(STACK_GLOB)):
+        found[path.name.removeprefix("Pulumi.").removesuffix(".yaml")] = path
+    return found
+
+
+def select_stacks(root: Path, names: Sequence[str]) -> dict[str, Path]:
+    """The stacks named on the command line (all when none); raises :class:`PreviewError` for an unknown one."""
+    available = discover_stacks(root)
+    if not names:
+        return available
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        known = ", ".join(available) or "none"
+        raise PreviewError(f"unknown stack {unknown[0]!r}: no stacks/Pulumi.{unknown[0]}.yaml (known: {known})")
+    return {n: available[n] for n in dict.fromkeys(names)}
+
+
+def _raw_config(path: Path) -> dict[str, Any]:
+    """The ``gpufleet:`` keys of a stack file, without the prefix."""
+    with path.open(encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    config = doc.get("config") or {}
+    return {k.split(":", 1)[1]: v for k, v in config.items() if isinstance(k, str) and k.startswith("gpufleet:")}
+
+
+# --------------------------------------------------------------------------------------------- pricing
+
+
+@dataclass(frozen=True)
+class Quote:
+    """The price of one node of a pool: USD per node-hour, or None when the catalog has no such offer.
+
+    ``source`` is ``zone`` (the pool's own zone), ``region`` (the region's cheapest zone for the shape, used when
+    the catalog lacks the pool's zone) or ``none``; ``zone`` is the catalog zone the price came from.
+    """
+
+    usd_per_node_hour: float | None
+    source: str
+    zone: str | None
+    priced_as: str
+
+
+def quote(catalog: Any, cloud: str, region: str, zone: str | None, instance_type: str, capacity_type: str) -> Quote:
+    """Price one node of ``instance_type`` from ``catalog`` (a ``placement.catalog.Catalog``)."""
+    spot = capacity_type.upper() in SPOT_CAPACITIES
+    priced_as = "spot" if spot else "on-demand"
+    offers = [o for o in catalog.offers
+              if o.cloud == cloud and o.region == region and o.instance_type == instance_type]
+
+    def price(offer: Any) -> float | None:
+        return offer.spot_price if spot else offer.price
+
+    for offer in offers:
+        if offer.zone == zone and price(offer) is not None:
+            return Quote(price(offer), "zone", offer.zone, priced_as)
+    priced = [o for o in offers if price(o) is not None]
+    if priced:
+        cheapest = min(priced, key=lambda o: (price(o), o.zone))
+        return Quote(price(cheapest), "region", cheapest.zone, priced_as)
+    return Quote(None, "none", None, priced_as)
+
+
+def _money(hourly: float) -> dict[str, float]:
+    return {"hour": round(hourly, 4), "month": round(hourly * HOURS_PER_MONTH, 2)}
+
+
+def price_pools(pools: Sequence[Mapping[str, Any]], cloud: str, region: str, catalog: Any) -> list[dict[str, Any]]:
+    """Each ``nodePools`` output row with its quote and cost at min and max scale."""
+    out = []
+    for pool in pools:
+        q = quote(catalog, cloud, region, pool.get("zone"), str(pool.get("instanceType")),
+                  str(pool.get("capacityType") or "ON_DEMAND"))
+        min_nodes, max_nodes = int(pool.get("minNodes") or 0), int(pool.get("maxNodes") or 0)
+        row = {
+            "name": pool.get("name"),
+            "instanceType": pool.get("instanceType"),
+            "accelerator": pool.get("accelerator"),
+            "gpusPerNode": int(pool.get("gpusPerNode") or 0),
+            "capacityType": pool.get("capacityType"),
+            "zone": pool.get("zone"),
+            "minNodes": min_nodes,
+            "maxNodes": max_nodes,
+            "pricedAs": q.priced_as,
+            "usdPerNodeHour": q.usd_per_node_hour,
+            "priceSource": q.source,
+            "priceZone": q.zone,
+            "cost": None if q.usd_per_node_hour is None else {
+                "min": _money(min_nodes * q.usd_per_node_hour),
+                "max": _money(max_nodes * q.usd_per_node_hour),
+            },
+        }
+        out.append(row)
+    return out
+
+
+def _totals(pools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    hourly = {"min": 0.0, "max": 0.0}
+    for pool in pools:
+        if pool["usdPerNodeHour"] is not None:
+            hourly["min"] += pool["minNodes"] * pool["usdPerNodeHour"]
+            hourly["max"] += pool["maxNodes"] * pool["usdPerNodeHour"]
+    return {
+        "min": _money(hourly["min"]),
+        "max": _money(hourly["max"]),
+        "unpricedPools": [p["name"] for p in pools if p["usdPerNodeHour"] is None],
+    }
+
+
+# --------------------------------------------------------------------------------------------- one stack
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Stack programs and the Pulumi SDK may print; keep stdout for the report (the base run parses it as JSON)."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class StackRunner:
+    """Runs stack programs under mocks, once per stack file, feeding hub stacks their workers' outputs.
+
+    A hub stack reads its workers through ``pulumi.StackReference("org/project/<stack>")``; offline, the outputs
+    come from running ``stacks/Pulumi.<stack>.yaml`` of the same checkout (the last part of the name) under mocks.
+    """
+
+    def __init__(self, program: Callable[[], None] | None = None) -> None:
+        self.program = program
+        self._runs: dict[Path, Any] = {}
+
+    def run(self, path: Path) -> Any:
+        """The ``RunResult`` of ``path``; raises :class:`PreviewError` with one line when the program fails."""
+        path = path.resolve()
+        if path not in self._runs:
+            self._runs[path] = self._run(path)
+        result = self._runs[path]
+        if isinstance(result, PreviewError):
+            raise result
+        return result
+
+    def _run(self, path: Path) -> Any:
+        from infra import mockrun
+
+        raw = _raw_config(path)
+        references: dict[str, dict[str, Any]] = {}
+        hub = raw.get("hub")
+        for worker in _strings(hub.get("workers") if isinstance(hub, Mapping) else None):
+            local = path.parent / f"Pulumi.{worker.rsplit('/', 1)[-1]}.yaml"
+            if not local.is_file():
+                return PreviewError(f"hub worker {worker!r} has no stack file {local.parent.name}/{local.name}")
+            try:
+                references[worker] = dict(self.run(local).outputs)
+            except PreviewError as exc:
+                return PreviewError(f"hub worker {worker!r}: {exc}")
+        saved = dict(mockrun.STACK_REFERENCE_OUTPUTS)
+        mockrun.STACK_REFERENCE_OUTPUTS.update(references)
+        try:
+            with _stdout_to_stderr():
+                return mockrun.run_stack(str(path), program=self.program)
+        except Exception as exc:  # noqa: BLE001 - any failure of a stack program is reported, not raised
+            return PreviewError(_one_line(exc))
+        finally:
+            mockrun.STACK_REFERENCE_OUTPUTS.clear()
+            mockrun.STACK_REFERENCE_OUTPUTS.update(saved)
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | None = None) -> dict[str, Any]:
+    """Run one stack under mocks; its resources, GPU pools, cost and policy violations as a JSON-able dict.
+
+    A stack whose program fails yields ``{"error": ...}`` instead of raising.
+    """
+    from infra.policy import checks
+
+    raw = _raw_config(path)
+    doc: dict[str, Any] = {"stack": name, "file": f"stacks/{path.name}", "cloud": raw.get("cloud"),
+                           "region": raw.get("region"), "error": None}
+    try:
+        run = (runner or StackRunner()).run(path)
+    except PreviewError as exc:
+        doc["error"] = str(exc)
+        return doc
+    cloud = str(run.outputs.get("cloud") or raw.get("cloud") or "")
+    region = str(run.outputs.get("region") or raw.get("region") or "")
+    counts: dict[str, int] = {}
+    for r in run.resources:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    pools = price_pools([p for p in run.outputs.get("nodePools") or [] if isinstance(p, Mapping)],
+                        cloud, region, catalog)
+    cluster = raw.get("cluster") if isinstance(raw.get("cluster"), Mapping) else {}
+    violations = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=list(run.outputs),
+                                secret_outputs=run.secret_outputs,
+                                allowed_cidrs=checks.allowed_public_cidrs(cluster), stack=name)
+    doc.update({
+        "cloud": cloud,
+        "region": region,
+        "resources": dict(sorted(counts.items())),
+        "resourceCount": len(run.resources),
+        "pools": pools,
+        "gpus": {"min": sum(p["minNodes"] * p["gpusPerNode"] for p in pools),
+                 "max": sum(p["maxNodes"] * p["gpusPerNode"] for p in pools)},
+        "cost": _totals(pools),
+        "violations": [v._asdict() for v in violations],
+    })
+    return doc
+
+
+def preview(stacks: Mapping[str, Path], program: Callable[[], None] | None = None) -> dict[str, Any]:
+    """The preview document of ``stacks`` (what ``--format json`` prints). ``program`` replaces gpufleet's (tests)."""
+    from placement.catalog import embedded_catalog
+
+    catalog = embedded_catalog()
+    runner = StackRunner(program)
+    return {
+        "schema": SCHEMA,
+        "hoursPerMonth": HOURS_PER_MONTH,
+        "catalog": {"source": catalog.source, "asOf": catalog.as_of},
+        "stacks": {name: preview_stack(name, path, catalog, runner) for name, path in stacks.items()},
+    }
+
+
+# --------------------------------------------------------------------------------------------- baseline
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+
+
+def resolve_ref(root: Path, ref: str) -> str:
+    """The commit ``ref`` names; :class:`PreviewError` when it names none."""
+    if ref.startswith("-"):
+        raise PreviewError(f"bad git ref {ref!r}")
+    done = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if done.returncode != 0:
+        if _git(root, "rev-parse", "--git-dir").returncode != 0:
+            raise PreviewError(f"--base needs a git checkout; {root} is not one")
+        raise PreviewError(f"bad git ref {ref!r}: no such commit (fetch it first, e.g. git fetch origin)")
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def worktree(root: Path, commit: str) -> Iterator[Path]:
+    """A temporary detached ``git worktree`` of ``commit``, removed afterwards (also on error)."""
+    parent = Path(tempfile.mkdtemp(prefix="gpufleet-base-"))
+    tree = parent / "tree"
+    try:
+        done = _git(root, "worktree", "add", "--detach", "--quiet", str(tree), commit)
+        if done.returncode != 0:
+            raise PreviewError(f"git worktree add failed: {done.stderr.strip().splitlines()[-1:]}")
+        yield tree
+    finally:
+        _git(root, "worktree", "remove", "--force", str(tree))
+        shutil.rmtree(parent, ignore_errors=True)
+        _git(root, "worktree", "prune")
+
+
+def run_base(root: Path, ref: str, names: Sequence[str] | None) -> dict[str, Any]:
+    """The preview document of ``ref``, computed by ``ref``'s own ``scripts/preview`` in a worktree.
+
+    ``names`` restricts it to those stacks (None: all of ``ref``'s stacks). A ``ref`` without ``scripts/preview``
+    has no stacks to compare against.
+    """
+    commit = resolve_ref(root, ref)
+    empty: dict[str, Any] = {"schema": SCHEMA, "stacks": {}}
+    with worktree(root, commit) as tree:
+        script = tree / "scripts" / "preview"
+        if not script.is_file():
+            return {**empty, "ref": ref, "commit": commit}
+        wanted = list(discover_stacks(tree)) if names is None else [n for n in names if n in discover_stacks(tree)]
+        if not wanted:
+            return {**empty, "ref": ref, "commit": commit}
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+        cmd = [sys.executable, str(script), "--format", "json"]
+        for name in wanted:
+            cmd += ["--stack", name]
+        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
+        try:
+            doc = json.loads(done.stdout)
+        except ValueError:
+            doc = None
+        # The base may violate policies (exit 1) or have a broken stack (exit 2 with JSON): still a baseline.
+        if not isinstance(doc, dict) or not isinstance(doc.get("stacks"), dict):
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise PreviewError(f"preview of base {ref} ({commit[:12]}) failed with exit code {done.returncode}: {last}")
+        doc["ref"], doc["commit"] = ref, commit
+        return doc
+
+
+# --------------------------------------------------------------------------------------------- diff
+
+
+def _pool_key(pool: Mapping[str, Any]) -> str:
+    return str(pool.get("name"))
+
+
+_POOL_FIELDS = ("instanceType", "gpusPerNode", "capacityType", "zone", "minNodes", "maxNodes", "usdPerNodeHour")
+
+
+def _cost(doc: Mapping[str, Any] | None, scale: str, period: str) -> float:
+    if not doc or doc.get("error"):
+        return 0.0
+    return float(((doc.get("cost") or {}).get(scale) or {}).get(period) or 0.0)
+
+
+def diff_stack(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Baseline vs new of one stack: cost at min/max scale, pools added/removed/changed, resource counts by type."""
+    status = "added" if base is None else "removed" if new is None else "present"
+    cost = {}
+    for scale in ("min", "max"):
+        for period in ("hour", "month"):
+            b, n = _cost(base, scale, period), _cost(new, scale, period)
+            cost[f"{scale}.{period}"] = {"baseline": b, "new": n, "change": round(n - b, 4)}
+    base_pools = {_pool_key(p): p for p in (base or {}).get("pools") or []}
+    new_pools = {_pool_key(p): p for p in (new or {}).get("pools") or []}
+    changed = []
+    for name in base_pools.keys() & new_pools.keys():
+        before, after = base_pools[name], new_pools[name]
+        fields = [f for f in _POOL_FIELDS if before.get(f) != after.get(f)]
+        if fields:
+            changed.append({"name": name, "fields": fields, "before": before, "after": after})
+    types = sorted(set((base or {}).get("resources") or {}) | set((new or {}).get("resources") or {}))
+    resources = {}
+    for t in types:
+        b = int(((base or {}).get("resources") or {}).get(t, 0))
+        n = int(((new or {}).get("resources") or {}).get(t, 0))
+        if b != n:
+            resources[t] = {"baseline": b, "new": n, "change": n - b}
+    gpus = {scale: {"baseline": int(((base or {}).get("gpus") or {}).get(scale, 0)),
+                    "new": int(((new or {}).get("gpus") or {}).get(scale, 0))} for scale in ("min", "max")}
+    return {
+        "status": status,
+        "cost": cost,
+        "gpus": gpus,
+        "resourceCount": {"baseline": int((base or {}).get("resourceCount") or 0),
+                          "new": int((new or {}).get("resourceCount") or 0)},
+        "poolsAdded": [new_pools[n] for n in sorted(new_pools.keys() - base_pools.keys())],
+        "poolsRemoved": [base_pools[n] for n in sorted(base_pools.keys() - new_pools.keys())],
+        "poolsChanged": sorted(changed, key=lambda c: c["name"]),
+        "resources": resources,
+        "baselineError": (base or {}).get("error"),
+    }
+
+
+def diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-stack diffs of two preview documents (stacks of either side)."""
+    names = sorted(set(base.get("stacks") or {}) | set(new.get("stacks") or {}))
+    return {n: diff_stack((base.get("stacks") or {}).get(n), (new.get("stacks") or {}).get(n)) for n in names}
+
+
+# --------------------------------------------------------------------------------------------- rendering
+
+
+def usd(value: float | None) -> str:
+    if value is None:
+        return "no price"
+    return f"${value:,.2f}"
+
+
+def usd_change(value: float) -> str:
+    if abs(value) < 0.005:
+        return "$0.00"
+    return f"{'+' if value > 0 else '-'}${abs(value):,.2f}"
+
+
+def _nodes(pool: Mapping[str, Any]) -> str:
+    return f"{pool['minNodes']}–{pool['maxNodes']}"
+
+
+def _pool_price(pool: Mapping[str, Any]) -> str:
+    if pool.get("usdPerNodeHour") is None:
+        return "⚠ no price in catalog"
+    note = "" if pool.get("priceSource") == "zone" else f" (region's cheapest zone {pool.get('priceZone')})"
+    return f"{usd(pool['usdPerNodeHour'])}/node-h {pool['pricedAs']}{note}"
+
+
+def _pool_cost(pool: Mapping[str, Any], scale: str, period: str = "hour") -> str:
+    cost = pool.get("cost")
+    return usd(cost[scale][period]) if cost else "no price"
+
+
+def _pool_delta(pool: Mapping[str, Any], scale: str, sign: int) -> str:
+    cost = pool.get("cost")
+    return usd_change(sign * cost[scale]["hour"]) if cost else "no price"
+
+
+COST_ROWS = (("$/h at min scale", "min.hour"), ("$/month at min scale", "min.month"),
+             ("$/h at max scale", "max.hour"), ("$/month at max scale", "max.month"))
+
+
+def _violation_lines(doc: Mapping[str, Any]) -> list[str]:
+    return [f"[{v['rule']}] {v['resource']} ({v['type']}): {v['message']}" for v in doc.get("violations") or []]
+
+
+def render_text(new: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
+    """Plain-text report, one block per stack (with baseline and change columns when ``base`` is given)."""
+    lines = [f"gpufleet preview — GPU node cost from the {new['catalog']['source']} catalog "
+             f"(as of {new['catalog']['asOf']}), {HOURS_PER_MONTH} h/month"]
+    diffs = diff(base, new) if base is not None else None
+    for name in sorted(set(new["stacks"]) | set(diffs or {})):
+        doc = new["stacks"].get(name)
+        lines.append("")
+        lines.append(f"== stack {name}" + (f" ({doc['cloud']} {doc['region']})" if doc else " (removed)"))
+        if doc and doc.get("error"):
+            lines.append(f"  ERROR: {doc['error']}")
+            continue
+        if doc:
+            lines.append(f"  resources: {doc['resourceCount']}")
+            for t, n in doc["resources"].items():
+                lines.append(f"    {n:4d}  {t}")
+            lines.append(f"  GPU capacity: {doc['gpus']['min']}–{doc['gpus']['max']} GPUs")
+            for p in doc["pools"]:
+                lines.append(f"    pool {p['name']}: {p['instanceType']} × {_nodes(p)} nodes, "
+                             f"{p['gpusPerNode']} GPUs/node, {p['capacityType']}, zone {p['zone']}, {_pool_price(p)}; "
+                             f"min {_pool_cost(p, 'min')}/h, max {_pool_cost(p, 'max')}/h")
+            if doc["cost"]["unpricedPools"]:
+                lines.append(f"  WARNING: no catalog price for pools {', '.join(doc['cost']['unpricedPools'])}; "
+                             "totals exclude them")
+        if diffs is None:
+            assert doc is not None
+            for label, key in COST_ROWS:
+                scale, period = key.split(".")
+                lines.append(f"  {label:22s} {usd(doc['cost'][scale][period]):>14s}")
+        else:
+            d = diffs[name]
+            if d["baselineError"]:
+                lines.append(f"  baseline failed: {d['baselineError']}")
+            lines.append(f"  {'':22s} {'baseline':>14s} {'new':>14s} {'change':>14s}")
+            for label, key in COST_ROWS:
+                c = d["cost"][key]
+                lines.append(f"  {label:22s} {usd(c['baseline']):>14s} {usd(c['new']):>14s} "
+                             f"{usd_change(c['change']):>14s}")
+            for p in d["poolsAdded"]:
+                lines.append(f"  + pool {p['name']}: {p['instanceType']} × {_nodes(p)} {p['capacityType']} "
+                             f"{_pool_price(p)}, {_pool_delta(p, 'min', +1)}/h at min, "
+                             f"{_pool_delta(p, 'max', +1)}/h at max")
+            for p in d["poolsRemoved"]:
+                lines.append(f"  - pool {p['name']}: {p['instanceType']} × {_nodes(p)} {p['capacityType']}, "
+                             f"{_pool_delta(p, 'min', -1)}/h at min, {_pool_delta(p, 'max', -1)}/h at max")
+            for c in d["poolsChanged"]:
+                what = ", ".join(f"{f} {c['before'].get(f)} → {c['after'].get(f)}" for f in c["fields"])
+                lines.append(f"  ~ pool {c['name']}: {what}")
+            for t, c in d["resources"].items():
+                lines.append(f"  {c['change']:+d} {t} ({c['baseline']} → {c['new']})")
+        if doc:
+            found = _violation_lines(doc)
+            lines.append("  policy: " + ("all mandatory policies pass" if not found else f"{len(found)} violation(s)"))
+            lines += [f"    {v}" for v in found]
+    return "\n".join(lines) + "\n"
+
+
+def _md_escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(new: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> str:
+    """The PR comment: per stack a baseline / new / change cost table, pool changes, resource changes, policy."""
+    out = []
+    diffs = diff(base, new) if base is not None else {n: diff_stack(None, d) for n, d in new["stacks"].items()}
+    where = f" vs `{base.get('ref')}` ({str(base.get('commit', ''))[:12]})" if base is not None else ""
+    for name in sorted(diffs):
+        doc = new["stacks"].get(name)
+        d = diffs[name]
+        out.append(f"<!-- gpufleet-preview:{name} -->")
+        title = f"### gpufleet preview: `{name}`"
+        if doc and not doc.get("error"):
+            title += f" ({doc['cloud']} {doc['region']})"
+        out.append(title + where)
+        out.append("")
+        if doc is None:
+            out.append("Stack file removed in this change.")
+        elif doc.get("error"):
+            out.append(f"❌ **The stack program failed:** `{_md_escape(doc['error'])}`")
+            out.append("")
+            continue
+        if d["baselineError"]:
+            out.append(f"⚠ Baseline failed: `{_md_escape(d['baselineError'])}`")
+        if base is not None and d["status"] == "added":
+            out.append("New stack (no baseline).")
+        out.append("")
+        rc = d["resourceCount"]
+        if base is not None:
+            out.append("| GPU nodes | baseline | new | change |")
+            out.append("|---|---:|---:|---:|")
+            for label, key in COST_ROWS:
+                c = d["cost"][key]
+                out.append(f"| {label} | {usd(c['baseline'])} | {usd(c['new'])} | **{usd_change(c['change'])}** |")
+            for scale in ("min", "max"):
+                g = d["gpus"][scale]
+                out.append(f"| GPUs at {scale} scale | {g['baseline']} | {g['new']} | {g['new'] - g['baseline']:+d} |")
+            out.append(f"| resources | {rc['baseline']} | {rc['new']} | {rc['new'] - rc['baseline']:+d} |")
+        else:
+            out.append("| GPU nodes | estimate |")
+            out.append("|---|---:|")
+            for label, key in COST_ROWS:
+                out.append(f"| {label} | {usd(d['cost'][key]['new'])} |")
+            for scale in ("min", "max"):
+                out.append(f"| GPUs at {scale} scale | {d['gpus'][scale]['new']} |")
+            out.append(f"| resources | {rc['new']} |")
+        out.append("")
+        if doc and doc.get("pools"):
+            added = {p["name"] for p in d["poolsAdded"]}
+            changed = {c["name"]: c for c in d["poolsChanged"]}
+            out.append("| pool | instance type | GPUs/node | capacity | zone | nodes | price | $/h at min "
+                       "| $/h at max | change |")
+            out.append("|---|---|---:|---|---|---:|---|---:|---:|---|")
+            for p in doc["pools"]:
+                mark = "added" if p["name"] in added and base is not None else ""
+                if p["name"] in changed:
+                    mark = "changed: " + ", ".join(
+                        f"{f} {changed[p['name']]['before'].get(f)} → {p.get(f)}" for f in changed[p["name"]]["fields"])
+                out.append(f"| {_md_escape(p['name'])} | {p['instanceType']} | {p['gpusPerNode']} | "
+                           f"{p['capacityType']} | {p['zone']} | {_nodes(p)} | {_md_escape(_pool_price(p))} | "
+                           f"{_pool_cost(p, 'min')} | {_pool_cost(p, 'max')} | {_md_escape(mark)} |")
+            for p in d["poolsRemoved"]:
+                out.append(f"| ~~{_md_escape(p['name'])}~~ | {p['instanceType']} | {p['gpusPerNode']} | "
+                           f"{p['capacityType']} | {p['zone']} | {_nodes(p)} | | {_pool_cost(p, 'min')} | "
+                           f"{_pool_cost(p, 'max')} | removed |")
+            out.append("")
+        elif d["poolsRemoved"]:
+            out += [f"- pool `{p['name']}` removed" for p in d["poolsRemoved"]] + [""]
+        if doc and doc["cost"]["unpricedPools"]:
+            out.append(f"⚠ **No catalog price** for {', '.join(doc['cost']['unpricedPools'])}: totals exclude them.")
+            out.append("")
+        if base is not None and d["resources"] and d["status"] == "present":
+            out.append("<details><summary>Resource changes by type</summary>")
+            out.append("")
+            out.append("| type | baseline | new | change |")
+            out.append("|---|---:|---:|---:|")
+            for t, c in d["resources"].items():
+                out.append(f"| `{t}` | {c['baseline']} | {c['new']} | {c['change']:+d} |")
+            out.append("")
+            out.append("</details>")
+            out.append("")
+        if doc:
+            out.append("<details><summary>Resources by type</summary>")
+            out.append("")
+            out.append("| type | count |")
+            out.append("|---|---:|")
+            out += [f"| `{t}` | {n} |" for t, n in doc["resources"].items()]
+            out.append("")
+            out.append("</details>")
+            out.append("")
+            found = doc.get("violations") or []
+            if not found:
+                out.append("✅ All mandatory policies pass.")
+            else:
+                out.append(f"❌ **{len(found)} mandatory policy violation(s)** — `pulumi up` would be blocked:")
+                out += [f"- `{v['rule']}` on `{_md_escape(v['resource'])}` ({v['type']}): {_md_escape(v['message'])}"
+                        for v in found]
+            out.append("")
+    out.append(f"<sub>GPU nodes only, priced from the {new['catalog']['source']} catalog as of "
+               f"{new['catalog']['asOf']} (spot pools at spot prices; on-demand, capacity blocks and reservations at "
+               f"on-demand prices), {HOURS_PER_MONTH} h/month. Control planes, NAT, storage and egress are not "
+               "included.</sub>")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scripts/preview",
+        description="Offline preview of gpufleet stacks: resources, GPU capacity, USD cost and policy checks.")
+    parser.add_argument("--stack", action="append", default=[], metavar="NAME",
+                        help="stack to preview (repeatable; default: every stacks/Pulumi.*.yaml)")
+    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    parser.add_argument("--base", metavar="REF", help="git ref to diff against (e.g. origin/main)")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the preview; returns the exit code (0 ok, 1 mandatory policy violation, 2 bad input)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    root: Path = args.root.resolve()
+    try:
+        stacks = select_stacks(root, args.stack)
+        if args.base:
+            resolve_ref(root, args.base)
+        new = preview(stacks)
+        base = run_base(root, args.base, list(stacks) if args.stack else None) if args.base else None
+    except PreviewError as exc:
+        print(f"preview: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        doc: dict[str, Any] = dict(new)
+        if base is not None:
+            doc["base"] = base
+            doc["diff"] = diff(base, new)
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(render_markdown(new, base))
+    else:
+        sys.stdout.write(render_text(new, base))
+    errors = {n: d["error"] for n, d in new["stacks"].items() if d.get("error")}
+    violations = [(n, v) for n, d in new["stacks"].items() for v in d.get("violations") or []]
+    for name, message in errors.items():
+        print(f"preview: stack {name} failed: {message}", file=sys.stderr)
+    for name, v in violations:
+        print(f"preview: {name}: mandatory policy {v['rule']} violated by {v['resource']} ({v['type']}): "
+              f"{v['message']}", file=sys.stderr)
+    if errors:
+        return 2
+    return 1 if violations else 0

@@ -1,0 +1,518 @@
+"""gpufleet's mandatory policies: each check trips on a broken fixture and passes the fixed one; the CrossGuard
+pack wires every check; the mocked resources of every real stack in stacks/ pass them all."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import runpy
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.policy import checks
+from infra.policy.checks import Resource, Violation
+from placement.shapes import shape_book
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+TAGS = {"owner": "ml-platform", "cost-center": "cc-1"}
+
+
+def rules(violations: list[Violation]) -> set[str]:
+    return {v.rule for v in violations}
+
+
+# ----------------------------------------------------------------------------------------------- IMDSv2
+
+
+def launch_template(**extra: Any) -> dict[str, Any]:
+    return {"metadataOptions": {"httpTokens": "required", "httpEndpoint": "enabled"}, "tags": dict(TAGS), **extra}
+
+
+def test_imdsv2_required_on_launch_templates() -> None:
+    assert checks.check_imdsv2(checks.LAUNCH_TEMPLATE, launch_template()) == []
+    optional = launch_template(metadataOptions={"httpTokens": "optional"})
+    assert "httpTokens" in checks.check_imdsv2(checks.LAUNCH_TEMPLATE, optional)[0]
+    assert checks.check_imdsv2(checks.LAUNCH_TEMPLATE, {"tags": TAGS}) != []
+    # Not a launch template: out of scope.
+    assert checks.check_imdsv2("aws:ec2/vpc:Vpc", {}) == []
+
+
+# ----------------------------------------------------------------------------------------------- S3
+
+
+def s3_stack(*, sse: bool = True, versioning: str | None = "Enabled", block: Mapping[str, bool] | None = None,
+             by_id: bool = True) -> list[Resource]:
+    bucket = Resource("aws:s3/bucket:Bucket", "ckpt", {"bucket": "acme-ckpt", "tags": TAGS},
+                      refs=frozenset({"ckpt-id"}))
+    ref = "ckpt-id" if by_id else "acme-ckpt"
+    out = [bucket]
+    if sse:
+        out.append(Resource(next(iter(sorted(checks.S3_ENCRYPTION))), "ckpt-sse", {
+            "bucket": ref, "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}]}))
+    if versioning:
+        out.append(Resource("aws:s3/bucketVersioning:BucketVersioning", "ckpt-versioning",
+                            {"bucket": ref, "versioningConfiguration": {"status": versioning}}))
+    flags = dict.fromkeys(checks.PUBLIC_ACCESS_BLOCK_FLAGS, True)
+    flags.update(block or {})
+    out.append(Resource(checks.S3_PUBLIC_ACCESS_BLOCK, "ckpt-pab", {"bucket": ref, **flags}))
+    return out
+
+
+def test_s3_bucket_encrypted_versioned_and_private() -> None:
+    assert checks.check_s3_buckets(s3_stack()) == []
+    assert checks.check_s3_buckets(s3_stack(by_id=False)) == []  # linked through the bucket name
+    no_sse = checks.check_s3_buckets(s3_stack(sse=False))
+    assert [(v.rule, v.resource) for v in no_sse] == [(checks.S3_PROTECTED, "ckpt")]
+    assert "ServerSideEncryption" in no_sse[0].message
+    assert "BucketVersioning" in checks.check_s3_buckets(s3_stack(versioning=None))[0].message
+    assert "BucketVersioning" in checks.check_s3_buckets(s3_stack(versioning="Suspended"))[0].message
+    assert "PublicAccessBlock" in checks.check_s3_buckets(s3_stack(block={"restrictPublicBuckets": False}))[0].message
+
+
+def test_s3_companions_of_another_bucket_do_not_count() -> None:
+    stack = s3_stack()
+    other = Resource("aws:s3/bucket:Bucket", "logs", {"bucket": "acme-logs", "tags": TAGS})
+    found = checks.check_s3_buckets([*stack, other])
+    assert {v.resource for v in found} == {"logs"} and len(found) == 3
+
+
+def test_s3_companions_link_through_property_dependencies() -> None:
+    """Under CrossGuard during preview the bucket id is unknown; the dependency links the companions."""
+    stack = s3_stack()
+    unknown = [Resource(r.type, r.name, {**r.props, "bucket": None}, key=f"urn:{r.name}",
+                        deps={"bucket": frozenset({"urn:ckpt"})} if r.name != "ckpt" else {})
+               for r in stack]
+    assert checks.check_s3_buckets(unknown) == []
+
+
+# ----------------------------------------------------------------------------------------------- GCS
+
+
+def gcs_bucket(**extra: Any) -> dict[str, Any]:
+    return {"publicAccessPrevention": "enforced", "uniformBucketLevelAccess": True, "versioning": {"enabled": True},
+            "labels": dict(TAGS), **extra}
+
+
+def test_gcs_bucket_private_uniform_and_recoverable() -> None:
+    assert checks.check_gcs_bucket(checks.GCS_BUCKET, gcs_bucket()) == []
+    soft_only = gcs_bucket(versioning={"enabled": False}, softDeletePolicy={"retentionDurationSeconds": 604800.0})
+    assert checks.check_gcs_bucket(checks.GCS_BUCKET, soft_only) == []
+    assert "publicAccessPrevention" in checks.check_gcs_bucket(
+        checks.GCS_BUCKET, gcs_bucket(publicAccessPrevention="inherited"))[0]
+    assert "uniformBucketLevelAccess" in checks.check_gcs_bucket(
+        checks.GCS_BUCKET, gcs_bucket(uniformBucketLevelAccess=False))[0]
+    neither = gcs_bucket(versioning={"enabled": False}, softDeletePolicy={"retentionDurationSeconds": 0})
+    assert "soft delete" in checks.check_gcs_bucket(checks.GCS_BUCKET, neither)[0]
+
+
+# ----------------------------------------------------------------------------------------------- GPU taints
+
+TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+
+
+def test_eks_gpu_node_group_needs_the_gpu_taint() -> None:
+    good = {"instanceTypes": ["p5.48xlarge"], "taints": [TAINT], "tags": TAGS}
+    assert checks.check_gpu_taint(checks.EKS_NODE_GROUP, good) == []
+    bad = {**good, "taints": [{**TAINT, "effect": "PREFER_NO_SCHEDULE"}]}
+    assert "nvidia.com/gpu" in checks.check_gpu_taint(checks.EKS_NODE_GROUP, bad)[0]
+    # CPU node groups need no taint.
+    assert checks.check_gpu_taint(checks.EKS_NODE_GROUP, {"instanceTypes": ["m7i.xlarge"]}) == []
+
+
+def test_gke_gpu_node_pool_needs_the_gpu_taint() -> None:
+    good = {"nodeConfig": {"machineType": "a3-highgpu-8g", "taints": [TAINT]}}
+    assert checks.check_gpu_taint(checks.GKE_NODE_POOL, good) == []
+    bad = {"nodeConfig": {"machineType": "a3-highgpu-8g", "taints": []}}
+    assert checks.check_gpu_taint(checks.GKE_NODE_POOL, bad) != []
+    assert checks.check_gpu_taint(checks.GKE_NODE_POOL, {"nodeConfig": {"machineType": "e2-standard-4"}}) == []
+
+
+def test_gpu_taint_follows_the_launch_template_instance_type() -> None:
+    lt = Resource(checks.LAUNCH_TEMPLATE, "gpu-lt", launch_template(instanceType="p4d.24xlarge"))
+    group = Resource(checks.EKS_NODE_GROUP, "gpu-ng", {"launchTemplate": {"id": "gpu-lt-id", "version": "1"}},
+                     refs=frozenset())
+    lt_linked = Resource(lt.type, lt.name, lt.props, refs=frozenset({"gpu-lt-id"}))
+    found = checks.check_gpu_taints_via_launch_template([lt_linked, group])
+    assert [(v.rule, v.resource) for v in found] == [(checks.GPU_TAINT, "gpu-ng")]
+    tainted = Resource(group.type, group.name, {**group.props, "taints": [TAINT]})
+    assert checks.check_gpu_taints_via_launch_template([lt_linked, tainted]) == []
+
+
+# ----------------------------------------------------------------------------------------------- EFA
+
+
+def efa_interfaces(cards: int, *, form: str = "efa-first") -> list[dict[str, Any]]:
+    """The two wirings AWS documents (see cloud-facts.md)."""
+    if form == "efa-first":
+        return [{"networkCardIndex": float(c), "deviceIndex": 0.0 if c == 0 else 1.0,
+                 "interfaceType": "efa" if c == 0 else "efa-only"} for c in range(cards)]
+    return ([{"networkCardIndex": 0.0, "deviceIndex": 0.0, "interfaceType": "interface"}]
+            + [{"networkCardIndex": float(c), "deviceIndex": 1.0 if c == 0 else 0.0, "interfaceType": "efa-only"}
+               for c in range(cards)])
+
+
+def efa_stack(instance_type: str, nics: list[dict[str, Any]], *, in_template: bool = False) -> list[Resource]:
+    lt_props = launch_template(networkInterfaces=nics, **({"instanceType": instance_type} if in_template else {}))
+    group = {"launchTemplate": {"id": "gpu-lt-id", "version": "1"}, "taints": [TAINT], "tags": TAGS}
+    if not in_template:
+        group["instanceTypes"] = [instance_type]
+    return [Resource(checks.LAUNCH_TEMPLATE, "gpu-lt", lt_props, refs=frozenset({"gpu-lt-id"})),
+            Resource(checks.EKS_NODE_GROUP, "gpu-ng", group)]
+
+
+@pytest.mark.parametrize("itype", ["p5.48xlarge", "p4d.24xlarge", "p5en.48xlarge"])
+def test_efa_interfaces_cover_every_network_card(itype: str) -> None:
+    cards = shape_book().get(itype).network_cards  # type: ignore[union-attr]
+    assert checks.check_efa_interfaces(efa_stack(itype, efa_interfaces(cards))) == []
+    assert checks.check_efa_interfaces(efa_stack(itype, efa_interfaces(cards, form="ena-primary"))) == []
+    assert checks.check_efa_interfaces(efa_stack(itype, efa_interfaces(cards), in_template=True)) == []
+    short = checks.check_efa_interfaces(efa_stack(itype, efa_interfaces(cards - 1)))
+    assert [(v.rule, v.resource) for v in short] == [(checks.EFA_INTERFACES, "gpu-ng")]
+    assert f"{cards} network cards" in short[0].message
+    # Right count, but two on one card and none on the last.
+    doubled = efa_interfaces(cards)
+    doubled[-1]["networkCardIndex"] = 0.0
+    assert checks.check_efa_interfaces(efa_stack(itype, doubled)) != []
+
+
+def test_efa_node_group_without_launch_template_fails() -> None:
+    group = Resource(checks.EKS_NODE_GROUP, "gpu-ng", {"instanceTypes": ["p5.48xlarge"], "taints": [TAINT]})
+    assert rules(checks.check_efa_interfaces([group])) == {checks.EFA_INTERFACES}
+    cpu = Resource(checks.EKS_NODE_GROUP, "sys", {"instanceTypes": ["m7i.xlarge"]})
+    assert checks.check_efa_interfaces([cpu]) == []
+
+
+# ----------------------------------------------------------------------------------------------- GCP GPU networks
+
+
+def gke_pool(machine: str, networks: list[str]) -> dict[str, Any]:
+    return {"nodeConfig": {"machineType": machine, "taints": [TAINT]},
+            "networkConfig": {"additionalNodeNetworkConfigs": [{"network": n, "subnetwork": f"{n}-sub-{i}"}
+                                                               for i, n in enumerate(networks)]}}
+
+
+@pytest.mark.parametrize("machine", ["a3-highgpu-8g", "a3-megagpu-8g"])
+def test_gcp_gpudirect_pools_attach_every_gpu_vpc(machine: str) -> None:
+    shape = shape_book().get(machine)
+    assert shape is not None and shape.gpu_vpcs > 0
+    nets = [f"gpu{i}" for i in range(shape.gpu_vpcs)]
+    assert checks.check_gcp_gpu_networks(checks.GKE_NODE_POOL, gke_pool(machine, nets)) == []
+    missing = checks.check_gcp_gpu_networks(checks.GKE_NODE_POOL, gke_pool(machine, nets[:-1]))
+    assert f"needs {shape.gpu_vpcs}" in missing[0]
+    # All NICs on one VPC: the count is right but the fabric is not.
+    same = checks.check_gcp_gpu_networks(checks.GKE_NODE_POOL, gke_pool(machine, ["gpu0"] * shape.gpu_vpcs))
+    assert "distinct" in same[0]
+
+
+def test_gcp_rdma_pools_attach_the_gvnic_vpc_and_every_rdma_subnet() -> None:
+    shape = shape_book().get("a3-ultragpu-8g")
+    assert shape is not None and shape.rdma_subnets > 0
+    nets = [f"gvnic{i}" for i in range(shape.gpu_vpcs)] + ["rdma"] * shape.rdma_subnets
+    assert checks.check_gcp_gpu_networks(checks.GKE_NODE_POOL, gke_pool("a3-ultragpu-8g", nets)) == []
+    # One config per VPC is not enough: each RDMA subnet is a NIC of its own.
+    per_vpc = [f"gvnic{i}" for i in range(shape.gpu_vpcs)] + ["rdma"]
+    assert checks.check_gcp_gpu_networks(checks.GKE_NODE_POOL, gke_pool("a3-ultragpu-8g", per_vpc)) != []
+
+
+def test_gcp_pools_without_gpu_fabric_need_no_extra_networks() -> None:
+    assert checks.check_gcp_gpu_networks(checks.GKE_NODE_POOL, gke_pool("a2-highgpu-8g", [])) == []
+
+
+# ----------------------------------------------------------------------------------------------- public ingress
+
+
+def test_security_groups_never_open_ssh_to_the_world() -> None:
+    ssh = {"ingress": [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "cidrBlocks": ["0.0.0.0/0"]}]}
+    found = checks.check_public_ingress(checks.SECURITY_GROUP, ssh, allowed_cidrs=["0.0.0.0/0"])
+    assert "SSH (port 22) to 0.0.0.0/0" in found[0]
+    everything = {"type": "ingress", "protocol": "-1", "fromPort": 0.0, "toPort": 0.0, "ipv6CidrBlocks": ["::/0"]}
+    assert len(checks.check_public_ingress(checks.SECURITY_GROUP_RULE, everything)) == 3
+    api = {"ipProtocol": "tcp", "fromPort": 443.0, "toPort": 443.0, "cidrIpv4": "0.0.0.0/0"}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, api) != []
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, api, allowed_cidrs=["0.0.0.0/0"]) == []
+    private = {**api, "cidrIpv4": "10.0.0.0/16"}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, private) == []
+    lustre = {"ipProtocol": "tcp", "fromPort": 988.0, "toPort": 988.0, "cidrIpv4": "0.0.0.0/0"}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, lustre) == []
+
+
+def test_eks_endpoint_public_only_when_the_stack_config_allows_it() -> None:
+    default_public = {"vpcConfig": {"subnetIds": ["a", "b"]}}  # EKS defaults: public, 0.0.0.0/0
+    assert "publicAccessCidrs" in checks.check_public_ingress(checks.EKS_CLUSTER, default_public)[0]
+    private = {"vpcConfig": {"endpointPublicAccess": False, "endpointPrivateAccess": True}}
+    assert checks.check_public_ingress(checks.EKS_CLUSTER, private) == []
+    world = {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}}
+    allowed = checks.allowed_public_cidrs({"publicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]})
+    assert checks.check_public_ingress(checks.EKS_CLUSTER, world, allowed) == []
+    # Listing another CIDR does not allow the whole internet; publicAccess false allows nothing.
+    office = checks.allowed_public_cidrs({"publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]})
+    assert checks.check_public_ingress(checks.EKS_CLUSTER, world, office) != []
+    off = checks.allowed_public_cidrs({"publicAccess": False, "publicAccessCidrs": ["0.0.0.0/0"]})
+    assert off == frozenset() and checks.check_public_ingress(checks.EKS_CLUSTER, world, off) != []
+
+
+def test_gcp_firewall_and_gke_control_plane() -> None:
+    ssh = {"direction": "INGRESS", "sourceRanges": ["0.0.0.0/0"], "allows": [{"protocol": "tcp", "ports": ["22"]}]}
+    assert "SSH" in checks.check_public_ingress(checks.GCP_FIREWALL, ssh)[0]
+    ranged = {**ssh, "allows": [{"protocol": "tcp", "ports": ["6000-7000"]}]}
+    assert "port 6443" in checks.check_public_ingress(checks.GCP_FIREWALL, ranged)[0]
+    internal = {**ssh, "sourceRanges": ["10.0.0.0/8"], "allows": [{"protocol": "all"}]}
+    assert checks.check_public_ingress(checks.GCP_FIREWALL, internal) == []
+    man_world = {"masterAuthorizedNetworksConfig": {"cidrBlocks": [{"cidrBlock": "0.0.0.0/0"}]}}
+    assert checks.check_public_ingress(checks.GKE_CLUSTER, man_world) != []
+    allowed = checks.allowed_public_cidrs({"publicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]})
+    assert checks.check_public_ingress(checks.GKE_CLUSTER, man_world, allowed) == []
+    assert checks.check_public_ingress(checks.GKE_CLUSTER, {}) != []  # public endpoint, no authorized networks
+    private = {"privateClusterConfig": {"enablePrivateNodes": True, "enablePrivateEndpoint": True}}
+    assert checks.check_public_ingress(checks.GKE_CLUSTER, private) == []
+
+
+# ----------------------------------------------------------------------------------------------- kubeconfig
+
+
+def test_kubeconfig_outputs_are_secret() -> None:
+    assert checks.check_kubeconfig_secret(["cloud", "kubeconfig"], {"kubeconfig"}) == []
+    assert "'kubeconfig'" in checks.check_kubeconfig_secret(["cloud", "kubeconfig"], set())[0]
+    found = checks.run_all([], outputs=["adminKubeconfig"], secret_outputs=[], stack="s")
+    assert [(v.rule, v.resource) for v in found] == [(checks.KUBECONFIG_SECRET, "s")]
+
+
+# ----------------------------------------------------------------------------------------------- tags
+
+
+def test_taggable_resources_carry_owner_and_cost_center() -> None:
+    assert checks.check_required_tags("aws:ec2/vpc:Vpc", {"tags": TAGS}) == []
+    assert "cost-center" in checks.check_required_tags("aws:ec2/vpc:Vpc", {"tags": {"owner": "x"}})[0]
+    # Listed taggable type without any tags input.
+    assert checks.check_required_tags("aws:ec2/vpc:Vpc", {"cidrBlock": "10.0.0.0/16"}) != []
+    # Unlisted type: taggable because it carries a tags/labels input.
+    assert checks.check_required_tags("aws:sqs/queue:Queue", {"tags": {"owner": "x"}}) != []
+    assert checks.check_required_tags("gcp:pubsub/topic:Topic", {"labels": {"cost-center": "c"}}) != []
+    assert checks.check_required_tags(checks.GKE_NODE_POOL, {"nodeConfig": {"resourceLabels": TAGS}}) == []
+    assert checks.check_required_tags(checks.GKE_NODE_POOL, {"nodeConfig": {"labels": TAGS}}) != []
+    assert checks.check_required_tags(checks.GKE_CLUSTER, {"resourceLabels": {"owner": "x"}}) != []
+
+
+def test_untaggable_resources_are_not_flagged() -> None:
+    for typ in ("aws:ec2/routeTableAssociation:RouteTableAssociation", "aws:iam/rolePolicyAttachment:"
+                "RolePolicyAttachment", "aws:s3/bucketVersioning:BucketVersioning", "gcp:compute/network:Network",
+                "kubernetes:core/v1:Namespace", "pulumi:providers:aws"):
+        assert not checks.is_taggable(typ, {"name": "x"})
+        assert checks.check_required_tags(typ, {"name": "x"}) == []
+
+
+# ----------------------------------------------------------------------------------------------- CrossGuard pack
+
+
+def _struct(props: Mapping[str, Any]) -> Any:
+    from google.protobuf import struct_pb2
+
+    s = struct_pb2.Struct()
+    s.update(dict(props))
+    return s
+
+
+@pytest.fixture(scope="module")
+def analyzer() -> Any:
+    """The pack's policies behind pulumi_policy's own analyzer servicer (what `--policy-pack` talks to)."""
+    from pulumi_policy import EnforcementLevel
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    from infra.policy.pack import install_secret_marker, policies
+
+    install_secret_marker()
+    return _PolicyAnalyzerServicer("gpufleet", "0.1.0", policies(), EnforcementLevel.MANDATORY)
+
+
+def test_pack_has_a_policy_per_rule() -> None:
+    from infra.policy.pack import policies
+
+    names = {p.name for p in policies()}
+    assert set(checks.RESOURCE_CHECKS) | {checks.PUBLIC_INGRESS, checks.S3_PROTECTED, checks.EFA_INTERFACES,
+                                          checks.KUBECONFIG_SECRET} <= names
+
+
+def test_pack_resource_policy_reports_mandatory_violation(analyzer: Any) -> None:
+    from pulumi.runtime import proto
+
+    request = proto.AnalyzeRequest(type=checks.LAUNCH_TEMPLATE, name="lt", urn="urn:pulumi:s::p::lt",
+                                   properties=_struct({"metadataOptions": {"httpTokens": "optional"}, "tags": TAGS}))
+    found = analyzer.Analyze(request, None).diagnostics
+    assert [(d.policyName, d.enforcementLevel) for d in found] == [(checks.IMDSV2, proto.MANDATORY)]
+    request.properties.CopyFrom(_struct(launch_template()))
+    assert list(analyzer.Analyze(request, None).diagnostics) == []
+
+
+def test_pack_stack_policies_see_buckets_and_secret_outputs(analyzer: Any) -> None:
+    from pulumi.runtime import proto
+
+    secret = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "value": "apiVersion: v1"}
+
+    def stack(kubeconfig: Any) -> Any:
+        return proto.AnalyzeStackRequest(resources=[
+            proto.AnalyzerResource(type="pulumi:pulumi:Stack", name="p-s", urn="urn:stack",
+                                   properties=_struct({"kubeconfig": kubeconfig, "cloud": "aws"})),
+            proto.AnalyzerResource(type="aws:s3/bucket:Bucket", name="ckpt", urn="urn:ckpt",
+                                   properties=_struct({"bucket": "acme-ckpt", "tags": TAGS})),
+        ])
+
+    found = analyzer.AnalyzeStack(stack("apiVersion: v1"), None).diagnostics
+    by_policy = {d.policyName: d.urn for d in found}
+    assert by_policy[checks.KUBECONFIG_SECRET] == "urn:stack"
+    assert by_policy[checks.S3_PROTECTED] == "urn:ckpt"
+    assert all(d.enforcementLevel == proto.MANDATORY for d in found)
+    clean = analyzer.AnalyzeStack(stack(secret), None).diagnostics
+    assert checks.KUBECONFIG_SECRET not in {d.policyName for d in clean}
+
+
+def test_pack_entry_point_builds_a_mandatory_gpufleet_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pulumi_policy
+
+    made: dict[str, Any] = {}
+
+    def record(name: str, **kwargs: Any) -> None:
+        made.update(name=name, **kwargs)
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", record)
+    runpy.run_path(str(ROOT / "infra" / "policy" / "__main__.py"), run_name="__main__")
+    assert made["name"] == "gpufleet"
+    assert made["enforcement_level"] == pulumi_policy.EnforcementLevel.MANDATORY
+    kinds = {type(p).__name__ for p in made["policies"]}
+    assert kinds == {"ResourceValidationPolicy", "StackValidationPolicy"}
+    doc = yaml.safe_load((ROOT / "infra" / "policy" / "PulumiPolicy.yaml").read_text())
+    assert doc["runtime"]["name"] == "python"
+
+
+# ----------------------------------------------------------------------------------------------- real stacks
+
+
+@pytest.fixture(scope="module")
+def stack_runs() -> dict[str, tuple[Any, Mapping[str, Any]]]:
+    """One mocked run per stack file (with the hub's worker references), plus its raw gpufleet:cluster config."""
+    from infra.preview import StackRunner, _raw_config
+
+    runner = StackRunner()
+    out = {}
+    for path in STACKS:
+        raw = _raw_config(path)
+        cluster = raw.get("cluster")
+        out[path.name] = (runner.run(path), cluster if isinstance(cluster, Mapping) else {})
+    return out
+
+
+def test_stacks_exist_for_both_clouds() -> None:
+    clouds = {(yaml.safe_load(p.read_text())["config"] or {}).get("gpufleet:cloud") for p in STACKS}
+    assert {"aws", "gcp"} <= clouds
+
+
+@pytest.mark.parametrize("stack_file", [p.name for p in STACKS])
+def test_real_stack_passes_every_mandatory_policy(stack_runs: Any, stack_file: str) -> None:
+    run, cluster = stack_runs[stack_file]
+    found = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=list(run.outputs),
+                           secret_outputs=run.secret_outputs, allowed_cidrs=checks.allowed_public_cidrs(cluster),
+                           stack=stack_file)
+    assert found == [], "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize("stack_file", [p.name for p in STACKS])
+def test_checks_bite_on_real_stack_resources(stack_runs: Any, stack_file: str) -> None:
+    """Breaking the real resources trips the policies, so the clean pass above is not vacuous."""
+    run, _ = stack_runs[stack_file]
+    broken = []
+    for r in run.resources:
+        props = copy.deepcopy(r.inputs)
+        props.pop("tags", None)
+        props.pop("labels", None)
+        props.pop("resourceLabels", None)
+        props.pop("taints", None)
+        props.pop("metadataOptions", None)
+        if isinstance(props.get("nodeConfig"), dict):
+            props["nodeConfig"].pop("taints", None)
+        if isinstance(props.get("networkConfig"), dict):
+            props["networkConfig"]["additionalNodeNetworkConfigs"] = []
+        broken.append(checks.from_registered(SimpleNamespace(type=r.type, name=r.name, inputs=props)))
+    found = rules(checks.run_all(broken, outputs=list(run.outputs), secret_outputs=(), stack=stack_file))
+    types = {r.type for r in run.resources}
+    if types & set(checks.TAGGABLE_TYPES):
+        assert checks.REQUIRED_TAGS in found
+    if "kubeconfig" in run.outputs:
+        assert checks.KUBECONFIG_SECRET in found
+    gpu_pools = [r for r in run.resources if r.type in (checks.EKS_NODE_GROUP, checks.GKE_NODE_POOL)
+                 and checks.gpu_shape((r.inputs.get("instanceTypes") or [None])[0]
+                                      or (r.inputs.get("nodeConfig") or {}).get("machineType")
+                                      or _template_type(run, r))]
+    if gpu_pools:
+        assert checks.GPU_TAINT in found
+    if checks.LAUNCH_TEMPLATE in types:
+        assert checks.IMDSV2 in found
+    if any(r.type == checks.GKE_NODE_POOL and (r.inputs.get("networkConfig") or {}).get("additionalNodeNetworkConfigs")
+           for r in run.resources):
+        assert checks.GCP_GPU_NETWORKS in found
+
+
+def _template_type(run: Any, group: Any) -> Any:
+    lt_id = (group.inputs.get("launchTemplate") or {}).get("id")
+    for r in run.of_type(checks.LAUNCH_TEMPLATE):
+        if lt_id == f"{r.name}-id":
+            return r.inputs.get("instanceType")
+    return None
+
+
+def _first_stack(cloud: str) -> Path:
+    for path in STACKS:
+        config = yaml.safe_load(path.read_text())["config"] or {}
+        if config.get("gpufleet:cloud") == cloud and config.get("gpufleet:role", "worker") == "worker":
+            return path
+    raise AssertionError(f"no {cloud} worker stack in stacks/")
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_real_public_endpoint_passes_only_when_the_stack_config_lists_the_cidr(cloud: str) -> None:
+    from infra.mockrun import run_stack
+
+    world = {"publicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}
+    run = run_stack(str(_first_stack(cloud)), config_override={"cluster": world})
+    resources = [checks.from_registered(r) for r in run.resources]
+    strict = checks.run_all(resources, outputs=list(run.outputs), secret_outputs=run.secret_outputs)
+    assert rules(strict) == {checks.PUBLIC_INGRESS}
+    assert {v.type for v in strict} <= {checks.EKS_CLUSTER, checks.GKE_CLUSTER}
+    allowed = checks.run_all(resources, outputs=list(run.outputs), secret_outputs=run.secret_outputs,
+                             allowed_cidrs=checks.allowed_public_cidrs(world))
+    assert allowed == []
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_served_pack_reads_the_stack_config_like_pulumi_runs_it(public: bool) -> None:
+    """Start the pack the way the Pulumi CLI does (`python -m pulumi.policy <engine> <pack dir>`, stack config in
+    PULUMI_CONFIG) and ask it over gRPC about a world-open EKS endpoint."""
+    import grpc
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+    cluster = {"publicAccess": public, "publicAccessCidrs": ["0.0.0.0/0"]}
+    env = dict(os.environ, PULUMI_CONFIG=json.dumps({"gpufleet:cluster": json.dumps(cluster)}))
+    pack_dir = ROOT / "infra" / "policy"
+    proc = subprocess.Popen([sys.executable, "-m", "pulumi.policy", "127.0.0.1:1", str(pack_dir)], cwd=pack_dir,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+            assert stub.GetAnalyzerInfo(empty_pb2.Empty()).name == "gpufleet"
+            props = {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}, "tags": TAGS}
+            found = stub.Analyze(analyzer_pb2.AnalyzeRequest(type=checks.EKS_CLUSTER, name="eks", urn="urn:eks",
+                                                             properties=_struct(props))).diagnostics
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [d.policyName for d in found] == ([] if public else [checks.PUBLIC_INGRESS])
