@@ -12,7 +12,12 @@ extra=${1:-}
 stamp=".venv/.installed-${extra:-base}-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setting up .venv (${extra:-base}) ..." >&2
-  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extra:+[$extra]}" >&2
+  log=.venv/install.log
+  if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip &&
+         .venv/bin/python -m pip install --disable-pip-version-check -e ".${extra:+[$extra]}"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "setup failed; the full pip log is in $log" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
