@@ -1,0 +1,516 @@
+"""``placement submit``: choosing an existing cluster from stack outputs, the manifest it renders, and applying
+it through the Kubernetes Python client against a local fake API server.
+
+Stack outputs are built from the real ``stacks/Pulumi.*.yaml`` with the same helpers the stacks export
+them with (``infra.outputs.node_pool_output``, ``infra.k8s.kueue_objects``, ``infra.gcp.plan``), so these
+tests follow the stack files.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+from infra.config import StackConfig, load_stack_file
+from infra.gcp.plan import plan_gpu_networks
+from infra.k8s import kueue_objects as ko
+from infra.outputs import node_pool_output
+from placement import submit
+from placement.catalog import embedded_catalog
+from placement.cli import main
+from placement.engine import candidates
+from placement.jobspec import parse_job
+from placement.shapes import shape_book
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+WORKERS = ("aws-use1-p5", "aws-usw2-p4d", "gcp-usc1-a3mega", "gcp-euw4-a3high")
+FSX = {"kind": "fsx", "id": "fs-0abc1234def567890", "dnsName": "fs-0abc1234def567890.fsx.us-east-1.amazonaws.com",
+       "mountName": "x7yz9bmv", "path": "/checkpoints", "capacityGb": 2400}
+
+
+def cfg_of(stack: str) -> StackConfig:
+    return load_stack_file(str(STACKS / f"Pulumi.{stack}.yaml"))
+
+
+def outputs(stack: str, kubeconfig: Any = "[secret]") -> dict[str, Any]:
+    """What `pulumi stack output --json --show-secrets` prints for a worker stack (fake IDs for cloud objects)."""
+    cfg = cfg_of(stack)
+    out: dict[str, Any] = {
+        "cloud": cfg.cloud, "region": cfg.region, "clusterName": cfg.cluster_name, "kubeconfig": kubeconfig,
+        "nodePools": [node_pool_output(p) for p in cfg.node_pools],
+        "trainingServiceAccount": {"namespace": cfg.training.namespace, "name": cfg.training.service_account},
+        "kueue": {"clusterQueue": ko.cluster_queue_name(cfg),
+                  "localQueues": [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"]}
+                                  for q in ko.local_queues(cfg)]},
+    }
+    if cfg.cloud == "aws":
+        out["checkpointUri"] = f"s3://{cfg.cluster_name}-123456789012/{cfg.checkpoint.prefix}"
+        out["checkpointFilesystem"] = (dict(FSX, path=f"/{cfg.checkpoint.prefix}", zone=cfg.gpu_zone)
+                                       if cfg.checkpoint.filesystem.kind == "fsx" else None)
+    else:
+        out["checkpointUri"] = f"gs://{cfg.project}-{cfg.cluster_name}-ckpt/{cfg.checkpoint.prefix}"
+        out["checkpointFilesystem"] = None
+        plan = plan_gpu_networks(cfg)
+        out["gpuNetworks"] = {p.name: [s.gke_name for _, s in plan.attachments(p)] for p in cfg.node_pools}
+    return out
+
+
+def hub_outputs(dispatcher: str = "AllAtOnce") -> dict[str, Any]:
+    hub = cfg_of("hub")
+    keys = [ko.worker_key(w) for w in hub.hub.workers]
+    names = {k: cfg_of(k).cluster_name for k in keys}
+    queues = [{"namespace": t, "name": ko.local_queue_name(n, t)} for n in names.values() for t in hub.kueue.teams]
+    queues += [{"namespace": t, "name": ko.ALL_WORKERS} for t in hub.kueue.teams]
+    return {"role": "hub", "cloud": hub.cloud, "region": hub.region, "dispatcher": dispatcher, "workers": names,
+            "kueue": {"clusterQueues": [*(ko.cluster_queue_name(n) for n in names.values()), ko.ALL_WORKERS],
+                      "localQueues": queues}}
+
+
+def write(tmp_path: Path, name: str, doc: Any) -> str:
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def job_file(tmp_path: Path, **fields: Any) -> tuple[str, dict[str, Any]]:
+    doc: dict[str, Any] = {"name": "llm-ft", "accelerator": "H100", "gpus": 16, "hours": 24, "priority": "burst",
+                           "team": "team-a", "command": ["torchrun", "train.py"]}
+    doc.update(fields)
+    return write(tmp_path, "job.yaml", yaml.safe_dump(doc)), doc
+
+
+def expected_pool(job_doc: dict[str, Any], stacks: tuple[str, ...]) -> tuple[str, str, int]:
+    """(stack, pool, nodes) of the cheapest existing pool, straight from the stack configs and the catalog."""
+    job = parse_job(job_doc)
+    offers = embedded_catalog().offers
+    best: tuple[tuple[float, float], str, str, int] | None = None
+    for name in stacks:
+        cfg = cfg_of(name)
+        for pool in cfg.node_pools:
+            here = [o for o in offers if o.cloud == cfg.cloud and o.region == cfg.region and o.zone == pool.zone
+                    and o.instance_type == pool.shape.name]
+            for c in candidates(job, here):
+                if c.capacity != pool.capacity_kind or c.excluded or c.nodes > pool.max_nodes:
+                    continue
+                key = (round(c.cost.total_usd, 6), c.usd_per_hour)
+                if best is None or key < best[0]:
+                    best = (key, name, pool.name, c.nodes)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def pod_of(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj["kind"] == "JobSet":
+        return obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    return obj["spec"]["template"]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+# ----------------------------------------------------------------------------- dry run
+
+
+def test_multi_node_aws_renders_jobset_with_efa_fsx_and_queue(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {s: outputs(s) for s in WORKERS})
+    job, doc = job_file(tmp_path, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 0, err
+    stack, pool, nodes = expected_pool(doc, WORKERS)
+    cfg = cfg_of(stack)
+    assert stack == "aws-use1-p5" and nodes == 2  # the only H100 AWS stack; 16 GPUs on 8-GPU nodes
+    docs = list(yaml.safe_load_all(out))
+    assert [d["kind"] for d in docs] == ["PersistentVolume", "PersistentVolumeClaim", "JobSet"]
+    pv, pvc, js = docs
+    assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2"
+    assert js["metadata"]["namespace"] == "team-a"
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ko.local_queue_name(cfg, "team-a")
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "burst"
+    assert js["spec"]["suspend"] is True
+    rj = js["spec"]["replicatedJobs"][0]
+    assert rj["replicas"] == 1 and rj["template"]["spec"]["parallelism"] == nodes
+    assert rj["template"]["spec"]["completions"] == nodes
+    assert rj["template"]["spec"]["completionMode"] == "Indexed"
+    pod = pod_of(js)
+    pool_cfg = next(p for p in cfg.node_pools if p.name == pool)
+    sched = ko.pool_scheduling(pool_cfg)
+    assert pod["spec"]["nodeSelector"] == sched["nodeSelector"]
+    assert pod["spec"]["tolerations"] == sched["tolerations"]
+    assert pod["spec"]["serviceAccountName"] == cfg.training.service_account
+    assert pod["metadata"]["annotations"][submit.PREFERRED_TOPOLOGY] == ko.TOPOLOGY_LEVELS["aws"][0]
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == ["torchrun", "train.py"]
+    res = container["resources"]
+    p5 = shape_book().get("p5.48xlarge")
+    assert p5 is not None and p5.fabric_nics == 32
+    assert res["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    assert res["requests"]["nvidia.com/gpu"] == "8" and res["requests"]["vpc.amazonaws.com/efa"] == "32"
+    env = env_of(container)
+    assert env["GPUFLEET_JOB"] == "llm-ft"
+    assert env["CHECKPOINT_URI"] == outputs(stack)["checkpointUri"]
+    assert env["CHECKPOINT_DIR"] == "/checkpoints"
+    assert env["MASTER_ADDR"] == "llm-ft-node-0-0.llm-ft" and env["NNODES"] == "2" and env["NPROC_PER_NODE"] == "8"
+    assert env["NODE_RANK"] == {"fieldRef": {"fieldPath":
+                                             "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    # FSx for Lustre through a static PV bound to the namespace's PVC, mounted at the DRA path.
+    assert pv["spec"]["csi"]["driver"] == "fsx.csi.aws.com"
+    assert pv["spec"]["csi"]["volumeHandle"] == FSX["id"]
+    assert pv["spec"]["csi"]["volumeAttributes"] == {"dnsname": FSX["dnsName"], "mountname": FSX["mountName"]}
+    assert pv["spec"]["claimRef"] == {"namespace": "team-a", "name": pvc["metadata"]["name"]}
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"] and pvc["metadata"]["namespace"] == "team-a"
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
+    assert vol["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "checkpoints")
+    assert mount == {"name": "checkpoints", "mountPath": "/checkpoints", "subPath": cfg.checkpoint.prefix}
+    # The table and the service-account caveat go to stderr, so stdout is the manifest only.
+    assert "aws-use1-p5/" in err and "chosen: aws-use1-p5" in err
+    assert "not in team-a" in err
+
+
+def test_single_node_renders_a_job_asking_only_for_the_gpus_it_needs(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {"aws-use1-p5": outputs("aws-use1-p5"),
+                                              "aws-usw2-p4d": outputs("aws-usw2-p4d")})
+    job, _ = job_file(tmp_path, accelerator="A100", gpus=4, team=None, priority="low")
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 0, err
+    (obj,) = yaml.safe_load_all(out)  # p4d stack: no FSx, so no PV/PVC
+    assert obj["apiVersion"] == "batch/v1" and obj["kind"] == "Job"
+    cfg = cfg_of("aws-usw2-p4d")
+    assert obj["metadata"]["namespace"] == cfg.kueue.teams[0]  # no team: the cluster's first queue namespace
+    assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ko.cluster_queue_name(cfg)
+    assert obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "low"
+    (container,) = pod_of(obj)["spec"]["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "4"}  # one node: no EFA, half the node's GPUs
+    env = env_of(container)
+    assert env["NNODES"] == "1" and env["NODE_RANK"] == "0" and env["NPROC_PER_NODE"] == "4"
+    assert env["CHECKPOINT_URI"].startswith("s3://") and "CHECKPOINT_DIR" not in env  # IRSA, no mount
+    assert [v["name"] for v in pod_of(obj)["spec"]["volumes"]] == ["dshm"]
+
+
+def test_gke_a3mega_gets_gpudirect_tcpxo_networks_and_gcs_fuse(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {"gcp-usc1-a3mega": outputs("gcp-usc1-a3mega")})
+    job, _ = job_file(tmp_path)
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 0, err
+    (js,) = yaml.safe_load_all(out)
+    assert js["kind"] == "JobSet"
+    pod = pod_of(js)
+    ann = pod["metadata"]["annotations"]
+    exported = outputs("gcp-usc1-a3mega")["gpuNetworks"][pod["spec"]["nodeSelector"][ko.POOL_LABEL]]
+    mega = shape_book().get("a3-megagpu-8g")
+    assert mega is not None and len(exported) == mega.gpu_vpcs == 8
+    assert ann["networking.gke.io/default-interface"] == "eth0"
+    interfaces = json.loads(ann["networking.gke.io/interfaces"])
+    assert interfaces[0] == {"interfaceName": "eth0", "network": "default"}
+    assert [i["network"] for i in interfaces[1:]] == exported == [f"vpc{i}" for i in range(1, 9)]
+    assert [i["interfaceName"] for i in interfaces[1:]] == [f"eth{i}" for i in range(1, 9)]
+    # TCPXO: the RxDM daemon as a native sidecar, given the GPUs through the NRI device annotation.
+    (daemon,) = pod["spec"]["initContainers"]
+    assert daemon["name"] == "tcpxo-daemon" and daemon["restartPolicy"] == "Always"
+    devices = yaml.safe_load(ann["devices.gke.io/container.tcpxo-daemon"])
+    assert {"path": "/dev/nvidia7"} in devices and {"path": "/dev/dmabuf_import_helper"} in devices
+    (container,) = pod["spec"]["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    env = env_of(container)
+    assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
+    # Checkpoints: the bucket through the GCS FUSE CSI driver (Workload Identity), at the stack's prefix.
+    assert ann["gke-gcsfuse/volumes"] == "true"
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
+    bucket_uri = outputs("gcp-usc1-a3mega")["checkpointUri"]
+    assert vol["csi"]["driver"] == "gcsfuse.csi.storage.gke.io"
+    assert f"gs://{vol['csi']['volumeAttributes']['bucketName']}/checkpoints" == bucket_uri
+    assert "only-dir=checkpoints" in vol["csi"]["volumeAttributes"]["mountOptions"]
+    assert env["CHECKPOINT_URI"] == bucket_uri and env["CHECKPOINT_DIR"] == "/checkpoints"
+
+
+def test_json_chooses_the_cheapest_existing_cluster(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.yaml", yaml.safe_dump({s: outputs(s) for s in WORKERS}))
+    job, doc = job_file(tmp_path, accelerator=["H100", "A100"], gpus=16, team=None,
+                        data={"dataset": {"uri": "gs://d/x", "size_gb": 4000, "region": "europe-west4"}})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["schema"] == "gpufleet.placement/v1" and result["kind"] == "submit"
+    stack, pool, nodes = expected_pool(doc, WORKERS)
+    chosen = result["chosen"]
+    assert (chosen["stack"], chosen["pool"], chosen["nodes"]) == (stack, pool, nodes)
+    assert chosen["queue"] == ko.cluster_queue_name(cfg_of(stack))
+    assert chosen["existing_cluster"] == {"stack": stack, "pool": pool}
+    manifest = result["manifest"]
+    assert manifest[-1]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == chosen["queue"]
+    # Every candidate says whether a stack holds it; pools named must really match the offer.
+    pools = {(s, p["name"]): (outputs(s)["region"], p) for s in WORKERS for p in outputs(s)["nodePools"]}
+    assert any(c["existing_cluster"] is None for c in result["candidates"])
+    for c in result["candidates"]:
+        assert "existing_cluster" in c
+        if c["existing_cluster"]:
+            region, p = pools[(c["existing_cluster"]["stack"], c["existing_cluster"]["pool"])]
+            assert (c["region"], c["zone"], c["instance_type"], c["capacity"]) == (
+                region, p["zone"], p["instanceType"], p["capacity"])
+            assert c["nodes"] <= p["maxNodes"]
+            assert c["cost"]["total_usd"] >= chosen["cost"]["total_usd"] - 1e-6
+
+
+def test_via_hub_uses_the_same_queue_name_and_checks_the_hub(tmp_path, capsys):
+    docs = {s: outputs(s) for s in WORKERS}
+    docs["hub"] = hub_outputs()
+    stacks = write(tmp_path, "stacks.json", docs)
+    job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--via-hub")
+    assert code == 0, err
+    js = list(yaml.safe_load_all(out))[-1]
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ko.cluster_queue_name(cfg_of("aws-use1-p5"))
+    assert submit.PREFERRED_TOPOLOGY not in pod_of(js)["metadata"].get("annotations", {})  # hub flavors: no TAS
+    # team-b has queues on the worker but not on the hub: no existing cluster through the hub.
+    job_b, _ = job_file(tmp_path, clouds={"allow": ["aws"]}, team="team-b")
+    code, out, err = run(capsys, "submit", job_b, "--stacks", stacks, "--dry-run", "--via-hub")
+    assert code == 1 and out == ""
+    assert "hub hub has no LocalQueue" in err
+
+
+def test_job_no_stack_can_hold_exits_1(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {s: outputs(s) for s in WORKERS})
+    cfg = cfg_of("aws-use1-p5")
+    biggest = max(p.max_nodes for p in cfg.node_pools)
+    job, _ = job_file(tmp_path, gpus=8 * (biggest + 1), clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 1 and out == ""
+    assert f"maxNodes {biggest} < {biggest + 1} nodes needed" in err
+    assert "needs a new stack" in err  # the table still shows where a new stack could run it
+    job, _ = job_file(tmp_path, accelerator="B200", gpus=8)
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--json", "--dry-run")
+    assert code == 1
+    assert json.loads(out)["chosen"] is None
+    assert err.strip().splitlines()[-1].endswith("no stack has a B200 node pool")
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("[1, 2]", "--stacks"),
+    ("{not yaml: [", "not valid YAML"),
+    (json.dumps({"s": {"cloud": "aws", "region": "us-east-1", "clusterName": "c"}}), "s.nodePools"),
+    (json.dumps({"s": {"cloud": "aws", "region": "us-east-1", "clusterName": "c",
+                       "nodePools": [{"name": "p", "instanceType": "p5.48xlarge", "capacity": "spot",
+                                      "zone": "use1-az6", "maxNodes": "four"}]}}), "s.nodePools[0].maxNodes"),
+    (json.dumps({"s": {"cloud": "azure", "region": "x", "clusterName": "c", "nodePools": []}}), "s.cloud"),
+])
+def test_bad_stacks_file_exits_2_with_one_line(tmp_path, capsys, content, needle):
+    job, _ = job_file(tmp_path)
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "bad.json", content), "--dry-run")
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
+
+
+def test_missing_stacks_flag_and_missing_file_exit_2(tmp_path, capsys):
+    job, _ = job_file(tmp_path)
+    code, _, err = run(capsys, "submit", job, "--dry-run")
+    assert code == 2 and "--stacks" in err
+    code, _, err = run(capsys, "submit", job, "--stacks", str(tmp_path / "nope.json"), "--dry-run")
+    assert code == 2 and "not found" in err
+
+
+def fake_pulumi(tmp_path: Path, docs: dict[str, Any]) -> Path:
+    """A `pulumi` on PATH that prints the outputs of the stack named after --stack."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    data = tmp_path / "outputs.json"
+    data.write_text(json.dumps(docs))
+    script = bindir / "pulumi"
+    script.write_text(f"""#!{sys.executable}
+import json, sys
+args = sys.argv[1:]
+assert args[:2] == ["stack", "output"] and "--json" in args and "--show-secrets" in args, args
+name = args[args.index("--stack") + 1]
+docs = json.load(open({str(data)!r}))
+if name not in docs:
+    sys.stderr.write("error: no stack named '" + name + "' found\\n")
+    sys.exit(255)
+print(json.dumps(docs[name]))
+""")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bindir
+
+
+def test_stack_flag_reads_outputs_with_the_pulumi_cli(tmp_path, capsys, monkeypatch):
+    bindir = fake_pulumi(tmp_path, {"gcp-euw4-a3high": outputs("gcp-euw4-a3high")})
+    monkeypatch.setenv("PATH", str(bindir))
+    job, _ = job_file(tmp_path)
+    code, out, err = run(capsys, "submit", job, "--stack", "gcp-euw4-a3high", "--dry-run")
+    assert code == 0, err
+    js = list(yaml.safe_load_all(out))[-1]
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ko.cluster_queue_name(cfg_of("gcp-euw4-a3high"))
+    nets = json.loads(pod_of(js)["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    assert [n["network"] for n in nets[1:]] == ["vpc1", "vpc2", "vpc3", "vpc4"]  # a3-highgpu: TCPX, 4 GPU VPCs
+    code, out, err = run(capsys, "submit", job, "--stack", "nope", "--dry-run")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no stack named" in err
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    code, out, err = run(capsys, "submit", job, "--stack", "gcp-euw4-a3high", "--dry-run")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "pulumi CLI is not on PATH" in err
+
+
+# ----------------------------------------------------------------------------- applying (fake API server)
+
+
+class FakeKube:
+    """A tiny Kubernetes API: records every request; POST answers 201 (or ``fail``), GET lists one Workload."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, Any, dict[str, str]]] = []
+        self.fail: tuple[int, dict[str, Any]] | None = None
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _reply(self, code: int, doc: Any) -> None:
+                data = json.dumps(doc).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self) -> Any:
+                n = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(n)) if n else None
+
+            def do_POST(self) -> None:
+                body = self._body()
+                fake.requests.append(("POST", self.path, body, {k.lower(): v for k, v in self.headers.items()}))
+                if fake.fail:
+                    self._reply(*fake.fail)
+                    return
+                created = json.loads(json.dumps(body))
+                created["metadata"]["uid"] = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"
+                self._reply(201, created)
+
+            def do_GET(self) -> None:
+                fake.requests.append(("GET", self.path, None, {k.lower(): v for k, v in self.headers.items()}))
+                self._reply(200, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadList", "items": [
+                    {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                     "metadata": {"name": "jobset-llm-ft-1a2b3", "namespace": "team-a"}}]})
+
+            def do_PATCH(self) -> None:
+                body = self._body()
+                fake.requests.append(("PATCH", self.path, body, {k.lower(): v for k, v in self.headers.items()}))
+                self._reply(200, body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def kubeconfig(self) -> dict[str, Any]:
+        host, port = self.server.server_address[:2]
+        return {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
+                "clusters": [{"name": "fake", "cluster": {"server": f"http://{host}:{port}",
+                                                          "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}
+
+    def posts(self) -> list[tuple[str, Any]]:
+        return [(path, body) for method, path, body, _ in self.requests if method == "POST"]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def kube(monkeypatch) -> Iterator[FakeKube]:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    fake = FakeKube()
+    yield fake
+    fake.close()
+
+
+def test_apply_posts_the_dry_run_manifest(tmp_path, capsys, kube):
+    stacks = write(tmp_path, "stacks.json", {"aws-use1-p5": outputs("aws-use1-p5", kube.kubeconfig)})
+    job, _ = job_file(tmp_path)
+    code, dry, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 0, err
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks)
+    assert code == 0, err
+    manifest = list(yaml.safe_load_all(dry))
+    assert kube.posts() == [
+        ("/api/v1/persistentvolumes", manifest[0]),
+        ("/api/v1/namespaces/team-a/persistentvolumeclaims", manifest[1]),
+        ("/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets", manifest[2]),
+    ]
+    assert all(h.get("authorization") == "Bearer test-token" for *_, h in kube.requests)
+    assert "submitted JobSet team-a/llm-ft" in out
+    assert "kubectl -n team-a get workloads -l kueue.x-k8s.io/job-uid=0f1e2d3c-aaaa-bbbb-cccc-000000000001" in out
+
+
+def test_apply_single_node_job_with_kubeconfig_file(tmp_path, capsys, kube):
+    stacks = write(tmp_path, "stacks.json", {"aws-usw2-p4d": outputs("aws-usw2-p4d")})  # kubeconfig masked
+    kubeconfig = write(tmp_path, "kubeconfig", yaml.safe_dump(kube.kubeconfig))
+    job, _ = job_file(tmp_path, accelerator="A100", gpus=8)
+    code, dry, _ = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 0
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--json")
+    assert code == 2 and "--show-secrets" in err  # the masked stack kubeconfig is refused in one line
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--kubeconfig", kubeconfig, "--json")
+    assert code == 0, err
+    assert kube.posts() == [("/apis/batch/v1/namespaces/team-a/jobs", next(yaml.safe_load_all(dry)))]
+    doc = json.loads(out)
+    assert doc["submitted"]["kind"] == "Job" and doc["submitted"]["uid"].startswith("0f1e2d3c")
+
+
+def test_api_422_is_one_line_exit_2(tmp_path, capsys, kube):
+    kube.fail = (422, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
+                       "message": 'Job.batch "llm-ft" is invalid: spec.template.spec.containers[0].image: Required'})
+    stacks = write(tmp_path, "stacks.json", {"aws-usw2-p4d": outputs("aws-usw2-p4d", yaml.safe_dump(kube.kubeconfig))})
+    job, _ = job_file(tmp_path, accelerator="A100", gpus=8)
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "HTTP 422" in err and "is invalid" in err
+    kube.fail = (403, {"kind": "Status", "message": "jobs.batch is forbidden: User cannot create", "code": 403})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "HTTP 403" in err
+
+
+def test_via_hub_applies_storage_on_the_worker_and_nominates_it_on_the_hub(tmp_path, capsys, kube):
+    worker = FakeKube()
+    try:
+        docs = {"aws-use1-p5": outputs("aws-use1-p5", worker.kubeconfig), "hub": hub_outputs("External")}
+        stacks = write(tmp_path, "stacks.json", docs)
+        hub_kubeconfig = write(tmp_path, "hub.kubeconfig", yaml.safe_dump(kube.kubeconfig))
+        job, _ = job_file(tmp_path)
+        code, _, err = run(capsys, "submit", job, "--stacks", stacks, "--via-hub")
+        assert code == 2 and "--kubeconfig" in err  # the hub stack exports no kubeconfig
+        code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--via-hub", "--kubeconfig", hub_kubeconfig)
+        assert code == 0, err
+        assert [p for p, _ in worker.posts()] == ["/api/v1/persistentvolumes",
+                                                  "/api/v1/namespaces/team-a/persistentvolumeclaims"]
+        assert [p for p, _ in kube.posts()] == ["/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets"]
+        method, path, body, headers = kube.requests[-1]
+        assert method == "PATCH"
+        assert path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads/jobset-llm-ft-1a2b3/status"
+        assert body == {"status": {"nominatedClusterNames": ["aws-use1-p5"]}}
+        assert headers["content-type"] == "application/merge-patch+json"
+        listed = urlsplit(kube.requests[-2][1])
+        assert listed.path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"
+        uid = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"
+        assert parse_qs(listed.query)["labelSelector"] == [f"kueue.x-k8s.io/job-uid={uid}"]
+        assert "nominated worker aws-use1-p5" in out
+    finally:
+        worker.close()
