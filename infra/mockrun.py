@@ -120,6 +120,9 @@ def _mocks(result: RunResult) -> Any:
                 # EKS creates the cluster security group; node launch templates attach it to their interfaces.
                 state["vpcConfig"] = {"clusterSecurityGroupId": f"sg-{args.name}-cluster",
                                       **(state.get("vpcConfig") or {})}
+            if args.typ == "aws:eks/nodeGroup:NodeGroup":
+                # EKS creates one Auto Scaling group per managed node group; its name is computed.
+                state.setdefault("resources", [{"autoscalingGroups": [{"name": f"eks-{args.name}-asg"}]}])
             if args.typ == "pulumi:pulumi:StackReference":
                 target = str(args.inputs.get("name") or args.name)
                 if target not in STACK_REFERENCE_OUTPUTS:

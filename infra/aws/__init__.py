@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from infra.aws.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, ScalableGroup, autoscaler_release
 from infra.aws.checkpoint import CheckpointStore, CheckpointStoreArgs
 from infra.aws.cluster import EksCluster, EksClusterArgs
 from infra.aws.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
@@ -47,6 +48,7 @@ def build(cfg: StackConfig) -> BuiltCluster:
     """
     try:
         plan = plan_subnets(cfg)
+        autoscaler_release(cfg.cluster.kubernetes_version)
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
     stack = pulumi.get_stack()
@@ -104,5 +106,12 @@ def build(cfg: StackConfig) -> BuiltCluster:
                    })
 
     k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=cluster.kubeconfig, enable_server_side_apply=True)
+    # EKS node groups do not scale themselves; without this, pools with minNodes 0 never get a node.
+    ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
+        cfg=cfg, stack=stack, partition=partition, account_id=account_id, cluster_name=cluster.name,
+        groups=[ScalableGroup(pool=pool, node_group=g.node_group) for pool, g in zip(cfg.node_pools, groups,
+                                                                                      strict=True)],
+        depends_on=[cluster.system_node_group],
+    ), pulumi.ResourceOptions(providers={"aws": provider, "kubernetes": k8s_provider}))
     return BuiltCluster(kubeconfig=cluster.kubeconfig, k8s_provider=k8s_provider,
                         node_pools=[g.node_group for g in groups])

@@ -15,6 +15,7 @@ from infra.config import NodePoolConfig, StackConfig
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 GPU_TAINT_VALUE = "present"
+AUTOSCALER_GPU_LABEL = "k8s.amazonaws.com/accelerator"
 # Root volume in GiB. With local NVMe, nodeadm moves containerd and kubelet onto the RAID0 array, so the root
 # volume only holds the OS; without it, multi-GB CUDA images land on the root volume.
 ROOT_VOLUME_GIB_WITH_INSTANCE_STORE = 100
@@ -77,6 +78,9 @@ def pool_labels(pool: NodePoolConfig) -> dict[str, str]:
         "gpufleet.io/capacity": pool.capacity_kind,
         "gpufleet.io/fabric": pool.shape.fabric,
         "nvidia.com/gpu.present": "true",
+        # The Cluster Autoscaler's AWS GPU label: until the device plugin reports the GPUs, a node carrying
+        # it counts as not ready yet, so one pending pod does not buy a second $50/h node.
+        AUTOSCALER_GPU_LABEL: f"nvidia-{pool.shape.accelerator.lower()}",
     }
 
 
