@@ -147,13 +147,15 @@ def load_quotas(path: str | None) -> QuotaTable:
 
 
 def _live_data(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accelerators: Sequence[str],
-               nodes: int) -> tuple[Catalog, QuotaTable, list[dict[str, Any]]]:
+               gpus: int | None) -> tuple[Catalog, QuotaTable, list[dict[str, Any]]]:
     """Overlay live data (issue: live quota/prices) when --live or --offline asks for it."""
     if not (getattr(args, "live", False) or getattr(args, "offline", False)):
         return catalog, quotas, []
     from placement.live import LiveRequest, fetch_live
 
-    request = LiveRequest(accelerators=tuple(accelerators), target_nodes=nodes, aws_profile=args.aws_profile,
+    # Placement scores ask for the job's node count on each shape; without a single job, one node.
+    request = LiveRequest(accelerators=tuple(accelerators), target_nodes=1, target_gpus=gpus,
+                          aws_profile=args.aws_profile,
                           gcp_project=args.gcp_project, refresh=args.refresh, offline=args.offline,
                           timeout_s=args.timeout, progress=not args.json and sys.stderr.isatty())
     live = fetch_live(request, catalog)
@@ -177,10 +179,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     job = parse_job(load_yaml(args.job, "job spec"))
     catalog = load_catalog(args.catalog)
     quotas = load_quotas(args.quotas)
-    from placement.shapes import shape_book
-
-    min_gpus = min((s.gpus for s in shape_book().shapes.values() if s.accelerator in job.accelerators), default=8)
-    catalog, quotas, sources = _live_data(args, catalog, quotas, job.accelerators, -(-job.gpus // max(min_gpus, 1)))
+    catalog, quotas, sources = _live_data(args, catalog, quotas, job.accelerators, job.gpus)
     result = plan(job, catalog.offers, quotas)
     doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
@@ -198,7 +197,7 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     quotas = load_quotas(args.quotas)
     accels = sorted({a for j in jobs for a in j.accelerators})
-    catalog, quotas, sources = _live_data(args, catalog, quotas, accels, 1)
+    catalog, quotas, sources = _live_data(args, catalog, quotas, accels, None)
     result = solve(jobs, catalog.offers, quotas)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas)
     _emit(batch_doc(result, catalog, base, sources), "" if args.json else batch_text(result, catalog, base), args.json)
@@ -215,7 +214,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
         raise UsageError(f"--accelerator: unknown accelerator {args.accelerator!r}; known: "
                          + ", ".join(sorted(book.accelerators())))
     catalog = load_catalog(args.catalog)
-    catalog, _, sources = _live_data(args, catalog, load_quotas(args.quotas), [accel], 1)
+    catalog, _, sources = _live_data(args, catalog, load_quotas(args.quotas), [accel], None)
     offers = [o for o in catalog.offers if o.shape.accelerator == accel
               and (args.cloud is None or o.cloud == args.cloud)
               and (args.region is None or o.region == args.region)

@@ -182,15 +182,18 @@ class GcpFake(_Base):
             for zone, gpus in sorted(self.zones.items()):
                 if not gpus:
                     items[f"zones/{zone}"] = {"warning": {
-                        "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope 'zones/x' on this page.",
+                        "code": "NO_RESULTS_ON_PAGE",
+                        "message": f"There are no results for scope 'zones/{zone}' on this page.",
                         "data": [{"key": "scope", "value": f"zones/{zone}"}]}}
                     continue
                 items[f"zones/{zone}"] = {"acceleratorTypes": [{
-                    "kind": "compute#acceleratorType", "id": str(10000 + i), "creationTimestamp": "2023-01-01T00:00:00.000-08:00",
+                    "kind": "compute#acceleratorType", "id": str(10000 + i),
+                    "creationTimestamp": "2023-01-01T00:00:00.000-08:00",
                     "name": g, "description": g.upper(), "zone": f"{base}/zones/{zone}",
                     "selfLink": f"{base}/zones/{zone}/acceleratorTypes/{g}", "maximumCardsPerInstance": 8}
                     for i, g in enumerate(gpus)]}
-            doc = {"kind": "compute#acceleratorTypeAggregatedList", "id": f"projects/{self.project}/aggregated/acceleratorTypes",
+            doc = {"kind": "compute#acceleratorTypeAggregatedList",
+                   "id": f"projects/{self.project}/aggregated/acceleratorTypes",
                    "items": items, "selfLink": f"{base}/aggregated/acceleratorTypes"}
             return self._send(h, 200, json.dumps(doc).encode(), "application/json")
         if path == "/v1/services/6F81-5844-456A/skus":
@@ -258,7 +261,7 @@ def gcp_skus(regions: list[str], gpu_prices: dict[str, tuple[float, float]],
 
 
 def _cbor(obj: Any) -> bytes:
-    """Tiny CBOR encoder (maps, strings, ints) for CloudWatch's rpc-v2-cbor error bodies."""
+    """Tiny CBOR encoder (maps, lists, strings, numbers) for CloudWatch's rpc-v2-cbor bodies."""
     def head(major: int, n: int) -> bytes:
         if n < 24:
             return bytes([major << 5 | n])
@@ -268,8 +271,16 @@ def _cbor(obj: Any) -> bytes:
     if isinstance(obj, str):
         b = obj.encode()
         return head(3, len(b)) + b
+    if isinstance(obj, bool):
+        return bytes([0xF5 if obj else 0xF4])
     if isinstance(obj, int):
         return head(0, obj)
+    if isinstance(obj, float):
+        import struct
+
+        return b"\xfb" + struct.pack(">d", obj)
+    if isinstance(obj, list):
+        return head(4, len(obj)) + b"".join(_cbor(v) for v in obj)
     if isinstance(obj, dict):
         return head(5, len(obj)) + b"".join(_cbor(k) + _cbor(v) for k, v in obj.items())
     raise TypeError(type(obj))
@@ -279,15 +290,22 @@ class AwsFake(_Base):
     """Proxy to a moto server (``upstream`` http://127.0.0.1:PORT) plus the calls moto does not implement.
 
     ``quota_limits``: (region, code) -> vCPUs (default ``default_limit``); ``scores``: instance type ->
-    zone ID -> score (default 9 for every zone moto lists for the asked regions).
+    zone ID -> score; ``ondemand``: (instance type, region) -> USD/h for the Pricing API.
+    With ``native`` (region -> zone name -> zone ID, and ``offerings``: region -> type -> zone IDs) and no
+    upstream, it answers the EC2 describe calls and CloudWatch itself (the benchmark: moto's own CPU time
+    would otherwise be part of what is measured).
     """
 
-    def __init__(self, upstream: str, quota_limits: dict[tuple[str, str], float] | None = None,
+    def __init__(self, upstream: str | None, quota_limits: dict[tuple[str, str], float] | None = None,
                  default_limit: float = 1536.0, scores: dict[str, dict[str, int]] | None = None,
-                 ondemand: dict[str, float] | None = None, **kw: Any) -> None:
+                 ondemand: dict[tuple[str, str], float] | None = None,
+                 native: dict[str, dict[str, str]] | None = None,
+                 offerings: dict[str, dict[str, list[str]]] | None = None, **kw: Any) -> None:
         super().__init__(**kw)
-        up = urllib.parse.urlsplit(upstream)
+        up = urllib.parse.urlsplit(upstream or "http://127.0.0.1:9")
         self.upstream = (up.hostname or "127.0.0.1", up.port or 80)
+        self.native = native if upstream is None else None
+        self.offerings = offerings or {}
         self.quota_limits = quota_limits or {}
         self.default_limit = default_limit
         self.scores = scores or {}
@@ -309,9 +327,12 @@ class AwsFake(_Base):
             body = (f"<?xml version='1.0' encoding='UTF-8'?><Response><Errors><Error><Code>{name}</Code>"
                     f"<Message>{msg}</Message></Error></Errors><RequestID>fake</RequestID></Response>").encode()
             return self._send(h, int(code), body, "text/xml")
-        if service == "monitoring":
+        if service == "monitoring" and "cbor" in h.headers.get("Content-Type", ""):
             return self._send(h, int(code), _cbor({"__type": name, "message": msg}), "application/cbor",
                               [("smithy-protocol", "rpc-v2-cbor")])
+        if service == "monitoring":
+            return self._send(h, int(code), json.dumps({"__type": name, "message": msg}).encode(),
+                              "application/x-amz-json-1.0")
         return self._send(h, int(code), json.dumps({"__type": name, "message": msg}).encode(),
                           "application/x-amz-json-1.1")
 
@@ -344,7 +365,46 @@ class AwsFake(_Base):
                               "application/x-amz-json-1.1")
         if action == "GetSpotPlacementScores":
             return self._scores(h, form)
+        if self.native is not None:
+            return self._native(h, region, service, action, form)
         self._forward(h, body)
+
+    def _native(self, h: BaseHTTPRequestHandler, region: str, service: str, action: str,
+                form: dict[str, list[str]]) -> None:
+        zones = (self.native or {}).get(region, {})
+        if service == "monitoring":  # GetMetricData: no datapoints (nothing running)
+            doc = {"MetricDataResults": [{"Id": f"u{i}", "Label": "ResourceCount", "Timestamps": [], "Values": [],
+                                          "StatusCode": "Complete"} for i in range(4)], "Messages": []}
+            if "cbor" in h.headers.get("Content-Type", ""):
+                return self._send(h, 200, _cbor(doc), "application/cbor", [("smithy-protocol", "rpc-v2-cbor")])
+            return self._send(h, 200, json.dumps(doc).encode(), "application/x-amz-json-1.0")
+        ns = "xmlns='http://ec2.amazonaws.com/doc/2016-11-15/'"
+        if action == "DescribeAvailabilityZones":
+            items = "".join(f"<item><zoneName>{n}</zoneName><zoneId>{z}</zoneId><zoneState>available</zoneState>"
+                            f"<regionName>{region}</regionName><zoneType>availability-zone</zoneType></item>"
+                            for n, z in sorted(zones.items()))
+            body = f"<DescribeAvailabilityZonesResponse {ns}><requestId>f</requestId><availabilityZoneInfo>{items}" \
+                   "</availabilityZoneInfo></DescribeAvailabilityZonesResponse>"
+        elif action == "DescribeInstanceTypeOfferings":
+            types = [v[0] for k, v in sorted(form.items()) if k.startswith("Filter.1.Value.")]
+            items = "".join(f"<item><instanceType>{t}</instanceType><locationType>availability-zone-id</locationType>"
+                            f"<location>{z}</location></item>"
+                            for t, zs in sorted(self.offerings.get(region, {}).items()) if t in types for z in zs)
+            body = f"<DescribeInstanceTypeOfferingsResponse {ns}><requestId>f</requestId><instanceTypeOfferingSet>" \
+                   f"{items}</instanceTypeOfferingSet></DescribeInstanceTypeOfferingsResponse>"
+        elif action == "DescribeSpotPriceHistory":
+            types = [v[0] for k, v in sorted(form.items()) if k.startswith("InstanceType.")]
+            by_id = {z: n for n, z in zones.items()}
+            items = "".join(f"<item><instanceType>{t}</instanceType><productDescription>Linux/UNIX</productDescription>"
+                            f"<spotPrice>{20 + i % 5}.125000</spotPrice><timestamp>2026-11-22T00:00:00.000Z</timestamp>"
+                            f"<availabilityZone>{by_id.get(z, z)}</availabilityZone></item>"
+                            for t, zs in sorted(self.offerings.get(region, {}).items()) if t in types
+                            for i, z in enumerate(zs))
+            body = f"<DescribeSpotPriceHistoryResponse {ns}><requestId>f</requestId><spotPriceHistorySet>{items}" \
+                   "</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>"
+        else:
+            return self._error(h, "500", service, action)
+        self._send(h, 200, body.encode(), "text/xml")
 
     def _scores(self, h: BaseHTTPRequestHandler, form: dict[str, list[str]]) -> None:
         itype = (form.get("InstanceType.1") or [""])[0]

@@ -1,0 +1,166 @@
+"""Pure parts of placement.live: overlay rules, quota table, score mapping, cache, error scrubbing, sources."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from placement.catalog import Catalog, Offer
+from placement.live.cache import TTL_S, DiskCache, fresh
+from placement.live.errors import classify, scrub
+from placement.live.overlay import LiveData, apply, quotas, score_rate
+from placement.live.runner import Outcome, Task, summarize
+from placement.shapes import shape_book
+
+
+def offer(cloud: str, region: str, zone: str, itype: str, price: float | None, spot: float | None) -> Offer:
+    shape = shape_book().get(itype)
+    assert shape is not None
+    return Offer(cloud=cloud, region=region, zone=zone, shape=shape, price=price, spot_price=spot)
+
+
+@pytest.mark.parametrize(("score", "rate"), [(10, None), (8, None), (7, 0.1), (5, 0.1), (4, 0.25), (3, 0.25),
+                                             (2, 0.5), (1, 0.5)])
+def test_placement_score_mapping(score: int, rate: float | None) -> None:
+    assert score_rate(score) == rate
+
+
+def test_overlay_drops_adds_reprices_and_scores() -> None:
+    cat = Catalog(offers=(
+        offer("aws", "us-east-1", "use1-az1", "p5.48xlarge", 98.0, 40.0),
+        offer("aws", "us-east-1", "use1-az9", "p5.48xlarge", 98.0, 41.0),  # not offered any more
+        offer("aws", "us-west-2", "usw2-az1", "p5.48xlarge", 98.0, 39.0),  # region did not answer
+        offer("aws", "us-east-1", "use1-az1", "g6.xlarge", 1.0, 0.5),  # other accelerator: untouched
+        offer("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", 88.0, 30.0),
+        offer("gcp", "us-central1", "us-central1-b", "a3-highgpu-8g", 88.0, 30.0),
+    ), as_of="2026-11-01", source="test")
+    data = LiveData(accelerators={"H100"},
+                    aws_offerings={"us-east-1": {"p5.48xlarge": ["use1-az1", "use1-az2"], "p5.4xlarge": ["use1-az1"]}},
+                    aws_zone_ids={"us-east-1": {"us-east-1a": "use1-az1", "us-east-1b": "use1-az2"}},
+                    aws_spot_rows={"us-east-1": [["p5.48xlarge", "us-east-1a", None, 21.5],
+                                                 ["p5.48xlarge", "us-east-1b", "use1-az2", 22.5]]},
+                    aws_scores={"p5.48xlarge": {"use1-az1": 4, "use1-az2": 9}},
+                    gcp_accel_zones={"nvidia-h100-80gb": ["us-central1-a", "us-central1-c"]})
+    out = {(o.cloud, o.zone, o.instance_type): o for o in apply(cat, data).offers}
+    assert ("aws", "use1-az9", "p5.48xlarge") not in out
+    a1 = out[("aws", "use1-az1", "p5.48xlarge")]
+    assert (a1.price, a1.spot_price, a1.price_source, a1.placement_score, a1.interruptions_per_hour) == (
+        98.0, 21.5, "aws-spot", 4, 0.25)
+    a2 = out[("aws", "use1-az2", "p5.48xlarge")]  # added: catalog region on-demand, live spot
+    assert (a2.price, a2.spot_price, a2.price_source, a2.placement_score, a2.interruptions_per_hour) == (
+        98.0, 22.5, "catalog-region+aws-spot", 9, None)
+    assert ("aws", "use1-az1", "p5.4xlarge") not in out  # no price known for it in that region
+    assert out[("aws", "usw2-az1", "p5.48xlarge")] == cat.offers[2]
+    assert out[("aws", "use1-az1", "g6.xlarge")] == cat.offers[3]
+    assert ("gcp", "us-central1-b", "a3-highgpu-8g") not in out
+    c = out[("gcp", "us-central1-c", "a3-highgpu-8g")]
+    assert (c.price, c.spot_price, c.price_source) == (88.0, 30.0, "catalog-region")
+
+
+def test_quota_table_needs_limit_and_usage_except_for_zero_limits() -> None:
+    data = LiveData(accelerators={"H100"},
+                    aws_quota_limits={"us-east-1": {"L-417A185B": 384.0, "L-C4BD4855": 192.0},
+                                      "eu-west-1": {"L-417A185B": 0.0, "L-C4BD4855": 96.0}},
+                    aws_usage={"us-east-1": {"P/OnDemand": 192.0, "P/Spot": 0.0}},
+                    gcp_quotas={"us-central1": {"NVIDIA_H100_GPUS": [16.0, 8.0]}})
+    q = quotas(data)
+    assert q.get("aws", "us-east-1", "L-417A185B").headroom == 192.0  # type: ignore[union-attr]
+    assert q.get("aws", "us-east-1", "L-C4BD4855").headroom == 192.0  # type: ignore[union-attr]
+    assert q.get("aws", "eu-west-1", "L-417A185B").headroom == 0.0  # type: ignore[union-attr]
+    assert q.get("aws", "eu-west-1", "L-C4BD4855") is None  # usage unknown: quota unknown
+    assert q.get("gcp", "us-central1", "NVIDIA_H100_GPUS").headroom == 8.0  # type: ignore[union-attr]
+
+
+def test_scrub_removes_credentials_and_tokens() -> None:
+    text = ("AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY "
+            "https://x/?X-Amz-Security-Token=FQoGZXIvYXdzEJr&X-Amz-Signature=abc123 "
+            "Authorization: Bearer ya29.a0AfH6SMB password=hunter2 "
+            "-----BEGIN PRIVATE KEY-----\nMIIEv\n-----END PRIVATE KEY-----")
+    out = scrub(text, limit=1000)
+    for secret in ("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI", "FQoGZXIvYXdzEJr", "abc123", "ya29.a0AfH6SMB", "hunter2",
+                   "MIIEv"):
+        assert secret not in out
+    assert "\n" not in scrub("a\nb") and len(scrub("x" * 500)) <= 160
+
+
+class _ClientError(Exception):
+    def __init__(self, code: str, http: int) -> None:
+        super().__init__(code)
+        self.response = {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": http}}
+
+
+class _GoogleError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"{code}")
+        self.code = code
+
+
+class RetryError(Exception):  # the name google.api_core uses
+    def __init__(self, cause: Exception | None) -> None:
+        super().__init__("Timeout of 2.0s exceeded")
+        self.cause = cause
+
+
+class ReadTimeoutError(Exception):
+    pass
+
+
+class NoCredentialsError(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("exc", "status"), [
+    (_ClientError("UnauthorizedOperation", 403), "denied"), (_ClientError("OptInRequired", 401), "denied"),
+    (_ClientError("RequestLimitExceeded", 503), "throttled"), (_ClientError("Whatever", 429), "throttled"),
+    (_ClientError("InternalError", 500), "error"), (_GoogleError(403), "denied"), (_GoogleError(429), "throttled"),
+    (_GoogleError(500), "error"), (RetryError(_GoogleError(500)), "error"), (RetryError(None), "timeout"),
+    (ReadTimeoutError("read timeout"), "timeout"), (NoCredentialsError("none"), "no-credentials"),
+    (ValueError("odd"), "error")])
+def test_classify(exc: Exception, status: str) -> None:
+    assert classify(exc)[0] == status
+
+
+def test_cache_roundtrip_ttl_and_bad_files(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path)
+    cache.put("k1", {"a": [1, 2]})
+    entry = cache.get("k1")
+    assert entry is not None and entry.data == {"a": [1, 2]} and fresh(entry, "quotas")
+    cache.put("k2", [1], fetched_at=time.time() - TTL_S["quotas"] - 1)
+    old = cache.get("k2")
+    assert old is not None and not fresh(old, "quotas") and fresh(old, "offerings")
+    assert cache.get("missing") is None
+    path = cache._path("k1")
+    path.write_text("{not json")
+    assert cache.get("k1") is None
+    path.write_text(json.dumps({"key": "other", "fetched_at": 0, "data": 1}))
+    assert cache.get("k1") is None  # a hash collision or foreign file is not an answer
+    assert not [p for p in os.listdir(cache.dir) if p.startswith(".tmp")]
+
+
+def _task(cloud: str, service: str, region: str, op: str = "x") -> Task:
+    return Task(cloud, service, region, "quotas", op, (), "scope")
+
+
+def test_sources_fold_successes_and_name_failures() -> None:
+    outcomes: dict[Task, Any] = {
+        _task("aws", "service-quotas", "us-east-1"): Outcome("ok", 1),
+        _task("aws", "service-quotas", "us-west-2"): Outcome("ok", 1),
+        _task("aws", "service-quotas", "eu-west-1"): Outcome("throttled", None, "Throttling (HTTP 429)"),
+        _task("aws", "ec2:offerings", "us-east-1"): Outcome("cached", 1, "", 30.0),
+        _task("gcp", "compute:regions", "us-central1", "a"): Outcome("no-credentials", None, "no ADC"),
+        _task("gcp", "compute:regions", "us-central1", "b"): Outcome("no-credentials", None, "no ADC"),
+    }
+    rows = [s.as_dict() for s in summarize(outcomes)]
+    assert rows[0] == {"cloud": "aws", "service": "service-quotas", "region": "eu-west-1", "status": "throttled",
+                       "detail": "Throttling (HTTP 429)", "age_s": None}
+    assert {"cloud": "gcp", "service": "credentials", "region": "", "status": "no-credentials", "detail": "no ADC",
+            "age_s": None} in rows
+    ok = next(r for r in rows if r["status"] == "ok")
+    assert ok["service"] == "service-quotas" and ok["detail"] == "2 regions"
+    cached = next(r for r in rows if r["status"] == "cached")
+    assert cached["region"] == "us-east-1" and cached["age_s"] == 30.0
