@@ -156,8 +156,8 @@ def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, b
     big = max((cost[i] for i in members), default=0.0) * 10 + 1.0
     n = len(members) + len(jobs)
     sub.addCols(n, [cost[i] for i in members] + [big] * len(jobs), [0.0] * n, [1.0] * n, 0, [], [], [])
-    sub.changeColsIntegrality(len(members), list(range(len(members))),
-                              [highspy.HighsVarType.kInteger] * len(members))
+    integer = [highspy.HighsVarType.kInteger] * len(members)
+    sub.changeColsIntegrality(len(members), list(range(len(members))), integer)  # type: ignore[arg-type]
     pos = {i: k for k, i in enumerate(members)}
     for k, j in enumerate(jobs):
         idx = [pos[i] for i in by_job[j]] + [len(members) + k]
@@ -219,9 +219,13 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     inf = highspy.kHighsInf
     # Phase 1 objective: count unplaced jobs only.
     h.addCols(n, [0.0] * n_x + [1.0] * len(jobs), [0.0] * n, [1.0] * n, 0, [], [], [])
-    h.changeColsIntegrality(n_x, list(range(n_x)), [highspy.HighsVarType.kInteger] * n_x)
+    h.changeColsIntegrality(n_x, list(range(n_x)), [highspy.HighsVarType.kInteger] * n_x)  # type: ignore[arg-type]
 
-    lower, upper, starts, index, value = [], [], [], [], []
+    lower: list[float] = []
+    upper: list[float] = []
+    starts: list[int] = []
+    index: list[int] = []
+    value: list[float] = []
     by_job: dict[int, list[int]] = defaultdict(list)
     by_group: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for i, (j, r) in enumerate(cols):
@@ -246,8 +250,8 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
 
     warm = [0.0] * n
     index_of = {(j, _option_key(r)): i for i, (j, r) in enumerate(cols)}
-    for j, r in enumerate(start):
-        warm[n_x + j if r is None else index_of[(j, _option_key(r))]] = 1.0
+    for j, pick in enumerate(start):
+        warm[n_x + j if pick is None else index_of[(j, _option_key(pick))]] = 1.0
     h.setSolution(n, list(range(n)), warm)
 
     # Phase 1: the most jobs quota allows. Phase 2: at that count, the least cost. Solving the two

@@ -31,8 +31,11 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "nodes": c.nodes,
         "capacity": c.capacity,
         "usd_per_hour": _money(c.usd_per_hour),
-        "cost": {"compute_usd": _money(c.cost.compute_usd), "egress_usd": _money(c.cost.egress_usd),
-                 "total_usd": _money(c.cost.total_usd)},
+        "cost": {
+            "compute_usd": _money(c.cost.compute_usd),
+            "egress_usd": _money(c.cost.egress_usd),
+            "total_usd": _money(c.cost.total_usd),
+        },
         "quota": {"key": c.quota.key, "unit": c.quota.unit, "needed": c.quota.needed, "headroom": c.quota.headroom},
         "feasible": c.feasible,
         "notes": list(c.notes),
@@ -51,8 +54,9 @@ def catalog_info(catalog: Catalog) -> dict[str, Any]:
     return {"source": catalog.source, "as_of": catalog.as_of, "offers": len(catalog.offers)}
 
 
-def plan_doc(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
-             sources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def plan_doc(
+    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for one job."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
     cands = [candidate_doc(c, i + 1) for i, c in enumerate(shown)]
@@ -72,13 +76,20 @@ def plan_doc(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
     }
 
 
-def batch_doc(result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None,
-              sources: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def batch_doc(
+    result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None, sources: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for a batch: one ``chosen`` per job, the total and solver status."""
     jobs = []
     for a in result.assignments:
-        jobs.append({"job": a.job.name, "chosen": candidate_doc(a.candidate, 1) if a.candidate else None,
-                     "placed": a.candidate is not None, "reason": a.reason})
+        jobs.append(
+            {
+                "job": a.job.name,
+                "chosen": candidate_doc(a.candidate, 1) if a.candidate else None,
+                "placed": a.candidate is not None,
+                "reason": a.reason,
+            }
+        )
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "kind": "batch",
@@ -89,13 +100,16 @@ def batch_doc(result: BatchResult, catalog: Catalog, greedy: BatchResult | None 
         "unplaceable": len(result.assignments) - result.placed,
         "total_usd": round(result.total_usd, 4),
         "solver": {"name": result.solver, "status": result.status},
-        "quota_used": [{"cloud": g[0], "region": g[1], "quota": g[2], "used": v}
-                       for g, v in sorted(result.quota_used.items())],
+        "quota_used": [
+            {"cloud": g[0], "region": g[1], "quota": g[2], "used": v} for g, v in sorted(result.quota_used.items())
+        ],
     }
     if greedy is not None:
-        doc["greedy"] = {"total_usd": round(greedy.total_usd, 4), "placed": greedy.placed,
-                         "saved_usd": round(greedy.total_usd - result.total_usd, 4)
-                         if greedy.placed == result.placed else None}
+        doc["greedy"] = {
+            "total_usd": round(greedy.total_usd, 4),
+            "placed": greedy.placed,
+            "saved_usd": round(greedy.total_usd - result.total_usd, 4) if greedy.placed == result.placed else None,
+        }
     return doc
 
 
@@ -105,7 +119,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        pairs = enumerate(zip(cells, widths, strict=True))
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in pairs)
+
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
 
 
@@ -119,25 +135,52 @@ def _headroom(c: Candidate) -> str:
     return f"{c.quota.needed}/{c.quota.headroom:g} {c.quota.unit}"
 
 
-PLAN_HEADERS = ("#", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "compute $", "egress $",
-                "total $", "quota need/headroom", "notes")
+PLAN_HEADERS = (
+    "#",
+    "cloud",
+    "region",
+    "zone",
+    "instance x nodes",
+    "capacity",
+    "$/h",
+    "compute $",
+    "egress $",
+    "total $",
+    "quota need/headroom",
+    "notes",
+)
 
 
 def candidate_row(c: Candidate, rank: str) -> list[str]:
     o = c.offer
     notes = c.excluded or ", ".join(c.notes)
-    return [rank, o.cloud, o.region, o.zone, f"{o.instance_type} x{c.nodes}", c.capacity, _usd(c.usd_per_hour),
-            _usd(c.cost.compute_usd), _usd(c.cost.egress_usd), _usd(c.cost.total_usd), _headroom(c), notes]
+    return [
+        rank,
+        o.cloud,
+        o.region,
+        o.zone,
+        f"{o.instance_type} x{c.nodes}",
+        c.capacity,
+        _usd(c.usd_per_hour),
+        _usd(c.cost.compute_usd),
+        _usd(c.cost.egress_usd),
+        _usd(c.cost.total_usd),
+        _headroom(c),
+        notes,
+    ]
 
 
-def plan_text(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
-              sources: Sequence[dict[str, Any]] = ()) -> str:
+def plan_text(
+    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = ()
+) -> str:
     shown = list(p.ranked) if all_candidates else list(p.head(top))
     rows = [candidate_row(c, str(i + 1)) for i, c in enumerate(shown)]
     if all_candidates:
         rows += [candidate_row(c, "x") for c in p.excluded]
-    out = [f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h, "
-           f"capacity {p.job.capacity} (catalog {catalog.source}, as of {catalog.as_of})"]
+    out = [
+        f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h, "
+        f"capacity {p.job.capacity} (catalog {catalog.source}, as of {catalog.as_of})"
+    ]
     out.append(table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9}) if rows else "(no runnable candidate)")
     hidden = len(p.rows) - len(shown)
     if hidden > 0 and not all_candidates:
@@ -150,8 +193,16 @@ def plan_text(p: Plan, catalog: Catalog, *, top: int, all_candidates: bool,
 def sources_text(sources: Sequence[dict[str, Any]]) -> str:
     if not sources:
         return ""
-    rows = [[s.get("cloud", ""), s.get("service", ""), s.get("region", "") or "-", s.get("status", ""),
-             s.get("detail", "") or ""] for s in sources]
+    rows = [
+        [
+            s.get("cloud", ""),
+            s.get("service", ""),
+            s.get("region", "") or "-",
+            s.get("status", ""),
+            s.get("detail", "") or "",
+        ]
+        for s in sources
+    ]
     return "sources:\n" + table(("cloud", "service", "region", "status", "detail"), rows)
 
 
@@ -163,31 +214,73 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
             rows.append([a.job.name, "-", "-", "-", "-", "-", "-", "-", a.reason or "unplaceable"])
             continue
         o = c.offer
-        rows.append([a.job.name, o.cloud, o.region, o.zone, f"{o.instance_type} x{c.nodes}", c.capacity,
-                     _usd(c.usd_per_hour), _usd(c.cost.total_usd), ", ".join(c.notes)])
-    out = [table(("job", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "notes"),
-                 rows, right={6, 7})]
-    out.append(f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
-               f"(solver {result.solver}: {result.status}; catalog {catalog.source}, as of {catalog.as_of})")
+        rows.append(
+            [
+                a.job.name,
+                o.cloud,
+                o.region,
+                o.zone,
+                f"{o.instance_type} x{c.nodes}",
+                c.capacity,
+                _usd(c.usd_per_hour),
+                _usd(c.cost.total_usd),
+                ", ".join(c.notes),
+            ]
+        )
+    out = [
+        table(
+            ("job", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "notes"),
+            rows,
+            right={6, 7},
+        )
+    ]
+    out.append(
+        f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
+        f"(solver {result.solver}: {result.status}; catalog {catalog.source}, as of {catalog.as_of})"
+    )
     if greedy is not None:
         if greedy.placed == result.placed:
-            out.append(f"one-by-one greedy in arrival order: ${greedy.total_usd:,.2f}; "
-                       f"joint placement saves ${greedy.total_usd - result.total_usd:,.2f}")
+            out.append(
+                f"one-by-one greedy in arrival order: ${greedy.total_usd:,.2f}; "
+                f"joint placement saves ${greedy.total_usd - result.total_usd:,.2f}"
+            )
         else:
-            out.append(f"one-by-one greedy in arrival order places only {greedy.placed} "
-                       f"(${greedy.total_usd:,.2f}); joint placement places {result.placed}")
+            out.append(
+                f"one-by-one greedy in arrival order places only {greedy.placed} "
+                f"(${greedy.total_usd:,.2f}); joint placement places {result.placed}"
+            )
     return "\n".join(out)
 
 
 def offers_text(offers: Sequence[Offer]) -> str:
-    rows = [[o.cloud, o.region, o.zone, o.instance_type, o.shape.accelerator, str(o.shape.gpus),
-             "-" if o.price is None else f"{o.price:,.2f}", "-" if o.spot_price is None else f"{o.spot_price:,.2f}"]
-            for o in offers]
-    return table(("cloud", "region", "zone", "instance", "accelerator", "GPUs", "on-demand $/h", "spot $/h"), rows,
-                 right={5, 6, 7})
+    rows = [
+        [
+            o.cloud,
+            o.region,
+            o.zone,
+            o.instance_type,
+            o.shape.accelerator,
+            str(o.shape.gpus),
+            "-" if o.price is None else f"{o.price:,.2f}",
+            "-" if o.spot_price is None else f"{o.spot_price:,.2f}",
+        ]
+        for o in offers
+    ]
+    return table(
+        ("cloud", "region", "zone", "instance", "accelerator", "GPUs", "on-demand $/h", "spot $/h"),
+        rows,
+        right={5, 6, 7},
+    )
 
 
 def offer_doc(o: Offer) -> dict[str, Any]:
-    return {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
-            "accelerator": o.shape.accelerator, "gpus_per_node": o.shape.gpus, "usd_per_hour": o.price,
-            "spot_usd_per_hour": o.spot_price}
+    return {
+        "cloud": o.cloud,
+        "region": o.region,
+        "zone": o.zone,
+        "instance_type": o.instance_type,
+        "accelerator": o.shape.accelerator,
+        "gpus_per_node": o.shape.gpus,
+        "usd_per_hour": o.price,
+        "spot_usd_per_hour": o.spot_price,
+    }

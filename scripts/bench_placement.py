@@ -55,9 +55,15 @@ def bench_plan(repeat: int) -> None:
     from placement.render import plan_doc
 
     offers = generated_catalog(50_000)
-    job = parse_job({"name": "bench", "accelerator": ["H100", "H200", "A100"], "gpus": 32, "hours": 24,
-                     "data": {"dataset": {"uri": "s3://b/d", "size_gb": 3000, "region": "us-east-1"},
-                              "outputs_gb": 200}})
+    job = parse_job(
+        {
+            "name": "bench",
+            "accelerator": ["H100", "H200", "A100"],
+            "gpus": 32,
+            "hours": 24,
+            "data": {"dataset": {"uri": "s3://b/d", "size_gb": 3000, "region": "us-east-1"}, "outputs_gb": 200},
+        }
+    )
     cat = Catalog(tuple(offers), "2026-11-01", "generated")
 
     def run() -> Any:
@@ -65,8 +71,10 @@ def bench_plan(repeat: int) -> None:
         return plan_doc(p, cat, top=10, all_candidates=False)
 
     median, doc = timed(run, repeat)
-    print(f"plan, 50,000-offer generated catalog: median {median:.3f} s over {repeat} runs "
-          f"({doc['runnable']} runnable, {doc['excluded']} excluded; target < 0.3 s)")
+    print(
+        f"plan, 50,000-offer generated catalog: median {median:.3f} s over {repeat} runs "
+        f"({doc['runnable']} runnable, {doc['excluded']} excluded; target < 0.3 s)"
+    )
 
 
 def contended_batch(n_jobs: int, nodes_choice: tuple[int, ...], seed: int = 11) -> tuple[list[Any], Any]:
@@ -78,17 +86,35 @@ def contended_batch(n_jobs: int, nodes_choice: tuple[int, ...], seed: int = 11) 
 
     rng = random.Random(seed)
     cat = embedded_catalog()
-    homes = [("s3", "us-east-1"), ("s3", "us-west-2"), ("gs", "us-central1"), ("gs", "europe-west4"),
-             ("s3", "eu-north-1")]
+    homes = [
+        ("s3", "us-east-1"),
+        ("s3", "us-west-2"),
+        ("gs", "us-central1"),
+        ("gs", "europe-west4"),
+        ("s3", "eu-north-1"),
+    ]
     jobs = []
     for i in range(n_jobs):
         scheme, region = rng.choice(homes)
-        jobs.append(parse_job({
-            "name": f"job-{i}", "accelerator": rng.choice([["H100"], ["H100", "H200"], ["A100", "A100-80GB"], ["B200"]]),
-            "gpus": rng.choice([8, 8, 16, 32, 64]), "hours": rng.choice([4, 12, 24, 72]),
-            "capacity": rng.choice(["any", "on-demand", "spot"]),
-            "data": {"dataset": {"uri": f"{scheme}://bucket/{i}", "size_gb": rng.choice([200, 1000, 5000, 20000]),
-                                 "region": region}, "outputs_gb": rng.choice([50, 200, 1000])}}))
+        jobs.append(
+            parse_job(
+                {
+                    "name": f"job-{i}",
+                    "accelerator": rng.choice([["H100"], ["H100", "H200"], ["A100", "A100-80GB"], ["B200"]]),
+                    "gpus": rng.choice([8, 8, 16, 32, 64]),
+                    "hours": rng.choice([4, 12, 24, 72]),
+                    "capacity": rng.choice(["any", "on-demand", "spot"]),
+                    "data": {
+                        "dataset": {
+                            "uri": f"{scheme}://bucket/{i}",
+                            "size_gb": rng.choice([200, 1000, 5000, 20000]),
+                            "region": region,
+                        },
+                        "outputs_gb": rng.choice([50, 200, 1000]),
+                    },
+                }
+            )
+        )
     quotas = {}
     for o in cat.offers:
         for key in (o.shape.quota.on_demand, o.shape.quota.spot):
@@ -104,14 +130,20 @@ def bench_batch(repeat: int, label: str, nodes_choice: tuple[int, ...]) -> None:
     jobs, (cat, quotas) = contended_batch(500, nodes_choice)
     median, result = timed(lambda: solve(jobs, cat.offers, quotas), repeat)
     g = greedy(jobs, cat.offers, quotas)
-    print(f"plan-batch, 500 jobs, embedded catalog ({len(cat.offers)} offers), {label} (headroom of "
-          f"{'/'.join(map(str, nodes_choice))} nodes per region and quota key): median {median:.3f} s over {repeat} "
-          f"runs (target < 3 s); solver {result.status}, gap {result.gap:.3%}")
-    print(f"  joint MILP: {result.placed} placed, ${result.total_usd:,.0f}; greedy in arrival order: {g.placed} "
-          f"placed, ${g.total_usd:,.0f}")
+    print(
+        f"plan-batch, 500 jobs, embedded catalog ({len(cat.offers)} offers), {label} (headroom of "
+        f"{'/'.join(map(str, nodes_choice))} nodes per region and quota key): median {median:.3f} s over {repeat} "
+        f"runs (target < 3 s); solver {result.status}, gap {result.gap:.3%}"
+    )
+    print(
+        f"  joint MILP: {result.placed} placed, ${result.total_usd:,.0f}; greedy in arrival order: {g.placed} "
+        f"placed, ${g.total_usd:,.0f}"
+    )
     if g.placed == result.placed:
-        print(f"  saved vs greedy: ${g.total_usd - result.total_usd:,.0f} "
-              f"({(g.total_usd - result.total_usd) / g.total_usd:.1%})")
+        print(
+            f"  saved vs greedy: ${g.total_usd - result.total_usd:,.0f} "
+            f"({(g.total_usd - result.total_usd) / g.total_usd:.1%})"
+        )
     else:
         print(f"  MILP places {result.placed - g.placed} more jobs than greedy")
 
@@ -121,8 +153,10 @@ def bench_help(repeat: int) -> None:
     subprocess.run(cmd, capture_output=True, check=True)  # warm the OS file cache
     median, _ = timed(lambda: subprocess.run(cmd, capture_output=True, check=True), repeat)
     base, _ = timed(lambda: subprocess.run([sys.executable, "-c", "pass"], capture_output=True, check=True), repeat)
-    print(f"placement --help cold start: median {median:.3f} s over {repeat} runs (bare interpreter {base:.3f} s; "
-          "target < 0.35 s)")
+    print(
+        f"placement --help cold start: median {median:.3f} s over {repeat} runs (bare interpreter {base:.3f} s; "
+        "target < 0.35 s)"
+    )
 
 
 def main() -> None:

@@ -27,8 +27,9 @@ def test_beats_greedy_when_first_job_takes_the_cheap_region():
     west = offer("p5.48xlarge", "us-west-2", price=51)
     q = quotas(("aws", "us-east-1", "L-417A185B", 192, 0), ("aws", "us-west-2", "L-417A185B", 384, 0))
     a = job(name="a", capacity="on-demand")
-    b = job(name="b", capacity="on-demand",
-            data={"dataset": {"uri": "s3://x/y", "size_gb": 5000, "region": "us-east-1"}})
+    b = job(
+        name="b", capacity="on-demand", data={"dataset": {"uri": "s3://x/y", "size_gb": 5000, "region": "us-east-1"}}
+    )
     g = greedy([a, b], [east, west], q)
     m = solve([a, b], [east, west], q)
     assert [x.candidate.offer.region for x in g.assignments] == ["us-east-1", "us-west-2"]
@@ -47,13 +48,22 @@ def test_reports_unplaceable_when_quota_runs_out():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 24), st.sampled_from(["spot", "on-demand", "any"])), min_size=1, max_size=8),
-       st.lists(st.integers(0, 600), min_size=4, max_size=4))
+@given(
+    st.lists(st.tuples(st.integers(1, 24), st.sampled_from(["spot", "on-demand", "any"])), min_size=1, max_size=8),
+    st.lists(st.integers(0, 600), min_size=4, max_size=4),
+)
 def test_never_exceeds_headroom_and_never_worse_than_greedy(specs, limits):
-    offers = [offer("p5.48xlarge", "us-east-1", price=55, spot=20), offer("p5.48xlarge", "us-west-2", price=50, spot=25),
-              offer("a3-megagpu-8g", "us-central1", price=90, spot=40)]
-    q = quotas(("aws", "us-east-1", "L-417A185B", limits[0], 0), ("aws", "us-east-1", "L-C4BD4855", limits[1], 0),
-               ("aws", "us-west-2", "L-417A185B", limits[2], 0), ("gcp", "us-central1", "NVIDIA_H100_MEGA_GPUS", limits[3] // 8, 0))
+    offers = [
+        offer("p5.48xlarge", "us-east-1", price=55, spot=20),
+        offer("p5.48xlarge", "us-west-2", price=50, spot=25),
+        offer("a3-megagpu-8g", "us-central1", price=90, spot=40),
+    ]
+    q = quotas(
+        ("aws", "us-east-1", "L-417A185B", limits[0], 0),
+        ("aws", "us-east-1", "L-C4BD4855", limits[1], 0),
+        ("aws", "us-west-2", "L-417A185B", limits[2], 0),
+        ("gcp", "us-central1", "NVIDIA_H100_MEGA_GPUS", limits[3] // 8, 0),
+    )
     jobs = [job(name=f"j{i}", gpus=g, capacity=c) for i, (g, c) in enumerate(specs)]
     m = solve(jobs, offers, q)
     g = greedy(jobs, offers, q)

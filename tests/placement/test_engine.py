@@ -25,8 +25,13 @@ def market(draw):
     rows = []
     for cloud, regions in REGIONS.items():
         for region in regions:
-            for key in ("L-417A185B", "L-C4BD4855", "NVIDIA_H100_GPUS", "PREEMPTIBLE_NVIDIA_H100_GPUS",
-                        "NVIDIA_H100_MEGA_GPUS"):
+            for key in (
+                "L-417A185B",
+                "L-C4BD4855",
+                "NVIDIA_H100_GPUS",
+                "PREEMPTIBLE_NVIDIA_H100_GPUS",
+                "NVIDIA_H100_MEGA_GPUS",
+            ):
                 if draw(st.booleans()):
                     rows.append((cloud, region, key, draw(st.integers(0, 800)), draw(st.integers(0, 400))))
     return offers, quotas(*rows)
@@ -77,7 +82,9 @@ def test_quota_unknown_ranks_after_known_feasible_even_if_cheaper():
 
 def test_gcp_quota_counts_gpus_and_spot_uses_preemptible_metric():
     o = offer("a3-highgpu-8g", "us-central1", price=80, spot=30)
-    q = quotas(("gcp", "us-central1", "NVIDIA_H100_GPUS", 16, 0), ("gcp", "us-central1", "PREEMPTIBLE_NVIDIA_H100_GPUS", 8, 0))
+    q = quotas(
+        ("gcp", "us-central1", "NVIDIA_H100_GPUS", 16, 0), ("gcp", "us-central1", "PREEMPTIBLE_NVIDIA_H100_GPUS", 8, 0)
+    )
     p = plan(job(gpus=16), [o], q)
     by_cap = {c.capacity: c for c in p.ranked + p.excluded}
     assert by_cap["on-demand"].quota.needed == 16 and by_cap["on-demand"].feasible is True
