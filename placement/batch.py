@@ -13,6 +13,7 @@ in the single-job plan. Both phases are solved to HiGHS's MIP gap tolerance (``m
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -184,6 +185,56 @@ def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, b
             out[n_x + j] = 1.0
 
 
+def _run(h: Any, deadline: float) -> None:
+    """Run HiGHS with whatever is left of the batch's time budget."""
+    h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
+    h.run()
+
+
+def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hint: list[float], bound: float,
+                            reduced: Sequence[float], deadline: float) -> None:
+    """Solve the MILP over a growing set of columns, exactly.
+
+    LP duality gives, for any integer solution x, cost(x) >= LP bound + Σ reduced[i]·x[i] over columns at
+    their lower bound in the LP optimum. So once a restricted MILP (columns with small reduced cost)
+    has a solution of cost z, no left-out column with reduced cost above z - bound can improve on it:
+    the restricted optimum is the optimum. Otherwise the columns that could still matter are added and
+    the MILP is solved again. The relaxation of this assignment structure is tight, so the first
+    restricted problem is small and usually already proves optimality.
+    """
+    import highspy
+
+    incumbent = sum(c * v for c, v in zip(costs, hint, strict=True))
+    per_job = max(abs(bound), 1.0) / max(n - n_x, 1)
+    threshold = 1e-3 * per_job  # columns within 0.1% of an average job's cost of the LP's choice
+    allowed = [reduced[i] <= threshold or hint[i] > 0.5 for i in range(n_x)]
+    final_gap = float(h.getOptionValue("mip_rel_gap")[1])
+    # While columns are still being added, a looser gap is enough: only the last solve must be tight.
+    h.setOptionValue("mip_rel_gap", max(final_gap, 1e-3))
+    tight = False
+    while True:
+        h.changeColsBounds(n_x, list(range(n_x)), [0.0] * n_x, [1.0 if a else 0.0 for a in allowed])
+        h.setSolution(n, list(range(n)), hint)
+        _run(h, deadline)
+        solution = h.getSolution()
+        if not solution.value_valid or h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return
+        x = list(solution.col_value)
+        z = min(h.getInfo().objective_function_value, incumbent)
+        slack = z - bound + 1e-9 * max(abs(z), 1.0)
+        threshold = min(slack, threshold * 10)
+        extra = [i for i in range(n_x) if not allowed[i] and reduced[i] <= slack]
+        if not extra and tight:
+            return
+        if not extra:
+            tight = True
+            h.setOptionValue("mip_rel_gap", final_gap)
+        for i in extra:
+            if reduced[i] <= threshold:
+                allowed[i] = True
+        hint, incumbent = x, z
+
+
 def greedy(jobs: Iterable[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None = None,
            book: EgressBook | None = None) -> BatchResult:
     """Place jobs one by one in arrival order, each on its cheapest candidate that still fits."""
@@ -198,6 +249,7 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     """Minimise the batch's total cost subject to quota headroom per (cloud, region, quota key)."""
     import highspy
 
+    deadline = time.monotonic() + time_limit_s
     plans = [plan(job, offers, quotas, book) for job in jobs]
     options = [_options(p) for p in plans]
     # Greedy is a feasible solution: hand it to HiGHS as the first incumbent.
@@ -214,7 +266,6 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", mip_rel_gap)
     inf = highspy.kHighsInf
     # Phase 1 objective: count unplaced jobs only.
@@ -259,7 +310,7 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     # otherwise stall the search.
     status = "Optimal"
     if start_placed < len(jobs):
-        h.run()
+        _run(h, deadline)
         status = h.modelStatusToString(h.getModelStatus())
         if not h.getSolution().value_valid:
             return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
@@ -268,19 +319,14 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     h.changeColsCost(n, list(range(n)), costs)
     hint = warm
     relaxed = _lp_rounding(h, cols, n_x, len(jobs), by_job)
-    if relaxed is not None:
+    if relaxed is None:
+        h.setSolution(n, list(range(n)), hint)
+        _run(h, deadline)
+    else:
         rounded, bound, reduced = relaxed
         if sum(rounded[n_x:]) <= sum(warm[n_x:]):
             hint = rounded
-        # Reduced-cost fixing: a column whose LP reduced cost exceeds (incumbent - LP bound) cannot be in
-        # any solution better than the incumbent, so dropping it keeps the optimum and shrinks the search.
-        incumbent = sum(c * v for c, v in zip(costs, hint, strict=True))
-        slack = incumbent - bound + 1e-6 * max(1.0, abs(incumbent))
-        drop = [i for i in range(n_x) if reduced[i] > slack and hint[i] < 0.5]
-        if drop:
-            h.changeColsBounds(len(drop), drop, [0.0] * len(drop), [0.0] * len(drop))
-    h.setSolution(n, list(range(n)), hint)
-    h.run()
+        _solve_by_reduced_costs(h, n, n_x, costs, hint, bound, reduced, deadline)
     status = h.modelStatusToString(h.getModelStatus())
     solution = h.getSolution()
     if not solution.value_valid:

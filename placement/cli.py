@@ -64,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("plan-batch", help="place a burst of jobs jointly under shared quota (exact MILP)")
     b.add_argument("jobs", metavar="JOBS.yaml", help="a mapping with a jobs: list of job specs")
     b.add_argument("--no-greedy", action="store_true", help="skip the one-by-one greedy comparison")
+    b.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS",
+                   help="solver time budget; the best solution found by then is reported with its gap (default 30)")
     _add_data_flags(b)
 
     o = sub.add_parser("offers", help="list catalog offers for an accelerator")
@@ -198,7 +200,9 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     quotas = load_quotas(args.quotas)
     accels = sorted({a for j in jobs for a in j.accelerators})
     catalog, quotas, sources = _live_data(args, catalog, quotas, accels, None)
-    result = solve(jobs, catalog.offers, quotas)
+    if args.time_limit <= 0:
+        raise UsageError("--time-limit: must be a positive number of seconds")
+    result = solve(jobs, catalog.offers, quotas, time_limit_s=args.time_limit)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas)
     _emit(batch_doc(result, catalog, base, sources), "" if args.json else batch_text(result, catalog, base), args.json)
     return EXIT_OK if result.placed else EXIT_NOTHING_FEASIBLE

@@ -99,7 +99,7 @@ def batch_doc(
         "placed": result.placed,
         "unplaceable": len(result.assignments) - result.placed,
         "total_usd": round(result.total_usd, 4),
-        "solver": {"name": result.solver, "status": result.status},
+        "solver": {"name": result.solver, "status": result.status, "mip_gap": result.gap},
         "quota_used": [
             {"cloud": g[0], "region": g[1], "quota": g[2], "used": v} for g, v in sorted(result.quota_used.items())
         ],
