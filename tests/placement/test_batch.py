@@ -79,3 +79,58 @@ def test_never_exceeds_headroom_and_never_worse_than_greedy(specs, limits):
 
 def _unknown(result):
     return sum(1 for a in result.assignments if a.candidate and a.candidate.quota_group is None)
+
+
+def _brute_force(jobs, offers, q):
+    """Best (most placed, fewest quota-unknown, least cost) over every assignment, by enumeration."""
+    import itertools
+
+    from placement.engine import plan
+
+    options = [[None, *plan(j, offers, q).ranked] for j in jobs]
+    best = None
+    for combo in itertools.product(*options):
+        used = defaultdict(float)
+        ok = True
+        for c in combo:
+            if c is not None and c.quota_group:
+                used[c.quota_group] += c.quota.needed
+                ok = ok and used[c.quota_group] <= q.get(*c.quota_group).headroom
+        if not ok:
+            continue
+        placed = [c for c in combo if c is not None]
+        key = (-len(placed), sum(1 for c in placed if c.quota_group is None), sum(c.cost.total_usd for c in placed))
+        best = key if best is None or key < best else best
+    return best
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([8, 16]),
+            st.sampled_from(["spot", "on-demand"]),
+            st.sampled_from(["us-east-1", "us-west-2"]),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(st.integers(0, 4), min_size=3, max_size=3),
+)
+def test_matches_brute_force_optimum(specs, nodes):
+    offers = [
+        offer("p5.48xlarge", "us-east-1", price=55, spot=20),
+        offer("p5.48xlarge", "us-west-2", price=50, spot=25),
+    ]
+    q = quotas(
+        ("aws", "us-east-1", "L-417A185B", 192 * nodes[0], 0),
+        ("aws", "us-east-1", "L-C4BD4855", 192 * nodes[1], 0),
+        ("aws", "us-west-2", "L-417A185B", 192 * nodes[2], 0),
+    )
+    data = lambda region: {"dataset": {"uri": "s3://b/d", "size_gb": 3000, "region": region}}  # noqa: E731
+    jobs = [job(name=f"j{i}", gpus=g, capacity=c, data=data(r)) for i, (g, c, r) in enumerate(specs)]
+    m = solve(jobs, offers, q)
+    want = _brute_force(jobs, offers, q)
+    assert m.placed == -want[0]
+    assert _unknown(m) == want[1]
+    assert abs(m.total_usd - want[2]) <= 1e-4 * max(want[2], 1.0) + 1e-6
