@@ -104,7 +104,16 @@ class CheckpointConfig:
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    """The Kubernetes service account training pods run as (IRSA / Workload Identity)."""
+    """The Kubernetes service account training pods run as, bound to the stack's checkpoint identity
+    (AWS IRSA role, GCP Workload Identity service account).
+
+    The stack creates ServiceAccount ``service_account`` in every namespace of
+    :attr:`StackConfig.training_namespaces`: each Kueue team namespace (``kueue.teams``, where the
+    LocalQueues are and ``placement submit`` puts jobs) plus ``namespace``. ``namespace`` has no
+    LocalQueue, so GPU jobs are not admitted there; it is for tools that need the checkpoints without
+    going through Kueue (conversion, evaluation, notebooks). The cloud identity trusts exactly these
+    ``<namespace>/<service_account>`` pairs and nothing else.
+    """
 
     namespace: str = "training"
     service_account: str = "trainer"
@@ -149,6 +158,13 @@ class StackConfig:
     kueue: KueueConfig
     hub: HubConfig
     tags: Mapping[str, str]
+
+    @property
+    def training_namespaces(self) -> tuple[str, ...]:
+        """Namespaces that get the training service account: the team namespaces, then
+        ``training.namespace`` unless it is one of them (see :class:`TrainingConfig`)."""
+        teams = self.kueue.teams
+        return teams if self.training.namespace in teams else (*teams, self.training.namespace)
 
 
 def _key(path: str) -> str:
@@ -382,6 +398,12 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     _unknown_keys(tr, {"namespace", "serviceAccount"}, "training")
     training = TrainingConfig(namespace=_str(tr.get("namespace", "training"), "training.namespace"),
                               service_account=_str(tr.get("serviceAccount", "trainer"), "training.serviceAccount"))
+    # Both name Kubernetes objects (a Namespace, a ServiceAccount) and appear in IAM subjects.
+    if not _NAME.match(training.namespace):
+        raise ConfigError(_key("training.namespace"), f"{training.namespace!r} is not a valid namespace name")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", training.service_account):
+        raise ConfigError(_key("training.serviceAccount"),
+                          f"{training.service_account!r} is not a valid service account name (a DNS-1123 label)")
 
     kq = _mapping(raw.get("kueue"), "kueue")
     _unknown_keys(kq, {"version", "cohort", "teams", "flavorOrder"}, "kueue")

@@ -5,6 +5,7 @@ Consumers (``placement submit``, the hub stack, ``scripts/preview``) read these 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from infra.config import NodePoolConfig, StackConfig
@@ -25,6 +26,12 @@ def node_pool_output(pool: NodePoolConfig) -> dict[str, Any]:
     }
 
 
+def training_service_account_output(cfg: StackConfig) -> dict[str, Any]:
+    """The training ServiceAccount's name and every namespace the stack creates it in (with the cloud
+    identity annotation): ``placement submit`` runs jobs as it in those namespaces only."""
+    return {"name": cfg.training.service_account, "namespaces": list(cfg.training_namespaces)}
+
+
 def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, checkpoint_uri: Any,
                    filesystem: Any = None, extra: dict[str, Any] | None = None) -> None:
     """Export the common outputs. ``kubeconfig`` is always exported as a secret."""
@@ -37,8 +44,7 @@ def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, chec
     pulumi.export("nodePools", [node_pool_output(p) for p in cfg.node_pools])
     pulumi.export("checkpointUri", checkpoint_uri)
     pulumi.export("checkpointFilesystem", filesystem)
-    pulumi.export("trainingServiceAccount", {"namespace": cfg.training.namespace,
-                                             "name": cfg.training.service_account})
+    pulumi.export("trainingServiceAccount", training_service_account_output(cfg))
     for key, value in (extra or {}).items():
         pulumi.export(key, value)
 
@@ -47,10 +53,15 @@ class BuiltCluster:
     """What a cloud's ``build(cfg)`` hands back so shared add-ons (Kueue, device plugins) can follow.
 
     ``kubeconfig`` is a secret ``Output[str]``; ``k8s_provider`` a ``pulumi_kubernetes.Provider`` for
-    that cluster; ``node_pools`` the node pool resources add-ons must wait for.
+    that cluster; ``node_pools`` the node pool resources add-ons must wait for; ``training_identity`` the
+    annotations that bind the training ServiceAccount to the cloud's checkpoint identity
+    (``{"eks.amazonaws.com/role-arn": <role ARN>}`` on AWS, ``{"iam.gke.io/gcp-service-account": <GSA
+    email>}`` on GCP), put on that ServiceAccount in every ``cfg.training_namespaces`` namespace.
     """
 
-    def __init__(self, kubeconfig: Any, k8s_provider: Any, node_pools: list[Any]) -> None:
+    def __init__(self, kubeconfig: Any, k8s_provider: Any, node_pools: list[Any],
+                 training_identity: Mapping[str, Any] | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.k8s_provider = k8s_provider
         self.node_pools = node_pools
+        self.training_identity: Mapping[str, Any] = dict(training_identity or {})

@@ -33,8 +33,10 @@ def main() -> None:
     else:
         from infra.gcp import build  # type: ignore[assignment]
     built = build(cfg)
-    # Kueue, device plugins and NCCL installers: the same component on both clouds, fed from the pools.
+    # Kueue, device plugins, NCCL installers and the training service accounts: the same component on both
+    # clouds, fed from the pools and the cloud's checkpoint identity.
     addons = ClusterAddons(f"{cfg.cluster_name}-addons",
-                           ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=built.node_pools),
+                           ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=built.node_pools,
+                                             training_identity=built.training_identity),
                            opts=pulumi.ResourceOptions(provider=built.k8s_provider))
     pulumi.export("kueue", {"clusterQueue": addons.cluster_queue, "localQueues": addons.local_queues})

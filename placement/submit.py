@@ -87,13 +87,24 @@ class SubmitError(Exception):
 
 @dataclass(frozen=True)
 class Pool:
-    """One node pool as a cluster stack exports it (``nodePools[i]``)."""
+    """One node pool as a cluster stack exports it (``nodePools[i]``). ``min_nodes`` is 0 for stacks
+    that export none (older outputs): the pool is then treated as scaling from zero."""
 
     name: str
     instance_type: str
     capacity: str  # spot | on-demand
     zone: str
     max_nodes: int
+    min_nodes: int = 0
+
+
+@dataclass(frozen=True)
+class TrainingAccount:
+    """The training service account (``trainingServiceAccount``): its name and the namespaces the stack
+    created it in, bound to the cloud's checkpoint identity (IRSA / Workload Identity)."""
+
+    name: str
+    namespaces: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,7 @@ class ClusterStack:
     kubeconfig: Any
     checkpoint_uri: str | None
     filesystem: Mapping[str, Any] | None
-    service_account: Queue | None  # namespace/name of the training service account
+    service_account: TrainingAccount | None
     local_queues: tuple[Queue, ...] | None
     gpu_networks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -174,6 +185,21 @@ def _queues(raw: Any, where: str, source: str) -> tuple[Queue, ...]:
     return tuple(Queue(q["namespace"], q["name"]) for q in raw)
 
 
+def _training_account(raw: Any, stack: str, source: str) -> TrainingAccount | None:
+    """``{name, namespaces: [...]}``; the older ``{namespace, name}`` (one namespace) is read too."""
+    if raw is None:
+        return None
+    where = f"{stack}.trainingServiceAccount"
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise InputError(where, "must be a mapping with name and namespaces", source=source)
+    namespaces = raw.get("namespaces")
+    if namespaces is None and isinstance(raw.get("namespace"), str):
+        namespaces = [raw["namespace"]]
+    if not isinstance(namespaces, list) or not all(isinstance(n, str) and n for n in namespaces):
+        raise InputError(f"{where}.namespaces", "must be a list of namespace names", source=source)
+    return TrainingAccount(name=raw["name"], namespaces=tuple(namespaces))
+
+
 def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> ClusterStack:
     """One worker stack's outputs (the names :func:`infra.outputs.export_cluster` exports)."""
     cloud = _get(outputs, "cloud", stack, source)
@@ -189,12 +215,11 @@ def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> Cluste
                 raise InputError(f"{where}.{key}", "is required (a string)", source=source)
         if raw["capacity"] not in ("spot", "on-demand"):
             raise InputError(f"{where}.capacity", f"must be spot or on-demand, got {raw['capacity']!r}", source=source)
+        min_nodes = _whole(raw["minNodes"], f"{where}.minNodes", source) if "minNodes" in raw else 0
         pools.append(Pool(name=raw["name"], instance_type=raw["instanceType"], capacity=raw["capacity"],
-                          zone=raw["zone"], max_nodes=_whole(raw.get("maxNodes"), f"{where}.maxNodes", source)))
-    sa = outputs.get("trainingServiceAccount")
-    service_account = None
-    if isinstance(sa, Mapping) and isinstance(sa.get("namespace"), str) and isinstance(sa.get("name"), str):
-        service_account = Queue(sa["namespace"], sa["name"])
+                          zone=raw["zone"], max_nodes=_whole(raw.get("maxNodes"), f"{where}.maxNodes", source),
+                          min_nodes=min_nodes))
+    service_account = _training_account(outputs.get("trainingServiceAccount"), stack, source)
     kueue = outputs.get("kueue")
     local_queues = None
     if kueue is not None:
@@ -603,19 +628,25 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
         mounts += gd["mounts"]
         volumes += gd["volumes"]
         sidecars += gd["sidecars"]
-    if target.nodes > 1 and not target.via_hub and ex.pool.max_nodes > 1:
-        # The worker's flavor of a multi-node pool names the cloud's Topology: ask Kueue to keep the pods
-        # in the narrowest network block it can. The hub's flavors carry no Topology (infra/k8s/README.md).
+    if target.nodes > 1 and not target.via_hub and ko.tas_enabled(ex.pool.min_nodes, ex.pool.max_nodes,
+                                                                  target.shape):
+        # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
+        # a flavor without one): ask Kueue to keep the pods in the narrowest network block it can. Pools that
+        # scale carry no Topology, nor do the hub's flavors (infra/k8s/README.md).
         pod_annotations[PREFERRED_TOPOLOGY] = ko.TOPOLOGY_LEVELS[cl.cloud][0]
     container.update(env=env, resources=_resources(target), volumeMounts=mounts)
     pod_spec: dict[str, Any] = {"restartPolicy": "Never"}
-    if cl.service_account is not None:
-        pod_spec["serviceAccountName"] = cl.service_account.name
-        if cl.service_account.namespace != ns:
-            warnings.append(f"the training service account {cl.service_account.namespace}/"
-                            f"{cl.service_account.name} (IRSA / Workload Identity) is not in {ns}: create "
-                            f"ServiceAccount {ns}/{cl.service_account.name} bound to the same cloud identity, "
-                            "or the pods will not start")
+    sa = cl.service_account
+    if sa is None:
+        warnings.append(f"{cl.stack} exports no trainingServiceAccount: the pods run as the default service "
+                        "account of their namespace, without the checkpoint identity")
+    else:
+        pod_spec["serviceAccountName"] = sa.name
+        if ns not in sa.namespaces:
+            warnings.append(f"{cl.stack} has no training service account {sa.name} in {ns} (only in "
+                            f"{', '.join(sa.namespaces) or 'no namespace'}): the pods will not start until "
+                            f"ServiceAccount {ns}/{sa.name} exists; `pulumi up` the stack, which creates it in "
+                            "every team namespace bound to the checkpoint identity")
     pod_spec["nodeSelector"] = {ko.POOL_LABEL: ex.pool.name}
     pod_spec["tolerations"] = [dict(ko.GPU_TOLERATION)]
     if sidecars:

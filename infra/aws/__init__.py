@@ -14,6 +14,7 @@ from infra.aws.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, Scala
 from infra.aws.checkpoint import CheckpointStore, CheckpointStoreArgs
 from infra.aws.cluster import EksCluster, EksClusterArgs
 from infra.aws.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
+from infra.aws.iam import check_irsa_trust_size
 from infra.aws.layout import (
     Zone,
     bucket_name,
@@ -29,6 +30,8 @@ from infra.config import ConfigError, StackConfig
 from infra.outputs import BuiltCluster, export_cluster
 
 __all__ = ["build"]
+
+IRSA_ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
 
 
 def _available_zones(provider: aws.Provider, region: str) -> list[Zone]:
@@ -49,6 +52,8 @@ def build(cfg: StackConfig) -> BuiltCluster:
     try:
         plan = plan_subnets(cfg)
         autoscaler_release(cfg.cluster.kubernetes_version)
+        check_irsa_trust_size(cfg.region, [(ns, cfg.training.service_account) for ns in cfg.training_namespaces],
+                              "gpufleet:kueue.teams")
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
     stack = pulumi.get_stack()
@@ -114,4 +119,6 @@ def build(cfg: StackConfig) -> BuiltCluster:
         depends_on=[cluster.system_node_group],
     ), pulumi.ResourceOptions(providers={"aws": provider, "kubernetes": k8s_provider}))
     return BuiltCluster(kubeconfig=cluster.kubeconfig, k8s_provider=k8s_provider,
-                        node_pools=[g.node_group for g in groups])
+                        node_pools=[g.node_group for g in groups],
+                        # IRSA: the add-ons put this on the training service account of every team namespace.
+                        training_identity={IRSA_ROLE_ANNOTATION: store.training_role_arn})

@@ -1,5 +1,6 @@
 """Checkpoint storage: a durable, versioned, KMS-encrypted S3 bucket, an optional FSx for Lustre tier in the GPU
-zone linked to it, and the IRSA role training pods use to reach both.
+zone linked to it, and the IRSA role training pods use to reach both (trusted by the training service account
+of every namespace in ``cfg.training_namespaces``).
 """
 
 from __future__ import annotations
@@ -163,11 +164,14 @@ class CheckpointStore(pulumi.ComponentResource):
         if ck.filesystem.kind == "fsx":
             self.filesystem = self._fsx(name, args, bucket, tags)
 
+        # Training jobs run in the team namespaces (where the LocalQueues are); the add-ons create the
+        # service account in each of them, annotated with this role.
+        sa = cfg.training.service_account
         role = aws.iam.Role(
             f"{name}-training",
-            assume_role_policy=irsa_trust_policy(args.oidc_provider_arn, args.oidc_issuer, cfg.training.namespace,
-                                                 cfg.training.service_account),
-            description=f"training pods ({cfg.training.namespace}/{cfg.training.service_account}): "
+            assume_role_policy=irsa_trust_policy(args.oidc_provider_arn, args.oidc_issuer,
+                                                 [(ns, sa) for ns in cfg.training_namespaces]),
+            description=f"training pods (service account {sa} of the team namespaces): "
                         f"read/write {args.bucket}/{ck.prefix}",
             tags=tags("training"), opts=child)
         aws.iam.RolePolicy(f"{name}-training", role=role.id,

@@ -216,8 +216,8 @@ class EksCluster(pulumi.ComponentResource):
 
         fsx_role = aws.iam.Role(
             f"{name}-fsx-csi",
-            assume_role_policy=irsa_trust_policy(oidc.arn, self.oidc_issuer, FSX_CSI_NAMESPACE,
-                                                 FSX_CSI_SERVICE_ACCOUNT),
+            assume_role_policy=irsa_trust_policy(oidc.arn, self.oidc_issuer,
+                                                 [(FSX_CSI_NAMESPACE, FSX_CSI_SERVICE_ACCOUNT)]),
             description="FSx CSI controller (IRSA): creates and mounts FSx for Lustre volumes",
             tags=tags("fsx-csi"), opts=child)
         fsx_attach = aws.iam.RolePolicyAttachment(f"{name}-fsx-csi", role=fsx_role.name,

@@ -57,7 +57,7 @@ def build(cfg: StackConfig) -> BuiltCluster:
     store = CheckpointStore(f"{name}-checkpoints", CheckpointArgs(
         project=cfg.project, region=cfg.region, zone=cfg.gpu_zone, cluster_name=name, checkpoint=cfg.checkpoint,
         training=cfg.training, vpc_id=network.vpc.id, vpc_name=network.vpc.name, psa_cidr=plan.psa_cidr,
-        workload_pool_ready=[cluster.cluster], labels=labels), opts=opts)
+        workload_pool_ready=[cluster.cluster], labels=labels, namespaces=cfg.training_namespaces), opts=opts)
 
     export_cluster(
         cfg, cluster_name=cluster.cluster.name, kubeconfig=cluster.kubeconfig, checkpoint_uri=store.uri,
@@ -71,4 +71,6 @@ def build(cfg: StackConfig) -> BuiltCluster:
             "gpuNetworks": {p.name: [s.gke_name for _, s in plan.attachments(p)] for p in cfg.node_pools},
         })
     return BuiltCluster(kubeconfig=cluster.kubeconfig, k8s_provider=cluster.k8s_provider,
-                        node_pools=[p.node_pool for p in pools])
+                        node_pools=[p.node_pool for p in pools],
+                        # Workload Identity: the add-ons put this on the training KSA of every team namespace.
+                        training_identity={"iam.gke.io/gcp-service-account": store.service_account_email})

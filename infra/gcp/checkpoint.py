@@ -34,7 +34,9 @@ class CheckpointArgs:
     ``zone`` is the GPU zone (filesystem location); ``vpc_id``/``vpc_name`` the primary VPC;
     ``psa_cidr`` the private services range for the filesystem (``None`` without one);
     ``workload_pool_ready`` the resources that must exist before the Workload Identity binding
-    (the GKE cluster creates the ``<project>.svc.id.goog`` pool).
+    (the GKE cluster creates the ``<project>.svc.id.goog`` pool); ``namespaces`` the namespaces whose
+    ``training.service_account`` may act as the training Google service account
+    (``StackConfig.training_namespaces``).
     """
 
     project: str
@@ -48,6 +50,7 @@ class CheckpointArgs:
     psa_cidr: str | None
     workload_pool_ready: Sequence[pulumi.Resource]
     labels: Mapping[str, str]
+    namespaces: Sequence[str]
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -111,10 +114,17 @@ class CheckpointStore(pulumi.ComponentResource):
             display_name=f"Training jobs of {args.cluster_name} (Workload Identity)", opts=child)
         self.service_account_email: pulumi.Output[str] = self.service_account.account_id.apply(
             lambda a: f"{a}@{args.project}.iam.gserviceaccount.com")
-        ksa = f"serviceAccount:{args.project}.svc.id.goog[{args.training.namespace}/{args.training.service_account}]"
-        self.workload_identity = gcp.serviceaccount.IAMMember(
-            f"{name}-trainer-wi", service_account_id=self.service_account.name, role="roles/iam.workloadIdentityUser",
-            member=ksa, opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool_ready)))
+        # One binding per namespace: the add-ons create the KSA in each, annotated with this account's email.
+        self.workload_identity: list[gcp.serviceaccount.IAMMember] = []
+        for ns in args.namespaces:
+            # The binding of training.namespace used to be the only one, named without a suffix: the alias keeps
+            # it in place, since creating the new name and deleting the old would remove the shared member.
+            aliases = [pulumi.Alias(name=f"{name}-trainer-wi")] if ns == args.training.namespace else None
+            self.workload_identity.append(gcp.serviceaccount.IAMMember(
+                f"{name}-trainer-wi-{ns}", service_account_id=self.service_account.name,
+                role="roles/iam.workloadIdentityUser",
+                member=workload_identity_member(args.project, ns, args.training.service_account),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.workload_pool_ready), aliases=aliases)))
         # Bucket-scoped only: no project-level storage role, so jobs cannot reach other buckets.
         self.bucket_access = gcp.storage.BucketIAMMember(
             f"{name}-trainer-objects", bucket=self.bucket.name, role="roles/storage.objectUser",
@@ -167,6 +177,11 @@ class CheckpointStore(pulumi.ComponentResource):
             "kind": "filestore", "zone": args.zone, "instance": a[0],
             "mountPoint": f"{a[1]}:/{FILESTORE_SHARE}" if a[1] else None, "capacityGb": fs.capacity_gb,
             "csiDriver": "filestore.csi.storage.gke.io"})
+
+
+def workload_identity_member(project: str, namespace: str, service_account: str) -> str:
+    """The IAM member a Kubernetes service account acts as under GKE Workload Identity."""
+    return f"serviceAccount:{project}.svc.id.goog[{namespace}/{service_account}]"
 
 
 def _first_ip(networks: Sequence[Any] | None) -> str | None:

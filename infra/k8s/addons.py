@@ -3,7 +3,8 @@
 Wiring (``infra/program.py``)::
 
     ClusterAddons(f"{cfg.cluster_name}-addons",
-                  ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=built.node_pools),
+                  ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=built.node_pools,
+                                    training_identity=built.training_identity),
                   opts=ResourceOptions(provider=built.k8s_provider))
 
 Every Kubernetes child uses the cluster's provider from ``opts.provider``.
@@ -21,6 +22,7 @@ from pulumi import Input, Output, ResourceOptions
 
 from infra.config import StackConfig
 from infra.k8s import kueue_objects as ko
+from infra.outputs import training_service_account_output
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 NVIDIA_DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
@@ -117,18 +119,22 @@ class KueueInstall(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class ClusterAddonsArgs:
-    """``cfg`` the worker stack config; ``platform`` its cloud; ``depends_on`` the GPU node pools."""
+    """``cfg`` the worker stack config; ``platform`` its cloud; ``depends_on`` the GPU node pools;
+    ``training_identity`` the annotations binding the training ServiceAccount to the cloud's checkpoint
+    identity (:attr:`infra.outputs.BuiltCluster.training_identity`)."""
 
     cfg: StackConfig
     platform: Literal["aws", "gcp"]
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    training_identity: Mapping[str, Input[str]] = field(default_factory=dict)
 
 
 class ClusterAddons(pulumi.ComponentResource):
-    """Kueue, device plugins and the queues derived from the cluster's node pools.
+    """Kueue, device plugins, the queues derived from the cluster's node pools, and the team namespaces
+    with the training ServiceAccount in each.
 
-    Attributes ``cluster_queue`` (name) and ``local_queues`` (``[{namespace, name}]``) are plain values
-    for stack outputs.
+    Attributes ``cluster_queue`` (name), ``local_queues`` (``[{namespace, name}]``) and
+    ``training_service_account`` (``{name, namespaces}``) are plain values for stack outputs.
     """
 
     def __init__(self, name: str, args: ClusterAddonsArgs, opts: ResourceOptions | None = None) -> None:
@@ -140,15 +146,24 @@ class ClusterAddons(pulumi.ComponentResource):
         def child(*, depends_on: Sequence[pulumi.Resource] = ()) -> ResourceOptions:
             return ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on))
 
-        namespaces = [
-            k8s.core.v1.Namespace(
-                f"{name}-ns-{team}",
-                metadata={"name": team, "labels": {"app.kubernetes.io/managed-by": "gpufleet",
-                                                   "gpufleet.io/team": team}},
-                opts=child(),
-            )
-            for team in cfg.kueue.teams
-        ]
+        namespaces: list[k8s.core.v1.Namespace] = []
+        self.service_accounts: list[k8s.core.v1.ServiceAccount] = []
+        for ns in cfg.training_namespaces:
+            labels = {"app.kubernetes.io/managed-by": "gpufleet"}
+            if ns in cfg.kueue.teams:
+                labels["gpufleet.io/team"] = ns
+            namespace = k8s.core.v1.Namespace(f"{name}-ns-{ns}", metadata={"name": ns, "labels": labels},
+                                              opts=child())
+            namespaces.append(namespace)
+            # Jobs run as this account (placement submit sets it); the annotation lets them assume the
+            # checkpoint identity (IRSA role / Workload Identity GSA), which trusts exactly these namespaces.
+            self.service_accounts.append(k8s.core.v1.ServiceAccount(
+                f"{name}-sa-{ns}",
+                metadata={"name": cfg.training.service_account, "namespace": ns,
+                          "labels": {"app.kubernetes.io/managed-by": "gpufleet"},
+                          "annotations": dict(args.training_identity)},
+                opts=child(depends_on=[namespace]),
+            ))
 
         kueue = KueueInstall(f"{name}-kueue", KueueInstallArgs(version=cfg.kueue.version, depends_on=after_pools),
                              opts=ResourceOptions(parent=self, provider=provider))
@@ -221,7 +236,9 @@ class ClusterAddons(pulumi.ComponentResource):
         self.cluster_queue = ko.cluster_queue_name(cfg)
         self.local_queues = [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"]}
                              for q in ko.local_queues(cfg)]
-        self.register_outputs({"clusterQueue": self.cluster_queue, "localQueues": self.local_queues})
+        self.training_service_account = training_service_account_output(cfg)
+        self.register_outputs({"clusterQueue": self.cluster_queue, "localQueues": self.local_queues,
+                               "trainingServiceAccount": self.training_service_account})
 
 
 def _pool_affinity(pool_names: Sequence[str]) -> dict[str, Any]:

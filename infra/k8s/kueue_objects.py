@@ -202,9 +202,27 @@ def ordered_pools(cfg: StackConfig) -> list[NodePoolConfig]:
     return sorted(cfg.node_pools, key=lambda p: cfg.kueue.flavor_order.index(p.capacity_kind))
 
 
+def tas_enabled(min_nodes: int, max_nodes: int, shape: Shape) -> bool:
+    """Whether a pool's flavor names the cloud's Topology (Kueue topology-aware scheduling, TAS).
+
+    The one rule, shared by the worker's ResourceFlavors and ``placement submit`` (which adds the
+    ``podset-preferred-topology`` annotation only to jobs bound for such a pool). TAS matters only
+    where a job can span nodes over a GPU fabric (``max_nodes > 1`` on a fabric shape), and it only
+    works on capacity that is standing: Kueue places a TAS workload on nodes that already exist, and
+    until it is admitted its pods stay suspended, so the cluster autoscaler never sees a pending pod
+    and never adds a node. A TAS flavor on a pool that scales from zero never admits anything, and on
+    a pool with ``0 < min_nodes < max_nodes`` it never admits a job larger than the standing nodes,
+    though the flavor's quota counts ``max_nodes``. So only fixed-size pools (``min_nodes ==
+    max_nodes``) get TAS; pools that scale rely on the cloud's placement for locality (the AWS
+    cluster placement group, the GKE COMPACT placement policy), which keeps every node of the pool
+    in one network block anyway.
+    """
+    return max_nodes > 1 and shape.multi_node and min_nodes >= max_nodes
+
+
 def uses_topology(pool: NodePoolConfig) -> bool:
-    """Topology-aware scheduling only matters where a job can span nodes over a GPU fabric."""
-    return pool.multi_node and pool.shape.multi_node
+    """:func:`tas_enabled` for a configured pool."""
+    return tas_enabled(pool.min_nodes, pool.max_nodes, pool.shape)
 
 
 # ---------------------------------------------------------------------------------------------- objects

@@ -289,8 +289,13 @@ def test_training_role_reaches_only_the_stack_bucket_and_prefix(stack: tuple[Sta
     trust = json.loads(role.inputs["assumeRolePolicy"])
     (statement,) = trust["Statement"]
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
-    subs = [v for k, v in statement["Condition"]["StringEquals"].items() if k.endswith(":sub")]
-    assert subs == [f"system:serviceaccount:{cfg.training.namespace}:{cfg.training.service_account}"]
+    (subs,) = [v for k, v in statement["Condition"]["StringEquals"].items() if k.endswith(":sub")]
+    subs = subs if isinstance(subs, list) else [subs]
+    sa = cfg.training.service_account
+    # Exactly the namespaces that get the service account: every team namespace, plus training.namespace.
+    assert sorted(subs) == sorted(f"system:serviceaccount:{ns}:{sa}" for ns in cfg.training_namespaces)
+    assert {f"system:serviceaccount:{team}:{sa}" for team in cfg.kueue.teams} <= set(subs)
+    assert len(subs) == len(set(subs)) == len(cfg.kueue.teams) + (cfg.training.namespace not in cfg.kueue.teams)
 
     (policy_res,) = [p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == f"{role.name}-id"]
     statements = json.loads(policy_res.inputs["policy"])["Statement"]
@@ -310,6 +315,21 @@ def test_training_role_reaches_only_the_stack_bucket_and_prefix(stack: tuple[Sta
         if any(a.startswith("kms:") for a in actions):
             assert st["Resource"] == [run.outputs["checkpointKmsKeyArn"]]
     assert s3_resources == {bucket_arn, f"{bucket_arn}/{cfg.checkpoint.prefix}/*"}
+
+
+def test_training_service_account_in_every_team_namespace_carries_the_role(
+        stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    accounts = {r.inputs["metadata"]["namespace"]: r for r in run.of_type("kubernetes:core/v1:ServiceAccount")
+                if r.inputs["metadata"]["name"] == cfg.training.service_account}
+    assert set(accounts) == set(cfg.training_namespaces) and set(cfg.kueue.teams) <= set(accounts)
+    namespaces = {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:core/v1:Namespace")}
+    for ns, sa in accounts.items():
+        assert sa.inputs["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": run.outputs["trainingRoleArn"]}
+        assert ns in namespaces
+        assert sa.provider and f"{cfg.cluster_name}-k8s" in sa.provider, "created on the cluster's provider"
+    assert run.outputs["trainingServiceAccount"] == {"name": cfg.training.service_account,
+                                                     "namespaces": list(cfg.training_namespaces)}
 
 
 def test_fsx_lustre_tier_when_configured(stack: tuple[StackConfig, RunResult]) -> None:
@@ -396,6 +416,9 @@ INVALID = [
      "gpufleet:cluster.adminPrincipals"),
     ("vpc-too-small", {"network": {"vpcCidr": "10.0.0.0/22"}}, "gpufleet:network.vpcCidr"),
     ("services-overlap-vpc", {"network": {"servicesCidr": "10.0.16.0/20"}}, "gpufleet:network.servicesCidr"),
+    ("training-namespace-not-a-name", {"training": {"namespace": "Training_NS"}}, "gpufleet:training.namespace"),
+    # One IRSA subject per team namespace: 40 teams overflow IAM's 2048-character trust policy quota.
+    ("irsa-trust-too-long", {"kueue": {"teams": [f"team-{i:02d}" for i in range(40)]}}, "gpufleet:kueue.teams"),
 ]
 
 

@@ -64,6 +64,8 @@ BAD = [
     ("kueue.flavorOrder", ["spot"], "gpufleet:kueue.flavorOrder"),
     ("network.vpcCidr", "10.0.0.0/33", "gpufleet:network.vpcCidr"),
     ("colour", "blue", "gpufleet:colour"),
+    ("training.namespace", "Training", "gpufleet:training.namespace"),
+    ("training.serviceAccount", "trainer_1", "gpufleet:training.serviceAccount"),
 ]
 
 
@@ -80,3 +82,11 @@ def test_fsx_needs_a_gpu_zone():
     raw["nodePools"][0]["zone"] = "use1-az6"
     with pytest.raises(ConfigError, match="^gpufleet:gpuZone:"):
         parse(raw, stack="t")
+
+
+def test_training_namespaces_are_the_teams_plus_training_namespace_once():
+    cfg = parse(_with("kueue", {"teams": ["team-a", "team-b"]}), stack="t")
+    assert cfg.training_namespaces == ("team-a", "team-b", "training")
+    raw = _with("kueue", {"teams": ["team-a", "team-b"]})
+    raw["training"] = {"namespace": "team-b", "serviceAccount": "trainer"}
+    assert parse(raw, stack="t").training_namespaces == ("team-a", "team-b")

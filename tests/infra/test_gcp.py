@@ -325,15 +325,41 @@ def test_training_identity_reaches_only_the_stack_bucket(any_run: tuple[StackCon
     email = result.outputs["trainingGoogleServiceAccount"]
     assert access.inputs == {"bucket": bucket.inputs["name"], "role": "roles/storage.objectUser",
                              "member": f"serviceAccount:{email}"}
-    (wi,) = result.of_type("gcp:serviceaccount/iAMMember:IAMMember")
-    assert wi.inputs["role"] == "roles/iam.workloadIdentityUser"
-    assert wi.inputs["member"] == (f"serviceAccount:{cfg.project}.svc.id.goog"
-                                   f"[{cfg.training.namespace}/{cfg.training.service_account}]")
+    bindings = result.of_type("gcp:serviceaccount/iAMMember:IAMMember")
     trainer = [a for a in result.of_type("gcp:serviceaccount/account:Account") if a.name.endswith("-trainer")]
-    assert len(trainer) == 1 and wi.inputs["serviceAccountId"] == trainer[0].name
+    assert len(trainer) == 1
+    for wi in bindings:
+        assert wi.inputs["role"] == "roles/iam.workloadIdentityUser"
+        assert wi.inputs["serviceAccountId"] == trainer[0].name
+    # Exactly the KSAs the add-ons create: one per team namespace, plus training.namespace.
+    members = sorted(wi.inputs["member"] for wi in bindings)
+    sa = cfg.training.service_account
+    assert members == sorted(f"serviceAccount:{cfg.project}.svc.id.goog[{ns}/{sa}]"
+                             for ns in cfg.training_namespaces)
+    assert {f"serviceAccount:{cfg.project}.svc.id.goog[{team}/{sa}]" for team in cfg.kueue.teams} <= set(members)
+    assert len(set(members)) == len(cfg.kueue.teams) + (cfg.training.namespace not in cfg.kueue.teams)
+    # The binding that used to be the only one keeps its state through an alias (no delete of a shared member).
+    legacy = [wi for wi in bindings if wi.inputs["member"].endswith(f"[{cfg.training.namespace}/{sa}]")]
+    assert len(legacy) == 1
     assert email == f"{trainer[0].inputs['accountId']}@{cfg.project}.iam.gserviceaccount.com"
     for member in result.of_type("gcp:projects/iAMMember:IAMMember"):
         assert "storage" not in member.inputs["role"] and member.inputs["member"] != f"serviceAccount:{email}"
+
+
+def test_training_ksa_in_every_team_namespace_names_the_google_service_account(
+        any_run: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = any_run
+    accounts = {r.inputs["metadata"]["namespace"]: r for r in result.of_type("kubernetes:core/v1:ServiceAccount")
+                if r.inputs["metadata"]["name"] == cfg.training.service_account}
+    assert set(accounts) == set(cfg.training_namespaces) and set(cfg.kueue.teams) <= set(accounts)
+    namespaces = {r.inputs["metadata"]["name"] for r in result.of_type("kubernetes:core/v1:Namespace")}
+    email = result.outputs["trainingGoogleServiceAccount"]
+    (k8s_provider,) = result.of_type("pulumi:providers:kubernetes")
+    for ns, ksa in accounts.items():
+        assert ksa.inputs["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": email}
+        assert ns in namespaces
+        assert ksa.provider and ksa.provider.endswith(f"::{k8s_provider.name}::{k8s_provider.name}-id"), \
+            "created on the cluster's provider"
 
 
 def test_lustre_tier_with_private_services_access_and_cmek(rdma: tuple[StackConfig, RunResult]) -> None:
@@ -384,8 +410,8 @@ def test_outputs_match_the_common_shape_and_kubeconfig_is_secret(stack: tuple[St
     assert result.outputs["cloud"] == "gcp" and result.outputs["region"] == cfg.region
     assert result.outputs["clusterName"] == cfg.cluster_name
     assert [p["name"] for p in result.outputs["nodePools"]] == [p.name for p in cfg.node_pools]
-    assert result.outputs["trainingServiceAccount"] == {"namespace": cfg.training.namespace,
-                                                        "name": cfg.training.service_account}
+    assert result.outputs["trainingServiceAccount"] == {"name": cfg.training.service_account,
+                                                        "namespaces": list(cfg.training_namespaces)}
     (k8s_provider,) = result.of_type("pulumi:providers:kubernetes")
     assert "kubeconfig" in k8s_provider.inputs
 

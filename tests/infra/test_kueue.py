@@ -13,6 +13,7 @@ import yaml
 from infra.config import NodePoolConfig, StackConfig, parse
 from infra.k8s import kueue_objects as ko
 from infra.k8s.crd_validate import CRDValidator
+from placement.shapes import shape_book
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO.parent / "shared" / "kueue-crds"
@@ -21,8 +22,10 @@ TAGS = {"owner": "ml-platform", "cost-center": "cc-1"}
 AWS_RAW: dict[str, Any] = {
     "cloud": "aws", "region": "us-east-1", "gpuZone": "us-east-1a", "clusterName": "test-aws",
     "nodePools": [
-        {"name": "p5-od", "instanceType": "p5.48xlarge", "capacity": "ON_DEMAND", "maxNodes": 2},
-        {"name": "p5-spot", "instanceType": "p5.48xlarge", "capacity": "SPOT", "maxNodes": 4},
+        # Fixed size (all nodes standing): the only kind of multi-node pool whose flavor gets the Topology.
+        {"name": "p5-od", "instanceType": "p5.48xlarge", "capacity": "ON_DEMAND", "minNodes": 2, "maxNodes": 2},
+        # One standing node, scales to 4: TAS would never admit a job larger than one node, so no Topology.
+        {"name": "p5-spot", "instanceType": "p5.48xlarge", "capacity": "SPOT", "minNodes": 1, "maxNodes": 4},
         {"name": "l40s-one", "instanceType": "g6e.xlarge", "capacity": "SPOT", "maxNodes": 1},
     ],
     "kueue": {"teams": ["team-a", "team-b"], "flavorOrder": ["on-demand", "spot"], "cohort": "fleet"},
@@ -32,8 +35,8 @@ GCP_RAW: dict[str, Any] = {
     "cloud": "gcp", "region": "us-central1", "project": "proj", "gpuZone": "us-central1-a",
     "clusterName": "test-gcp",
     "nodePools": [
-        {"name": "mega-spot", "instanceType": "a3-megagpu-8g", "capacity": "SPOT", "maxNodes": 3},
-        {"name": "mega-od", "instanceType": "a3-megagpu-8g", "capacity": "ON_DEMAND", "maxNodes": 2},
+        {"name": "mega-spot", "instanceType": "a3-megagpu-8g", "capacity": "SPOT", "maxNodes": 3},  # from zero
+        {"name": "mega-od", "instanceType": "a3-megagpu-8g", "capacity": "ON_DEMAND", "minNodes": 2, "maxNodes": 2},
     ],
     "kueue": {"teams": ["team-a"], "flavorOrder": ["spot", "on-demand"]},
     "tags": TAGS,
@@ -176,7 +179,8 @@ def test_flavor_order_follows_config(order: list[str]) -> None:
     assert got[0] == order[0] and got[-1] == order[-1]
 
 
-def test_topology_only_for_multi_node_fabric_pools(aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+def test_topology_only_for_fixed_size_multi_node_fabric_pools(aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+    seen: set[str] = set()
     for cfg, levels in ((aws_cfg, ["topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
                                    "topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname"]),
                         (gcp_cfg, ["cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
@@ -187,8 +191,25 @@ def test_topology_only_for_multi_node_fabric_pools(aws_cfg: StackConfig, gcp_cfg
         assert [lv["nodeLabel"] for lv in topologies[0]["spec"]["levels"]] == levels
         name = topologies[0]["metadata"]["name"]
         for flavor, pool in zip([o for o in objs if o["kind"] == "ResourceFlavor"], cfg.node_pools, strict=True):
-            wants = pool.max_nodes > 1 and pool.shape.fabric != "none"
+            # Kueue's TAS only places pods on nodes that exist: a pool that must scale up never gets a TAS flavor.
+            fabric = pool.max_nodes > 1 and pool.shape.fabric != "none"
+            wants = fabric and pool.min_nodes == pool.max_nodes
             assert (flavor["spec"].get("topologyName") == name) is wants, pool.name
+            seen.add("tas" if wants else "from-zero" if fabric and pool.min_nodes == 0
+                     else "partly-standing" if fabric else "single-node")
+    assert seen == {"tas", "from-zero", "partly-standing", "single-node"}  # every case was exercised
+
+
+def test_tas_rule_takes_plain_values_and_no_topology_when_every_pool_scales() -> None:
+    p5, l40s = shape_book().get("p5.48xlarge"), shape_book().get("g6e.xlarge")
+    assert p5 is not None and l40s is not None
+    assert ko.tas_enabled(4, 4, p5)
+    assert not ko.tas_enabled(0, 4, p5) and not ko.tas_enabled(3, 4, p5)
+    assert not ko.tas_enabled(1, 1, p5) and not ko.tas_enabled(1, 1, l40s)
+    scaling = parse({**AWS_RAW, "nodePools": [{"name": "p5", "instanceType": "p5.48xlarge", "maxNodes": 4}]})
+    objs = ko.worker_objects(scaling)
+    assert not [o for o in objs if o["kind"] == "Topology"]
+    assert all("topologyName" not in o["spec"] for o in objs if o["kind"] == "ResourceFlavor")
 
 
 def test_cluster_queue_policy(aws_cfg: StackConfig) -> None:
@@ -372,7 +393,7 @@ def test_addons_create_every_kueue_object_on_the_cluster_provider(which: str, ad
         assert provider and "cluster-k8s" in provider, key
         assert validator.validate(obj) == [], key
     namespaces = {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:core/v1:Namespace")}
-    assert namespaces == set(cfg.kueue.teams)
+    assert namespaces == set(cfg.training_namespaces) and set(cfg.kueue.teams) <= namespaces
     assert run.outputs["kueue"]["clusterQueue"] == ko.cluster_queue_name(cfg)
     assert {(q["namespace"], q["name"]) for q in run.outputs["kueue"]["localQueues"]} == \
         {(k[1], k[2]) for k in expected if k[0] == "LocalQueue"}

@@ -24,7 +24,7 @@ import yaml
 from infra.config import StackConfig, load_stack_file
 from infra.gcp.plan import plan_gpu_networks
 from infra.k8s import kueue_objects as ko
-from infra.outputs import node_pool_output
+from infra.outputs import node_pool_output, training_service_account_output
 from placement import submit
 from placement.catalog import embedded_catalog
 from placement.cli import main
@@ -48,7 +48,7 @@ def outputs(stack: str, kubeconfig: Any = "[secret]") -> dict[str, Any]:
     out: dict[str, Any] = {
         "cloud": cfg.cloud, "region": cfg.region, "clusterName": cfg.cluster_name, "kubeconfig": kubeconfig,
         "nodePools": [node_pool_output(p) for p in cfg.node_pools],
-        "trainingServiceAccount": {"namespace": cfg.training.namespace, "name": cfg.training.service_account},
+        "trainingServiceAccount": training_service_account_output(cfg),
         "kueue": {"clusterQueue": ko.cluster_queue_name(cfg),
                   "localQueues": [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"]}
                                   for q in ko.local_queues(cfg)]},
@@ -153,8 +153,12 @@ def test_multi_node_aws_renders_jobset_with_efa_fsx_and_queue(tmp_path, capsys):
     sched = ko.pool_scheduling(pool_cfg)
     assert pod["spec"]["nodeSelector"] == sched["nodeSelector"]
     assert pod["spec"]["tolerations"] == sched["tolerations"]
+    # The stack creates the training service account in every team namespace: used, and no warning.
     assert pod["spec"]["serviceAccountName"] == cfg.training.service_account
-    assert pod["metadata"]["annotations"][submit.PREFERRED_TOPOLOGY] == ko.TOPOLOGY_LEVELS["aws"][0]
+    assert "team-a" in outputs(stack)["trainingServiceAccount"]["namespaces"]
+    # The stack's pools scale from zero, so their flavors carry no Topology and the job asks for none.
+    assert pool_cfg.min_nodes == 0 and not ko.uses_topology(pool_cfg)
+    assert submit.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})
     (container,) = pod["spec"]["containers"]
     assert container["command"] == ["torchrun", "train.py"]
     res = container["resources"]
@@ -179,9 +183,60 @@ def test_multi_node_aws_renders_jobset_with_efa_fsx_and_queue(tmp_path, capsys):
     assert vol["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "checkpoints")
     assert mount == {"name": "checkpoints", "mountPath": "/checkpoints", "subPath": cfg.checkpoint.prefix}
-    # The table and the service-account caveat go to stderr, so stdout is the manifest only.
+    # The table goes to stderr, so stdout is the manifest only.
     assert "aws-use1-p5/" in err and "chosen: aws-use1-p5" in err
-    assert "not in team-a" in err
+    assert "warning:" not in err
+
+
+def _aws_p5(min_nodes: Any = None, **changes: Any) -> dict[str, Any]:
+    """aws-use1-p5's outputs with every pool's minNodes set (``"max"``: fixed size; ``None``: not exported)."""
+    doc = outputs("aws-use1-p5")
+    for pool in doc["nodePools"]:
+        if min_nodes is None:
+            del pool["minNodes"]
+        else:
+            pool["minNodes"] = pool["maxNodes"] if min_nodes == "max" else min_nodes
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize("min_nodes, wants", [("max", True), (1, False), (0, False), (None, False)])
+def test_topology_annotation_only_on_pools_whose_flavor_has_the_topology(tmp_path, capsys, min_nodes, wants):
+    doc = _aws_p5(min_nodes)
+    job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", {"aws-use1-p5": doc}),
+                         "--dry-run")
+    assert code == 0, err
+    js = list(yaml.safe_load_all(out))[-1]
+    pool = next(p for p in doc["nodePools"] if p["name"] == js["metadata"]["annotations"]["gpufleet.io/pool"])
+    shape = shape_book().get(pool["instanceType"])
+    assert shape is not None
+    # The same rule as the worker's ResourceFlavor (kueue_objects.tas_enabled), from the exported pool.
+    assert ko.tas_enabled(pool.get("minNodes", 0), pool["maxNodes"], shape) is wants
+    annotations = pod_of(js)["metadata"].get("annotations", {})
+    assert (annotations.get(submit.PREFERRED_TOPOLOGY) == ko.TOPOLOGY_LEVELS["aws"][0]) is wants
+    assert (submit.PREFERRED_TOPOLOGY in annotations) is wants
+
+
+@pytest.mark.parametrize("account, warned", [
+    ({"name": "trainer", "namespaces": ["team-a", "team-b"]}, None),
+    ({"name": "trainer", "namespaces": ["team-b"]}, "no training service account trainer in team-a"),
+    ({"namespace": "training", "name": "trainer"}, "no training service account trainer in team-a"),  # older form
+    (None, "exports no trainingServiceAccount"),
+])
+def test_service_account_warning_only_outside_its_namespaces(tmp_path, capsys, account, warned):
+    doc = _aws_p5(0, trainingServiceAccount=account)
+    job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", {"aws-use1-p5": doc}),
+                         "--dry-run", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    pod = pod_of(result["manifest"][-1])
+    assert pod["spec"].get("serviceAccountName") == (account["name"] if account else None)
+    if warned is None:
+        assert result["warnings"] == []
+    else:
+        assert [w for w in result["warnings"] if warned in w], result["warnings"]
 
 
 def test_single_node_renders_a_job_asking_only_for_the_gpus_it_needs(tmp_path, capsys):
@@ -270,6 +325,7 @@ def test_json_chooses_the_cheapest_existing_cluster(tmp_path, capsys):
 
 def test_via_hub_uses_the_same_queue_name_and_checks_the_hub(tmp_path, capsys):
     docs = {s: outputs(s) for s in WORKERS}
+    docs["aws-use1-p5"] = _aws_p5("max")  # fixed-size pools: the worker's flavors have the Topology, the hub's not
     docs["hub"] = hub_outputs()
     stacks = write(tmp_path, "stacks.json", docs)
     job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
@@ -308,6 +364,13 @@ def test_job_no_stack_can_hold_exits_1(tmp_path, capsys):
     (json.dumps({"s": {"cloud": "aws", "region": "us-east-1", "clusterName": "c",
                        "nodePools": [{"name": "p", "instanceType": "p5.48xlarge", "capacity": "spot",
                                       "zone": "use1-az6", "maxNodes": "four"}]}}), "s.nodePools[0].maxNodes"),
+    (json.dumps({"s": {"cloud": "aws", "region": "us-east-1", "clusterName": "c",
+                       "nodePools": [{"name": "p", "instanceType": "p5.48xlarge", "capacity": "spot",
+                                      "zone": "use1-az6", "maxNodes": 4, "minNodes": -1}]}}),
+     "s.nodePools[0].minNodes"),
+    (json.dumps({"s": {"cloud": "aws", "region": "us-east-1", "clusterName": "c", "nodePools": [],
+                       "trainingServiceAccount": {"name": "trainer", "namespaces": "team-a"}}}),
+     "s.trainingServiceAccount.namespaces"),
     (json.dumps({"s": {"cloud": "azure", "region": "x", "clusterName": "c", "nodePools": []}}), "s.cloud"),
 ])
 def test_bad_stacks_file_exits_2_with_one_line(tmp_path, capsys, content, needle):
@@ -419,6 +482,7 @@ class FakeKube:
     @property
     def kubeconfig(self) -> dict[str, Any]:
         host, port = self.server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
                 "clusters": [{"name": "fake", "cluster": {"server": f"http://{host}:{port}",
                                                           "insecure-skip-tls-verify": True}}],
