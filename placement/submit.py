@@ -632,7 +632,7 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
                                                                   target.shape):
         # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
         # a flavor without one): ask Kueue to keep the pods in the narrowest network block it can. Pools that
-        # scale carry no Topology, nor do the hub's flavors (infra/k8s/README.md).
+        # scale carry no Topology, nor do the hub's flavors (README.md (Kueue on every cluster, the MultiKueue hub)).
         pod_annotations[PREFERRED_TOPOLOGY] = ko.TOPOLOGY_LEVELS[cl.cloud][0]
     container.update(env=env, resources=_resources(target), volumeMounts=mounts)
     pod_spec: dict[str, Any] = {"restartPolicy": "Never"}

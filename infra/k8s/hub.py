@@ -11,7 +11,7 @@ Per worker the hub creates, on the worker (through a provider built from its kub
 the hub a kubeconfig Secret holding that token, a MultiKueueCluster, a MultiKueueConfig, a MultiKueue
 AdmissionCheck, a ClusterQueue whose quota mirrors the worker's pools, and a LocalQueue per team.
 The ``all-workers`` MultiKueueConfig / AdmissionCheck / ClusterQueue / LocalQueues span every worker.
-See ``infra/k8s/README.md`` for the path a job takes.
+See the README.md (Kueue on every cluster, the MultiKueue hub) for the path a job takes.
 """
 
 from __future__ import annotations
