@@ -230,15 +230,18 @@ def _cidr(value: Any, path: str) -> str:
 def _unknown_keys(section: Mapping[str, Any], allowed: set[str], path: str) -> None:
     extra = sorted(set(section) - allowed)
     if extra:
-        raise ConfigError(_key(f"{path}.{extra[0]}" if path else extra[0]),
-                          f"is not a known key; expected one of {', '.join(sorted(allowed))}")
+        raise ConfigError(
+            _key(f"{path}.{extra[0]}" if path else extra[0]),
+            f"is not a known key; expected one of {', '.join(sorted(allowed))}",
+        )
 
 
 def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) -> NodePoolConfig:
     path = f"nodePools[{i}]"
     pool = _mapping(raw, path)
-    _unknown_keys(pool, {"name", "instanceType", "capacity", "minNodes", "desiredNodes", "maxNodes",
-                         "zone", "reservation"}, path)
+    _unknown_keys(
+        pool, {"name", "instanceType", "capacity", "minNodes", "desiredNodes", "maxNodes", "zone", "reservation"}, path
+    )
     name = _str(pool.get("name"), f"{path}.name")
     if not _NAME.match(name):
         raise ConfigError(_key(f"{path}.name"), "must be lower-case letters, digits and '-', at most 40 characters")
@@ -255,8 +258,10 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
         raise ConfigError(_key(f"{path}.reservation"), f"is required when capacity is {capacity}")
     # AWS: the launch template targets the Capacity Block by its reservation ID.
     if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", str(reservation)):
-        raise ConfigError(_key(f"{path}.reservation"),
-                          f"must be a capacity reservation ID such as cr-0123456789abcdef0, got {reservation!r}")
+        raise ConfigError(
+            _key(f"{path}.reservation"),
+            f"must be a capacity reservation ID such as cr-0123456789abcdef0, got {reservation!r}",
+        )
     min_nodes = _int(pool.get("minNodes", 0), f"{path}.minNodes")
     max_nodes = _int(pool.get("maxNodes", 1), f"{path}.maxNodes", minimum=1)
     desired = _int(pool.get("desiredNodes", min_nodes), f"{path}.desiredNodes")
@@ -268,16 +273,26 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     if not zone:
         raise ConfigError(_key(f"{path}.zone"), "is required when gpufleet:gpuZone is not set")
     if not zone_in_region(cloud, zone, region):
-        raise ConfigError(_key(f"{path}.zone" if pool.get("zone") else "gpuZone"),
-                          f"zone {zone!r} is not in region {region!r}")
+        raise ConfigError(
+            _key(f"{path}.zone" if pool.get("zone") else "gpuZone"), f"zone {zone!r} is not in region {region!r}"
+        )
     if max_nodes > 1 and not shape.multi_node:
-        raise ConfigError(_key(f"{path}.maxNodes"),
-                          f"{itype} has no multi-node GPU fabric; set maxNodes to 1 or pick an EFA/GPUDirect shape")
+        raise ConfigError(
+            _key(f"{path}.maxNodes"),
+            f"{itype} has no multi-node GPU fabric; set maxNodes to 1 or pick an EFA/GPUDirect shape",
+        )
     if cloud == "gcp":
         _check_gcp_offer(itype, region, zone, f"{path}.instanceType")
-    return NodePoolConfig(name=name, shape=shape, capacity=capacity,  # type: ignore[arg-type]
-                          min_nodes=min_nodes, desired_nodes=desired, max_nodes=max_nodes, zone=zone,
-                          reservation=str(reservation) if reservation else None)
+    return NodePoolConfig(
+        name=name,
+        shape=shape,
+        capacity=capacity,  # type: ignore[arg-type]
+        min_nodes=min_nodes,
+        desired_nodes=desired,
+        max_nodes=max_nodes,
+        zone=zone,
+        reservation=str(reservation) if reservation else None,
+    )
 
 
 def _check_gcp_offer(itype: str, region: str, zone: str, path: str) -> None:
@@ -287,7 +302,9 @@ def _check_gcp_offer(itype: str, region: str, zone: str, path: str) -> None:
     zones = {o.zone for o in embedded_catalog().offers if o.instance_type == itype and o.region == region}
     if zone not in zones:
         where = ", ".join(sorted(zones)) or "no zone of this region"
-        raise ConfigError(_key(path), f"{itype} is not offered in {zone} per the embedded catalog (offered in: {where})")
+        raise ConfigError(
+            _key(path), f"{itype} is not offered in {zone} per the embedded catalog (offered in: {where})"
+        )
 
 
 def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
@@ -295,8 +312,22 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
 
     Raises :class:`ConfigError` naming the first invalid key.
     """
-    allowed = {"cloud", "role", "region", "project", "clusterName", "gpuZone", "nodePools", "network",
-               "cluster", "checkpoint", "training", "kueue", "hub", "tags"}
+    allowed = {
+        "cloud",
+        "role",
+        "region",
+        "project",
+        "clusterName",
+        "gpuZone",
+        "nodePools",
+        "network",
+        "cluster",
+        "checkpoint",
+        "training",
+        "kueue",
+        "hub",
+        "tags",
+    }
     _unknown_keys(raw, allowed, "")
     role = str(raw.get("role", "worker"))
     if role not in ("worker", "hub"):
@@ -327,7 +358,9 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             raise ConfigError(_key(f"nodePools[{i}].name"), f"duplicate pool name {name!r}")
     multi_zones = {p.zone for p in pools if p.multi_node}
     if gpu_zone is None and len(multi_zones) > 1:
-        raise ConfigError(_key("gpuZone"), "set one GPU zone: multi-node pools in different zones cannot share a fabric")
+        raise ConfigError(
+            _key("gpuZone"), "set one GPU zone: multi-node pools in different zones cannot share a fabric"
+        )
 
     net = _mapping(raw.get("network"), "network")
     _unknown_keys(net, {"vpcCidr", "azCount", "podsCidr", "servicesCidr", "gpuCidrBase"}, "network")
@@ -340,30 +373,52 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     )
 
     cl = _mapping(raw.get("cluster"), "cluster")
-    _unknown_keys(cl, {"kubernetesVersion", "releaseChannel", "gkeVersion", "publicAccess", "publicAccessCidrs",
-                       "adminPrincipals", "deletionProtection"}, "cluster")
+    _unknown_keys(
+        cl,
+        {
+            "kubernetesVersion",
+            "releaseChannel",
+            "gkeVersion",
+            "publicAccess",
+            "publicAccessCidrs",
+            "adminPrincipals",
+            "deletionProtection",
+        },
+        "cluster",
+    )
     public = _bool(cl.get("publicAccess", False), "cluster.publicAccess")
-    cidrs = tuple(_cidr(c, "cluster.publicAccessCidrs") for c in _strings(cl.get("publicAccessCidrs"),
-                                                                          "cluster.publicAccessCidrs"))
+    cidrs = tuple(
+        _cidr(c, "cluster.publicAccessCidrs")
+        for c in _strings(cl.get("publicAccessCidrs"), "cluster.publicAccessCidrs")
+    )
     if public and not cidrs:
-        raise ConfigError(_key("cluster.publicAccessCidrs"),
-                          "list the CIDRs allowed to reach the public API endpoint (publicAccess is true)")
+        raise ConfigError(
+            _key("cluster.publicAccessCidrs"),
+            "list the CIDRs allowed to reach the public API endpoint (publicAccess is true)",
+        )
     channel = str(cl.get("releaseChannel", "REGULAR")).upper()
     if channel not in ("RAPID", "REGULAR", "STABLE", "EXTENDED"):
         raise ConfigError(_key("cluster.releaseChannel"), "must be RAPID, REGULAR, STABLE or EXTENDED")
     version = str(cl.get("kubernetesVersion", "1.33"))
     if not re.fullmatch(r"1\.\d{2}", version):
         raise ConfigError(_key("cluster.kubernetesVersion"), f"must be a minor version such as 1.33, got {version!r}")
-    cluster = ClusterConfig(kubernetes_version=version, release_channel=channel,
-                            gke_version=cl.get("gkeVersion"), public_access=public, public_access_cidrs=cidrs,
-                            admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
-                            deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"))
+    cluster = ClusterConfig(
+        kubernetes_version=version,
+        release_channel=channel,
+        gke_version=cl.get("gkeVersion"),
+        public_access=public,
+        public_access_cidrs=cidrs,
+        admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
+        deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
+    )
 
     # AWS: EKS access entries take IAM role or user ARNs (not assumed-role session ARNs).
     for principal in cluster.admin_principals if cloud == "aws" else ():
         if not re.fullmatch(r"arn:aws[-a-z]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", principal):
-            raise ConfigError(_key("cluster.adminPrincipals"),
-                              f"{principal!r} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)")
+            raise ConfigError(
+                _key("cluster.adminPrincipals"),
+                f"{principal!r} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)",
+            )
 
     ck = _mapping(raw.get("checkpoint"), "checkpoint")
     _unknown_keys(ck, {"prefix", "noncurrentVersionDays", "softDeleteDays", "kmsKey", "filesystem"}, "checkpoint")
@@ -374,11 +429,15 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     if fs_kind not in fs_allowed:
         raise ConfigError(_key("checkpoint.filesystem.kind"), f"must be one of {', '.join(fs_allowed)} on {cloud}")
     if fs_kind != "none" and not gpu_zone:
-        raise ConfigError(_key("gpuZone"), f"is required when checkpoint.filesystem.kind is {fs_kind} "
-                          "(the filesystem lives in the GPU zone)")
+        raise ConfigError(
+            _key("gpuZone"),
+            f"is required when checkpoint.filesystem.kind is {fs_kind} (the filesystem lives in the GPU zone)",
+        )
     capacity_gb = _int(fs.get("capacityGb", 1200), "checkpoint.filesystem.capacityGb", minimum=1)
     if fs_kind == "fsx" and capacity_gb % 1200:
-        raise ConfigError(_key("checkpoint.filesystem.capacityGb"), "FSx for Lustre PERSISTENT_2 takes multiples of 1200 GB")
+        raise ConfigError(
+            _key("checkpoint.filesystem.capacityGb"), "FSx for Lustre PERSISTENT_2 takes multiples of 1200 GB"
+        )
     throughput = _int(fs.get("throughputMbpsPerTib", 250), "checkpoint.filesystem.throughputMbpsPerTib", minimum=1)
     if fs_kind == "fsx" and throughput not in (125, 250, 500, 1000):
         raise ConfigError(_key("checkpoint.filesystem.throughputMbpsPerTib"), "must be 125, 250, 500 or 1000")
@@ -387,23 +446,32 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         raise ConfigError(_key("checkpoint.prefix"), "must be a non-empty key prefix such as checkpoints")
     checkpoint = CheckpointConfig(
         prefix=prefix,
-        noncurrent_version_days=_int(ck.get("noncurrentVersionDays", 30), "checkpoint.noncurrentVersionDays", minimum=1),
+        noncurrent_version_days=_int(
+            ck.get("noncurrentVersionDays", 30), "checkpoint.noncurrentVersionDays", minimum=1
+        ),
         soft_delete_days=_int(ck.get("softDeleteDays", 7), "checkpoint.softDeleteDays", minimum=0),
         kms_key=ck.get("kmsKey"),
-        filesystem=FilesystemConfig(kind=fs_kind, capacity_gb=capacity_gb,  # type: ignore[arg-type]
-                                    throughput_mbps_per_tib=throughput),
+        filesystem=FilesystemConfig(
+            kind=fs_kind,
+            capacity_gb=capacity_gb,  # type: ignore[arg-type]
+            throughput_mbps_per_tib=throughput,
+        ),
     )
 
     tr = _mapping(raw.get("training"), "training")
     _unknown_keys(tr, {"namespace", "serviceAccount"}, "training")
-    training = TrainingConfig(namespace=_str(tr.get("namespace", "training"), "training.namespace"),
-                              service_account=_str(tr.get("serviceAccount", "trainer"), "training.serviceAccount"))
+    training = TrainingConfig(
+        namespace=_str(tr.get("namespace", "training"), "training.namespace"),
+        service_account=_str(tr.get("serviceAccount", "trainer"), "training.serviceAccount"),
+    )
     # Both name Kubernetes objects (a Namespace, a ServiceAccount) and appear in IAM subjects.
     if not _NAME.match(training.namespace):
         raise ConfigError(_key("training.namespace"), f"{training.namespace!r} is not a valid namespace name")
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", training.service_account):
-        raise ConfigError(_key("training.serviceAccount"),
-                          f"{training.service_account!r} is not a valid service account name (a DNS-1123 label)")
+        raise ConfigError(
+            _key("training.serviceAccount"),
+            f"{training.service_account!r} is not a valid service account name (a DNS-1123 label)",
+        )
 
     kq = _mapping(raw.get("kueue"), "kueue")
     _unknown_keys(kq, {"version", "cohort", "teams", "flavorOrder"}, "kueue")
@@ -417,8 +485,9 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     for t in teams:
         if not _NAME.match(t):
             raise ConfigError(_key("kueue.teams"), f"{t!r} is not a valid namespace name")
-    kueue = KueueConfig(version=kversion, cohort=_str(kq.get("cohort", "gpufleet"), "kueue.cohort"),
-                        teams=teams, flavor_order=order)
+    kueue = KueueConfig(
+        version=kversion, cohort=_str(kq.get("cohort", "gpufleet"), "kueue.cohort"), teams=teams, flavor_order=order
+    )
 
     hb = _mapping(raw.get("hub"), "hub")
     _unknown_keys(hb, {"workers", "dispatcher"}, "hub")
@@ -428,22 +497,52 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
     hub = HubConfig(workers=workers, dispatcher=dispatcher)  # type: ignore[arg-type]
     if role == "hub" and not workers:
-        raise ConfigError(_key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)")
+        raise ConfigError(
+            _key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)"
+        )
 
     tags_raw = _mapping(raw.get("tags"), "tags")
     tags = {str(k): str(v) for k, v in tags_raw.items()}
     for required in ("owner", "cost-center"):
         if not tags.get(required):
-            raise ConfigError(_key(f"tags.{required}"), "is required: every taggable resource carries owner and cost-center")
+            raise ConfigError(
+                _key(f"tags.{required}"), "is required: every taggable resource carries owner and cost-center"
+            )
 
-    return StackConfig(cloud=cloud, role=role, region=region, cluster_name=cluster_name,  # type: ignore[arg-type]
-                       gpu_zone=gpu_zone, project=str(project) if project else None, node_pools=pools,
-                       network=network, cluster=cluster, checkpoint=checkpoint, training=training,
-                       kueue=kueue, hub=hub, tags=tags)
+    return StackConfig(
+        cloud=cloud,
+        role=role,
+        region=region,
+        cluster_name=cluster_name,  # type: ignore[arg-type]
+        gpu_zone=gpu_zone,
+        project=str(project) if project else None,
+        node_pools=pools,
+        network=network,
+        cluster=cluster,
+        checkpoint=checkpoint,
+        training=training,
+        kueue=kueue,
+        hub=hub,
+        tags=tags,
+    )
 
 
-KEYS = ("cloud", "role", "region", "project", "clusterName", "gpuZone", "nodePools", "network", "cluster",
-        "checkpoint", "training", "kueue", "hub", "tags")
+KEYS = (
+    "cloud",
+    "role",
+    "region",
+    "project",
+    "clusterName",
+    "gpuZone",
+    "nodePools",
+    "network",
+    "cluster",
+    "checkpoint",
+    "training",
+    "kueue",
+    "hub",
+    "tags",
+)
 
 
 def from_pulumi() -> StackConfig:
