@@ -452,8 +452,8 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         soft_delete_days=_int(ck.get("softDeleteDays", 7), "checkpoint.softDeleteDays", minimum=0),
         kms_key=ck.get("kmsKey"),
         filesystem=FilesystemConfig(
-            kind=fs_kind,
-            capacity_gb=capacity_gb,  # type: ignore[arg-type]
+            kind=fs_kind,  # type: ignore[arg-type]
+            capacity_gb=capacity_gb,
             throughput_mbps_per_tib=throughput,
         ),
     )
@@ -510,10 +510,10 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             )
 
     return StackConfig(
-        cloud=cloud,
-        role=role,
+        cloud=cloud,  # type: ignore[arg-type]
+        role=role,  # type: ignore[arg-type]
         region=region,
-        cluster_name=cluster_name,  # type: ignore[arg-type]
+        cluster_name=cluster_name,
         gpu_zone=gpu_zone,
         project=str(project) if project else None,
         node_pools=pools,
