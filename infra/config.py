@@ -21,6 +21,23 @@ from placement.shapes import Shape, shape_book
 from placement.zones import zone_in_region
 
 NAMESPACE = "gpufleet"
+# Every top-level stack config key, all declared in Pulumi.yaml.
+KEYS = (
+    "cloud",
+    "role",
+    "region",
+    "project",
+    "clusterName",
+    "gpuZone",
+    "nodePools",
+    "network",
+    "cluster",
+    "checkpoint",
+    "training",
+    "kueue",
+    "hub",
+    "tags",
+)
 
 Capacity = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK", "RESERVATION"]
 _CAPACITIES: dict[str, tuple[str, ...]] = {
@@ -312,22 +329,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
 
     Raises :class:`ConfigError` naming the first invalid key.
     """
-    allowed = {
-        "cloud",
-        "role",
-        "region",
-        "project",
-        "clusterName",
-        "gpuZone",
-        "nodePools",
-        "network",
-        "cluster",
-        "checkpoint",
-        "training",
-        "kueue",
-        "hub",
-        "tags",
-    }
+    allowed = set(KEYS)
     _unknown_keys(raw, allowed, "")
     role = str(raw.get("role", "worker"))
     if role not in ("worker", "hub"):
@@ -525,24 +527,6 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         hub=hub,
         tags=tags,
     )
-
-
-KEYS = (
-    "cloud",
-    "role",
-    "region",
-    "project",
-    "clusterName",
-    "gpuZone",
-    "nodePools",
-    "network",
-    "cluster",
-    "checkpoint",
-    "training",
-    "kueue",
-    "hub",
-    "tags",
-)
 
 
 def from_pulumi() -> StackConfig:

@@ -22,12 +22,7 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
     o = c.offer
     doc: dict[str, Any] = {
         "rank": rank,
-        "cloud": o.cloud,
-        "region": o.region,
-        "zone": o.zone,
-        "instance_type": o.instance_type,
-        "accelerator": o.shape.accelerator,
-        "gpus_per_node": o.shape.gpus,
+        **_where(o),
         "nodes": c.nodes,
         "capacity": c.capacity,
         "usd_per_hour": _money(c.usd_per_hour),
@@ -273,7 +268,8 @@ def offers_text(offers: Sequence[Offer]) -> str:
     )
 
 
-def offer_doc(o: Offer) -> dict[str, Any]:
+def _where(o: Offer) -> dict[str, Any]:
+    """Where an offer is and what one node of it holds (shared by every JSON document)."""
     return {
         "cloud": o.cloud,
         "region": o.region,
@@ -281,6 +277,8 @@ def offer_doc(o: Offer) -> dict[str, Any]:
         "instance_type": o.instance_type,
         "accelerator": o.shape.accelerator,
         "gpus_per_node": o.shape.gpus,
-        "usd_per_hour": o.price,
-        "spot_usd_per_hour": o.spot_price,
     }
+
+
+def offer_doc(o: Offer) -> dict[str, Any]:
+    return {**_where(o), "usd_per_hour": o.price, "spot_usd_per_hour": o.spot_price}
