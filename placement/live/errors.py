@@ -97,4 +97,6 @@ def classify(exc: BaseException) -> tuple[str, str]:
             return "error", detail
     if any(type(e).__name__ == "RetryError" for e in chain):
         return "timeout", scrub(f"gave up after retries: {exc}")
+    if isinstance(exc, ModuleNotFoundError):
+        return "error", f"{exc.name} is not installed: pip install 'gpufleet[live]'"
     return "error", scrub(f"{type(exc).__name__}: {exc}")

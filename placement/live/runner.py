@@ -367,11 +367,23 @@ def _ago(age: float) -> str:
 
 
 def summarize(outcomes: dict[Task, Outcome]) -> list[Source]:
-    """Source rows: failures per (cloud, service, region), the rest folded per (cloud, service, status)."""
+    """Source rows: failures per (cloud, service, region), the rest folded per (cloud, service, status).
+
+    A cloud whose every call failed the same way (its SDK missing, say) gets one row, not one per region.
+    """
+    rows: list[Source] = []
+    by_cloud: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for t, o in outcomes.items():
+        by_cloud[t.cloud].add((o.status, o.detail or ""))
+    whole_cloud = {c for c, kinds in by_cloud.items()
+                   if len(kinds) == 1 and next(iter(kinds))[0] in FAILURES and next(iter(kinds))[0] != "no-credentials"}
+    for cloud in sorted(whole_cloud):
+        status, detail = next(iter(by_cloud[cloud]))
+        rows.append(Source(cloud, "all", "", status, scrub(detail), None))  # type: ignore[arg-type]
     groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
     for t, o in outcomes.items():
-        groups[(t.cloud, t.service, t.region)].append(o)
-    rows: list[Source] = []
+        if t.cloud not in whole_cloud:
+            groups[(t.cloud, t.service, t.region)].append(o)
     nocreds: dict[str, Outcome] = {}
     folded: dict[tuple[str, str, str, str], list[tuple[str, float | None]]] = defaultdict(list)
     for (cloud, service, region), outs in sorted(groups.items()):

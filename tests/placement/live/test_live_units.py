@@ -164,3 +164,24 @@ def test_sources_fold_successes_and_name_failures() -> None:
     assert ok["service"] == "service-quotas" and ok["detail"] == "2 regions"
     cached = next(r for r in rows if r["status"] == "cached")
     assert cached["region"] == "us-east-1" and cached["age_s"] == 30.0
+
+
+def test_a_cloud_that_failed_one_way_everywhere_gets_one_row():
+    missing = "boto3 is not installed: pip install 'gpufleet[live]'"
+    outcomes = {
+        _task("aws", "service-quotas", "us-east-1"): Outcome("error", None, missing),
+        _task("aws", "ec2:offerings", "us-west-2"): Outcome("error", None, missing),
+        _task("gcp", "compute:regions", "us-central1"): Outcome("ok", 1),
+    }
+    rows = [r.as_dict() for r in summarize(outcomes)]
+    aws = [r for r in rows if r["cloud"] == "aws"]
+    want = {"cloud": "aws", "service": "all", "region": "", "status": "error", "detail": missing, "age_s": None}
+    assert aws == [want]
+    assert any(r["cloud"] == "gcp" and r["status"] == "ok" for r in rows)
+
+
+def test_missing_sdk_is_classified_with_the_fix():
+    from placement.live.errors import classify
+
+    status, detail = classify(ModuleNotFoundError("No module named 'boto3'", name="boto3"))
+    assert status == "error" and "boto3 is not installed" in detail and "gpufleet[live]" in detail
