@@ -224,7 +224,9 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
         slack = z - bound + 1e-9 * max(abs(z), 1.0)
         threshold = min(slack, threshold * 10)
         extra = [i for i in range(n_x) if not allowed[i] and reduced[i] <= slack]
-        if not extra and tight:
+        # HiGHS often closes the gap well past what was asked: then this loose solve is already tight.
+        solved_tight = tight or h.getInfo().mip_gap <= final_gap
+        if not extra and solved_tight:
             return
         if not extra:
             tight = True
