@@ -10,13 +10,12 @@ import csv
 import functools
 import io
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from placement.errors import InputError
+from placement.errors import InputError, non_negative
 from placement.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 
 CATALOG_SCHEMA = "gpufleet.catalog/v1"
@@ -64,13 +63,7 @@ class Catalog:
 def _price(value: Any, field: str, source: str) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    try:
-        price = float(value)
-    except (TypeError, ValueError):
-        raise InputError(field, f"must be a price in USD per hour or blank, got {value!r}", source=source) from None
-    if math.isnan(price) or price < 0:
-        raise InputError(field, f"must be a non-negative price, got {value!r}", source=source)
-    return price
+    return non_negative(value, field, source, what="a price in USD per hour or blank")
 
 
 def adhoc_shape(cloud: str, name: str, accelerator: str, gpus: int, vcpus: int, memory_gib: float) -> Shape:

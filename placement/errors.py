@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 
 class InputError(ValueError):
     """Bad user input: a job spec, flag, stack config, catalog or quota file.
@@ -15,3 +18,14 @@ class InputError(ValueError):
         self.source = source
         where = f"{source}: " if source else ""
         super().__init__(f"{where}{field}: {message}")
+
+
+def non_negative(value: Any, field: str, source: str, what: str = "a number") -> float:
+    """``value`` as a non-negative float, or an :class:`InputError` naming ``field`` and what it must be."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(field, f"must be {what}, got {value!r}", source=source) from None
+    if math.isnan(number) or number < 0:
+        raise InputError(field, f"must be a non-negative number, got {value!r}", source=source)
+    return number

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement.errors import InputError
+from placement.errors import InputError, non_negative
 from placement.shapes import CLOUDS
 
 QUOTA_COLUMNS = ("cloud", "region", "quota", "limit", "usage")
@@ -47,16 +46,6 @@ class QuotaTable:
         return QuotaTable({**self.quotas, **other.quotas})
 
 
-def _num(value: Any, field: str, source: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(field, f"must be a number, got {value!r}", source=source) from None
-    if math.isnan(number) or number < 0:
-        raise InputError(field, f"must be a non-negative number, got {value!r}", source=source)
-    return number
-
-
 def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
     """Rows of mappings with cloud, region, quota, limit, usage (from CSV or YAML)."""
     quotas: dict[QuotaKey, Quota] = {}
@@ -72,7 +61,9 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
         if cloud not in CLOUDS:
             raise InputError(f"cloud ({where})", f"must be aws or gcp, got {row['cloud']!r}", source=source)
         quotas[(cloud, str(row["region"]).strip(), str(row["quota"]).strip())] = Quota(
-            limit=_num(row["limit"], f"limit ({where})", source), usage=_num(row["usage"], f"usage ({where})", source))
+            limit=non_negative(row["limit"], f"limit ({where})", source),
+            usage=non_negative(row["usage"], f"usage ({where})", source),
+        )
     return QuotaTable(quotas)
 
 

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.iam import irsa_trust_policy, service_trust_policy
-from infra.aws.layout import resource_tags
+from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
 from infra.config import StackConfig
 
 # Controllers (Kueue, the FSx CSI controller, CoreDNS) run here, never on GPU nodes.
@@ -185,7 +185,7 @@ class EksCluster(pulumi.ComponentResource):
                                                                     volume_type="gp3", encrypted="true",
                                                                     delete_on_termination="true"))],
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags("system"))
-                                for kind in ("instance", "volume", "network-interface")],
+                                for kind in LAUNCHED_RESOURCE_TYPES],
             update_default_version=True,
             tags=tags("system-lt"),
             opts=child,

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.aws.cluster import imdsv2_metadata, launch_template_version
-from infra.aws.layout import resource_tags, uses_efa
+from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags, uses_efa
 from infra.config import NodePoolConfig, StackConfig
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
@@ -153,7 +153,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                                                                     encrypted="true", delete_on_termination="true"))],
             user_data=nodeadm_user_data(shape.instance_store_gb > 0),
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags("node"))
-                                for kind in ("instance", "volume", "network-interface")],
+                                for kind in LAUNCHED_RESOURCE_TYPES],
             update_default_version=True,
             tags=tags("lt"),
             opts=child,

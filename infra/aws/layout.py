@@ -26,6 +26,8 @@ GPU_SUBNET_RESERVED_IPS = 5 + 64
 # Never smaller than a /24 (so a later maxNodes bump rarely forces a subnet replacement), never larger than /18.
 GPU_SUBNET_MAX_PREFIX = 24
 GPU_SUBNET_MIN_PREFIX = 18
+# What a launch template's tag specifications tag at launch.
+LAUNCHED_RESOURCE_TYPES = ("instance", "volume", "network-interface")
 
 
 @dataclass(frozen=True)
