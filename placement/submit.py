@@ -8,7 +8,7 @@ nodes) for that pool, and create it with the Kubernetes Python client (or print 
 
 Rendering is pure (dicts in, dicts out); only :func:`run_submit` reads files, runs ``pulumi`` and
 talks to a cluster. The Kueue naming scheme (queue names, pool label, GPU taint, topology levels)
-comes from :mod:`infra.k8s.kueue_objects`, the per-node resources from its :func:`allocatable`.
+comes from :mod:`placement.kueue`, the per-node resources from its :func:`allocatable`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infra.k8s import kueue_objects as ko
+from placement import kueue as ko
 from placement.engine import Candidate, Plan
 from placement.errors import InputError
 from placement.jobspec import JobSpec
@@ -116,7 +116,7 @@ class Queue:
 @dataclass(frozen=True)
 class ClusterStack:
     """A worker cluster from its stack outputs. ``local_queues`` is ``None`` when the stack exports no
-    ``kueue`` output (then the queue name follows :func:`infra.k8s.kueue_objects.local_queue_name`)."""
+    ``kueue`` output (then the queue name follows :func:`placement.kueue.local_queue_name`)."""
 
     stack: str
     cloud: str
@@ -934,7 +934,7 @@ def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool,
 
 
 def load_stacks(args: argparse.Namespace) -> Stacks:
-    from placement.cli import UsageError, load_yaml
+    from placement.inputs import UsageError, load_yaml
 
     if not args.stacks and not args.stack:
         raise UsageError("submit: pass --stacks FILE (exported outputs) or --stack NAME (repeatable)")
@@ -956,7 +956,7 @@ def load_stacks(args: argparse.Namespace) -> Stacks:
 
 
 def _pick_hub(stacks: Stacks) -> HubStack | None:
-    from placement.cli import UsageError
+    from placement.inputs import UsageError
 
     if len(stacks.hubs) > 1:
         raise UsageError("--via-hub: more than one hub stack given (" + ", ".join(h.stack for h in stacks.hubs)
@@ -974,8 +974,8 @@ def run_submit(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from placement.cli import UsageError, load_catalog, load_quotas, load_yaml
     from placement.engine import plan
+    from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml
     from placement.jobspec import parse_job
 
     job = parse_job(load_yaml(args.job, "job spec"))

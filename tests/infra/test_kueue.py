@@ -13,6 +13,7 @@ import yaml
 from infra.config import NodePoolConfig, StackConfig, parse
 from infra.k8s import kueue_objects as ko
 from infra.k8s.crd_validate import CRDValidator
+from placement import kueue as pk
 from placement.shapes import shape_book
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,9 +123,9 @@ def test_cluster_queue_quota_is_pool_max_times_shape_allocatable(which: str, aws
 
 def test_reserve_formula_matches_published_examples() -> None:
     # GKE/EKS CPU reserve: 60m for 1 core, 70m for 2, 80m for 4, +2.5m per core above 4.
-    assert [ko.kube_reserved_cpu_millis(n) for n in (1, 2, 4, 64)] == [60, 70, 80, 230]
+    assert [pk.kube_reserved_cpu_millis(n) for n in (1, 2, 4, 64)] == [60, 70, 80, 230]
     # GKE memory reserve: 1 GiB of 4, 1.8 GiB of 8, 2.6 GiB of 16, 9.32 GiB of 128 GiB.
-    assert [ko.kube_reserved_memory_mib(g) for g in (4, 8, 16, 128)] == [1024, math.ceil(1.8 * 1024),
+    assert [pk.kube_reserved_memory_mib(g) for g in (4, 8, 16, 128)] == [1024, math.ceil(1.8 * 1024),
                                                                          math.ceil(2.6 * 1024),
                                                                          math.ceil(9.32 * 1024)]
 
