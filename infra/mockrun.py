@@ -78,12 +78,18 @@ def _policy_json(args: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Registered:
-    """One resource the program registered: its type token, name and (camelCase) inputs."""
+    """One resource the program registered: its type token, name and (camelCase) inputs.
+
+    ``urn`` is its URN and ``dependencies`` the URNs the engine was told it depends on (explicit
+    ``depends_on``, with components expanded to their resources, plus the resources its inputs came from).
+    """
 
     type: str
     name: str
     inputs: dict[str, Any]
     provider: str | None = None
+    urn: str = ""
+    dependencies: tuple[str, ...] = ()
 
 
 @dataclass
@@ -102,6 +108,22 @@ class RunResult:
             if r.name == name:
                 return r
         raise KeyError(name)
+
+    def depends_on(self, resource: Registered, other: Registered) -> bool:
+        """True when ``resource`` waits for ``other``, directly or through resources it depends on."""
+        by_urn = {r.urn: r for r in self.resources}
+        seen: set[str] = set()
+        todo = list(resource.dependencies)
+        while todo:
+            urn = todo.pop()
+            if urn == other.urn:
+                return True
+            if urn in seen:
+                continue
+            seen.add(urn)
+            if urn in by_urn:
+                todo.extend(by_urn[urn].dependencies)
+        return False
 
 
 def _mocks(result: RunResult) -> Any:
@@ -148,6 +170,19 @@ def _mocks(result: RunResult) -> Any:
     return RecordingMocks()
 
 
+def _monitor(mocks: Any, recorded: dict[tuple[str, str], tuple[str, tuple[str, ...]]]) -> Any:
+    """A mock monitor that also records each registration's URN and dependencies (the mocks do not see them)."""
+    from pulumi.runtime.mocks import MockMonitor
+
+    class RecordingMonitor(MockMonitor):
+        def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
+            response = super().RegisterResource(request)
+            recorded[(request.type, request.name)] = (response.urn, tuple(request.dependencies))
+            return response
+
+    return RecordingMonitor(mocks)
+
+
 def _config_from_stack_file(path: str) -> tuple[str, dict[str, str]]:
     with open(path, encoding="utf-8") as fh:
         doc = yaml.safe_load(fh) or {}
@@ -185,7 +220,10 @@ def run_stack(stack_file: str, program: Callable[[], None] | None = None,
     settings.reset_options()
     if asyncio.get_event_loop_policy() is not None:
         asyncio.set_event_loop(asyncio.new_event_loop())
-    pulumi.runtime.set_mocks(_mocks(result), project="gpufleet", stack=stack, preview=False)
+    recorded: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+    mocks = _mocks(result)
+    pulumi.runtime.set_mocks(mocks, project="gpufleet", stack=stack, preview=False,
+                             monitor=_monitor(mocks, recorded))
     runtime_config.set_all_config(config, [])
 
     if program is None:
@@ -207,6 +245,8 @@ def run_stack(stack_file: str, program: Callable[[], None] | None = None,
             result.outputs[name] = _sync_await(out.future())
             if _sync_await(out.is_secret()):
                 result.secret_outputs.add(name)
+        for r in result.resources:
+            r.urn, r.dependencies = recorded.get((r.type, r.name), ("", ()))
     finally:
         pulumi.export = real_export  # type: ignore[assignment]
     return result
