@@ -47,6 +47,18 @@ _CAPACITIES: dict[str, tuple[str, ...]] = {
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 
 
+# Address space a VPC, a peering or a VPN carries (RFC 1918, the RFC 6598 shared range clouds also use inside
+# VPCs, IPv6 unique-local). Anything else is an internet address, reachable only on a public endpoint.
+PRIVATE_RANGES = tuple(ipaddress.ip_network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                                                         "100.64.0.0/10", "fc00::/7"))
+
+
+def is_private_cidr(cidr: str) -> bool:
+    """True when all of ``cidr`` lies in :data:`PRIVATE_RANGES` (reached over private links, not the internet)."""
+    net = ipaddress.ip_network(cidr, strict=False)
+    return any(net.version == p.version and net.subnet_of(p) for p in PRIVATE_RANGES)  # type: ignore[arg-type]
+
+
 class ConfigError(InputError):
     """An invalid stack config value; ``field`` is the full key, e.g. ``gpufleet:nodePools[0].maxNodes``."""
 
@@ -95,6 +107,10 @@ class ClusterConfig:
     public_access: bool = False
     public_access_cidrs: tuple[str, ...] = ()
     admin_principals: tuple[str, ...] = ()
+    # CIDRs allowed to reach the API for a MultiKueue hub (its Kueue and dispatcher): an ingress rule on 443 of
+    # the EKS cluster security group / GKE master authorized networks, and on the public allow-list when
+    # public_access is true. IPv4 only (what both endpoints take).
+    hub_cidrs: tuple[str, ...] = ()
     # GKE: refuse `pulumi destroy` of the control plane until this is set to false and applied.
     deletion_protection: bool = True
 
@@ -147,14 +163,35 @@ class KueueConfig:
 
 
 @dataclass(frozen=True)
+class DispatchConfig:
+    """The ``placement dispatch`` Deployment a hub runs when its dispatcher is External.
+
+    ``image`` is built from ``placement/dispatch/Dockerfile``; ``admission_deadline_seconds`` is how long a
+    nominated worker may take to admit before the next-best one is tried (seconds);
+    ``wait_usd_per_gpu_hour`` prices the expected wait for admission (USD per GPU-hour);
+    ``resources`` is the container's Kubernetes ``resources`` (requests/limits) or None.
+    """
+
+    image: str | None = None
+    replicas: int = 2
+    admission_deadline_seconds: int = 300
+    wait_usd_per_gpu_hour: float = 2.0
+    resources: Mapping[str, Mapping[str, str]] | None = None
+
+
+@dataclass(frozen=True)
 class HubConfig:
     """A MultiKueue hub: the worker stacks it dispatches to (fully qualified stack names)."""
 
     workers: tuple[str, ...] = ()
     # MultiKueue dispatcher on the hub: AllAtOnce copies a workload to every worker and keeps the first
     # admission; Incremental widens the set 3 clusters at a time; External leaves the choice to a
-    # controller writing .status.nominatedClusterNames (``placement submit``).
+    # controller writing .status.nominatedClusterNames (``placement dispatch``, the hub's Deployment).
     dispatcher: Literal["AllAtOnce", "Incremental", "External"] = "AllAtOnce"
+    # Where the hub's API clients (Kueue's MultiKueue controller, the dispatcher) reach worker APIs from, as
+    # the workers see it: private ranges over peering/VPN, or public NAT addresses. IPv4 CIDRs.
+    egress_cidrs: tuple[str, ...] = ()
+    dispatch: DispatchConfig = field(default_factory=DispatchConfig)
 
 
 @dataclass(frozen=True)
@@ -242,6 +279,83 @@ def _cidr(value: Any, path: str) -> str:
         return str(ipaddress.ip_network(_str(value, path)))
     except ValueError:
         raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {value!r}") from None
+
+
+def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
+    """A list of IPv4 CIDRs, none of them the whole internet (EKS and GKE API allow-lists take IPv4 only)."""
+    out = []
+    for c in _strings(value, path):
+        cidr = _cidr(c, path)
+        net = ipaddress.ip_network(cidr)
+        if net.version != 4:
+            raise ConfigError(_key(path), f"{c!r} is not IPv4; EKS public access CIDRs and GKE authorized "
+                                          "networks take IPv4 CIDRs only")
+        if net.prefixlen == 0:
+            raise ConfigError(_key(path), f"{c!r} is the whole internet; list the hub's own egress ranges")
+        if cidr not in out:
+            out.append(cidr)
+    return tuple(out)
+
+
+def _float(value: Any, path: str, *, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(_key(path), f"must be a number >= {minimum:g}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(_key(path), f"must be a number >= {minimum:g}, got {value!r}") from None
+    if not number >= minimum or number == float("inf"):
+        raise ConfigError(_key(path), f"must be a number >= {minimum:g}, got {value!r}")
+    return number
+
+
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+
+
+def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
+    """A container's ``resources``: ``requests``/``limits``, each ``cpu``/``memory`` quantities."""
+    if value is None:
+        return None
+    res = _mapping(value, path)
+    _unknown_keys(res, {"requests", "limits"}, path)
+    out: dict[str, dict[str, str]] = {}
+    for part, amounts in res.items():
+        amounts = _mapping(amounts, f"{path}.{part}")
+        _unknown_keys(amounts, {"cpu", "memory"}, f"{path}.{part}")
+        for name, amount in amounts.items():
+            if isinstance(amount, bool) or not _QUANTITY.match(str(amount)):
+                raise ConfigError(_key(f"{path}.{part}.{name}"),
+                                  f"must be a Kubernetes quantity such as 500m or 256Mi, got {amount!r}")
+            out.setdefault(part, {})[name] = str(amount)
+    return out
+
+
+DOCKER_BUILD = "docker build -f placement/dispatch/Dockerfile -t <image> ."
+
+
+def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
+    path = "hub.dispatch"
+    raw = _mapping(value, path)
+    _unknown_keys(raw, {"image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour", "resources"}, path)
+    image = raw.get("image")
+    if image is not None:
+        image = _str(image, f"{path}.image")
+        if any(ch.isspace() for ch in image):
+            raise ConfigError(_key(f"{path}.image"), f"{image!r} is not an image reference")
+    if dispatcher == "External" and not image:
+        raise ConfigError(
+            _key(f"{path}.image"),
+            f"is required when gpufleet:hub.dispatcher is External: build it with `{DOCKER_BUILD}` from the "
+            "repository root, push it, and set its reference here",
+        )
+    return DispatchConfig(
+        image=image,
+        replicas=_int(raw.get("replicas", 2), f"{path}.replicas", minimum=1),
+        admission_deadline_seconds=_int(raw.get("admissionDeadlineSeconds", 300),
+                                        f"{path}.admissionDeadlineSeconds", minimum=1),
+        wait_usd_per_gpu_hour=_float(raw.get("waitUsdPerGpuHour", 2.0), f"{path}.waitUsdPerGpuHour"),
+        resources=_resources(raw.get("resources"), f"{path}.resources"),
+    )
 
 
 def _unknown_keys(section: Mapping[str, Any], allowed: set[str], path: str) -> None:
@@ -385,6 +499,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "publicAccessCidrs",
             "adminPrincipals",
             "deletionProtection",
+            "hubCidrs",
         },
         "cluster",
     )
@@ -411,6 +526,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         public_access=public,
         public_access_cidrs=cidrs,
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
+        hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
     )
 
@@ -492,15 +608,23 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     )
 
     hb = _mapping(raw.get("hub"), "hub")
-    _unknown_keys(hb, {"workers", "dispatcher"}, "hub")
+    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch"}, "hub")
     workers = _strings(hb.get("workers"), "hub.workers")
     dispatcher = str(hb.get("dispatcher", "AllAtOnce"))
     if dispatcher not in ("AllAtOnce", "Incremental", "External"):
         raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
-    hub = HubConfig(workers=workers, dispatcher=dispatcher)  # type: ignore[arg-type]
+    egress = _ipv4_cidrs(hb.get("egressCidrs"), "hub.egressCidrs")
+    hub = HubConfig(workers=workers, dispatcher=dispatcher,  # type: ignore[arg-type]
+                    egress_cidrs=egress, dispatch=_dispatch(hb.get("dispatch"), dispatcher))
     if role == "hub" and not workers:
         raise ConfigError(
             _key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)"
+        )
+    if role == "hub" and not egress:
+        raise ConfigError(
+            _key("hub.egressCidrs"),
+            "is required on a hub: list the CIDRs its Kueue and dispatcher reach worker APIs from (private ranges "
+            "over peering/VPN, or NAT addresses) and authorise them on every worker in gpufleet:cluster.hubCidrs",
         )
 
     tags_raw = _mapping(raw.get("tags"), "tags")

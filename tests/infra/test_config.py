@@ -66,6 +66,20 @@ BAD = [
     ("colour", "blue", "gpufleet:colour"),
     ("training.namespace", "Training", "gpufleet:training.namespace"),
     ("training.serviceAccount", "trainer_1", "gpufleet:training.serviceAccount"),
+    ("cluster.hubCidrs", ["0.0.0.0/0"], "gpufleet:cluster.hubCidrs"),
+    ("cluster.hubCidrs", ["fd00::/8"], "gpufleet:cluster.hubCidrs"),
+    ("cluster.hubCidrs", "10.200.0.0/20", "gpufleet:cluster.hubCidrs"),
+    ("cluster.hubCidrs", ["10.200.0.0/33"], "gpufleet:cluster.hubCidrs"),
+    ("hub.egressCidrs", ["not-a-cidr"], "gpufleet:hub.egressCidrs"),
+    ("hub.dispatch.replicas", 0, "gpufleet:hub.dispatch.replicas"),
+    ("hub.dispatch.admissionDeadlineSeconds", 0, "gpufleet:hub.dispatch.admissionDeadlineSeconds"),
+    ("hub.dispatch.waitUsdPerGpuHour", -1, "gpufleet:hub.dispatch.waitUsdPerGpuHour"),
+    ("hub.dispatch.waitUsdPerGpuHour", "cheap", "gpufleet:hub.dispatch.waitUsdPerGpuHour"),
+    ("hub.dispatch.resources", {"requests": {"gpu": "1"}}, "gpufleet:hub.dispatch.resources.requests.gpu"),
+    ("hub.dispatch.resources", {"requests": {"cpu": "lots"}}, "gpufleet:hub.dispatch.resources.requests.cpu"),
+    ("hub.dispatch.resources", {"claims": []}, "gpufleet:hub.dispatch.resources.claims"),
+    ("hub.dispatch.colour", "blue", "gpufleet:hub.dispatch.colour"),
+    ("hub.dispatch.image", "two words", "gpufleet:hub.dispatch.image"),
 ]
 
 
@@ -90,3 +104,59 @@ def test_training_namespaces_are_the_teams_plus_training_namespace_once():
     raw = _with("kueue", {"teams": ["team-a", "team-b"]})
     raw["training"] = {"namespace": "team-b", "serviceAccount": "trainer"}
     assert parse(raw, stack="t").training_namespaces == ("team-a", "team-b")
+
+
+HUB = {"role": "hub", "cloud": "aws", "region": "us-east-1", "tags": BASE["tags"],
+       "hub": {"workers": ["org/gpufleet/w1", "org/gpufleet/w2"], "egressCidrs": ["10.200.0.0/20", "203.0.113.7"]}}
+
+
+def _hub(**changes):
+    raw = yaml.safe_load(yaml.safe_dump(HUB))
+    raw["hub"].update(changes)
+    return raw
+
+
+def test_hub_reachability_and_dispatch_defaults():
+    cfg = parse(HUB, stack="hub")
+    # Normalised CIDRs: a bare address is its /32.
+    assert cfg.hub.egress_cidrs == ("10.200.0.0/20", "203.0.113.7/32")
+    assert cfg.hub.dispatcher == "AllAtOnce" and cfg.hub.dispatch.image is None
+    assert (cfg.hub.dispatch.replicas, cfg.hub.dispatch.admission_deadline_seconds,
+            cfg.hub.dispatch.wait_usd_per_gpu_hour, cfg.hub.dispatch.resources) == (2, 300, 2.0, None)
+    worker = parse(_with("cluster", {"hubCidrs": ["10.200.0.0/20", "10.200.0.0/20"]}), stack="t")
+    assert worker.cluster.hub_cidrs == ("10.200.0.0/20",)
+    assert parse(BASE, stack="t").cluster.hub_cidrs == ()
+
+
+def test_hub_needs_egress_cidrs():
+    raw = _hub()
+    del raw["hub"]["egressCidrs"]
+    with pytest.raises(ConfigError) as err:
+        parse(raw, stack="hub")
+    assert str(err.value).startswith("gpufleet:hub.egressCidrs: is required on a hub")
+    assert "gpufleet:cluster.hubCidrs" in str(err.value)
+
+
+def test_external_dispatcher_needs_an_image_built_from_the_dockerfile():
+    with pytest.raises(ConfigError) as err:
+        parse(_hub(dispatcher="External"), stack="hub")
+    message = str(err.value)
+    assert message.startswith("gpufleet:hub.dispatch.image: is required when gpufleet:hub.dispatcher is External")
+    assert "docker build -f placement/dispatch/Dockerfile -t <image> ." in message and "\n" not in message
+    cfg = parse(_hub(dispatcher="External", dispatch={
+        "image": "ghcr.io/acme/placement:1.0", "replicas": 3, "admissionDeadlineSeconds": 120,
+        "waitUsdPerGpuHour": "0.5", "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                                  "limits": {"memory": "1Gi"}}}), stack="hub")
+    d = cfg.hub.dispatch
+    assert (d.image, d.replicas, d.admission_deadline_seconds, d.wait_usd_per_gpu_hour) == (
+        "ghcr.io/acme/placement:1.0", 3, 120, 0.5)
+    assert d.resources == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+
+
+def test_new_structured_keys_are_described_in_the_project_file():
+    described = {k.split(":", 1)[1]: v["description"]
+                 for k, v in yaml.safe_load((REPO / "Pulumi.yaml").read_text())["template"]["config"].items()}
+    assert "hubCidrs" in described["cluster"]
+    for key in ("egressCidrs", "dispatch", "image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
+                "resources"):
+        assert key in described["hub"], key
