@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.config import NodePoolConfig, StackConfig
+from infra.config import NodePoolConfig, StackConfig, is_private_cidr
 
 
 def node_pool_output(pool: NodePoolConfig) -> dict[str, Any]:
@@ -32,6 +32,31 @@ def training_service_account_output(cfg: StackConfig) -> dict[str, Any]:
     return {"name": cfg.training.service_account, "namespaces": list(cfg.training_namespaces)}
 
 
+def api_access_output(cfg: StackConfig) -> dict[str, Any]:
+    """Who may reach the cluster's Kubernetes API, as a MultiKueue hub needs to know it.
+
+    Both clouds always keep a private endpoint (EKS ``endpoint_private_access``, a GKE private cluster);
+    ``publicEndpoint`` says whether the public one is on. ``hubCidrs`` (``gpufleet:cluster.hubCidrs``) are
+    authorised on the private endpoint (EKS cluster security group on 443, GKE master authorized networks)
+    and, with a public endpoint, on its allow-list next to ``publicAccessCidrs``.
+    """
+    public = cfg.cluster.public_access
+    return {
+        "privateEndpoint": True,
+        "publicEndpoint": public,
+        "publicAccessCidrs": list(cfg.cluster.public_access_cidrs) if public else [],
+        "hubCidrs": list(cfg.cluster.hub_cidrs),
+    }
+
+
+def public_endpoint_cidrs(cfg: StackConfig) -> list[str]:
+    """The public endpoint's allow-list: ``publicAccessCidrs`` then the public hub CIDRs not already in it
+    (a private range never reaches a public endpoint, and EKS refuses one in its allow-list)."""
+    cidrs = list(cfg.cluster.public_access_cidrs)
+    return cidrs + [c for c in cfg.cluster.hub_cidrs
+                    if c not in cidrs and not is_private_cidr(c)]
+
+
 def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, checkpoint_uri: Any,
                    filesystem: Any = None, extra: dict[str, Any] | None = None) -> None:
     """Export the common outputs. ``kubeconfig`` is always exported as a secret."""
@@ -45,6 +70,7 @@ def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, chec
     pulumi.export("checkpointUri", checkpoint_uri)
     pulumi.export("checkpointFilesystem", filesystem)
     pulumi.export("trainingServiceAccount", training_service_account_output(cfg))
+    pulumi.export("apiAccess", api_access_output(cfg))
     for key, value in (extra or {}).items():
         pulumi.export(key, value)
 

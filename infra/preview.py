@@ -244,9 +244,11 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
     pools = price_pools([p for p in run.outputs.get("nodePools") or [] if isinstance(p, Mapping)],
                         cloud, region, catalog)
     cluster = raw.get("cluster") if isinstance(raw.get("cluster"), Mapping) else {}
-    violations = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=list(run.outputs),
-                                secret_outputs=run.secret_outputs,
-                                allowed_cidrs=checks.allowed_public_cidrs(cluster), stack=name)
+    # The outputs themselves (not only their names): a hub's `reachability` output is checked against the
+    # `apiAccess` its workers' stack files export.
+    violations = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=run.outputs,
+                                secret_outputs=run.secret_outputs, allowed_cidrs=checks.allowed_public_cidrs(cluster),
+                                hub_cidrs=checks.allowed_hub_cidrs(cluster), stack=name)
     doc.update({
         "cloud": cloud,
         "region": region,

@@ -12,6 +12,7 @@ import pulumi_aws as aws
 from infra.aws.iam import irsa_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
 from infra.config import StackConfig
+from infra.outputs import public_endpoint_cidrs
 
 # Controllers (Kueue, the FSx CSI controller, CoreDNS) run here, never on GPU nodes.
 SYSTEM_INSTANCE_TYPE = "m7i.xlarge"
@@ -124,7 +125,9 @@ class EksCluster(pulumi.ComponentResource):
                 subnet_ids=args.subnet_ids,
                 endpoint_private_access=True,
                 endpoint_public_access=public,
-                public_access_cidrs=list(cfg.cluster.public_access_cidrs) if public else None,
+                # The hub's CIDRs too: with the public endpoint on, a hub outside the VPC resolves the
+                # endpoint name to its public addresses.
+                public_access_cidrs=public_endpoint_cidrs(cfg) if public else None,
             ),
             access_config=aws.eks.ClusterAccessConfigArgs(
                 authentication_mode="API",
@@ -148,6 +151,17 @@ class EksCluster(pulumi.ComponentResource):
         self.name = eks.name
         self.cluster_security_group_id = eks.vpc_config.apply(_cluster_security_group)
         self.oidc_issuer = eks.identities.apply(_oidc_issuer)
+
+        # The private endpoint answers only what the cluster security group lets in; a MultiKueue hub reaches
+        # it over peering / Transit Gateway / VPN from gpufleet:cluster.hubCidrs.
+        self.hub_ingress = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-hub-{cidr.replace('/', '-')}", security_group_id=self.cluster_security_group_id,
+                cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
+                description="Kubernetes API for the MultiKueue hub (gpufleet:cluster.hubCidrs)",
+                tags=tags(f"hub-{cidr.replace('/', '-')}"), opts=child)
+            for cidr in cfg.cluster.hub_cidrs
+        ]
 
         oidc = aws.iam.OpenIdConnectProvider(f"{name}-oidc", url=self.oidc_issuer,
                                              client_id_lists=["sts.amazonaws.com"], tags=tags("oidc"), opts=child)

@@ -79,6 +79,11 @@ class GkeCluster(pulumi.ComponentResource):
         else:
             authorized = [gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
                 cidr_block=args.network.subnet.ip_cidr_range, display_name="cluster-subnet")]
+        # A MultiKueue hub: its private ranges reach the private endpoint (global access, over VPN /
+        # Interconnect), its public addresses the public endpoint; both only when authorised here.
+        authorized += [gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+            cidr_block=c, display_name=f"hub-{i}") for i, c in enumerate(cl.hub_cidrs)
+            if not (cl.public_access and c in cl.public_access_cidrs)]
 
         self.cluster = gcp.container.Cluster(
             f"{name}-gke", name=args.name, location=args.region, project=args.project,

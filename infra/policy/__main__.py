@@ -22,5 +22,5 @@ PolicyPack(
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=policies(),
     description="gpufleet: encrypted private storage, IMDSv2, GPU taints, complete GPU fabrics, no public admin "
-                "ingress, secret kubeconfigs, owner and cost-center tags.",
+                "ingress, secret kubeconfigs, owner and cost-center tags, a hub that reaches its workers.",
 )

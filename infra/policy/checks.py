@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from infra.config import is_private_cidr
 from placement.shapes import Shape, shape_book
 
 # Rule names, also the CrossGuard policy names.
@@ -29,6 +30,7 @@ GCP_GPU_NETWORKS = "gcp-gpu-networks"
 PUBLIC_INGRESS = "no-public-admin-ingress"
 KUBECONFIG_SECRET = "kubeconfig-secret"
 REQUIRED_TAGS = "owner-cost-center-tags"
+HUB_REACHES_WORKERS = "hub-reaches-workers"
 
 REQUIRED_TAG_KEYS = ("owner", "cost-center")
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -47,6 +49,7 @@ GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
 GKE_CLUSTER = "gcp:container/cluster:Cluster"
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
 GCS_BUCKET = "gcp:storage/bucket:Bucket"
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
 S3_BUCKETS = frozenset({"aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"})
 S3_ENCRYPTION = frozenset({
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
@@ -290,8 +293,27 @@ def _cidr(value: Any) -> str | None:
         return None
 
 
-def _world(cidrs: Iterable[Any]) -> list[str]:
-    return sorted({c for c in (_cidr(v) for v in cidrs) if c in WORLD_CIDRS})
+def _sources(cidrs: Iterable[Any]) -> list[str]:
+    """The distinct, normalised CIDRs among ``cidrs`` (invalid values dropped)."""
+    return sorted({c for c in (_cidr(v) for v in cidrs) if c})
+
+
+def _is_public(cidr: str) -> bool:
+    """A range of internet addresses (the whole internet included), not a private/VPC one."""
+    return not is_private_cidr(cidr)
+
+
+def _within(cidr: str, configured: Collection[str]) -> bool:
+    net = ipaddress.ip_network(cidr)
+    for c in configured:
+        other = ipaddress.ip_network(c)
+        if net.version == other.version and net.subnet_of(other):  # type: ignore[arg-type]
+            return True
+    return False
+
+
+def _config_cidrs(cluster_config: Mapping[str, Any] | None, key: str) -> frozenset[str]:
+    return frozenset(c for c in (_cidr(v) for v in _list((cluster_config or {}).get(key))) if c)
 
 
 def allowed_public_cidrs(cluster_config: Mapping[str, Any] | None) -> frozenset[str]:
@@ -299,11 +321,15 @@ def allowed_public_cidrs(cluster_config: Mapping[str, Any] | None) -> frozenset[
 
     ``cluster_config`` is the raw ``gpufleet:cluster`` mapping (camelCase keys).
     """
-    cfg = cluster_config or {}
-    public = cfg.get("publicAccess")
+    public = (cluster_config or {}).get("publicAccess")
     if not (public is True or (isinstance(public, str) and public.lower() == "true")):
         return frozenset()
-    return frozenset(c for c in (_cidr(v) for v in _list(cfg.get("publicAccessCidrs"))) if c)
+    return _config_cidrs(cluster_config, "publicAccessCidrs")
+
+
+def allowed_hub_cidrs(cluster_config: Mapping[str, Any] | None) -> frozenset[str]:
+    """``cluster.hubCidrs``: the MultiKueue hub's ranges, allowed to the Kubernetes API (never the whole internet)."""
+    return frozenset(c for c in _config_cidrs(cluster_config, "hubCidrs") if c not in WORLD_CIDRS)
 
 
 def _aws_rule_ports(protocol: Any, from_port: Any, to_port: Any) -> list[int]:
@@ -338,57 +364,74 @@ def _gcp_allow_ports(allows: Any) -> list[int]:
     return sorted(ports)
 
 
-def _judge(ports: Iterable[int], world: list[str], allowed: Collection[str], where: str) -> list[str]:
-    """SSH from the world is never allowed; the Kubernetes API only for CIDRs the stack config lists."""
+def _judge(ports: Iterable[int], sources: list[str], allowed: Collection[str], hub: Collection[str],
+           where: str) -> list[str]:
+    """SSH from the world is never allowed. The Kubernetes API: from the world only for CIDRs the stack config
+    lists in ``publicAccessCidrs`` (``allowed``); from any other public range only when it lies in those or in
+    ``hubCidrs`` (``hub``); private (VPC, peered) ranges are not public ingress."""
     out = []
     for port in sorted(set(ports)):
-        for cidr in world:
-            if port in KUBE_API_PORTS and cidr in allowed:
+        for cidr in sources:
+            if port == SSH_PORT:
+                if cidr in WORLD_CIDRS:
+                    out.append(f"{where} opens SSH (port {port}) to {cidr}")
                 continue
-            what = "SSH" if port == SSH_PORT else "the Kubernetes API"
-            hint = "" if port == SSH_PORT else (
-                " (allowed only with gpufleet:cluster.publicAccess true and the CIDR in cluster.publicAccessCidrs)")
-            out.append(f"{where} opens {what} (port {port}) to {cidr}{hint}")
+            if not _is_public(cidr) or cidr in allowed:
+                continue
+            if cidr in WORLD_CIDRS:
+                out.append(f"{where} opens the Kubernetes API (port {port}) to {cidr} (allowed only with "
+                           "gpufleet:cluster.publicAccess true and the CIDR in cluster.publicAccessCidrs)")
+            elif not _within(cidr, [*allowed, *hub]):
+                out.append(f"{where} opens the Kubernetes API (port {port}) to {cidr}, a public range the stack "
+                           "config does not list (allowed in gpufleet:cluster.hubCidrs, or in "
+                           "cluster.publicAccessCidrs with publicAccess true)")
     return out
 
 
-def check_public_ingress(type_token: str, props: Mapping[str, Any], allowed_cidrs: Collection[str] = ()) -> list[str]:
-    """No ingress from 0.0.0.0/0 (or ::/0) to SSH (22) or the Kubernetes API (443/6443, EKS/GKE endpoints).
+def check_public_ingress(type_token: str, props: Mapping[str, Any], allowed_cidrs: Collection[str] = (),
+                         hub_cidrs: Collection[str] = ()) -> list[str]:
+    """No ingress from 0.0.0.0/0 (or ::/0) to SSH (22), and none from a public range to the Kubernetes API
+    (443/6443: security groups and firewalls, the EKS/GKE endpoints) that the stack config does not list.
 
-    ``allowed_cidrs`` is :func:`allowed_public_cidrs` of the stack config; it never opens SSH.
+    ``allowed_cidrs`` is :func:`allowed_public_cidrs` of the stack config (it may open the world, never SSH);
+    ``hub_cidrs`` is :func:`allowed_hub_cidrs` (public ranges of a MultiKueue hub, on the API ports only).
     """
     allowed = {c for c in (_cidr(a) for a in allowed_cidrs) if c}
+    hub = {c for c in (_cidr(a) for a in hub_cidrs) if c and c not in WORLD_CIDRS}
+
+    def judge(ports: Iterable[int], cidrs: Iterable[Any], where: str) -> list[str]:
+        return _judge(ports, _sources(cidrs), allowed, hub, where)
+
     if type_token == EKS_CLUSTER:
         vpc = props.get("vpcConfig") or {}
         # EKS defaults: public endpoint on, reachable from 0.0.0.0/0.
         if vpc.get("endpointPublicAccess", True) is False:
             return []
         cidrs = _list(vpc.get("publicAccessCidrs")) or ["0.0.0.0/0"]
-        return _judge(KUBE_API_PORTS[:1], _world(cidrs), allowed, "vpcConfig.publicAccessCidrs")
+        return judge(KUBE_API_PORTS[:1], cidrs, "vpcConfig.publicAccessCidrs")
     if type_token == SECURITY_GROUP:
         out = []
         for i, rule in enumerate(_list(props.get("ingress"))):
             if not isinstance(rule, Mapping):
                 continue
-            world = _world([*_list(rule.get("cidrBlocks")), *_list(rule.get("ipv6CidrBlocks"))])
-            ports = _aws_rule_ports(rule.get("protocol"), rule.get("fromPort"), rule.get("toPort"))
-            out += _judge(ports, world, allowed, f"ingress[{i}]")
+            cidrs = [*_list(rule.get("cidrBlocks")), *_list(rule.get("ipv6CidrBlocks"))]
+            out += judge(_aws_rule_ports(rule.get("protocol"), rule.get("fromPort"), rule.get("toPort")), cidrs,
+                         f"ingress[{i}]")
         return out
     if type_token == SECURITY_GROUP_RULE:
         if props.get("type") != "ingress":
             return []
-        world = _world([*_list(props.get("cidrBlocks")), *_list(props.get("ipv6CidrBlocks"))])
-        ports = _aws_rule_ports(props.get("protocol"), props.get("fromPort"), props.get("toPort"))
-        return _judge(ports, world, allowed, "the ingress rule")
+        cidrs = [*_list(props.get("cidrBlocks")), *_list(props.get("ipv6CidrBlocks"))]
+        return judge(_aws_rule_ports(props.get("protocol"), props.get("fromPort"), props.get("toPort")), cidrs,
+                     "the ingress rule")
     if type_token == SG_INGRESS_RULE:
-        world = _world([c for c in (props.get("cidrIpv4"), props.get("cidrIpv6")) if c])
-        ports = _aws_rule_ports(props.get("ipProtocol"), props.get("fromPort"), props.get("toPort"))
-        return _judge(ports, world, allowed, "the ingress rule")
+        cidrs = [c for c in (props.get("cidrIpv4"), props.get("cidrIpv6")) if c]
+        return judge(_aws_rule_ports(props.get("ipProtocol"), props.get("fromPort"), props.get("toPort")), cidrs,
+                     "the ingress rule")
     if type_token == GCP_FIREWALL:
         if str(props.get("direction", "INGRESS")).upper() != "INGRESS":
             return []
-        world = _world(_list(props.get("sourceRanges")))
-        return _judge(_gcp_allow_ports(props.get("allows")), world, allowed, "sourceRanges")
+        return judge(_gcp_allow_ports(props.get("allows")), _list(props.get("sourceRanges")), "sourceRanges")
     if type_token == GKE_CLUSTER:
         if _get(props, "privateClusterConfig.enablePrivateEndpoint") is True:
             return []
@@ -398,10 +441,10 @@ def check_public_ingress(type_token: str, props: Mapping[str, Any], allowed_cidr
         man = props.get("masterAuthorizedNetworksConfig")
         if not isinstance(man, Mapping):
             # A public endpoint without authorized networks answers every address.
-            return _judge(KUBE_API_PORTS[:1], ["0.0.0.0/0"], allowed,
-                          "the public control plane endpoint (no masterAuthorizedNetworksConfig)")
+            return judge(KUBE_API_PORTS[:1], ["0.0.0.0/0"],
+                         "the public control plane endpoint (no masterAuthorizedNetworksConfig)")
         cidrs = [b.get("cidrBlock") for b in _list(man.get("cidrBlocks")) if isinstance(b, Mapping)]
-        return _judge(KUBE_API_PORTS[:1], _world(cidrs), allowed, "masterAuthorizedNetworksConfig")
+        return judge(KUBE_API_PORTS[:1], cidrs, "masterAuthorizedNetworksConfig")
     return []
 
 
@@ -531,6 +574,57 @@ def check_kubeconfig_secret(outputs: Collection[str], secret_outputs: Collection
             for name in sorted(outputs) if "kubeconfig" in name.lower() and name not in secret_outputs]
 
 
+def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str) -> str | None:
+    """Why hub egress CIDR ``egress`` cannot reach the API of worker ``worker`` whose ``apiAccess`` output is
+    ``access`` (:func:`infra.outputs.api_access_output`), or None when it can.
+
+    A private range reaches the private endpoint (always on, over peering / Transit Gateway / VPN /
+    Interconnect) when it lies in the worker's ``hubCidrs``; a public address reaches only a public endpoint,
+    when it lies in ``publicAccessCidrs`` or ``hubCidrs`` (both are on its allow-list).
+    """
+    net = _cidr(egress)
+    if net is None:
+        return f"hub egress {egress!r} is not a CIDR; fix gpufleet:hub.egressCidrs"
+    hub = [c for c in (_cidr(v) for v in _list(access.get("hubCidrs"))) if c]
+    public_cidrs = [c for c in (_cidr(v) for v in _list(access.get("publicAccessCidrs"))) if c]
+    where = f"gpufleet:cluster.hubCidrs of worker stack {worker}"
+    if not _is_public(net):
+        if access.get("privateEndpoint") is not False and _within(net, hub):
+            return None
+        return (f"hub egress {net} (private) is not authorised on worker {worker}'s private API endpoint "
+                f"(hubCidrs: {', '.join(hub) or 'none'}); add it to {where}")
+    if access.get("publicEndpoint") is not True:
+        return (f"hub egress {net} is a public address and worker {worker}'s API endpoint is private-only; "
+                f"egress to it from a private range peered or VPN'd to its VPC (gpufleet:hub.egressCidrs) and "
+                f"list that in {where}, or set gpufleet:cluster.publicAccess true there with {net} in hubCidrs")
+    if _within(net, [*public_cidrs, *hub]):
+        return None
+    return (f"hub egress {net} is not on worker {worker}'s public endpoint allow-list "
+            f"({', '.join([*public_cidrs, *hub]) or 'none'}); add it to {where}")
+
+
+def check_hub_reachability(outputs: Mapping[str, Any]) -> list[Violation]:
+    """A hub stack reaches every worker API from every egress CIDR (its ``reachability`` output: per worker key,
+    the hub's ``egressCidrs`` and the worker's ``apiAccess``). Other stacks have no such output and pass."""
+    reach = outputs.get("reachability")
+    if not isinstance(reach, Mapping):
+        return []
+    out = []
+    for worker, entry in sorted(reach.items()):
+        entry = entry if isinstance(entry, Mapping) else {}
+        access = entry.get("apiAccess")
+        if not isinstance(access, Mapping):
+            out.append(Violation(HUB_REACHES_WORKERS, str(worker), STACK_REFERENCE,
+                                 f"worker {worker} exports no apiAccess; `pulumi up` the worker stack with this "
+                                 f"version and gpufleet:cluster.hubCidrs listing the hub's egress CIDRs first"))
+            continue
+        for egress in _list(entry.get("egressCidrs")):
+            reason = unreachable_reason(str(egress), access, str(worker))
+            if reason:
+                out.append(Violation(HUB_REACHES_WORKERS, str(worker), STACK_REFERENCE, reason))
+    return out
+
+
 STACK_CHECKS: Mapping[str, Callable[[Sequence[Resource]], list[Violation]]] = {
     S3_PROTECTED: check_s3_buckets,
     EFA_INTERFACES: check_efa_interfaces,
@@ -538,17 +632,23 @@ STACK_CHECKS: Mapping[str, Callable[[Sequence[Resource]], list[Violation]]] = {
 }
 
 
-def run_all(resources: Sequence[Resource], *, outputs: Collection[str] = (), secret_outputs: Collection[str] = (),
-            allowed_cidrs: Collection[str] = (), stack: str = "stack") -> list[Violation]:
-    """Every mandatory policy over one stack's resources and outputs, in a stable order."""
+def run_all(resources: Sequence[Resource], *, outputs: Collection[str] | Mapping[str, Any] = (),
+            secret_outputs: Collection[str] = (), allowed_cidrs: Collection[str] = (),
+            hub_cidrs: Collection[str] = (), stack: str = "stack") -> list[Violation]:
+    """Every mandatory policy over one stack's resources and outputs, in a stable order.
+
+    ``outputs`` are the stack output names, or the outputs themselves (then the hub's reachability is checked).
+    """
     out: list[Violation] = []
     for r in resources:
         for rule, check in RESOURCE_CHECKS.items():
             out += [Violation(rule, r.key, r.type, m) for m in check(r.type, r.props)]
-        out += [Violation(PUBLIC_INGRESS, r.key, r.type, m) for m in check_public_ingress(r.type, r.props,
-                                                                                          allowed_cidrs)]
+        out += [Violation(PUBLIC_INGRESS, r.key, r.type, m)
+                for m in check_public_ingress(r.type, r.props, allowed_cidrs, hub_cidrs)]
     for check_stack in STACK_CHECKS.values():
         out += check_stack(resources)
     out += [Violation(KUBECONFIG_SECRET, stack, "pulumi:pulumi:Stack", m)
-            for m in check_kubeconfig_secret(outputs, secret_outputs)]
+            for m in check_kubeconfig_secret(list(outputs), secret_outputs)]
+    if isinstance(outputs, Mapping):
+        out += check_hub_reachability(outputs)
     return out

@@ -27,9 +27,11 @@ DESCRIPTIONS: Mapping[str, str] = {
     checks.GPU_TAINT: "GPU node pools carry the nvidia.com/gpu NoSchedule taint.",
     checks.EFA_INTERFACES: "EFA node groups put one EFA interface on every network card of the shape.",
     checks.GCP_GPU_NETWORKS: "GKE GPU node pools attach every GPU VPC / RDMA subnet of the machine type.",
-    checks.PUBLIC_INGRESS: "No ingress from 0.0.0.0/0 to SSH or the Kubernetes API unless the stack config allows it.",
+    checks.PUBLIC_INGRESS: "No ingress from 0.0.0.0/0 to SSH; none from a public range to the Kubernetes API unless "
+                           "the stack config lists it (publicAccessCidrs with publicAccess, or hubCidrs).",
     checks.KUBECONFIG_SECRET: "Kubeconfig stack outputs are secrets.",
     checks.REQUIRED_TAGS: "Taggable resources carry owner and cost-center tags/labels.",
+    checks.HUB_REACHES_WORKERS: "A MultiKueue hub's egress CIDRs are authorised on every worker's API endpoint.",
 }
 
 
@@ -120,8 +122,10 @@ def _public_ingress_policy() -> Any:
     from pulumi_policy import ResourceValidationPolicy
 
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
-        allowed = checks.allowed_public_cidrs(stack_cluster_config())
-        for message in checks.check_public_ingress(args.resource_type, args.props, allowed):
+        cluster = stack_cluster_config()
+        for message in checks.check_public_ingress(args.resource_type, args.props,
+                                                   checks.allowed_public_cidrs(cluster),
+                                                   checks.allowed_hub_cidrs(cluster)):
             report_violation(message, None)
 
     return ResourceValidationPolicy(name=checks.PUBLIC_INGRESS, description=DESCRIPTIONS[checks.PUBLIC_INGRESS],
@@ -155,6 +159,22 @@ def _kubeconfig_policy() -> Any:
                                  validate=validate)
 
 
+def _reachability_policy() -> Any:
+    """The hub's ``reachability`` stack output (the hub's egress CIDRs next to each worker's exported
+    ``apiAccess``, read through StackReference) checked like ``scripts/preview`` checks it."""
+    from pulumi_policy import StackValidationPolicy
+
+    def validate(args: Any, report_violation: Callable[..., None]) -> None:
+        for r in args.resources:
+            if r.resource_type != STACK_TYPE:
+                continue
+            for violation in checks.check_hub_reachability(_plain(r.props)):
+                report_violation(violation.message, r.urn)
+
+    return StackValidationPolicy(name=checks.HUB_REACHES_WORKERS,
+                                 description=DESCRIPTIONS[checks.HUB_REACHES_WORKERS], validate=validate)
+
+
 def policies() -> list[Any]:
     """Every gpufleet policy as a pulumi_policy ``Policy`` (resource policies first, then stack policies)."""
     out = [_resource_policy(rule, check) for rule, check in checks.RESOURCE_CHECKS.items()]
@@ -164,4 +184,5 @@ def policies() -> list[Any]:
     out.append(_stack_policy(f"{checks.GPU_TAINT}-via-launch-template", checks.GPU_TAINT,
                              checks.check_gpu_taints_via_launch_template))
     out.append(_kubeconfig_policy())
+    out.append(_reachability_policy())
     return out

@@ -201,6 +201,41 @@ def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackC
     assert len(run.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")) == 1
 
 
+SG_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+def hub_rules(run: RunResult) -> dict[str, Registered]:
+    """Ingress rules on the EKS cluster security group (the mocks name it after the cluster resource), by CIDR."""
+    (eks,) = run.of_type("aws:eks/cluster:Cluster")
+    cluster_sg = f"sg-{eks.name}-cluster"
+    return {r.inputs["cidrIpv4"]: r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == cluster_sg}
+
+
+def test_hub_cidrs_reach_the_private_endpoint_on_443(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    assert cfg.cluster.hub_cidrs, "every example worker authorises the example hub"
+    rules = hub_rules(run)
+    assert set(rules) == set(cfg.cluster.hub_cidrs)
+    for rule in rules.values():
+        assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 443, 443)
+    assert run.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": False, "publicAccessCidrs": [],
+                                        "hubCidrs": list(cfg.cluster.hub_cidrs)}
+
+
+def test_public_endpoint_allows_public_hub_cidrs_too() -> None:
+    cluster = {"publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"],
+               "hubCidrs": ["198.51.100.7/32", "10.200.0.0/20", "203.0.113.0/24"]}
+    run = run_stack(BASE_STACK, config_override={"cluster": cluster})
+    (eks,) = run.of_type("aws:eks/cluster:Cluster")
+    # Private ranges reach the private endpoint only (EKS refuses them on the public allow-list).
+    assert eks.inputs["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.7/32"]
+    assert set(hub_rules(run)) == {"198.51.100.7/32", "10.200.0.0/20", "203.0.113.0/24"}
+    assert run.outputs["apiAccess"]["publicEndpoint"] is True
+    assert run.outputs["apiAccess"]["publicAccessCidrs"] == ["203.0.113.0/24"]
+    no_hub = run_stack(BASE_STACK, config_override={"cluster": {"publicAccess": False}})
+    assert hub_rules(no_hub) == {} and no_hub.outputs["apiAccess"]["hubCidrs"] == []
+
+
 def test_every_aws_resource_uses_the_stack_provider_and_carries_tags(stack: tuple[StackConfig, RunResult]) -> None:
     cfg, run = stack
     (provider,) = run.of_type("pulumi:providers:aws")

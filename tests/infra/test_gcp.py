@@ -267,7 +267,32 @@ def test_public_endpoint_is_limited_to_the_configured_cidrs(filestore: tuple[Sta
     assert c["privateClusterConfig"]["enablePrivateNodes"] is True
     assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["198.51.100.0/24"]
     assert c["deletionProtection"] is False
+    assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True,
+                                           "publicAccessCidrs": ["198.51.100.0/24"], "hubCidrs": []}
     assert c["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
+
+
+def authorized(result: RunResult) -> list[str]:
+    (cluster,) = result.of_type(CLUSTER)
+    return [b["cidrBlock"] for b in cluster.inputs["masterAuthorizedNetworksConfig"]["cidrBlocks"]]
+
+
+def test_hub_cidrs_are_master_authorized_networks(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    assert cfg.cluster.hub_cidrs, "every example worker authorises the example hub"
+    # The private endpoint: the cluster subnet, then the hub's ranges (reached with global access over VPN).
+    assert authorized(result) == [cfg.network.vpc_cidr, *cfg.cluster.hub_cidrs]
+    (cluster,) = result.of_type(CLUSTER)
+    assert cluster.inputs["privateClusterConfig"]["masterGlobalAccessConfig"] == {"enabled": True}
+    assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": False,
+                                           "publicAccessCidrs": [], "hubCidrs": list(cfg.cluster.hub_cidrs)}
+
+
+def test_public_endpoint_authorises_the_hub_once() -> None:
+    cluster = {"publicAccess": True, "publicAccessCidrs": ["198.51.100.0/24"],
+               "hubCidrs": ["198.51.100.0/24", "192.0.2.10/32", "10.200.0.0/20"]}
+    result = run_stack(USC1, config_override={"cluster": cluster})
+    assert authorized(result) == ["198.51.100.0/24", "192.0.2.10/32", "10.200.0.0/20"]
 
 
 def test_network_has_private_google_access_router_and_nat(stack: tuple[StackConfig, RunResult]) -> None:

@@ -276,6 +276,81 @@ def test_gcp_firewall_and_gke_control_plane() -> None:
     assert checks.check_public_ingress(checks.GKE_CLUSTER, private) == []
 
 
+def test_public_ranges_reach_the_api_only_when_the_stack_config_lists_them() -> None:
+    hub_config = {"publicAccess": False, "hubCidrs": ["198.51.100.0/24", "10.200.0.0/20", "0.0.0.0/0"]}
+    hub = checks.allowed_hub_cidrs(hub_config)
+    assert hub == {"198.51.100.0/24", "10.200.0.0/20"}  # hubCidrs never open the world
+    rule = {"ipProtocol": "tcp", "fromPort": 443.0, "toPort": 443.0, "cidrIpv4": "198.51.100.0/24"}
+    found = checks.check_public_ingress(checks.SG_INGRESS_RULE, rule)
+    assert len(found) == 1 and "198.51.100.0/24" in found[0] and "gpufleet:cluster.hubCidrs" in found[0]
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, rule, hub_cidrs=hub) == []
+    # A narrower range inside a listed one is listed; a wider one is not.
+    narrow = {**rule, "cidrIpv4": "198.51.100.7/32"}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, narrow, hub_cidrs=hub) == []
+    wide = {**rule, "cidrIpv4": "198.51.0.0/16"}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, wide, hub_cidrs=hub) != []
+    # Hub CIDRs open the API ports only, never SSH or the whole internet.
+    world = {**rule, "cidrIpv4": "0.0.0.0/0"}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, world,
+                                       hub_cidrs=checks.allowed_hub_cidrs({"hubCidrs": ["0.0.0.0/0"]})) != []
+    ssh_world = {**world, "fromPort": 22.0, "toPort": 22.0}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, ssh_world, hub_cidrs=hub) != []
+    # Private ranges are VPC / peering traffic, not public ingress.
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, {**rule, "cidrIpv4": "10.9.0.0/16"}) == []
+    # The endpoints: GKE authorized networks and the EKS public allow-list.
+    man = {"masterAuthorizedNetworksConfig": {"cidrBlocks": [{"cidrBlock": "10.0.0.0/20"},
+                                                             {"cidrBlock": "198.51.100.0/24"}]}}
+    assert checks.check_public_ingress(checks.GKE_CLUSTER, man) != []
+    assert checks.check_public_ingress(checks.GKE_CLUSTER, man, hub_cidrs=hub) == []
+    eks = {"vpcConfig": {"endpointPublicAccess": True, "publicAccessCidrs": ["203.0.113.0/24", "198.51.100.0/24"]}}
+    office = checks.allowed_public_cidrs({"publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"]})
+    assert checks.check_public_ingress(checks.EKS_CLUSTER, eks, office) != []
+    assert checks.check_public_ingress(checks.EKS_CLUSTER, eks, office, hub) == []
+
+
+# ----------------------------------------------------------------------------------------------- hub reachability
+
+
+def access(public: bool = False, public_cidrs: tuple[str, ...] = (), hub: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"privateEndpoint": True, "publicEndpoint": public, "publicAccessCidrs": list(public_cidrs),
+            "hubCidrs": list(hub)}
+
+
+def reach(egress: list[str], **workers: Any) -> list[Violation]:
+    return checks.check_hub_reachability({"role": "hub", "reachability": {
+        key: {"egressCidrs": egress, "apiAccess": acc} for key, acc in workers.items()}})
+
+
+def test_private_hub_egress_reaches_a_private_endpoint_only_through_hub_cidrs() -> None:
+    assert reach(["10.200.0.0/20"], w1=access(hub=("10.200.0.0/16",))) == []
+    (v,) = reach(["10.200.0.0/20"], w1=access(hub=("10.201.0.0/20",)), w2=access(hub=("10.200.0.0/20",)))
+    assert (v.rule, v.resource) == (checks.HUB_REACHES_WORKERS, "w1")
+    assert "gpufleet:cluster.hubCidrs of worker stack w1" in v.message and "10.200.0.0/20" in v.message
+    # publicAccessCidrs are the public endpoint's: they never let a private range in.
+    assert reach(["10.200.0.0/20"], w1=access(public=True, public_cidrs=("10.200.0.0/20",))) != []
+
+
+def test_public_hub_egress_needs_a_public_endpoint_that_lists_it() -> None:
+    nat = ["198.51.100.7/32"]
+    (private_only,) = reach(nat, w1=access(hub=("198.51.100.0/24",)))
+    assert "private-only" in private_only.message and "gpufleet:cluster.publicAccess" in private_only.message
+    assert reach(nat, w1=access(public=True, public_cidrs=("198.51.100.0/24",))) == []
+    assert reach(nat, w1=access(public=True, hub=("198.51.100.7/32",))) == []
+    (unlisted,) = reach(nat, w1=access(public=True, public_cidrs=("203.0.113.0/24",)))
+    assert "203.0.113.0/24" in unlisted.message and "gpufleet:cluster.hubCidrs of worker stack w1" in unlisted.message
+
+
+def test_every_egress_cidr_is_checked_and_a_worker_without_api_access_fails() -> None:
+    found = reach(["10.200.0.0/20", "198.51.100.7/32"], w1=access(hub=("10.200.0.0/20",)))
+    assert [v.resource for v in found] == ["w1"] and "198.51.100.7/32" in found[0].message
+    (missing,) = reach(["10.200.0.0/20"], w1=None)
+    assert "exports no apiAccess" in missing.message
+    assert checks.check_hub_reachability({"cloud": "aws", "kubeconfig": "x"}) == []  # not a hub
+    # run_all checks it when handed the outputs themselves.
+    outputs = {"role": "hub", "reachability": {"w1": {"egressCidrs": ["10.200.0.0/20"], "apiAccess": access()}}}
+    assert rules(checks.run_all([], outputs=outputs)) == {checks.HUB_REACHES_WORKERS}
+
+
 # ----------------------------------------------------------------------------------------------- kubeconfig
 
 
@@ -338,7 +413,7 @@ def test_pack_has_a_policy_per_rule() -> None:
 
     names = {p.name for p in policies()}
     assert set(checks.RESOURCE_CHECKS) | {checks.PUBLIC_INGRESS, checks.S3_PROTECTED, checks.EFA_INTERFACES,
-                                          checks.KUBECONFIG_SECRET} <= names
+                                          checks.KUBECONFIG_SECRET, checks.HUB_REACHES_WORKERS} <= names
 
 
 def test_pack_resource_policy_reports_mandatory_violation(analyzer: Any) -> None:
@@ -372,6 +447,24 @@ def test_pack_stack_policies_see_buckets_and_secret_outputs(analyzer: Any) -> No
     assert all(d.enforcementLevel == proto.MANDATORY for d in found)
     clean = analyzer.AnalyzeStack(stack(secret), None).diagnostics
     assert checks.KUBECONFIG_SECRET not in {d.policyName for d in clean}
+
+
+def test_pack_checks_the_hubs_reachability_output(analyzer: Any) -> None:
+    from pulumi.runtime import proto
+
+    def hub(worker_hub_cidrs: list[str]) -> Any:
+        outputs = {"role": "hub", "reachability": {"aws-use1-p5": {
+            "egressCidrs": ["10.200.0.0/20"], "apiAccess": access(hub=tuple(worker_hub_cidrs))}}}
+        return proto.AnalyzeStackRequest(resources=[
+            proto.AnalyzerResource(type="pulumi:pulumi:Stack", name="p-hub", urn="urn:hub",
+                                   properties=_struct(outputs))])
+
+    found = [d for d in analyzer.AnalyzeStack(hub(["10.9.0.0/16"]), None).diagnostics
+             if d.policyName == checks.HUB_REACHES_WORKERS]
+    assert [(d.urn, d.enforcementLevel) for d in found] == [("urn:hub", proto.MANDATORY)]
+    assert "aws-use1-p5" in found[0].message and "gpufleet:cluster.hubCidrs" in found[0].message
+    clean = analyzer.AnalyzeStack(hub(["10.200.0.0/16"]), None).diagnostics
+    assert checks.HUB_REACHES_WORKERS not in {d.policyName for d in clean}
 
 
 def test_pack_entry_point_builds_a_mandatory_gpufleet_pack(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -417,10 +510,18 @@ def test_stacks_exist_for_both_clouds() -> None:
 @pytest.mark.parametrize("stack_file", [p.name for p in STACKS])
 def test_real_stack_passes_every_mandatory_policy(stack_runs: Any, stack_file: str) -> None:
     run, cluster = stack_runs[stack_file]
-    found = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=list(run.outputs),
+    found = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=run.outputs,
                            secret_outputs=run.secret_outputs, allowed_cidrs=checks.allowed_public_cidrs(cluster),
-                           stack=stack_file)
+                           hub_cidrs=checks.allowed_hub_cidrs(cluster), stack=stack_file)
     assert found == [], "\n".join(map(str, found))
+    if "reachability" in run.outputs:  # the hub: the check ran over every worker
+        assert set(run.outputs["reachability"]) == {w.rsplit("/", 1)[-1] for w in
+                                                    yaml.safe_load((ROOT / "stacks" / stack_file).read_text())
+                                                    ["config"]["gpufleet:hub"]["workers"]}
+        broken = copy.deepcopy(run.outputs)
+        for entry in broken["reachability"].values():
+            entry["apiAccess"]["hubCidrs"] = []
+        assert len(checks.check_hub_reachability(broken)) == len(broken["reachability"])
 
 
 @pytest.mark.parametrize("stack_file", [p.name for p in STACKS])
