@@ -1,4 +1,4 @@
-"""Cluster add-ons every GPU worker cluster gets: Kueue, device plugins, NCCL installers, queues.
+"""Cluster add-ons every GPU worker cluster gets: JobSet, Kueue, device plugins, NCCL installers, queues.
 
 Wiring (``infra/program.py``)::
 
@@ -25,6 +25,13 @@ from infra.k8s import kueue_objects as ko
 from infra.outputs import training_service_account_output
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
+# JobSet (CRD, controller and webhooks) from its official OCI chart. Pinned to v0.12.0 because Kueue v0.19.2
+# is built against exactly that JobSet API (its go.mod requires sigs.k8s.io/jobset v0.12.0, and its e2e
+# tests run registry.k8s.io/jobset/jobset:v0.12.0); move it together with gpufleet:kueue.version.
+JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
+JOBSET_VERSION = "0.12.0"
+JOBSET_IMAGE = "registry.k8s.io/jobset/jobset"
+JOBSET_NAMESPACE = "jobset-system"
 NVIDIA_DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
 NVIDIA_DEVICE_PLUGIN_VERSION = "0.18.2"
@@ -82,10 +89,62 @@ def resource_suffix(obj: Mapping[str, Any]) -> str:
     return f"{obj['kind'].lower()}-{where}"
 
 
+def jobset_values() -> dict[str, Any]:
+    """Chart values of the JobSet release.
+
+    The chart in the repository defaults to a staging image tagged ``main``; the published chart is
+    re-stamped with the release image at packaging time. Pinning the image here keeps the controller at
+    the chart's release even if that packaging step changes. The controller runs on system nodes (GPU
+    nodes carry the ``nvidia.com/gpu`` taint it does not tolerate); it tolerates ``CriticalAddonsOnly``,
+    the taint many clusters (the hub is any cluster) put on their system nodes.
+    """
+    return {
+        "image": {"repository": JOBSET_IMAGE, "tag": f"v{JOBSET_VERSION}", "pullPolicy": "IfNotPresent"},
+        "controller": {"tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]},
+    }
+
+
+@dataclass(frozen=True)
+class JobSetInstallArgs:
+    """JobSet's Helm release; ``depends_on`` what must exist first (a worker's node pools)."""
+
+    version: str = JOBSET_VERSION
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class JobSetInstall(pulumi.ComponentResource):
+    """JobSet from its OCI Helm chart into ``jobset-system``; ``release`` is what its users wait for.
+
+    Kueue (whose manager config integrates ``jobset.x-k8s.io/jobset``) and everything that creates a
+    JobSet depend on it: Kueue v0.19.2 does start without the JobSet CRD, but then defers its JobSet
+    controller and polls for the CRD with a backoff of up to 2 minutes, and a JobSet created before
+    JobSet's webhook serves is rejected.
+    """
+
+    def __init__(self, name: str, args: JobSetInstallArgs, opts: ResourceOptions | None = None) -> None:
+        super().__init__("gpufleet:k8s:JobSetInstall", name, None, opts)
+        provider = opts.provider if opts else None
+        self.release = k8s.helm.v3.Release(
+            f"{name}-jobset",
+            name="jobset",
+            chart=JOBSET_CHART,
+            version=args.version,
+            namespace=JOBSET_NAMESPACE,
+            create_namespace=True,
+            values=jobset_values(),
+            # Wait for the controller and its webhook to be ready: JobSets are rejected until they serve.
+            skip_await=False,
+            timeout=600,
+            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)),
+        )
+        self.register_outputs({"release": self.release.name, "version": args.version})
+
+
 @dataclass(frozen=True)
 class KueueInstallArgs:
     """Kueue's Helm release: ``version`` is the chart version (e.g. ``0.19.2``); ``dispatcher`` a key of
-    :data:`infra.k8s.kueue_objects.DISPATCHERS` on a MultiKueue hub, None on workers."""
+    :data:`infra.k8s.kueue_objects.DISPATCHERS` on a MultiKueue hub, None on workers; ``depends_on`` must
+    include the JobSet release (:class:`JobSetInstall`), so Kueue starts with the JobSet API served."""
 
     version: str
     dispatcher: str | None = None
@@ -130,7 +189,7 @@ class ClusterAddonsArgs:
 
 
 class ClusterAddons(pulumi.ComponentResource):
-    """Kueue, device plugins, the queues derived from the cluster's node pools, and the team namespaces
+    """JobSet, Kueue, device plugins, the queues derived from the cluster's node pools, and the team namespaces
     with the training ServiceAccount in each.
 
     Attributes ``cluster_queue`` (name), ``local_queues`` (``[{namespace, name}]``) and
@@ -165,7 +224,10 @@ class ClusterAddons(pulumi.ComponentResource):
                 opts=child(depends_on=[namespace]),
             ))
 
-        kueue = KueueInstall(f"{name}-kueue", KueueInstallArgs(version=cfg.kueue.version, depends_on=after_pools),
+        self.jobset = JobSetInstall(f"{name}-jobset", JobSetInstallArgs(depends_on=after_pools),
+                                    opts=ResourceOptions(parent=self, provider=provider))
+        kueue = KueueInstall(f"{name}-kueue", KueueInstallArgs(version=cfg.kueue.version,
+                                                               depends_on=[*after_pools, self.jobset.release]),
                              opts=ResourceOptions(parent=self, provider=provider))
 
         self.device_plugins: list[pulumi.Resource] = []

@@ -3,14 +3,17 @@
 The hub cluster is any small Kubernetes cluster (no GPUs) that the default Kubernetes provider
 reaches: set ``kubernetes:kubeconfig`` in ``stacks/Pulumi.hub.yaml`` (or leave it unset to use
 ``$KUBECONFIG`` / ``~/.kube/config``). The workers are read through ``pulumi.StackReference`` from
-their stack outputs (``clusterName``, ``cloud``, ``kubeconfig``, ``nodePools``), so every worker stack
-(with its :class:`~infra.k8s.addons.ClusterAddons`) must be up before the hub.
+their stack outputs (``clusterName``, ``cloud``, ``region``, ``kubeconfig``, ``nodePools``, ``apiAccess``
+and the rest of what the dispatcher's fleet file carries), so every worker stack (with its
+:class:`~infra.k8s.addons.ClusterAddons`) must be up before the hub.
 
-Per worker the hub creates, on the worker (through a provider built from its kubeconfig output), a
-``multikueue-hub`` ServiceAccount with the RBAC MultiKueue needs and a long-lived token Secret; and on
-the hub a kubeconfig Secret holding that token, a MultiKueueCluster, a MultiKueueConfig, a MultiKueue
-AdmissionCheck, a ClusterQueue whose quota mirrors the worker's pools, and a LocalQueue per team.
-The ``all-workers`` MultiKueueConfig / AdmissionCheck / ClusterQueue / LocalQueues span every worker.
+The hub installs JobSet, then Kueue in manager mode. Per worker it creates, on the worker (through a
+provider built from its kubeconfig output), a ``multikueue-hub`` ServiceAccount with the RBAC MultiKueue
+needs and a long-lived token Secret; and on the hub a kubeconfig Secret holding that token, a
+MultiKueueCluster, a MultiKueueConfig, a MultiKueue AdmissionCheck, a ClusterQueue whose quota mirrors
+the worker's pools, and a LocalQueue per team. The ``all-workers`` MultiKueueConfig / AdmissionCheck /
+ClusterQueue / LocalQueues span every worker. With the External dispatcher the hub also runs
+``placement dispatch`` (:mod:`infra.k8s.dispatcher`) and gives it a read-only identity on every worker.
 See the README.md (Kueue on every cluster, the MultiKueue hub) for the path a job takes.
 """
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,34 +30,61 @@ import pulumi_kubernetes as k8s
 from pulumi import Output, ResourceOptions
 
 from infra.config import ConfigError, StackConfig
+from infra.k8s import dispatcher as dp
 from infra.k8s import kueue_objects as ko
-from infra.k8s.addons import KueueInstall, KueueInstallArgs, KueueObject
+from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject
+from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
 
-# What the hub's Kueue does on a worker (Kueue's create-multikueue-kubeconfig.sh, widened to the job
-# kinds our Kueue config integrates).
-_JOB_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("batch", ("jobs",)),
-    ("jobset.x-k8s.io", ("jobsets",)),
-    ("kubeflow.org", ("pytorchjobs", "mpijobs")),
-    ("trainer.kubeflow.org", ("trainjobs",)),
-    ("ray.io", ("rayjobs", "rayclusters")),
-    ("kueue.x-k8s.io", ("workloads",)),
+_CREATE_READ_DELETE = ("create", "delete", "get", "list", "watch")
+# The ClusterRole Kueue's MultiKueue controller needs on a worker: the rules of Kueue v0.19.2's
+# site/static/examples/multikueue/create-multikueue-kubeconfig.sh, rule for rule and in its order
+# (api group, resources, verbs). The Workload update/patch verbs are what MultiKueue uses to drop the
+# finalizers of remote copies; rayclusters get them for the same reason.
+UPSTREAM_WORKER_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("batch", ("jobs",), _CREATE_READ_DELETE),
+    ("batch", ("jobs/status",), ("get",)),
+    ("", ("pods",), _CREATE_READ_DELETE),
+    ("apps", ("statefulsets",), _CREATE_READ_DELETE),
+    ("apps", ("statefulsets/status",), ("get",)),
+    ("leaderworkerset.x-k8s.io", ("leaderworkersets",), _CREATE_READ_DELETE),
+    ("leaderworkerset.x-k8s.io", ("leaderworkersets/status",), ("get",)),
+    ("jobset.x-k8s.io", ("jobsets",), _CREATE_READ_DELETE),
+    ("jobset.x-k8s.io", ("jobsets/status",), ("get",)),
+    ("kueue.x-k8s.io", ("workloads",), (*_CREATE_READ_DELETE, "update", "patch")),
+    ("kueue.x-k8s.io", ("clusterqueues", "localqueues"), ("get", "list", "watch")),
+    ("kueue.x-k8s.io", ("workloads/status",), ("get", "patch", "update")),
+    ("kubeflow.org", ("tfjobs",), _CREATE_READ_DELETE),
+    ("kubeflow.org", ("tfjobs/status",), ("get",)),
+    ("kubeflow.org", ("paddlejobs",), _CREATE_READ_DELETE),
+    ("kubeflow.org", ("paddlejobs/status",), ("get",)),
+    ("kubeflow.org", ("pytorchjobs",), _CREATE_READ_DELETE),
+    ("kubeflow.org", ("pytorchjobs/status",), ("get",)),
+    ("kubeflow.org", ("xgboostjobs",), _CREATE_READ_DELETE),
+    ("kubeflow.org", ("xgboostjobs/status",), ("get",)),
+    ("kubeflow.org", ("mpijobs",), _CREATE_READ_DELETE),
+    ("kubeflow.org", ("mpijobs/status",), ("get",)),
+    ("ray.io", ("rayjobs",), _CREATE_READ_DELETE),
+    ("ray.io", ("rayjobs/status",), ("get",)),
+    ("ray.io", ("rayclusters",), (*_CREATE_READ_DELETE, "update", "patch")),
+    ("ray.io", ("rayclusters/status",), ("get",)),
+    ("ray.io", ("rayservices",), _CREATE_READ_DELETE),
+    ("ray.io", ("rayservices/status",), ("get",)),
+    ("workload.codeflare.dev", ("appwrappers",), _CREATE_READ_DELETE),
+    ("workload.codeflare.dev", ("appwrappers/status",), ("get",)),
+)
+# Job kinds our Kueue config integrates that the upstream script does not list (Kubeflow Trainer v2).
+EXTRA_WORKER_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("trainer.kubeflow.org", ("trainjobs",), _CREATE_READ_DELETE),
+    ("trainer.kubeflow.org", ("trainjobs/status",), ("get",)),
 )
 
 
-def multikueue_rbac_rules() -> list[k8s.rbac.v1.PolicyRuleArgs]:
-    """ClusterRole rules for the hub's service account on a worker."""
-    rules = []
-    for group, resources in _JOB_KINDS:
-        rules.append(k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=list(resources),
-                                                verbs=["create", "delete", "get", "list", "watch"]))
-        status_verbs = ["get", "patch", "update"] if group == "kueue.x-k8s.io" else ["get"]
-        rules.append(k8s.rbac.v1.PolicyRuleArgs(api_groups=[group], resources=[f"{r}/status" for r in resources],
-                                                verbs=status_verbs))
-    rules.append(k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["get", "list", "watch"]))
-    return rules
+def multikueue_rbac_rules() -> list[dict[str, Any]]:
+    """ClusterRole rules for the hub's MultiKueue service account on a worker: upstream's, then ours."""
+    return [{"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+            for group, resources, verbs in (*UPSTREAM_WORKER_RULES, *EXTRA_WORKER_RULES)]
 
 
 def _meta(name: str, namespace: str | None = None,
@@ -72,6 +102,41 @@ def _kubeconfig_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _token(secret: k8s.core.v1.Secret) -> Output[str]:
+    """The service-account token the control plane writes into a token Secret (base64 in ``data``)."""
+    return secret.data.apply(lambda d: base64.b64decode((d or {})["token"]).decode())
+
+
+def _worker_identity(name: str, account: str, role_name: str, rules: list[dict[str, Any]],
+                     opts: ResourceOptions) -> k8s.core.v1.Secret:
+    """On a worker (``opts.provider``): ServiceAccount ``account`` in kueue-system bound to ClusterRole
+    ``role_name`` with ``rules``, and a long-lived token Secret for it (returned)."""
+    sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=_meta(account, ko.KUEUE_NAMESPACE), opts=opts)
+    role = k8s.rbac.v1.ClusterRole(f"{name}-role", metadata=_meta(role_name), rules=dp.manifest(rules), opts=opts)
+    binding = k8s.rbac.v1.ClusterRoleBinding(
+        f"{name}-binding",
+        metadata=_meta(role_name),
+        role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
+                                         name=role.metadata.name),
+        subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa.metadata.name,
+                                          namespace=ko.KUEUE_NAMESPACE)],
+        opts=opts,
+    )
+    # A token Secret the control plane fills in; it lives as long as the Secret (no expiry to renew).
+    return k8s.core.v1.Secret(
+        f"{name}-token",
+        metadata=_meta(f"{account}-token", ko.KUEUE_NAMESPACE,
+                       annotations={"kubernetes.io/service-account.name": account}),
+        type="kubernetes.io/service-account-token",
+        opts=ResourceOptions.merge(opts, ResourceOptions(depends_on=[sa, binding])),
+    )
+
+
+def api_access_of(outputs: Any) -> dict[str, Any] | None:
+    """A worker's ``apiAccess`` output as exported (:func:`infra.outputs.api_access_output`), or None."""
+    return dict(outputs) if isinstance(outputs, Mapping) else None
+
+
 @dataclass(frozen=True)
 class MultiKueueWorkerArgs:
     """``stack``: the worker's fully qualified stack (``org/project/stack``); ``hub_cfg`` the hub config;
@@ -83,51 +148,34 @@ class MultiKueueWorkerArgs:
 
 
 class MultiKueueWorker(pulumi.ComponentResource):
-    """One worker cluster joined to the hub. ``worker`` is an ``Output[Worker]`` read from its outputs."""
+    """One worker cluster joined to the hub. ``worker`` is an ``Output[Worker]`` read from its outputs;
+    ``fleet_entry`` its entry of the dispatcher's fleet file (no secrets); ``api_access`` its exported
+    ``apiAccess`` (None when it exports none)."""
 
     def __init__(self, name: str, args: MultiKueueWorkerArgs, opts: ResourceOptions | None = None) -> None:
         super().__init__("gpufleet:k8s:MultiKueueWorker", name, None, opts)
         cfg = args.hub_cfg
         self.key = ko.worker_key(args.stack)
         ref = pulumi.StackReference(f"{name}-ref", stack_name=args.stack, opts=ResourceOptions(parent=self))
-        self.worker: Output[ko.Worker] = Output.all(
-            clusterName=ref.require_output("clusterName"),
-            cloud=ref.require_output("cloud"),
-            nodePools=ref.require_output("nodePools"),
-        ).apply(lambda o: ko.worker_from_outputs(args.stack, o))
+        required = {k: ref.require_output(k) for k in ("cloud", "region", "clusterName", "nodePools")}
+        optional = {k: ref.get_output(k) for k in (*dp.FLEET_OUTPUTS, *dp.OPTIONAL_FLEET_OUTPUTS)
+                    if k not in required}
+        self.worker: Output[ko.Worker] = Output.all(**required).apply(
+            lambda o: ko.worker_from_outputs(args.stack, o))
+        self.fleet_entry: Output[dict[str, Any]] = Output.all(**required, **optional).apply(dp.fleet_entry)
+        self.api_access: Output[dict[str, Any] | None] = ref.get_output("apiAccess").apply(api_access_of)
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 
         # --- on the worker: an identity for the hub's Kueue controller
         worker_provider = k8s.Provider(f"{name}-provider", kubeconfig=worker_kubeconfig,
                                        opts=ResourceOptions(parent=self))
         on_worker = ResourceOptions(parent=self, provider=worker_provider)
-        sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=_meta(HUB_SERVICE_ACCOUNT, ko.KUEUE_NAMESPACE),
-                                        opts=on_worker)
-        role = k8s.rbac.v1.ClusterRole(
-            f"{name}-role", metadata=_meta(f"gpufleet-{HUB_SERVICE_ACCOUNT}"),
-            rules=multikueue_rbac_rules(), opts=on_worker)
-        binding = k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-binding",
-            metadata=_meta(f"gpufleet-{HUB_SERVICE_ACCOUNT}"),
-            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
-                                             name=role.metadata.name),
-            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa.metadata.name,
-                                              namespace=ko.KUEUE_NAMESPACE)],
-            opts=on_worker,
-        )
-        # A token Secret the control plane fills in; it lives as long as the Secret (no expiry to renew).
-        token_secret = k8s.core.v1.Secret(
-            f"{name}-token",
-            metadata=_meta(f"{HUB_SERVICE_ACCOUNT}-token", ko.KUEUE_NAMESPACE,
-                           annotations={"kubernetes.io/service-account.name": HUB_SERVICE_ACCOUNT}),
-            type="kubernetes.io/service-account-token",
-            opts=ResourceOptions(parent=self, provider=worker_provider, depends_on=[sa, binding]),
-        )
-        token: Output[str] = token_secret.data.apply(lambda d: base64.b64decode((d or {})["token"]).decode())
+        token_secret = _worker_identity(name, HUB_SERVICE_ACCOUNT, f"gpufleet-{HUB_SERVICE_ACCOUNT}",
+                                        multikueue_rbac_rules(), on_worker)
 
         # --- on the hub: the kubeconfig Secret and the Kueue objects
         user = f"{self.key}-{HUB_SERVICE_ACCOUNT}"
-        kubeconfig: Output[str] = Output.all(worker_kubeconfig, token).apply(
+        kubeconfig: Output[str] = Output.all(worker_kubeconfig, _token(token_secret)).apply(
             lambda kt: ko.multikueue_kubeconfig(kt[0], kt[1], user=user))
         self.secret = k8s.core.v1.Secret(
             f"{name}-kubeconfig",
@@ -135,6 +183,20 @@ class MultiKueueWorker(pulumi.ComponentResource):
             string_data={ko.MULTIKUEUE_KUBECONFIG_KEY: kubeconfig},
             opts=ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
+
+        # --- External dispatcher: a read-only identity on the worker, its kubeconfig on the hub
+        self.dispatch_secret: k8s.core.v1.Secret | None = None
+        if cfg.hub.dispatcher == "External":
+            reader_token = _worker_identity(f"{name}-dispatch", dp.NAME, dp.WORKER_READER_ROLE,
+                                            dp.worker_reader_rules(), on_worker)
+            reader_kubeconfig: Output[str] = Output.all(worker_kubeconfig, _token(reader_token)).apply(
+                lambda kt: ko.multikueue_kubeconfig(kt[0], kt[1], user=f"{self.key}-{dp.NAME}"))
+            self.dispatch_secret = k8s.core.v1.Secret(
+                f"{name}-dispatch-kubeconfig",
+                metadata=_meta(dp.kubeconfig_secret_name(self.key), ko.KUEUE_NAMESPACE),
+                string_data={dp.KUBECONFIG_KEY: reader_kubeconfig},
+                opts=ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+            )
 
         rendered = self.worker.apply(lambda w: ko.hub_worker_objects(w, cfg))
         previous: list[pulumi.Resource] = [self.secret, *args.depends_on]
@@ -163,9 +225,12 @@ class MultiKueueHub(pulumi.ComponentResource):
     def __init__(self, name: str, args: MultiKueueHubArgs, opts: ResourceOptions | None = None) -> None:
         super().__init__("gpufleet:k8s:MultiKueueHub", name, None, opts)
         cfg = args.cfg
+        # MultiKueue needs the JobSet API on the manager too (it creates the JobSet on the hub, suspended,
+        # and mirrors the worker's copy), and Kueue should start with it served.
+        self.jobset = JobSetInstall(f"{name}-jobset", JobSetInstallArgs(), opts=ResourceOptions(parent=self))
         kueue = KueueInstall(f"{name}-kueue",
                              KueueInstallArgs(version=cfg.kueue.version, dispatcher=cfg.hub.dispatcher,
-                                              wait_for_pods_ready=False),
+                                              wait_for_pods_ready=False, depends_on=[self.jobset.release]),
                              opts=ResourceOptions(parent=self))
         namespaces = [
             k8s.core.v1.Namespace(f"{name}-ns-{team}",
@@ -204,7 +269,24 @@ class MultiKueueHub(pulumi.ComponentResource):
             lambda ws: [{"namespace": team, "name": ko.local_queue_name(w.cluster_name, team)}
                         for w in ws for team in cfg.kueue.teams]
             + [{"namespace": team, "name": ko.ALL_WORKERS} for team in cfg.kueue.teams])
-        self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues})
+
+        # Per worker, what the hub needs (its egress CIDRs) next to what the worker authorises: the
+        # `hub-reaches-workers` policy checks one against the other from these stack outputs.
+        self.reachability: Output[dict[str, Any]] = Output.all(*[w.api_access for w in self.workers]).apply(
+            lambda accesses: {w.key: {"egressCidrs": list(cfg.hub.egress_cidrs), "apiAccess": access}
+                              for w, access in zip(self.workers, accesses, strict=True)})
+
+        self.dispatcher: Dispatcher | None = None
+        if cfg.hub.dispatcher == "External":
+            fleet = Output.all(*[w.fleet_entry for w in self.workers]).apply(
+                lambda entries: dp.fleet_document({w.key: e for w, e in zip(self.workers, entries, strict=True)}))
+            self.dispatcher = Dispatcher(
+                f"{name}-dispatch",
+                DispatcherArgs(cfg=cfg.hub.dispatch, fleet=fleet,
+                               depends_on=[kueue.release, *self.workers, *self.all_workers.values()]),
+                opts=ResourceOptions(parent=self))
+        self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues,
+                               "reachability": self.reachability})
 
 
 def _check_workers(cfg: StackConfig) -> None:
@@ -225,7 +307,11 @@ def _check_workers(cfg: StackConfig) -> None:
 
 def build_hub(cfg: StackConfig) -> None:
     """Build the hub stack and export its queues."""
-    _check_workers(cfg)
+    try:
+        _check_workers(cfg)
+    except ConfigError as exc:
+        # RunError prints one line without a Python traceback in `pulumi up`.
+        raise pulumi.RunError(f"invalid stack config: {exc}") from None
     hub = MultiKueueHub(cfg.cluster_name, MultiKueueHubArgs(cfg=cfg))
     pulumi.export("role", "hub")
     pulumi.export("cloud", cfg.cloud)
@@ -233,4 +319,10 @@ def build_hub(cfg: StackConfig) -> None:
     pulumi.export("dispatcher", cfg.hub.dispatcher)
     pulumi.export("workers", {w.key: w.worker.apply(lambda wk: wk.cluster_name) for w in hub.workers})
     pulumi.export("kueue", {"clusterQueues": hub.cluster_queues, "localQueues": hub.local_queues})
+    pulumi.export("egressCidrs", list(cfg.hub.egress_cidrs))
+    pulumi.export("reachability", hub.reachability)
+    if hub.dispatcher is not None:
+        pulumi.export("dispatch", {"deployment": dp.NAME, "namespace": dp.NAMESPACE,
+                                   "replicas": cfg.hub.dispatch.replicas, "image": cfg.hub.dispatch.image,
+                                   "metricsService": dp.METRICS_SERVICE, "fleetConfigMap": dp.FLEET_CONFIGMAP})
 

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import base64
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
 from infra import mockrun
-from infra.config import ConfigError, StackConfig, load_stack_file
+from infra.config import StackConfig, load_stack_file
+from infra.k8s import addons, dispatcher
 from infra.k8s import kueue_objects as ko
 from infra.k8s.crd_validate import CRDValidator
-from infra.outputs import node_pool_output
+from infra.outputs import api_access_output, node_pool_output, training_service_account_output
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_STACK = str(REPO / "stacks" / "Pulumi.hub.yaml")
@@ -54,12 +59,30 @@ def workers(hub_cfg: StackConfig) -> dict[str, StackConfig]:
     return out
 
 
+def fabricate(cfg: StackConfig) -> dict[str, Any]:
+    """The outputs a worker stack of ``cfg`` exports (what the hub reads through StackReference)."""
+    out: dict[str, Any] = {
+        "cloud": cfg.cloud, "region": cfg.region, "clusterName": cfg.cluster_name,
+        "kubeconfig": _exec_kubeconfig(cfg.cluster_name),
+        "nodePools": [node_pool_output(p) for p in cfg.node_pools],
+        "kueue": {"clusterQueue": ko.cluster_queue_name(cfg),
+                  "localQueues": [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"]}
+                                  for q in ko.local_queues(cfg)]},
+        "checkpointUri": f"s3://{cfg.cluster_name}-ckpt/checkpoints" if cfg.cloud == "aws"
+        else f"gs://{cfg.cluster_name}-ckpt/checkpoints",
+        "checkpointFilesystem": None,
+        "trainingServiceAccount": training_service_account_output(cfg),
+        "apiAccess": api_access_output(cfg),
+        "vpcId": "vpc-1234",  # a cloud-specific output the fleet file leaves out
+    }
+    if cfg.cloud == "gcp":
+        out["gpuNetworks"] = {p.name: [f"vpc{i + 1}" for i in range(p.shape.gpu_vpcs)] for p in cfg.node_pools}
+    return out
+
+
 @pytest.fixture(scope="module")
 def fabricated_outputs(workers: dict[str, StackConfig]) -> Iterator[dict[str, dict[str, Any]]]:
-    outputs = {stack: {"cloud": c.cloud, "region": c.region, "clusterName": c.cluster_name,
-                       "kubeconfig": _exec_kubeconfig(c.cluster_name),
-                       "nodePools": [node_pool_output(p) for p in c.node_pools]}
-               for stack, c in workers.items()}
+    outputs = {stack: fabricate(c) for stack, c in workers.items()}
     saved = dict(mockrun.STACK_REFERENCE_OUTPUTS)
     mockrun.STACK_REFERENCE_OUTPUTS.update(outputs)
     yield outputs
@@ -198,12 +221,18 @@ def test_all_workers_queue_spans_every_worker(run: mockrun.RunResult, workers: d
         assert kueue_objects(run, "LocalQueue")[f"{team}/{ko.ALL_WORKERS}"]["spec"]["clusterQueue"] == ko.ALL_WORKERS
 
 
+def releases_of(run: mockrun.RunResult) -> dict[str, mockrun.Registered]:
+    return {r.inputs["chart"]: r for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+
+
 def test_hub_installs_kueue_with_the_dispatcher(run: mockrun.RunResult, hub_cfg: StackConfig) -> None:
-    releases = run.of_type("kubernetes:helm.sh/v3:Release")
-    assert [r.inputs["chart"] for r in releases] == ["oci://registry.k8s.io/kueue/charts/kueue"]
-    assert releases[0].inputs["version"] == hub_cfg.kueue.version
-    config = yaml.safe_load(releases[0].inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    releases = releases_of(run)
+    assert set(releases) == {addons.KUEUE_CHART, addons.JOBSET_CHART}
+    kueue = releases[addons.KUEUE_CHART]
+    assert kueue.inputs["version"] == hub_cfg.kueue.version
+    config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["multiKueue"]["dispatcherName"] == ko.DISPATCHERS[hub_cfg.hub.dispatcher]
+    assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
     # The hub Kueue objects use the default provider (the hub cluster), not a worker's.
     for r in run.resources:
         if r.type.startswith(KUEUE):
@@ -228,14 +257,297 @@ def test_outputs_list_queues(run: mockrun.RunResult, workers: dict[str, StackCon
     assert run.outputs["workers"] == {key_of(s): c.cluster_name for s, c in workers.items()}
 
 
-def test_external_dispatcher(fabricated_outputs: dict[str, dict[str, Any]], hub_cfg: StackConfig) -> None:
-    hub = {"workers": list(hub_cfg.hub.workers), "dispatcher": "External"}
-    result = mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
-    release = result.of_type("kubernetes:helm.sh/v3:Release")[0]
-    config = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    assert config["multiKueue"]["dispatcherName"] == ko.DISPATCHERS["External"]
+def test_bad_worker_reference_is_a_config_error(fabricated_outputs: dict[str, dict[str, Any]],
+                                                hub_cfg: StackConfig) -> None:
+    hub = {"workers": ["just-a-stack"], "egressCidrs": list(hub_cfg.hub.egress_cidrs)}
+    with pytest.raises(pulumi.RunError, match=r"^invalid stack config: gpufleet:hub\.workers\[0\]: "):
+        mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
 
 
-def test_bad_worker_reference_is_a_config_error(fabricated_outputs: dict[str, dict[str, Any]]) -> None:
-    with pytest.raises(ConfigError, match=r"hub\.workers\[0\]"):
-        mockrun.run_stack(HUB_STACK, config_override={"hub": {"workers": ["just-a-stack"]}})
+# ------------------------------------------------------------------------------------------- JobSet
+
+
+def test_jobset_is_installed_before_kueue_and_everything_that_creates_a_jobset(run: mockrun.RunResult) -> None:
+    releases = releases_of(run)
+    jobset = releases[addons.JOBSET_CHART]
+    assert jobset.inputs["version"] == addons.JOBSET_VERSION == "0.12.0"
+    assert jobset.inputs["namespace"] == "jobset-system" and jobset.inputs["createNamespace"] is True
+    assert jobset.inputs["values"]["image"] == {"repository": "registry.k8s.io/jobset/jobset", "tag": "v0.12.0",
+                                                "pullPolicy": "IfNotPresent"}
+    assert not jobset.provider or "-provider::" not in jobset.provider  # on the hub, not on a worker
+    assert run.depends_on(releases[addons.KUEUE_CHART], jobset)
+    # MultiKueue creates JobSets (suspended on the hub, running on the workers): its objects come after JobSet.
+    users = [r for r in run.resources if r.type.startswith(KUEUE)]
+    assert users and all(run.depends_on(r, jobset) for r in users)
+    assert not run.depends_on(jobset, releases[addons.KUEUE_CHART])
+
+
+# ------------------------------------------------------------------------------------------- worker RBAC
+
+
+def test_worker_rbac_covers_what_multikueue_does_there(run: mockrun.RunResult) -> None:
+    roles = [r for r in run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+             if r.inputs["metadata"]["name"] == "gpufleet-multikueue-hub"]
+    assert roles
+    for role in roles:
+        verbs: dict[tuple[str, str], set[str]] = {}
+        for rule in role.inputs["rules"]:
+            for group in rule["apiGroups"]:
+                for res in rule["resources"]:
+                    verbs.setdefault((group, res), set()).update(rule["verbs"])
+        # MultiKueue drops the finalizers of remote Workloads (update/patch) and writes their status.
+        assert verbs[("kueue.x-k8s.io", "workloads")] == {"create", "delete", "get", "list", "watch", "update", "patch"}
+        assert verbs[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}
+        assert verbs[("", "pods")] == {"create", "delete", "get", "list", "watch"}
+        # Every job kind our Kueue config integrates can be created on the worker and its status read.
+        config = yaml.safe_load(ko.manager_config("AllAtOnce"))
+        plural = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+                  "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
+                  "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
+                  "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
+                  "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters")}
+        for framework in config["integrations"]["frameworks"]:
+            group, res = plural[framework]
+            assert {"create", "delete", "get", "list", "watch"} <= verbs[(group, res)], framework
+            assert "get" in verbs[(group, f"{res}/status")], framework
+
+
+def _upstream_script() -> str:
+    """Kueue v0.19.2's create-multikueue-kubeconfig.sh from a kubernetes-sigs/kueue git directory."""
+    git_dir = Path(os.environ.get("GPUFLEET_KUEUE_GIT", "/work/.mirror/kubernetes-sigs+kueue/repo"))
+    if not git_dir.is_dir():
+        pytest.skip(f"no kubernetes-sigs/kueue git directory at {git_dir} (set GPUFLEET_KUEUE_GIT)")
+    done = subprocess.run(["git", "-C", str(git_dir), "show",
+                           "v0.19.2:site/static/examples/multikueue/create-multikueue-kubeconfig.sh"],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"v0.19.2 not in {git_dir}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
+    from infra.k8s.hub import EXTRA_WORKER_RULES, multikueue_rbac_rules
+
+    script = _upstream_script()
+    manifest = script.split("kubectl apply -f - <<EOF\n", 1)[1].split("\nEOF", 1)[0]
+    role = next(d for d in yaml.safe_load_all(manifest) if d and d["kind"] == "ClusterRole")
+    ours = multikueue_rbac_rules()
+    assert ours[:len(role["rules"])] == role["rules"]
+    assert len(ours) == len(role["rules"]) + len(EXTRA_WORKER_RULES)
+    upstream_kinds = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert all((rule["apiGroups"][0], rule["resources"][0]) not in upstream_kinds for rule in ours[len(role["rules"]):])
+
+
+# ------------------------------------------------------------------------------------------- reachability
+
+
+def test_hub_exports_what_it_needs_next_to_what_each_worker_authorises(run: mockrun.RunResult,
+                                                                        hub_cfg: StackConfig,
+                                                                        workers: dict[str, StackConfig]) -> None:
+    reach = run.outputs["reachability"]
+    assert set(reach) == {key_of(s) for s in workers}
+    for stack, cfg in workers.items():
+        entry = reach[key_of(stack)]
+        assert entry["egressCidrs"] == list(hub_cfg.hub.egress_cidrs)
+        assert entry["apiAccess"] == api_access_output(cfg)
+    assert run.outputs["egressCidrs"] == list(hub_cfg.hub.egress_cidrs)
+
+
+def test_hub_without_egress_cidrs_is_a_config_error(fabricated_outputs: dict[str, dict[str, Any]],
+                                                    hub_cfg: StackConfig) -> None:
+    with pytest.raises(pulumi.RunError, match=r"^invalid stack config: gpufleet:hub\.egressCidrs: is required"):
+        mockrun.run_stack(HUB_STACK, config_override={"hub": {"workers": list(hub_cfg.hub.workers)}})
+
+
+# ------------------------------------------------------------------------------------------- the dispatcher
+
+IMAGE = "registry.example.com/gpufleet/placement:1.2.3"
+APPS, CORE, RBAC = "kubernetes:apps/v1:", "kubernetes:core/v1:", "kubernetes:rbac.authorization.k8s.io/v1:"
+
+
+@pytest.fixture(scope="module")
+def external(fabricated_outputs: dict[str, dict[str, Any]], hub_cfg: StackConfig) -> mockrun.RunResult:
+    hub = {"workers": list(hub_cfg.hub.workers), "dispatcher": "External",
+           "egressCidrs": list(hub_cfg.hub.egress_cidrs),
+           "dispatch": {"image": IMAGE, "admissionDeadlineSeconds": 240, "waitUsdPerGpuHour": 1.5,
+                        "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}}
+    return mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
+
+
+def on_hub(r: mockrun.Registered) -> bool:
+    return not r.provider or "-provider::" not in r.provider
+
+
+def named(run: mockrun.RunResult, kind: str, name: str, *, hub: bool = True) -> list[mockrun.Registered]:
+    return [r for r in run.of_type(kind) if r.inputs["metadata"]["name"] == name and on_hub(r) is hub]
+
+
+def test_external_dispatcher(external: mockrun.RunResult) -> None:
+    kueue = releases_of(external)[addons.KUEUE_CHART]
+    config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["multiKueue"]["dispatcherName"] == ko.DISPATCHERS["External"] == "gpufleet.io/placement"
+
+
+def test_dispatcher_deployment_follows_the_contract(external: mockrun.RunResult) -> None:
+    (deploy,) = named(external, APPS + "Deployment", "gpufleet-dispatch")
+    assert deploy.inputs["metadata"]["namespace"] == "kueue-system"
+    spec = deploy.inputs["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]
+    assert spec["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert pod["metadata"]["annotations"] == {"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}
+    assert pod["spec"]["serviceAccountName"] == "gpufleet-dispatch"
+    (container,) = pod["spec"]["containers"]
+    assert container["name"] == "dispatch" and container["image"] == IMAGE
+    assert container["args"] == ["dispatch", "--in-cluster", "--namespace", "kueue-system", "--lease",
+                                 "gpufleet-dispatch", "--fleet", "/etc/gpufleet/fleet.json", "--metrics-port", "9090",
+                                 "--admission-deadline-seconds", "240", "--wait-usd-per-gpu-hour", "1.5"]
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": 9090}, probe
+    assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in container["ports"]
+    assert container["resources"] == {"requests": {"cpu": "250m", "memory": "256Mi"}}
+    (mount,) = container["volumeMounts"]
+    assert (mount["mountPath"], mount["readOnly"]) == ("/etc/gpufleet", True)
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == "gpufleet-fleet"
+    assert {"key": "fleet.json", "path": "fleet.json"} in volume["configMap"]["items"]
+
+    (service,) = named(external, CORE + "Service", "gpufleet-dispatch-metrics")
+    assert service.inputs["metadata"]["namespace"] == "kueue-system"
+    assert service.inputs["spec"]["type"] == "ClusterIP"
+    assert service.inputs["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert [(p["name"], p["port"]) for p in service.inputs["spec"]["ports"]] == [("metrics", 9090)]
+
+
+def test_dispatcher_waits_for_kueue_jobset_and_the_worker_secrets(external: mockrun.RunResult) -> None:
+    (deploy,) = named(external, APPS + "Deployment", "gpufleet-dispatch")
+    releases = releases_of(external)
+    assert external.depends_on(deploy, releases[addons.KUEUE_CHART])
+    assert external.depends_on(deploy, releases[addons.JOBSET_CHART])
+    (fleet,) = named(external, CORE + "ConfigMap", "gpufleet-fleet")
+    assert external.depends_on(deploy, fleet)
+    for secret in external.of_type(CORE + "Secret"):
+        if on_hub(secret) and secret.inputs["metadata"]["name"].startswith("gpufleet-dispatch-"):
+            assert external.depends_on(deploy, secret)
+
+
+def rules_of(run: mockrun.RunResult, kind: str, name: str, *, hub: bool = True) -> list[list[dict[str, Any]]]:
+    return [r.inputs["rules"] for r in named(run, RBAC + kind, name, hub=hub)]
+
+
+def _rule(group: str, resources: list[str], verbs: list[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "resources": resources, "verbs": verbs}
+
+
+def test_dispatcher_hub_rbac_is_least_privilege_with_the_lease(external: mockrun.RunResult) -> None:
+    read = ["get", "list", "watch"]
+    assert rules_of(external, "ClusterRole", "gpufleet-dispatch") == [[
+        _rule("kueue.x-k8s.io", ["workloads"], read),
+        _rule("kueue.x-k8s.io", ["workloads/status"], ["get", "patch"]),
+        _rule("kueue.x-k8s.io", ["clusterqueues", "localqueues", "admissionchecks", "multikueueclusters",
+                                 "multikueueconfigs"], read),
+        _rule("batch", ["jobs"], read),
+        _rule("jobset.x-k8s.io", ["jobsets"], read),
+        _rule("", ["events"], ["create", "patch"]),
+        _rule("events.k8s.io", ["events"], ["create", "patch"]),
+    ]]
+    (role,) = named(external, RBAC + "Role", "gpufleet-dispatch")
+    assert role.inputs["metadata"]["namespace"] == "kueue-system"
+    assert role.inputs["rules"] == [
+        _rule("", ["secrets"], read),
+        _rule("", ["configmaps"], read),
+        _rule("coordination.k8s.io", ["leases"], [*read, "create", "update", "patch"]),
+    ]
+    subject = [{"kind": "ServiceAccount", "name": "gpufleet-dispatch", "namespace": "kueue-system"}]
+    (cluster_binding,) = named(external, RBAC + "ClusterRoleBinding", "gpufleet-dispatch")
+    assert cluster_binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                 "name": "gpufleet-dispatch"}
+    assert cluster_binding.inputs["subjects"] == subject
+    (binding,) = named(external, RBAC + "RoleBinding", "gpufleet-dispatch")
+    assert binding.inputs["metadata"]["namespace"] == "kueue-system"
+    assert binding.inputs["roleRef"]["kind"] == "Role" and binding.inputs["subjects"] == subject
+    (account,) = named(external, CORE + "ServiceAccount", "gpufleet-dispatch")
+    assert account.inputs["metadata"]["namespace"] == "kueue-system"
+
+
+def test_fleet_file_is_every_workers_outputs_without_secrets(external: mockrun.RunResult,
+                                                             fabricated_outputs: dict[str, dict[str, Any]]) -> None:
+    (fleet,) = named(external, CORE + "ConfigMap", "gpufleet-fleet")
+    assert fleet.inputs["metadata"]["namespace"] == "kueue-system"
+    text = fleet.inputs["data"]["fleet.json"]
+    assert "kubeconfig" not in text and "get-token" not in text
+    doc = json.loads(text)
+    assert set(doc) == {key_of(s) for s in fabricated_outputs}
+    for stack, outputs in fabricated_outputs.items():
+        entry = doc[key_of(stack)]
+        expected = {k: outputs[k] for k in dispatcher.FLEET_OUTPUTS}
+        if "gpuNetworks" in outputs:
+            expected["gpuNetworks"] = outputs["gpuNetworks"]
+        assert entry == expected, stack
+    assert any("gpuNetworks" in e for e in doc.values()) and any("gpuNetworks" not in e for e in doc.values())
+
+
+def test_each_worker_gets_a_read_only_dispatcher_identity(external: mockrun.RunResult,
+                                                          workers: dict[str, StackConfig]) -> None:
+    expected = [_rule("kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "resourceflavors",
+                                         "clusterqueues/status", "localqueues/status", "workloads/status",
+                                         "resourceflavors/status"], ["get", "list", "watch"])]
+    secrets = {r.inputs["metadata"]["name"]: r for r in external.of_type(CORE + "Secret") if on_hub(r)}
+    for stack, cfg in workers.items():
+        key = key_of(stack)
+
+        def on_worker(kind: str, name: str, key: str = key) -> mockrun.Registered:
+            (found,) = [r for r in named(external, kind, name, hub=False) if f"-{key}-provider" in str(r.provider)]
+            return found
+
+        account = on_worker(CORE + "ServiceAccount", "gpufleet-dispatch")
+        assert account.inputs["metadata"]["namespace"] == "kueue-system"
+        assert on_worker(RBAC + "ClusterRole", "gpufleet-dispatch-reader").inputs["rules"] == expected
+        binding = on_worker(RBAC + "ClusterRoleBinding", "gpufleet-dispatch-reader")
+        assert binding.inputs["roleRef"]["name"] == "gpufleet-dispatch-reader"
+        assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "gpufleet-dispatch",
+                                               "namespace": "kueue-system"}]
+        token = on_worker(CORE + "Secret", "gpufleet-dispatch-token")
+        assert token.inputs["type"] == "kubernetes.io/service-account-token"
+        assert token.inputs["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "gpufleet-dispatch"}
+
+        secret = secrets[f"gpufleet-dispatch-{key}"]
+        assert secret.inputs["metadata"]["namespace"] == "kueue-system"
+        data = secret.inputs["stringData"]
+        assert data.get(SECRET_SIG) == SECRET_MARK, "the kubeconfig must be registered as a secret"
+        kubeconfig = yaml.safe_load(data["value"]["kubeconfig"])
+        assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://{cfg.cluster_name}.example"
+        assert kubeconfig["users"] == [{"name": f"{key}-gpufleet-dispatch", "user": {"token": MOCK_TOKEN}}]
+
+
+def test_no_dispatcher_unless_external(run: mockrun.RunResult) -> None:
+    assert run.outputs["dispatcher"] != "External"
+    assert not run.of_type(APPS + "Deployment")
+    for r in run.resources:
+        meta = r.inputs.get("metadata") if isinstance(r.inputs.get("metadata"), dict) else {}
+        assert not str(meta.get("name", "")).startswith(("gpufleet-dispatch", "gpufleet-fleet")), r.name
+    assert "dispatch" not in run.outputs
+
+
+def test_external_without_an_image_names_the_key_and_the_build(fabricated_outputs: dict[str, dict[str, Any]],
+                                                               hub_cfg: StackConfig) -> None:
+    hub = {"workers": list(hub_cfg.hub.workers), "dispatcher": "External",
+           "egressCidrs": list(hub_cfg.hub.egress_cidrs)}
+    with pytest.raises(pulumi.RunError) as err:
+        mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
+    message = str(err.value)
+    assert message.startswith("invalid stack config: gpufleet:hub.dispatch.image:") and "\n" not in message
+    assert "docker build -f placement/dispatch/Dockerfile -t <image> ." in message
+
+
+def test_every_example_worker_authorises_the_example_hub(hub_cfg: StackConfig,
+                                                         workers: dict[str, StackConfig]) -> None:
+    from infra.policy.checks import unreachable_reason
+
+    assert hub_cfg.hub.egress_cidrs
+    for stack, cfg in workers.items():
+        assert cfg.cluster.hub_cidrs, stack
+        for egress in hub_cfg.hub.egress_cidrs:
+            assert unreachable_reason(egress, api_access_output(cfg), key_of(stack)) is None, (stack, egress)

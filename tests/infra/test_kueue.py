@@ -370,7 +370,8 @@ def test_addons_device_plugins_per_platform(addon_runs: dict[str, Any]) -> None:
         assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in values["tolerations"])
 
     gcp = _releases(addon_runs["gcp"])
-    assert set(gcp) == {"oci://registry.k8s.io/kueue/charts/kueue"}  # no NVIDIA/EFA plugin on GKE
+    # No NVIDIA/EFA plugin on GKE: only JobSet and Kueue.
+    assert set(gcp) == {"oci://registry.k8s.io/jobset/charts/jobset", "oci://registry.k8s.io/kueue/charts/kueue"}
     files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")]
     assert any(f.endswith("gpudirect-tcpxo/nccl-tcpxo-installer.yaml") for f in files)
     assert any(f.endswith("nri_device_injector/nri-device-injector.yaml") for f in files)
@@ -398,3 +399,23 @@ def test_addons_create_every_kueue_object_on_the_cluster_provider(which: str, ad
     assert run.outputs["kueue"]["clusterQueue"] == ko.cluster_queue_name(cfg)
     assert {(q["namespace"], q["name"]) for q in run.outputs["kueue"]["localQueues"]} == \
         {(k[1], k[2]) for k in expected if k[0] == "LocalQueue"}
+
+
+@pytest.mark.parametrize("which", ["aws", "gcp"])
+def test_addons_install_jobset_before_kueue_and_the_queues(which: str, addon_runs: dict[str, Any]) -> None:
+    from infra.k8s import addons
+
+    run = addon_runs[which]
+    releases = {r.inputs["chart"]: r for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    jobset, kueue = releases[addons.JOBSET_CHART], releases[addons.KUEUE_CHART]
+    assert jobset.inputs["version"] == addons.JOBSET_VERSION
+    assert jobset.inputs["namespace"] == "jobset-system"
+    assert jobset.inputs["values"]["image"]["tag"] == f"v{addons.JOBSET_VERSION}"
+    assert jobset.provider and "cluster-k8s" in jobset.provider
+    # Kueue's JobSet integration is on, and Kueue starts only once the JobSet API is served.
+    config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+    assert run.depends_on(kueue, jobset) and not run.depends_on(jobset, kueue)
+    # The queues (which MultiKueue and `placement submit` send JobSets to) come after JobSet too.
+    queues = [r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/v1beta2:")]
+    assert queues and all(run.depends_on(q, jobset) for q in queues)
