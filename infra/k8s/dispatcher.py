@@ -176,7 +176,7 @@ def deployment_spec(cfg: DispatchConfig) -> dict[str, Any]:
     return {
         "replicas": cfg.replicas,
         "selector": {"matchLabels": dict(SELECTOR)},
-        # A replaced pod must not wait behind its predecessor's Lease for long: replace one at a time.
+        # Replace one pod at a time, so a replica keeps holding (or stands by to take) the Lease during a rollout.
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}},
         "template": pod_template(cfg),
     }
