@@ -9,21 +9,32 @@
 
 UNKNOWN exceeds any job's cost, so quota-unknown candidates rank after every known-feasible one, as
 in the single-job plan. Both phases are solved to HiGHS's MIP gap tolerance (``mip_rel_gap``).
+
+A reservation is one more group g: its key is ``reservation:<id>``, each candidate on it draws its node
+count, and its headroom is the reservation's free nodes. Jobs that are identical for placement (every
+field but name, team, priority, image, command and the dataset URI) are interchangeable in any
+solution; among them the earlier ones in the file get the placements, cheapest first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement.catalog import Offer
 from placement.egress import EgressBook
 from placement.engine import Candidate, Plan, Row, _candidate, plan
 from placement.jobspec import JobSpec
 from placement.quotas import QuotaTable
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from placement.reservations import Reservation
 
 
 @dataclass(frozen=True)
@@ -53,12 +64,26 @@ class BatchResult:
 
 def _group(r: Row) -> tuple[str, str, str] | None:
     """The (cloud, region, quota key) a candidate row draws on, or None when its quota is unknown."""
-    return None if r[18] is None else (r[3], r[4], r[15])  # type: ignore[return-value]
+    t = r[11]
+    return None if t.headroom is None else (r[4], r[5], t.key)  # type: ignore[return-value]
+
+
+def _needed(r: Row) -> int:
+    return r[11].needed
+
+
+def _headroom(r: Row) -> float:
+    return r[11].headroom  # type: ignore[return-value]
+
+
+def _total(r: Row) -> float:
+    """The exact total USD of a row (the row's sort key is rounded to the cent)."""
+    return r[14] + r[11].eg + r[16]
 
 
 def _option_key(r: Row) -> tuple[object, ...]:
     g = _group(r)
-    return ("unknown",) if g is None else (g, r[17])
+    return ("unknown",) if g is None else (g, _needed(r))
 
 
 def _options(p: Plan) -> list[Row]:
@@ -84,10 +109,33 @@ def _result(plans: Sequence[Plan], picks: Sequence[Row | None], solver: str, sta
             continue
         g = _group(r)
         if g is not None:
-            used[g] += r[17]
-        total += r[1]
+            used[g] += _needed(r)
+        total += _total(r)
         out.append(Assignment(p.job, _candidate(p.job, r)))
     return BatchResult(tuple(out), total, solver, status, dict(used), gap=gap)
+
+
+def _placement_key(job: JobSpec) -> JobSpec:
+    """``job`` without the fields that do not change where or at what cost it runs."""
+    ds = job.dataset
+    return dataclasses.replace(job, name="", team=None, priority="production", image="", command=(),
+                               dataset=None if ds is None else dataclasses.replace(ds, uri=""))
+
+
+def _earlier_first(jobs: Sequence[JobSpec], picks: list[Row | None]) -> list[Row | None]:
+    """Among identical jobs, hand the placements to the earlier ones (cheapest to the first): any solution
+    can be permuted so, at the same total cost and quota use."""
+    classes: dict[JobSpec, list[int]] = defaultdict(list)
+    for j, job in enumerate(jobs):
+        classes[_placement_key(job)].append(j)
+    out = list(picks)
+    for members in classes.values():
+        if len(members) < 2:
+            continue
+        placed = sorted((picks[j] for j in members if picks[j] is not None), key=lambda r: r[:10])  # type: ignore[index]
+        for k, j in enumerate(members):
+            out[j] = placed[k] if k < len(placed) else None
+    return out
 
 
 def _greedy_picks(plans: Sequence[Plan]) -> list[Row | None]:
@@ -97,11 +145,11 @@ def _greedy_picks(plans: Sequence[Plan]) -> list[Row | None]:
         chosen = None
         for r in p.rows:
             g = _group(r)
-            if g is None or used[g] + r[17] <= r[18]:  # type: ignore[operator]
+            if g is None or used[g] + _needed(r) <= _headroom(r):
                 chosen = r
                 break
         if chosen is not None and (g := _group(chosen)) is not None:
-            used[g] += chosen[17]
+            used[g] += _needed(chosen)
         picks.append(chosen)
     return picks
 
@@ -135,7 +183,7 @@ def _lp_rounding(h: Any, cols: Sequence[tuple[int, Row]], n_x: int, n_jobs: int,
             out[best] = 1.0
             g = _group(cols[best][1])
             if g is not None:
-                left[g] = left.get(g, float(cols[best][1][18])) - cols[best][1][17]  # type: ignore[arg-type]
+                left[g] = left.get(g, _headroom(cols[best][1])) - _needed(cols[best][1])
         elif x[n_x + j] > 1 - 1e-6:
             out[n_x + j] = 1.0
         else:
@@ -169,8 +217,8 @@ def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, b
         if g is not None:
             groups[g].append(i)
     for g, idx in groups.items():
-        room = left.get(g, float(cols[idx[0]][1][18]))  # type: ignore[arg-type]
-        sub.addRow(-highspy.kHighsInf, room, len(idx), [pos[i] for i in idx], [float(cols[i][1][17]) for i in idx])
+        room = left.get(g, _headroom(cols[idx[0]][1]))
+        sub.addRow(-highspy.kHighsInf, room, len(idx), [pos[i] for i in idx], [float(_needed(cols[i][1])) for i in idx])
     sub.run()
     if not sub.getSolution().value_valid:
         for j in jobs:
@@ -237,22 +285,38 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
         hint, incumbent = x, z
 
 
+def _plans(jobs: Iterable[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None, book: EgressBook | None,
+           reservations: Sequence[Reservation], now: dt.datetime | None) -> list[Plan]:
+    """One plan per job; identical jobs share one (their candidates are the same)."""
+    memo: dict[JobSpec, Plan] = {}
+    out = []
+    for job in jobs:
+        key = _placement_key(job)
+        p = memo.get(key)
+        if p is None:
+            p = memo[key] = plan(job, offers, quotas, book, reservations=reservations, now=now)
+        out.append(p if p.job is job else dataclasses.replace(p, job=job))
+    return out
+
+
 def greedy(jobs: Iterable[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None = None,
-           book: EgressBook | None = None) -> BatchResult:
+           book: EgressBook | None = None, *, reservations: Sequence[Reservation] = (),
+           now: dt.datetime | None = None) -> BatchResult:
     """Place jobs one by one in arrival order, each on its cheapest candidate that still fits."""
-    plans = [plan(job, offers, quotas, book) for job in jobs]
+    plans = _plans(jobs, offers, quotas, book, reservations, now)
     picks = _greedy_picks(plans)
     return _result(plans, picks, "greedy", "done", ["no candidate left with quota headroom"] * len(plans))
 
 
 def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None = None,
-          book: EgressBook | None = None, *, time_limit_s: float = 30.0,
-          mip_rel_gap: float = 1e-4) -> BatchResult:
-    """Minimise the batch's total cost subject to quota headroom per (cloud, region, quota key)."""
+          book: EgressBook | None = None, *, reservations: Sequence[Reservation] = (),
+          now: dt.datetime | None = None, time_limit_s: float = 30.0, mip_rel_gap: float = 1e-4) -> BatchResult:
+    """Minimise the batch's total cost subject to quota headroom per (cloud, region, quota key) and to
+    each reservation's free nodes."""
     import highspy
 
     deadline = time.monotonic() + time_limit_s
-    plans = [plan(job, offers, quotas, book) for job in jobs]
+    plans = _plans(jobs, offers, quotas, book, reservations, now)
     options = [_options(p) for p in plans]
     # Greedy is a feasible solution: hand it to HiGHS as the first incumbent.
     start = _greedy_picks(plans)
@@ -295,9 +359,9 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     for members in by_group.values():
         starts.append(len(index))
         index.extend(members)
-        value.extend(float(cols[i][1][17]) for i in members)
+        value.extend(float(_needed(cols[i][1])) for i in members)
         lower.append(-inf)
-        upper.append(float(cols[members[0]][1][18]))  # type: ignore[arg-type]
+        upper.append(_headroom(cols[members[0]][1]))
     if starts:
         h.addRows(len(starts), lower, upper, len(index), starts, index, value)
 
@@ -338,6 +402,7 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     for i, (j, r) in enumerate(cols):
         if x[i] > 0.5:
             picks[j] = r
+    picks = _earlier_first(jobs, picks)
     why = ["no runnable candidate" if not options[j] else "quota headroom taken by cheaper placements"
            for j in range(len(jobs))]
     return _result(plans, picks, "HiGHS", status, why, gap=h.getInfo().mip_gap)
