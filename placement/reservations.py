@@ -66,7 +66,7 @@ def parse_time(value: str, field: str, source: str) -> dt.datetime:
     except ValueError:
         raise InputError(field, f"must be an ISO-8601 time such as 2026-12-01T00:00:00Z, or blank for open-ended; "
                          f"got {value!r}", source=source) from None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+    return stamp.astimezone(dt.UTC) if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
 
 
 def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[Reservation, ...]:
