@@ -19,6 +19,7 @@ solution; among them the earlier ones in the file get the placements, cheapest f
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -239,6 +240,34 @@ def _run(h: Any, deadline: float) -> None:
     h.run()
 
 
+def _checked_run(h: Any, n: int, costs: Sequence[float], hint: list[float],
+                 deadline: float) -> tuple[list[float], float] | None:
+    """Run HiGHS from ``hint``; (solution, its cost) or None without an optimal solution.
+
+    The cost is worked out from the solution itself. HiGHS's presolve can lose the objective offset of
+    the presolved model (then the reported objective, bound and gap are all shifted and "optimal" means
+    nothing; seen with highspy 1.16 on these restricted problems): when the reported objective disagrees
+    with the solution's cost, the same problem is solved again without presolve."""
+    import highspy
+
+    default = h.getOptionValue("presolve")[1]
+    try:
+        for presolve in (default, "off"):
+            h.setOptionValue("presolve", presolve)
+            h.setSolution(n, list(range(n)), hint)
+            _run(h, deadline)
+            solution = h.getSolution()
+            if not solution.value_valid or h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                return None
+            x = list(solution.col_value)
+            z = math.fsum(c * v for c, v in zip(costs, x, strict=True))
+            if abs(h.getInfo().objective_function_value - z) <= 1e-7 * max(abs(z), 1.0):
+                return x, z
+        return None
+    finally:
+        h.setOptionValue("presolve", default)
+
+
 def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hint: list[float], bound: float,
                             reduced: Sequence[float], deadline: float) -> None:
     """Solve the MILP over a growing set of columns, exactly.
@@ -247,38 +276,27 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
     their lower bound in the LP optimum. So once a restricted MILP (columns with small reduced cost)
     has a solution of cost z, no left-out column with reduced cost above z - bound can improve on it:
     the restricted optimum is the optimum. Otherwise the columns that could still matter are added and
-    the MILP is solved again. The relaxation of this assignment structure is tight, so the first
-    restricted problem is small and usually already proves optimality.
+    the MILP is solved again. Each restricted MILP is solved to the final gap: a loose solve leaves a
+    worse incumbent, so a larger z - bound and many more columns in the next round, which costs more
+    than it saves. The set grows a hundredfold per round (in reduced cost), capped at z - bound.
     """
-    import highspy
-
-    incumbent = sum(c * v for c, v in zip(costs, hint, strict=True))
+    incumbent = math.fsum(c * v for c, v in zip(costs, hint, strict=True))
     per_job = max(abs(bound), 1.0) / max(n - n_x, 1)
     threshold = 1e-3 * per_job  # columns within 0.1% of an average job's cost of the LP's choice
     allowed = [reduced[i] <= threshold or hint[i] > 0.5 for i in range(n_x)]
-    final_gap = float(h.getOptionValue("mip_rel_gap")[1])
-    # While columns are still being added, a looser gap is enough: only the last solve must be tight.
-    h.setOptionValue("mip_rel_gap", max(final_gap, 1e-3))
-    tight = False
     while True:
         h.changeColsBounds(n_x, list(range(n_x)), [0.0] * n_x, [1.0 if a else 0.0 for a in allowed])
-        h.setSolution(n, list(range(n)), hint)
-        _run(h, deadline)
-        solution = h.getSolution()
-        if not solution.value_valid or h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        found = _checked_run(h, n, costs, hint, deadline)
+        if found is None:
             return
-        x = list(solution.col_value)
-        z = min(h.getInfo().objective_function_value, incumbent)
+        x, z = found
+        if z > incumbent:  # HiGHS stopped at the gap above the hint: keep the better one
+            x, z = hint, incumbent
         slack = z - bound + 1e-9 * max(abs(z), 1.0)
-        threshold = min(slack, threshold * 10)
+        threshold = min(slack, threshold * 100)
         extra = [i for i in range(n_x) if not allowed[i] and reduced[i] <= slack]
-        # HiGHS often closes the gap well past what was asked: then this loose solve is already tight.
-        solved_tight = tight or h.getInfo().mip_gap <= final_gap
-        if not extra and solved_tight:
-            return
         if not extra:
-            tight = True
-            h.setOptionValue("mip_rel_gap", final_gap)
+            return
         for i in extra:
             if reduced[i] <= threshold:
                 allowed[i] = True
@@ -321,13 +339,13 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     # Greedy is a feasible solution: hand it to HiGHS as the first incumbent.
     start = _greedy_picks(plans)
     start_placed = sum(1 for r in start if r is not None)
-    max_cost = max((r[1] for opts in options for r in opts), default=0.0)
+    max_cost = max((_total(r) for opts in options for r in opts), default=0.0)
     unknown_penalty = max_cost * 2 + 1.0
 
     cols: list[tuple[int, Row]] = [(j, r) for j, opts in enumerate(options) for r in opts]
     n_x = len(cols)
     n = n_x + len(jobs)
-    costs = [r[1] + (unknown_penalty if _group(r) is None else 0.0) for _, r in cols]
+    costs = [_total(r) + (unknown_penalty if _group(r) is None else 0.0) for _, r in cols]
     costs += [0.0] * len(jobs)
 
     h = highspy.Highs()

@@ -6,10 +6,12 @@ embedded catalog, which ships inside the package.
 
 from __future__ import annotations
 
+import collections
 import csv
 import functools
 import io
 import json
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -84,11 +86,16 @@ class Catalog:
     source: str
     origins: tuple[CatalogOrigin, ...] = ()
 
+    @functools.cached_property
+    def offers_per_cloud(self) -> dict[str, int]:
+        """How many offers each cloud has (counted once: a catalog does not change)."""
+        return dict(collections.Counter(map(operator.attrgetter("cloud"), self.offers)))
+
     def provenance(self) -> tuple[CatalogOrigin, ...]:
         """The per-cloud origins; for a catalog built without them, one per cloud present, from ``source``."""
         if self.origins:
             return self.origins
-        clouds = sorted({o.cloud for o in self.offers})
+        clouds = sorted(self.offers_per_cloud)
         return tuple(CatalogOrigin(cloud=c, source=self.source, as_of=self.as_of) for c in clouds)
 
     def merged(self, other: Catalog, clouds: Iterable[str]) -> Catalog:

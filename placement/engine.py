@@ -134,7 +134,7 @@ class Terms:
 
     __slots__ = ("capacity", "order", "nodes", "idle", "run_h", "rate", "overhead", "transfer_h", "ready_h",
                  "eg_in", "eg_out", "eg", "key", "unit", "needed", "headroom", "unknown", "reason", "reservation",
-                 "delay_rate", "mult")
+                 "delay_rate", "mult", "delay")
 
     capacity: str
     order: int
@@ -157,14 +157,22 @@ class Terms:
     reservation: Reservation | None
     delay_rate: float
     mult: float
+    delay: float  # USD: ready_h × delay_rate
 
 
 # A runnable candidate before it becomes a Candidate object: ranking 50,000 offers only materialises the rows
-# shown. The first ten fields are the sort key (``seq`` keeps equal keys in input order):
-# (unknown, total, nodes, hourly, cloud, region, zone, instance type, capacity order, seq,
+# shown. The first ten fields are the sort key (``seq`` keeps equal keys in input order; ``cents`` is the
+# total in whole cents, so totals that print the same tie):
+# (unknown, cents, nodes, hourly, cloud, region, zone, instance type, capacity order, seq,
 #  offer, terms, rate, overhead, compute, ready hours, delay, excluded reason)
 Row = tuple[int, float, int, float, str, str, str, str, int, int, Offer, Terms, float, float, float, float, float,
             "str | None"]
+_MISSING: dict[str, tuple[Terms, ...] | None] = {}
+
+
+def _cents(usd: float) -> float:
+    """USD to whole cents (an int-valued key; inf stays inf for what has no price)."""
+    return float(int(usd * 100.0 + 0.5)) if usd < math.inf else math.inf
 # An excluded candidate whose whole group was excluded: (offer, terms); its cost is worked out when shown.
 Deferred = tuple[Offer, Terms]
 
@@ -205,7 +213,7 @@ class _Context:
     def __init__(self, job: JobSpec, quotas: QuotaTable | None, book: EgressBook | None,
                  allowance_gb: float, now: dt.datetime | None) -> None:
         self.job = job
-        self.table = (quotas or QuotaTable()).quotas
+        self.headrooms = (quotas or QuotaTable()).headrooms
         self.book = book or egress_book()
         self.allowance_gb = allowance_gb
         self.now = now
@@ -268,14 +276,14 @@ class _Context:
             t.rate = t.overhead = 0.0
         t.mult = run_h * (1.0 + t.overhead)
         t.ready_h = transfer_h + t.mult
+        t.delay = t.ready_h * t.delay_rate
         if reservation is not None:
             t.key, t.unit, t.needed, t.headroom = reservation.quota_key, "node", nodes, float(reservation.count)
         else:
             t.key = shape.quota.spot if capacity == "spot" else shape.quota.on_demand
             t.unit = shape.quota.unit
             t.needed = nodes * (shape.vcpus if shape.quota.unit == "vcpu" else shape.gpus)
-            quota = self.table.get((cloud, region, t.key)) if t.key is not None else None
-            t.headroom = None if quota is None else quota.headroom
+            t.headroom = self.headrooms.get((cloud, region, t.key)) if t.key is not None else None
         t.unknown = 0 if t.headroom is not None else 1
         t.reason = region_reason or shape_reason or self.fit_reason(t)
         return t
@@ -328,9 +336,8 @@ def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
     compute = hourly * mult
     delay = ready_h * t.delay_rate
     total = compute + t.eg + delay
-    return (t.unknown, round(total, 2), t.nodes, round(hourly, 6) if price is not None else hourly, offer.cloud,
-            offer.region, offer.zone, offer.shape.name, t.order, seq, offer, t, rate, overhead, compute, ready_h, delay,
-            reason)
+    return (t.unknown, _cents(total), t.nodes, hourly, offer.cloud, offer.region, offer.zone, offer.shape.name,
+            t.order, seq, offer, t, rate, overhead, compute, ready_h, delay, reason)
 
 
 def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reservation],
@@ -338,34 +345,42 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
     """Split every candidate into ``runnable`` rows and ``excluded`` ones (``ordered``: all, in input order).
 
     The hot loop of ranking a big catalog: everything that does not depend on the offer itself comes from
-    the per-(cloud, region, shape) terms, so an offer costs a few multiplications."""
-    groups: dict[tuple[str, str, int], tuple[Terms, ...] | None] = {}
-    zones = ctx.zones
+    the per-(shape, region) terms and a per-zone memo, so an offer costs two dict lookups and a few
+    multiplications per capacity."""
+    by_shape: dict[int, dict[str, tuple[Terms, ...] | None] | None] = {}
+    zones: dict[str, str | None] = {}
     cap = ctx.job.max_usd_per_hour
     seq = 0
     job_rate = ctx.job.interruptions_per_hour
+    add_run, add_ex = runnable.append, excluded.append
     for offer in offers:
-        cloud, region, shape = offer.cloud, offer.region, offer.shape
-        gkey = (cloud, region, id(shape))
-        group = groups.get(gkey, ())
+        shape = offer.shape
+        regions = by_shape.get(id(shape), _MISSING)
+        if regions is _MISSING:
+            regions = by_shape[id(shape)] = None if ctx.shape(shape) is None else {}
+        if regions is None:
+            continue  # not an accelerator the job takes
+        region = offer.region
+        group = regions.get(region, ())
         if group == ():
-            group = groups[gkey] = _group(ctx, cloud, region, shape)
+            group = regions[region] = _group(ctx, offer.cloud, region, shape)
         if group is None:
             continue
-        zkey = (cloud, offer.zone)
-        zone_reason = zones[zkey] if zkey in zones else ctx.zone(cloud, offer.zone)
+        zone = offer.zone
+        zone_reason = zones[zone] if zone in zones else zones.setdefault(zone, ctx.zone(offer.cloud, zone))
         for t in group:
             seq += 1
             if t.reason is not None or zone_reason is not None:
-                excluded.append((offer, t))
+                add_ex((offer, t))
                 if ordered is not None:
                     ordered.append((offer, t))
                 continue
-            if t.capacity == "spot":
+            if t.order == 2:  # spot
                 price = offer.spot_price
-                if offer.interruptions_per_hour is not None and offer.interruptions_per_hour > job_rate:
+                live_rate = offer.interruptions_per_hour
+                if live_rate is not None and live_rate > job_rate:
                     row = _priced(ctx, offer, t, seq)
-                    (excluded if row[17] else runnable).append(row)
+                    (add_ex if row[17] else add_run)(row)
                     if ordered is not None:
                         ordered.append(row)
                     continue
@@ -373,15 +388,15 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
                 price = offer.price
             if price is None or (cap is not None and t.nodes * price > cap):
                 row = _priced(ctx, offer, t, seq)
-                excluded.append(row)
+                add_ex(row)
             else:
                 hourly = t.nodes * price
                 compute = hourly * t.mult
-                delay = t.ready_h * t.delay_rate
-                row = (t.unknown, round(compute + t.eg + delay, 2), t.nodes, round(hourly, 6), cloud, region,
-                       offer.zone, shape.name, t.order, seq, offer, t, t.rate, t.overhead, compute, t.ready_h, delay,
-                       None)
-                runnable.append(row)
+                delay = t.delay
+                total = compute + t.eg + delay
+                row = (t.unknown, float(int(total * 100.0 + 0.5)), t.nodes, hourly, offer.cloud, region, zone,
+                       shape.name, t.order, seq, offer, t, t.rate, t.overhead, compute, t.ready_h, delay, None)
+                add_run(row)
             if ordered is not None:
                 ordered.append(row)
     if not ctx.reserved:
@@ -465,7 +480,7 @@ class Plan:
         if not rows or rows[0][0] != 0:
             return None
         i = bisect.bisect_left(rows, (1,))
-        if i >= len(rows) or rows[i][1] >= rows[0][1] - TIE_USD:
+        if i >= len(rows) or rows[i][1] >= rows[0][1]:  # whole cents: cheaper by at least one
             return None
         return i + 1, _candidate(self.job, rows[i])
 

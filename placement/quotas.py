@@ -6,6 +6,7 @@ Pure parsing of already-loaded rows (CSV text or YAML list); no I/O.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,11 @@ class QuotaTable:
     quotas: Mapping[QuotaKey, Quota] = field(default_factory=dict)
     # One line per row whose key the shape data does not know (loaded anyway: a new quota is data).
     warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    @functools.cached_property
+    def headrooms(self) -> dict[QuotaKey, float]:
+        """Headroom by (cloud, region, key), worked out once (placing a burst looks it up per candidate)."""
+        return {k: q.headroom for k, q in self.quotas.items()}
 
     def get(self, cloud: str, region: str, key: str | None) -> Quota | None:
         if key is None:

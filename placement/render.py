@@ -61,9 +61,7 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
 
 def catalog_info(catalog: Catalog) -> dict[str, Any]:
     """Where the offers came from: ``source``/``as_of`` summarised, and per cloud in ``clouds``."""
-    counts: dict[str, int] = {}
-    for o in catalog.offers:
-        counts[o.cloud] = counts.get(o.cloud, 0) + 1
+    counts = catalog.offers_per_cloud
     clouds = {o.cloud: {"source": o.source, "path": o.path, "as_of": o.as_of, "modified": o.modified,
                         "live": o.live, "offers": counts.get(o.cloud, 0)} for o in catalog.provenance()}
     return {"source": catalog.source, "as_of": catalog.as_of, "offers": len(catalog.offers), "clouds": clouds}

@@ -102,8 +102,14 @@ class ShapeBook:
 
     def largest_node(self, cloud: str, accelerator: str) -> int:
         """The most GPUs one node of ``accelerator`` holds on ``cloud`` (0 when no shape has it)."""
-        return max((s.gpus for s in self.shapes.values() if s.cloud == cloud and s.accelerator == accelerator),
-                   default=0)
+        return self._largest.get((cloud, accelerator), 0)
+
+    @functools.cached_property
+    def _largest(self) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for s in self.shapes.values():
+            out[(s.cloud, s.accelerator)] = max(out.get((s.cloud, s.accelerator), 0), s.gpus)
+        return out
 
     def node_sizes(self, accelerator: str) -> list[int]:
         """Every GPUs-per-node count a shape of ``accelerator`` has, on any cloud, ascending."""

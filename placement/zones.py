@@ -44,6 +44,7 @@ def is_aws_zone_id(zone: str) -> bool:
     return re.fullmatch(r"[a-z]+\d+(-[a-z]+\d+)?-az\d+", zone) is not None
 
 
+@functools.lru_cache(maxsize=8192)
 def zone_kind(cloud: str, zone: str) -> ZoneKind:
     """What kind of zone ``zone`` is. AWS Local Zones (use1-atl2-az1, us-east-1-atl-2a) and Wavelength
     Zones (use1-wl1-bos-wlz1, us-east-1-wl1-bos-wlz-1) sit in a metro or a carrier's network, away from
