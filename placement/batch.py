@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -161,12 +163,10 @@ def _lp_rounding(h: Any, cols: Sequence[tuple[int, Row]], n_x: int, n_jobs: int,
     MILP of the few fractional jobs (the relaxation of this assignment structure is nearly integral).
 
     Returns (incumbent, LP bound, reduced costs) for reduced-cost fixing, or None without an LP optimum."""
-    import highspy
 
     lp = h.getLp()
     lp.integrality_ = []
-    relax = highspy.Highs()
-    relax.setOptionValue("output_flag", False)
+    relax = new_highs()
     relax.passModel(lp)
     relax.run()
     if not relax.getSolution().value_valid:
@@ -199,8 +199,7 @@ def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, b
     """Solve the small MILP of the LP's fractional jobs against the quota the integral ones left."""
     import highspy
 
-    sub = highspy.Highs()
-    sub.setOptionValue("output_flag", False)
+    sub = new_highs()
     sub.setOptionValue("time_limit", 5.0)
     members = [i for j in jobs for i in by_job[j]]
     big = max((cost[i] for i in members), default=0.0) * 10 + 1.0
@@ -232,6 +231,26 @@ def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, b
             out[picked[0]] = 1.0
         else:
             out[n_x + j] = 1.0
+
+
+def new_highs() -> Any:
+    """A silent ``highspy.Highs``. HiGHS prints its banner from the C++ constructor straight to file
+    descriptor 1, before any option can be set, which would corrupt ``plan-batch --json`` on stdout: the
+    constructor runs with descriptor 1 pointed at /dev/null."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def _run(h: Any, deadline: float) -> None:
@@ -348,8 +367,7 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     costs = [_total(r) + (unknown_penalty if _group(r) is None else 0.0) for _, r in cols]
     costs += [0.0] * len(jobs)
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("mip_rel_gap", mip_rel_gap)
     inf = highspy.kHighsInf
     # Phase 1 objective: count unplaced jobs only.

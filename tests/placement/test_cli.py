@@ -467,3 +467,13 @@ def test_plan_batch_exits_1_when_some_jobs_are_not_placed(tmp_path, capsys):
     assert code == 1 and "placed 1/2" in out
     code, _, _ = run(capsys, "plan-batch", write(tmp_path, "b.yaml", {"jobs": jobs["jobs"][:1]}), "--quotas", q)
     assert code == 0
+
+
+def test_plan_batch_json_on_stdout_is_only_the_document():
+    """HiGHS prints a banner from C++ straight to stdout; the JSON a script reads must be the whole stdout."""
+    res = subprocess.run([sys.executable, "-m", "placement.cli", "plan-batch", str(EXAMPLES / "batch.yaml"),
+                          "--quotas", str(EXAMPLES / "quotas.csv"), "--json"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["kind"] == "batch"
+    assert "HiGHS" not in res.stderr
