@@ -288,8 +288,8 @@ def _checked_run(h: Any, n: int, costs: Sequence[float], hint: list[float],
 
 
 def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hint: list[float], bound: float,
-                            reduced: Sequence[float], deadline: float) -> None:
-    """Solve the MILP over a growing set of columns, exactly.
+                            reduced: Sequence[float], deadline: float) -> tuple[list[float], str, float]:
+    """Solve the MILP over a growing set of columns, exactly; (solution, status, gap).
 
     LP duality gives, for any integer solution x, cost(x) >= LP bound + Σ reduced[i]·x[i] over columns at
     their lower bound in the LP optimum. So once a restricted MILP (columns with small reduced cost)
@@ -298,6 +298,9 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
     the MILP is solved again. Each restricted MILP is solved to the final gap: a loose solve leaves a
     worse incumbent, so a larger z - bound and many more columns in the next round, which costs more
     than it saves. The set grows a hundredfold per round (in reduced cost), capped at z - bound.
+
+    The gap is HiGHS's once that proof holds. When time runs out first, a restricted problem's bound says
+    nothing about the columns left out: the gap is then (z - LP bound) / z, which does hold.
     """
     incumbent = math.fsum(c * v for c, v in zip(costs, hint, strict=True))
     per_job = max(abs(bound), 1.0) / max(n - n_x, 1)
@@ -307,7 +310,14 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
         h.changeColsBounds(n_x, list(range(n_x)), [0.0] * n_x, [1.0 if a else 0.0 for a in allowed])
         found = _checked_run(h, n, costs, hint, deadline)
         if found is None:
-            return
+            solution = h.getSolution()
+            if solution.value_valid:
+                x = list(solution.col_value)
+                z = math.fsum(c * v for c, v in zip(costs, x, strict=True))
+                if z < incumbent:
+                    hint, incumbent = x, z
+            status = h.modelStatusToString(h.getModelStatus())
+            return hint, status, max(incumbent - bound, 0.0) / max(abs(incumbent), 1.0)
         x, z = found
         if z > incumbent:  # HiGHS stopped at the gap above the hint: keep the better one
             x, z = hint, incumbent
@@ -315,7 +325,7 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
         threshold = min(slack, threshold * 100)
         extra = [i for i in range(n_x) if not allowed[i] and reduced[i] <= slack]
         if not extra:
-            return
+            return x, "Optimal", float(h.getInfo().mip_gap)
         for i in extra:
             if reduced[i] <= threshold:
                 allowed[i] = True
@@ -424,16 +434,16 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     if relaxed is None:
         h.setSolution(n, list(range(n)), hint)
         _run(h, deadline)
+        status = h.modelStatusToString(h.getModelStatus())
+        solution = h.getSolution()
+        if not solution.value_valid:
+            return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
+        x, gap = list(solution.col_value), float(h.getInfo().mip_gap)
     else:
         rounded, bound, reduced = relaxed
         if sum(rounded[n_x:]) <= sum(warm[n_x:]):
             hint = rounded
-        _solve_by_reduced_costs(h, n, n_x, costs, hint, bound, reduced, deadline)
-    status = h.modelStatusToString(h.getModelStatus())
-    solution = h.getSolution()
-    if not solution.value_valid:
-        return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
-    x = list(solution.col_value)
+        x, status, gap = _solve_by_reduced_costs(h, n, n_x, costs, hint, bound, reduced, deadline)
     picks: list[Row | None] = [None] * len(jobs)
     for i, (j, r) in enumerate(cols):
         if x[i] > 0.5:
@@ -441,4 +451,4 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     picks = _earlier_first(jobs, picks)
     why = ["no runnable candidate" if not options[j] else "quota headroom taken by cheaper placements"
            for j in range(len(jobs))]
-    return _result(plans, picks, "HiGHS", status, why, gap=h.getInfo().mip_gap)
+    return _result(plans, picks, "HiGHS", status, why, gap=gap)
