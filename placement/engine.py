@@ -167,14 +167,14 @@ class Terms:
 #  offer, terms, rate, overhead, compute, ready hours, delay, excluded reason)
 Row = tuple[int, float, int, float, str, str, str, str, int, int, Offer, Terms, float, float, float, float, float,
             "str | None"]
-_MISSING: dict[str, tuple[Terms, ...] | None] = {}
+# An excluded candidate whose whole group was excluded: (offer, terms); its cost is worked out when shown.
+Deferred = tuple[Offer, Terms]
+_MISSING: dict[str, tuple[Terms, ...] | None] = {}  # sentinel: a shape not looked at yet
 
 
 def _cents(usd: float) -> float:
     """USD to whole cents (an int-valued key; inf stays inf for what has no price)."""
     return float(int(usd * 100.0 + 0.5)) if usd < math.inf else math.inf
-# An excluded candidate whose whole group was excluded: (offer, terms); its cost is worked out when shown.
-Deferred = tuple[Offer, Terms]
 
 
 def nodes_for(job: JobSpec, shape: Shape) -> tuple[int, str | None]:
@@ -546,6 +546,9 @@ def _where(c: Candidate) -> str:
 def why_chosen(p: Plan) -> str:
     """One or two sentences on why the first row won, against the table's rank 2."""
     best = p.chosen
+    if best is None and not p.excluded_rows and p.job.capacity == "reserved":
+        return ("nothing feasible: capacity is reserved and no reservation of its accelerators was given "
+                "(--reservations PATH, or --live to read them)")
     if best is None:
         return "nothing feasible: every candidate was excluded (see --all-candidates for the reasons)"
     head = f"{_where(best)}: lowest total ${best.cost.total_usd:,.2f}"

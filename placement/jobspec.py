@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from placement.errors import InputError
-from placement.shapes import CLOUDS, shape_book
+from placement.shapes import CLOUDS, ShapeBook, shape_book
 from placement.zones import known_regions, needs_opt_in, region_cloud
 
 CapacityChoice = Literal["spot", "on-demand", "reserved", "any"]
@@ -175,11 +175,11 @@ def _regions(value: Any, field: str, clouds: tuple[str, ...], warnings: list[str
     if required and len(unknown) == len(names):
         raise InputError(field, f"names no known region{where} ({', '.join(unknown)}); use names like us-east-1 "
                          "(AWS) or us-central1 (GCP)")
-    warnings.append(f"{field}: {', '.join(unknown)} is not a known region{where}; ignored")
+    warnings.append(f"{field}: {', '.join(unknown)} is not a known region{where} (placement/data/regions.yaml)")
     return names
 
 
-def _speed(value: Any, field: str, book: Any) -> tuple[tuple[str, float], ...]:
+def _speed(value: Any, field: str, book: ShapeBook) -> tuple[tuple[str, float], ...]:
     if value is None:
         return ()
     if not isinstance(value, Mapping) or not value:

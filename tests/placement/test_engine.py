@@ -348,3 +348,8 @@ def test_capacity_kinds_select_reserved():
              for cap in ("any", "on-demand", "spot", "reserved")}
     assert kinds == {"any": {"reserved", "on-demand", "spot"}, "on-demand": {"on-demand"}, "spot": {"spot"},
                      "reserved": {"reserved"}}
+
+
+def test_reserved_only_without_reservations_says_what_is_missing():
+    p = plan(job(capacity="reserved"), [offer("p5.48xlarge", "us-east-1")])
+    assert p.chosen is None and "no reservation of its accelerators was given" in why_chosen(p)
