@@ -254,3 +254,37 @@ def test_live_reservation_pricing_rule() -> None:
         "us-central1-a/r": ("us-central1-a", 88.0)}
     assert got["block"].ends is not None and got["block"].ends.isoformat() == "2026-12-01T00:00:00+00:00"
     assert got["us-central1-a/r"].region == "us-central1" and got["us-central1-a/r"].count == 3
+
+
+def test_placement_scores_ask_for_the_nodes_the_job_would_really_use() -> None:
+    from placement.live import LiveRequest
+    from placement.live.runner import build_tasks
+
+    cat = Catalog(offers=(offer("aws", "us-east-1", "use1-az1", "p5.48xlarge", 55.0, 20.0),
+                          offer("aws", "us-east-1", "use1-az1", "p5.4xlarge", 7.0, 3.0)), as_of="x", source="test")
+
+    def scored(gpus: int, per_node: int | None = None) -> dict[str, int]:
+        req = LiveRequest(accelerators=("H100",), target_nodes=1, target_gpus=gpus, aws_profile=None,
+                          gcp_project=None, refresh=False, offline=True, timeout_s=1, progress=False,
+                          clouds=("aws",), gpus_per_node=per_node)
+        return {dict(t.params)["instance_type"]: dict(t.params)["nodes"] for t in build_tasks(req, cat)
+                if t.op == "scores"}
+
+    assert scored(4) == {"p5.48xlarge": 1}  # one node that holds all 4, never 4 single-GPU nodes
+    assert scored(32) == {"p5.48xlarge": 4}
+    assert scored(4, per_node=1) == {"p5.4xlarge": 4}
+
+
+def test_reservation_tasks_only_when_asked() -> None:
+    from placement.live import LiveRequest
+    from placement.live.runner import build_tasks
+
+    cat = Catalog(offers=(offer("aws", "us-east-1", "use1-az1", "p5.48xlarge", 55.0, 20.0),
+                          offer("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", 88.0, 30.0)),
+                  as_of="x", source="test")
+    base = dict(accelerators=("H100",), target_nodes=1, aws_profile=None, gcp_project="p", refresh=False,
+                offline=True, timeout_s=1, progress=False)
+    ops = {(t.cloud, t.service) for t in build_tasks(LiveRequest(**base, reservations=True), cat)}
+    assert {("aws", "ec2:reservations"), ("gcp", "compute:reservations")} <= ops
+    ops = {(t.cloud, t.service) for t in build_tasks(LiveRequest(**base), cat)}
+    assert not {s for _, s in ops if "reservations" in s}
