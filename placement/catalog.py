@@ -6,10 +6,12 @@ embedded catalog, which ships inside the package.
 
 from __future__ import annotations
 
+import collections
 import csv
 import functools
 import io
 import json
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -45,19 +47,75 @@ class Offer:
 
 
 @dataclass(frozen=True)
+class CatalogOrigin:
+    """Where one cloud's offers came from: the embedded catalog (``as_of`` its date), a CSV file (``path``,
+    ``modified`` its modification date; a CSV says nothing about when its prices held), and whether live
+    answers were overlaid on them."""
+
+    cloud: str
+    source: str  # "embedded" | "csv"
+    path: str | None = None
+    as_of: str | None = None
+    modified: str | None = None
+    live: bool = False
+
+    def label(self) -> str:
+        """``embedded`` or the CSV path: what the catalog's combined ``source`` string is made of."""
+        return self.path if self.source == "csv" and self.path else self.source
+
+    def describe(self) -> str:
+        """One cloud's provenance in words, e.g. ``aws embedded as of 2026-11-01``."""
+        text = f"{self.cloud} {self.label()}"
+        if self.as_of:
+            text += f" as of {self.as_of}"
+        elif self.modified:
+            text += f" (file modified {self.modified})"
+        return text + (" + live" if self.live else "")
+
+
+@dataclass(frozen=True)
 class Catalog:
-    """A set of offers with where they came from and how old they are."""
+    """A set of offers with where they came from and how old they are.
+
+    ``origins`` says per cloud where its offers came from; ``source`` and ``as_of`` summarise them (the
+    sources actually used, joined with ``+``; the oldest known as-of date, else ``unknown``).
+    """
 
     offers: tuple[Offer, ...]
     as_of: str
     source: str
+    origins: tuple[CatalogOrigin, ...] = ()
+
+    @functools.cached_property
+    def offers_per_cloud(self) -> dict[str, int]:
+        """How many offers each cloud has (counted once: a catalog does not change)."""
+        return dict(collections.Counter(map(operator.attrgetter("cloud"), self.offers)))
+
+    def provenance(self) -> tuple[CatalogOrigin, ...]:
+        """The per-cloud origins; for a catalog built without them, one per cloud present, from ``source``."""
+        if self.origins:
+            return self.origins
+        clouds = sorted(self.offers_per_cloud)
+        return tuple(CatalogOrigin(cloud=c, source=self.source, as_of=self.as_of) for c in clouds)
 
     def merged(self, other: Catalog, clouds: Iterable[str]) -> Catalog:
         """This catalog with every offer of ``clouds`` replaced by ``other``'s."""
         replaced = set(clouds)
         keep = tuple(o for o in self.offers if o.cloud not in replaced)
-        return Catalog(offers=keep + other.offers, as_of=min(self.as_of, other.as_of),
-                       source=f"{self.source}+{other.source}")
+        origins = tuple(o for o in self.provenance() if o.cloud not in replaced)
+        origins += tuple(o for o in other.provenance() if o.cloud in replaced)
+        return with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)))
+
+
+def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...]) -> Catalog:
+    """A catalog whose ``source`` / ``as_of`` summarise ``origins`` (only clouds that have offers count)."""
+    present = {o.cloud for o in offers}
+    used = tuple(o for o in origins if o.cloud in present) or origins
+    dates = sorted(o.as_of for o in used if o.as_of)
+    source = "+".join(dict.fromkeys(o.label() for o in used))
+    if any(o.live for o in used):
+        source += "+live"
+    return Catalog(offers=offers, as_of=dates[0] if dates else "unknown", source=source, origins=used)
 
 
 def _price(value: Any, field: str, source: str) -> float | None:
@@ -73,10 +131,11 @@ def adhoc_shape(cloud: str, name: str, accelerator: str, gpus: int, vcpus: int, 
                  fabric_nics=0, quota=QuotaKeys(unit="gpu", on_demand=None, spot=None))
 
 
-def parse_skypilot_csv(text: str, cloud: str, source: str) -> Catalog:
+def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None = None) -> Catalog:
     """Parse a SkyPilot ``vms.csv`` (extra columns ignored; blank price = not offered that way).
 
-    Rows without an accelerator are skipped: they are CPU machines.
+    Rows without an accelerator are skipped: they are CPU machines. ``source`` is the file's path,
+    ``modified`` its modification date when the caller knows it.
     """
     if cloud not in CLOUDS:
         raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {cloud!r}", source=source)
@@ -116,7 +175,7 @@ def parse_skypilot_csv(text: str, cloud: str, source: str) -> Catalog:
                             spot_price=_price(row["SpotPrice"], f"SpotPrice ({where})", source)))
     if not offers:
         raise InputError("--catalog", "has no GPU rows (no row with an AcceleratorName)", source=source)
-    return Catalog(offers=tuple(offers), as_of="user-supplied", source=source)
+    return with_origins(tuple(offers), (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
 
 
 def parse_catalog_json(doc: Any, source: str) -> Catalog:
@@ -133,7 +192,9 @@ def parse_catalog_json(doc: Any, source: str) -> Catalog:
         offers.append(Offer(cloud=row["cloud"], region=row["region"], zone=row["zone"], shape=shape,
                             price=_price(row.get("price"), f"offers[{i}].price", source),
                             spot_price=_price(row.get("spot_price"), f"offers[{i}].spot_price", source)))
-    return Catalog(offers=tuple(offers), as_of=str(doc.get("as_of", "unknown")), source=source)
+    as_of = str(doc.get("as_of", "unknown"))
+    clouds = sorted({o.cloud for o in offers}) or list(CLOUDS)
+    return with_origins(tuple(offers), tuple(CatalogOrigin(cloud=c, source=source, as_of=as_of) for c in clouds))
 
 
 def catalog_document(catalog: Catalog, as_of: str, sources: list[str]) -> dict[str, Any]:

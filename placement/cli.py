@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from placement.catalog import Catalog
     from placement.quotas import QuotaTable
+    from placement.reservations import Reservation
 
 EXIT_OK, EXIT_NOTHING_FEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -47,6 +50,15 @@ def _add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
                        help="per-call timeout for live queries (default 5)")
 
 
+def _add_plan_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of plan and plan-batch: capacity already reserved, and the time the plan is made at."""
+    p.add_argument("--reservations", metavar="PATH",
+                   help="capacity reservations: CSV with header cloud,region,zone,instance_type,count,usd_per_hour,"
+                        "ends (usd_per_hour: marginal USD per node-hour, 0 if already paid; ends: ISO-8601 or blank)")
+    p.add_argument("--now", metavar="TIME", help="plan as of this ISO-8601 time (reservation end dates are compared "
+                                                  "with it); default: the current time")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="placement", description="Rank where a GPU job can run now, with compute and egress "
                      "cost, across AWS and GCP. Exit codes: 0 placed, 1 nothing feasible, 2 bad input.")
@@ -57,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", metavar="JOB.yaml", help="job spec (see README: Job spec)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--all-candidates", action="store_true", help="list every candidate, excluded ones with the reason")
+    p.add_argument("--egress-allowance-gb", type=float, default=0.0, metavar="GB",
+                   help="AWS internet egress still free this month (the account-wide 100 GB allowance) that this job "
+                        "may use; default 0: one month's allowance is not every job's")
+    _add_plan_flags(p)
     _add_data_flags(p)
 
     b = sub.add_parser("plan-batch", help="place a burst of jobs jointly under shared quota (exact MILP)")
@@ -64,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-greedy", action="store_true", help="skip the one-by-one greedy comparison")
     b.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS",
                    help="solver time budget; the best solution found by then is reported with its gap (default 30)")
+    _add_plan_flags(b)
     _add_data_flags(b)
 
     o = sub.add_parser("offers", help="list catalog offers for an accelerator")
@@ -94,19 +111,47 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _live_data(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accelerators: Sequence[str],
-               gpus: int | None) -> tuple[Catalog, QuotaTable, list[dict[str, Any]]]:
+               gpus: int | None, gpus_per_node: int | None = None,
+               reservations: bool = False) -> tuple[Catalog, QuotaTable, list[dict[str, Any]]]:
     """Overlay live data (issue: live quota/prices) when --live or --offline asks for it."""
+    catalog, quotas, sources, _ = _live(args, catalog, quotas, accelerators, gpus, gpus_per_node, reservations)
+    return catalog, quotas, sources
+
+
+def _live(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accelerators: Sequence[str],
+          gpus: int | None, gpus_per_node: int | None,
+          reservations: bool) -> tuple[Catalog, QuotaTable, list[dict[str, Any]], tuple[Reservation, ...]]:
     if not (getattr(args, "live", False) or getattr(args, "offline", False)):
-        return catalog, quotas, []
+        return catalog, quotas, [], ()
     from placement.live import LiveRequest, fetch_live
 
     # Placement scores ask for the job's node count on each shape; without a single job, one node.
     request = LiveRequest(accelerators=tuple(accelerators), target_nodes=1, target_gpus=gpus,
                           aws_profile=args.aws_profile,
                           gcp_project=args.gcp_project, refresh=args.refresh, offline=args.offline,
-                          timeout_s=args.timeout, progress=not args.json and sys.stderr.isatty())
+                          timeout_s=args.timeout, progress=not args.json and sys.stderr.isatty(),
+                          gpus_per_node=gpus_per_node, reservations=reservations)
     live = fetch_live(request, catalog)
-    return live.catalog, quotas.merged(live.quotas), [s.as_dict() for s in live.sources]
+    return live.catalog, quotas.merged(live.quotas), [s.as_dict() for s in live.sources], live.reservations
+
+
+def _warn(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(f"placement: warning: {line}", file=sys.stderr)
+
+
+def _now(args: argparse.Namespace) -> dt.datetime:
+    import datetime as dt
+
+    from placement.reservations import parse_time
+
+    return parse_time(args.now, "--now", "") if args.now else dt.datetime.now(dt.UTC)
+
+
+def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:
+    from placement.inputs import load_reservations
+
+    return load_reservations(args.reservations)
 
 
 def _emit(doc: dict[str, Any] | None, text: str, as_json: bool) -> None:
@@ -124,10 +169,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UsageError("--top: must be at least 1")
     job = parse_job(load_yaml(args.job, "job spec"))
+    allowance = _allowance(args.egress_allowance_gb)
+    now = _now(args)
     catalog = load_catalog(args.catalog)
     quotas = load_quotas(args.quotas)
-    catalog, quotas, sources = _live_data(args, catalog, quotas, job.accelerators, job.gpus)
-    result = plan(job, catalog.offers, quotas)
+    reserved = _reservations(args)
+    _warn(job.warnings + quotas.warnings)
+    catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, job.accelerators, job.gpus,
+                                                    job.gpus_per_node, True)
+    result = plan(job, catalog.offers, quotas, reservations=reserved + live_reserved, now=now,
+                  egress_allowance_gb=allowance)
     doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
                                           sources=sources)
@@ -141,20 +192,37 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     from placement.render import batch_doc, batch_text
 
     jobs = parse_batch(load_yaml(args.jobs, "batch file"))
-    catalog = load_catalog(args.catalog)
-    quotas = load_quotas(args.quotas)
-    accels = sorted({a for j in jobs for a in j.accelerators})
-    catalog, quotas, sources = _live_data(args, catalog, quotas, accels, None)
     if args.time_limit <= 0:
         raise UsageError("--time-limit: must be a positive number of seconds")
-    result = solve(jobs, catalog.offers, quotas, time_limit_s=args.time_limit)
-    base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas)
+    now = _now(args)
+    catalog = load_catalog(args.catalog)
+    quotas = load_quotas(args.quotas)
+    reserved = _reservations(args)
+    _warn([w for j in jobs for w in j.warnings] + list(quotas.warnings))
+    accels = sorted({a for j in jobs for a in j.accelerators})
+    catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
+    reserved += live_reserved
+    result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
+    base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now)
     _emit(batch_doc(result, catalog, base, sources), "" if args.json else batch_text(result, catalog, base), args.json)
-    return EXIT_OK if result.placed else EXIT_NOTHING_FEASIBLE
+    # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
+    return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
+
+
+def _allowance(gb: float) -> float:
+    """``--egress-allowance-gb``: between 0 and AWS's monthly allowance (egress.yaml)."""
+    import math
+
+    from placement.egress import egress_book
+
+    cap = egress_book().aws.internet_free_gb_per_month
+    if not math.isfinite(gb) or gb < 0 or gb > cap:
+        raise UsageError(f"--egress-allowance-gb: must be between 0 and {cap:g} (AWS's monthly allowance), got {gb:g}")
+    return gb
 
 
 def cmd_offers(args: argparse.Namespace) -> int:
-    from placement.render import offer_doc, offers_text
+    from placement.render import catalog_info, offer_doc, offers_text
     from placement.shapes import shape_book
 
     book = shape_book()
@@ -171,7 +239,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
               and (args.capacity != "on-demand" or o.price is not None)]
     offers.sort(key=lambda o: (o.cloud, o.region, o.zone, o.instance_type))
     doc = {"schema": "gpufleet.placement/v1", "kind": "offers", "accelerator": accel,
-           "catalog": {"source": catalog.source, "as_of": catalog.as_of}, "sources": sources,
+           "catalog": catalog_info(catalog), "sources": sources,
            "offers": [offer_doc(o) for o in offers]}
     _emit(doc, "" if args.json else offers_text(offers), args.json)
     return EXIT_OK if offers else EXIT_NOTHING_FEASIBLE

@@ -1,47 +1,69 @@
 """The placement core: candidates, their cost, quota feasibility and ranking. Pure functions.
 
-Cost model (USD), for one candidate (offer × capacity):
-  nodes       = ceil(gpus / gpus_per_node)
-  on-demand   compute = nodes × price × hours
-  spot        compute = nodes × spot_price × hours × (1 + r × (interval_h / 2 + restart_h))
-  egress      = dataset home → candidate region + outputs candidate region → home, priced by the source
-  total       = compute + egress; ranked by total, then by the lower hourly price.
+Cost model (USD; hours; GB), for one candidate (offer × capacity, or a reservation):
+  nodes        as few as possible: a job of >= the largest node of its accelerator on that cloud runs on
+               full-size nodes only; a smaller job on one node that holds all its GPUs (job gpus_per_node
+               overrides); billed GPUs = nodes × GPUs per node
+  run hours    hours × speed[first accelerator listed] / speed[this accelerator]
+  spot rate    R = nodes × r (a gang is interrupted when any node is; r per node: the job's, or a higher
+               one from a live placement score); overhead = R × (interval_h / 2 + restart_h); else 0
+  compute      nodes × price × run hours × (1 + overhead)
+  egress       dataset home → candidate region + outputs back, priced by the source
+  transfer     (dataset + outputs GB) × 8 / Gbps of the path (same region / inter-region / cross-cloud) / 3600
+  ready        transfer hours + run hours × (1 + overhead)
+  delay        ready hours × the job's usd_per_hour_of_delay
+  total        compute + egress + delay
+Ranked: quota known to fit first, then quota unknown; by total (to the cent), then fewer nodes, then the
+lower hourly price, then cloud, region, zone, instance type, capacity (reserved, on-demand, spot).
 """
 
 from __future__ import annotations
 
+import bisect
+import datetime as dt
 import functools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from placement.catalog import Offer
-from placement.egress import EgressBook, egress_book, transfer_usd
+from placement.egress import EgressBook, egress_book, transfer_hours, transfer_path, transfer_usd
 from placement.jobspec import JobSpec
 from placement.quotas import QuotaTable
+from placement.shapes import Shape, node_plan
 
-Capacity = Literal["spot", "on-demand"]
+if TYPE_CHECKING:
+    from placement.reservations import Reservation
+
+Capacity = Literal["spot", "on-demand", "reserved"]
+CAPACITY_ORDER = {"reserved": 0, "on-demand": 1, "spot": 2}  # the last tie-break: the surer capacity first
+TIE_USD = 0.005  # totals closer than half a cent are a tie (they print the same)
 
 
 @dataclass(frozen=True)
 class Cost:
-    """USD for the whole job on one candidate."""
+    """USD for the whole job on one candidate. ``delay_usd`` is the value of the time until results are
+    ready (ready hours × the job's usd_per_hour_of_delay), 0 unless the job sets a rate."""
 
     compute_usd: float
     egress_usd: float
     dataset_egress_usd: float
     outputs_egress_usd: float
-    spot_overhead: float  # multiplier - 1 applied to spot compute for interruptions (0 on-demand)
+    spot_overhead: float  # multiplier - 1 applied to spot compute for interruptions (0 otherwise)
+    delay_usd: float = 0.0
 
     @property
     def total_usd(self) -> float:
-        return self.compute_usd + self.egress_usd
+        return self.compute_usd + self.egress_usd + self.delay_usd
 
 
 @dataclass(frozen=True)
 class QuotaCheck:
-    """Quota a candidate consumes (``needed``, in ``unit``) against ``headroom`` (None = unknown)."""
+    """Quota a candidate consumes (``needed``, in ``unit``) against ``headroom`` (None = unknown).
+
+    A reserved candidate's quota is its reservation: key ``reservation:<id>``, unit ``node``, headroom
+    the reservation's free nodes."""
 
     key: str | None
     unit: str
@@ -59,7 +81,11 @@ class QuotaCheck:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One way to run the job: an offer, a capacity kind and a node count, with cost and quota."""
+    """One way to run the job: an offer, a capacity kind and a node count, with cost, time and quota.
+
+    Hours: ``hours`` the run time on this accelerator without interruptions, ``transfer_hours`` moving
+    the data, ``ready_hours`` until the results are home. ``interruptions_per_hour`` is the job-level
+    rate used (nodes × the per-node rate; 0 unless spot)."""
 
     offer: Offer
     capacity: Capacity
@@ -70,6 +96,20 @@ class Candidate:
     excluded: str | None = None
     interruptions_per_hour: float = 0.0
     notes: tuple[str, ...] = ()
+    hours: float = 0.0
+    transfer_hours: float = 0.0
+    ready_hours: float = 0.0
+    idle_gpus: int = 0
+    reservation: Reservation | None = None
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.offer.shape.gpus
+
+    @property
+    def billed_gpus(self) -> int:
+        """GPUs paid for: whole nodes, so more than the job asked for when it does not fill the last one."""
+        return self.nodes * self.offer.shape.gpus
 
     @property
     def feasible(self) -> bool | None:
@@ -86,11 +126,320 @@ class Candidate:
         return (self.offer.cloud, self.offer.region, self.quota.key)
 
 
-# A candidate before it becomes a Candidate object: ranking 50,000 offers only materialises the rows shown.
-# (unknown, total, hourly, cloud, region, zone, tiebreak, offer, capacity, nodes, rate, overhead, compute,
-#  dataset_egress, outputs_egress, quota key, unit, needed, headroom, excluded reason)
-Row = tuple[int, float, float, str, str, str, str, Offer, str, int, float, float, float, float, float,
-            "str | None", str, int, "float | None", "str | None"]
+class Terms:
+    """What every offer of one (cloud, region, shape, capacity) shares for one job - or one reservation.
+
+    ``reason`` excludes all of them at once (region not allowed, wrong node shape, no fabric, quota too
+    small, past the deadline); ``None`` lets each offer be priced."""
+
+    __slots__ = ("capacity", "order", "nodes", "idle", "run_h", "rate", "overhead", "transfer_h", "ready_h",
+                 "eg_in", "eg_out", "eg", "key", "unit", "needed", "headroom", "unknown", "reason", "reservation",
+                 "delay_rate", "mult", "delay")
+
+    capacity: str
+    order: int
+    nodes: int
+    idle: int
+    run_h: float
+    rate: float
+    overhead: float
+    transfer_h: float
+    ready_h: float
+    eg_in: float
+    eg_out: float
+    eg: float
+    key: str | None
+    unit: str
+    needed: int
+    headroom: float | None
+    unknown: int
+    reason: str | None
+    reservation: Reservation | None
+    delay_rate: float
+    mult: float
+    delay: float  # USD: ready_h × delay_rate
+
+
+# A runnable candidate before it becomes a Candidate object: ranking 50,000 offers only materialises the rows
+# shown. The first ten fields are the sort key (``seq`` keeps equal keys in input order; ``cents`` is the
+# total in whole cents, so totals that print the same tie):
+# (unknown, cents, nodes, hourly, cloud, region, zone, instance type, capacity order, seq,
+#  offer, terms, rate, overhead, compute, ready hours, delay, excluded reason)
+Row = tuple[int, float, int, float, str, str, str, str, int, int, Offer, Terms, float, float, float, float, float,
+            "str | None"]
+# An excluded candidate whose whole group was excluded: (offer, terms); its cost is worked out when shown.
+Deferred = tuple[Offer, Terms]
+_MISSING: dict[str, tuple[Terms, ...] | None] = {}  # sentinel: a shape not looked at yet
+
+
+def _cents(usd: float) -> float:
+    """USD to whole cents (an int-valued key; inf stays inf for what has no price)."""
+    return float(int(usd * 100.0 + 0.5)) if usd < math.inf else math.inf
+
+
+def nodes_for(job: JobSpec, shape: Shape) -> tuple[int, str | None]:
+    """(nodes, why this shape cannot run the job or None): see :func:`placement.shapes.node_plan`."""
+    return node_plan(job.gpus, shape, job.gpus_per_node)
+
+
+def spot_overhead(job: JobSpec, rate: float) -> float:
+    """Fraction of extra run time lost to interruptions: R × (interval_h / 2 + restart_h), R the job-level rate."""
+    return rate * (job.checkpoint_interval_minutes / 60.0 / 2.0 + job.restart_minutes / 60.0)
+
+
+def egress_cost(job: JobSpec, cloud: str, region: str, book: EgressBook,
+                allowance_gb: float = 0.0) -> tuple[float, float]:
+    """(dataset in, outputs back) USD for running ``job`` in ``cloud``/``region``."""
+    ds = job.dataset
+    if ds is None:
+        return 0.0, 0.0
+    inbound = transfer_usd(book, ds.cloud, ds.region, cloud, region, ds.size_gb, allowance_gb=allowance_gb)
+    outbound = transfer_usd(book, cloud, region, ds.cloud, ds.region, job.outputs_gb, allowance_gb=allowance_gb)
+    return inbound, outbound
+
+
+def data_hours(job: JobSpec, cloud: str, region: str, book: EgressBook) -> float:
+    """Hours to move the dataset to ``cloud``/``region`` and the outputs back, at the path's throughput."""
+    ds = job.dataset
+    if ds is None:
+        return 0.0
+    path = transfer_path(ds.cloud, ds.region, cloud, region)
+    return transfer_hours(ds.size_gb + job.outputs_gb, job.gbps(path, book.throughput_gbps[path]))
+
+
+class _Context:
+    """Per-job memo of everything that depends on the region, the shape or the zone, not on the offer."""
+
+    def __init__(self, job: JobSpec, quotas: QuotaTable | None, book: EgressBook | None,
+                 allowance_gb: float, now: dt.datetime | None) -> None:
+        self.job = job
+        self.headrooms = (quotas or QuotaTable()).headrooms
+        self.book = book or egress_book()
+        self.allowance_gb = allowance_gb
+        self.now = now
+        self.accels = set(job.accelerators)
+        caps = job.capacities()
+        self.offer_caps = tuple(c for c in ("on-demand", "spot") if c in caps)
+        self.reserved = "reserved" in caps
+        self.regions: dict[tuple[str, str], tuple[float, float, float, str | None]] = {}
+        self.shapes: dict[int, tuple[int, int, float, str | None] | None] = {}
+        self.zones: dict[tuple[str, str], str | None] = {}
+        self.interval_h = job.checkpoint_interval_minutes / 60.0 / 2.0 + job.restart_minutes / 60.0
+
+    def region(self, cloud: str, region: str) -> tuple[float, float, float, str | None]:
+        """(dataset egress USD, outputs egress USD, transfer hours, not-allowed reason)."""
+        memo = self.regions.get((cloud, region))
+        if memo is None:
+            eg_in, eg_out = egress_cost(self.job, cloud, region, self.book, self.allowance_gb)
+            memo = self.regions[(cloud, region)] = (eg_in, eg_out, data_hours(self.job, cloud, region, self.book),
+                                                    self.job.allows(cloud, region))
+        return memo
+
+    def shape(self, shape: Shape) -> tuple[int, int, float, str | None] | None:
+        """(nodes, idle GPUs, run hours, node-shape reason) or None when the job does not take its accelerator."""
+        key = id(shape)
+        if key in self.shapes:
+            return self.shapes[key]
+        memo: tuple[int, int, float, str | None] | None = None
+        if shape.accelerator in self.accels:
+            nodes, reason = nodes_for(self.job, shape)
+            if reason is None and nodes > 1 and shape.fabric == "none":
+                reason = f"{nodes} nodes need a multi-node GPU fabric; {shape.name} has none"
+            memo = (nodes, nodes * shape.gpus - self.job.gpus, self.job.run_hours(shape.accelerator), reason)
+        self.shapes[key] = memo
+        return memo
+
+    def zone(self, cloud: str, zone: str) -> str | None:
+        key = (cloud, zone)
+        if key not in self.zones:
+            self.zones[key] = self.job.allows_zone(cloud, zone)
+        return self.zones[key]
+
+    def terms(self, cloud: str, region: str, shape: Shape, capacity: str,
+              reservation: Reservation | None = None) -> Terms | None:
+        """The shared terms of (cloud, region, shape, capacity), or None when the job does not take the shape."""
+        sh = self.shape(shape)
+        if sh is None:
+            return None
+        job = self.job
+        nodes, idle, run_h, shape_reason = sh
+        eg_in, eg_out, transfer_h, region_reason = self.region(cloud, region)
+        t = Terms()
+        t.capacity, t.order, t.nodes, t.idle, t.run_h = capacity, CAPACITY_ORDER[capacity], nodes, idle, run_h
+        t.eg_in, t.eg_out, t.eg, t.transfer_h = eg_in, eg_out, eg_in + eg_out, transfer_h
+        t.reservation = reservation
+        t.delay_rate = job.usd_per_hour_of_delay
+        if capacity == "spot":
+            t.rate = nodes * job.interruptions_per_hour
+            t.overhead = t.rate * self.interval_h
+        else:
+            t.rate = t.overhead = 0.0
+        t.mult = run_h * (1.0 + t.overhead)
+        t.ready_h = transfer_h + t.mult
+        t.delay = t.ready_h * t.delay_rate
+        if reservation is not None:
+            t.key, t.unit, t.needed, t.headroom = reservation.quota_key, "node", nodes, float(reservation.count)
+        else:
+            t.key = shape.quota.spot if capacity == "spot" else shape.quota.on_demand
+            t.unit = shape.quota.unit
+            t.needed = nodes * (shape.vcpus if shape.quota.unit == "vcpu" else shape.gpus)
+            t.headroom = self.headrooms.get((cloud, region, t.key)) if t.key is not None else None
+        t.unknown = 0 if t.headroom is not None else 1
+        t.reason = region_reason or shape_reason or self.fit_reason(t)
+        return t
+
+    def fit_reason(self, t: Terms) -> str | None:
+        """Reasons that hold for the whole group: quota or reservation too small, deadline, reservation end."""
+        if t.headroom is not None and t.needed > t.headroom:
+            if t.reservation is not None:
+                return f"reservation {t.reservation.id}: needs {t.needed} nodes, {t.headroom:g} free"
+            return f"quota {t.key}: needs {t.needed} {t.unit}, headroom {t.headroom:g}"
+        return self.time_reason(t.ready_h, t.reservation)
+
+    def time_reason(self, ready_h: float, reservation: Reservation | None) -> str | None:
+        deadline = self.job.deadline_hours
+        if deadline is not None and ready_h > deadline:
+            return f"ready in {ready_h:,.1f} h, after deadline_hours {deadline:g}"
+        if reservation is not None and reservation.ends is not None:
+            now = self.now or dt.datetime.now(dt.UTC)
+            left = reservation.hours_left(now) or 0.0
+            if left < ready_h:
+                return (f"reservation {reservation.id} ends {reservation.ends:%Y-%m-%d %H:%M}Z, {max(left, 0):,.1f} h "
+                        f"from now, before the job is ready ({ready_h:,.1f} h)")
+        return None
+
+
+def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
+    """The full row of one offer under terms ``t`` (also for excluded ones, when shown)."""
+    job = ctx.job
+    capacity = t.capacity
+    price = offer.spot_price if capacity == "spot" else offer.price
+    rate, overhead, mult, ready_h = t.rate, t.overhead, t.mult, t.ready_h
+    reason = t.reason
+    if capacity == "spot" and offer.interruptions_per_hour is not None \
+            and offer.interruptions_per_hour > job.interruptions_per_hour:
+        rate = t.nodes * offer.interruptions_per_hour
+        overhead = spot_overhead(job, rate)
+        mult = t.run_h * (1.0 + overhead)
+        ready_h = t.transfer_h + mult
+        if reason is None:
+            reason = ctx.time_reason(ready_h, t.reservation)
+    if price is None:
+        hourly = math.inf
+        reason = reason or ctx.zone(offer.cloud, offer.zone) or f"not offered as {capacity} here"
+    else:
+        hourly = t.nodes * price
+        reason = reason or ctx.zone(offer.cloud, offer.zone)
+        cap = job.max_usd_per_hour
+        if reason is None and cap is not None and hourly > cap:
+            reason = f"${hourly:,.2f}/h is over max_usd_per_hour ${cap:,.2f}"
+    compute = hourly * mult
+    delay = ready_h * t.delay_rate
+    total = compute + t.eg + delay
+    return (t.unknown, _cents(total), t.nodes, hourly, offer.cloud, offer.region, offer.zone, offer.shape.name,
+            t.order, seq, offer, t, rate, overhead, compute, ready_h, delay, reason)
+
+
+def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reservation],
+          runnable: list[Row], excluded: list[Row | Deferred], ordered: list[Row | Deferred] | None) -> None:
+    """Split every candidate into ``runnable`` rows and ``excluded`` ones (``ordered``: all, in input order).
+
+    The hot loop of ranking a big catalog: everything that does not depend on the offer itself comes from
+    the per-(shape, region) terms and a per-zone memo, so an offer costs two dict lookups and a few
+    multiplications per capacity."""
+    by_shape: dict[int, dict[str, tuple[Terms, ...] | None] | None] = {}
+    zones: dict[str, str | None] = {}
+    cap = ctx.job.max_usd_per_hour
+    seq = 0
+    job_rate = ctx.job.interruptions_per_hour
+    add_run, add_ex = runnable.append, excluded.append
+    for offer in offers:
+        shape = offer.shape
+        regions = by_shape.get(id(shape), _MISSING)
+        if regions is _MISSING:
+            regions = by_shape[id(shape)] = None if ctx.shape(shape) is None else {}
+        if regions is None:
+            continue  # not an accelerator the job takes
+        region = offer.region
+        group = regions.get(region, ())
+        if group == ():
+            group = regions[region] = _group(ctx, offer.cloud, region, shape)
+        if group is None:
+            continue
+        zone = offer.zone
+        zone_reason = zones[zone] if zone in zones else zones.setdefault(zone, ctx.zone(offer.cloud, zone))
+        for t in group:
+            seq += 1
+            if t.reason is not None or zone_reason is not None:
+                add_ex((offer, t))
+                if ordered is not None:
+                    ordered.append((offer, t))
+                continue
+            if t.order == 2:  # spot
+                price = offer.spot_price
+                live_rate = offer.interruptions_per_hour
+                if live_rate is not None and live_rate > job_rate:
+                    row = _priced(ctx, offer, t, seq)
+                    (add_ex if row[17] else add_run)(row)
+                    if ordered is not None:
+                        ordered.append(row)
+                    continue
+            else:
+                price = offer.price
+            if price is None or (cap is not None and t.nodes * price > cap):
+                row = _priced(ctx, offer, t, seq)
+                add_ex(row)
+            else:
+                hourly = t.nodes * price
+                compute = hourly * t.mult
+                delay = t.delay
+                total = compute + t.eg + delay
+                row = (t.unknown, float(int(total * 100.0 + 0.5)), t.nodes, hourly, offer.cloud, region, zone,
+                       shape.name, t.order, seq, offer, t, t.rate, t.overhead, compute, t.ready_h, delay, None)
+                add_run(row)
+            if ordered is not None:
+                ordered.append(row)
+    if not ctx.reserved:
+        return
+    for r in reservations:
+        rt = ctx.terms(r.cloud, r.region, r.shape, "reserved", r)
+        if rt is None:
+            continue
+        seq += 1
+        offer = Offer(cloud=r.cloud, region=r.region, zone=r.zone, shape=r.shape, price=r.usd_per_hour,
+                      spot_price=None, price_source=f"reservation ({r.kind}: {r.source})")
+        row = _priced(ctx, offer, rt, seq)
+        (excluded if row[17] else runnable).append(row)
+        if ordered is not None:
+            ordered.append(row)
+
+
+def _group(ctx: _Context, cloud: str, region: str, shape: Shape) -> tuple[Terms, ...] | None:
+    out = []
+    for capacity in ctx.offer_caps:
+        t = ctx.terms(cloud, region, shape, capacity)
+        if t is None:
+            return None
+        out.append(t)
+    return tuple(out) if out else None
+
+
+def _full(ctx: _Context, item: Row | Deferred) -> Row:
+    if len(item) == 2:
+        offer, t = item  # type: ignore[misc]
+        return _priced(ctx, offer, t, 0)
+    return item  # type: ignore[return-value]
+
+
+def _candidate(job: JobSpec, r: Row) -> Candidate:
+    (_, _, nodes, hourly, _, _, _, _, _, _, offer, t, rate, overhead, compute, ready_h, delay, reason) = r
+    qc = QuotaCheck(key=t.key, unit=t.unit, needed=t.needed, headroom=t.headroom)
+    cost = Cost(compute_usd=compute, egress_usd=t.eg, dataset_egress_usd=t.eg_in, outputs_egress_usd=t.eg_out,
+                spot_overhead=overhead, delay_usd=delay)
+    c = Candidate(offer=offer, capacity=t.capacity, nodes=nodes, usd_per_hour=hourly,  # type: ignore[arg-type]
+                  cost=cost, quota=qc, excluded=reason, interruptions_per_hour=rate, hours=t.run_h,
+                  transfer_hours=t.transfer_h, ready_hours=ready_h, idle_gpus=t.idle, reservation=t.reservation)
+    return Candidate(**{**c.__dict__, "notes": _notes(job, c)})
 
 
 @dataclass(frozen=True)
@@ -100,7 +449,8 @@ class Plan:
 
     job: JobSpec
     rows: tuple[Row, ...]
-    excluded_rows: tuple[Row, ...] = ()
+    excluded_rows: tuple[Row | Deferred, ...] = ()
+    context: _Context | None = None
 
     @functools.cached_property
     def ranked(self) -> tuple[Candidate, ...]:
@@ -108,7 +458,9 @@ class Plan:
 
     @functools.cached_property
     def excluded(self) -> tuple[Candidate, ...]:
-        return tuple(_candidate(self.job, r) for r in sorted(self.excluded_rows, key=_row_key))
+        ctx = self.context or _Context(self.job, None, None, 0.0, None)
+        rows = sorted((_full(ctx, r) for r in self.excluded_rows), key=lambda r: r[:9])
+        return tuple(_candidate(self.job, r) for r in rows)
 
     def head(self, n: int) -> tuple[Candidate, ...]:
         """The first ``n`` runnable candidates, without building the rest."""
@@ -120,152 +472,130 @@ class Plan:
     def chosen(self) -> Candidate | None:
         return self.head(1)[0] if self.rows else None
 
-
-def _row_key(r: Row) -> tuple[int, float, float, str, str, str, str]:
-    return r[:7]  # type: ignore[return-value]
-
-
-def spot_overhead(job: JobSpec, rate: float) -> float:
-    """Fraction of extra run time lost to interruptions: r × (interval_h / 2 + restart_h)."""
-    return rate * (job.checkpoint_interval_minutes / 60.0 / 2.0 + job.restart_minutes / 60.0)
-
-
-def egress_cost(job: JobSpec, cloud: str, region: str, book: EgressBook) -> tuple[float, float]:
-    """(dataset in, outputs back) USD for running ``job`` in ``cloud``/``region``."""
-    ds = job.dataset
-    if ds is None:
-        return 0.0, 0.0
-    inbound = transfer_usd(book, ds.cloud, ds.region, cloud, region, ds.size_gb)
-    outbound = transfer_usd(book, cloud, region, ds.cloud, ds.region, job.outputs_gb)
-    return inbound, outbound
-
-
-def _rows(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None,
-          book: EgressBook | None) -> Iterator[Row]:
-    book = book or egress_book()
-    table = (quotas or QuotaTable()).quotas
-    accels = set(job.accelerators)
-    capacities = job.capacities()
-    egress_memo: dict[tuple[str, str], tuple[float, float]] = {}
-    allowed_memo: dict[tuple[str, str], str | None] = {}
-    overhead_default = spot_overhead(job, job.interruptions_per_hour)
-    cap = job.max_usd_per_hour
-    for offer in offers:
-        shape = offer.shape
-        if shape.accelerator not in accels:
-            continue
-        nodes = -(-job.gpus // shape.gpus)
-        cloud, region = offer.cloud, offer.region
-        region_key = (cloud, region)
-        eg = egress_memo.get(region_key)
-        if eg is None:
-            eg = egress_memo[region_key] = egress_cost(job, cloud, region, book)
-            allowed_memo[region_key] = job.allows(cloud, region)
-        not_allowed = allowed_memo[region_key]
-        for capacity in capacities:
-            if capacity == "spot":
-                price = offer.spot_price
-                key = shape.quota.spot
-                if offer.interruptions_per_hour is None or offer.interruptions_per_hour <= job.interruptions_per_hour:
-                    rate, overhead = job.interruptions_per_hour, overhead_default
-                else:
-                    rate = offer.interruptions_per_hour
-                    overhead = spot_overhead(job, rate)
-            else:
-                price = offer.price
-                key = shape.quota.on_demand
-                rate = overhead = 0.0
-            quota = table.get((cloud, region, key)) if key is not None else None
-            needed = nodes * (shape.vcpus if shape.quota.unit == "vcpu" else shape.gpus)
-            headroom = None if quota is None else quota.headroom
-            hourly = nodes * price if price is not None else math.inf
-            compute = hourly * job.hours * (1.0 + overhead)
-            total = compute + eg[0] + eg[1]
-            reason: str | None = None
-            if not_allowed:
-                reason = not_allowed
-            elif price is None:
-                reason = f"not offered as {capacity} here"
-            elif nodes > 1 and shape.fabric == "none":
-                reason = f"{nodes} nodes need a multi-node GPU fabric; {shape.name} has none"
-            elif cap is not None and hourly > cap:
-                reason = f"${hourly:,.2f}/h is over max_usd_per_hour ${cap:,.2f}"
-            elif headroom is not None and needed > headroom:
-                reason = f"quota {key}: needs {needed} {shape.quota.unit}, headroom {headroom:g}"
-            yield (0 if headroom is not None else 1, round(total, 6), round(hourly, 6) if price is not None else hourly,
-                   cloud, region, offer.zone, shape.name + capacity, offer, capacity, nodes, rate, overhead, compute,
-                   eg[0], eg[1], key, shape.quota.unit, needed, headroom, reason)
-
-
-def _candidate(job: JobSpec, r: Row) -> Candidate:
-    (_, _, hourly, _, _, _, _, offer, capacity, nodes, rate, overhead, compute, eg_in, eg_out, key, unit, needed,
-     headroom, reason) = r
-    qc = QuotaCheck(key=key, unit=unit, needed=needed, headroom=headroom)
-    cost = Cost(compute_usd=compute, egress_usd=eg_in + eg_out, dataset_egress_usd=eg_in,
-                outputs_egress_usd=eg_out, spot_overhead=overhead)
-    return Candidate(offer=offer, capacity=capacity, nodes=nodes, usd_per_hour=hourly,  # type: ignore[arg-type]
-                     cost=cost, quota=qc, excluded=reason, interruptions_per_hour=rate,
-                     notes=_notes(job, offer, capacity, cost, qc))
+    @property
+    def cheaper_unconfirmed(self) -> tuple[int, Candidate] | None:
+        """(rank, candidate) of the cheapest quota-unknown candidate when it is cheaper than the chosen,
+        known-feasible one: worth a quota request. None otherwise."""
+        rows = self.rows
+        if not rows or rows[0][0] != 0:
+            return None
+        i = bisect.bisect_left(rows, (1,))
+        if i >= len(rows) or rows[i][1] >= rows[0][1]:  # whole cents: cheaper by at least one
+            return None
+        return i + 1, _candidate(self.job, rows[i])
 
 
 def candidates(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None = None,
-               book: EgressBook | None = None) -> list[Candidate]:
-    """Every candidate for ``job`` among ``offers`` (those of an accepted accelerator), excluded ones included."""
-    return [_candidate(job, r) for r in _rows(job, offers, quotas, book)]
+               book: EgressBook | None = None, *, reservations: Sequence[Reservation] = (),
+               now: dt.datetime | None = None, egress_allowance_gb: float = 0.0) -> list[Candidate]:
+    """Every candidate for ``job`` among ``offers`` (those of an accepted accelerator) and ``reservations``,
+    excluded ones included, in input order."""
+    ctx = _Context(job, quotas, book, egress_allowance_gb, now)
+    ordered: list[Row | Deferred] = []
+    _scan(ctx, offers, reservations, [], [], ordered)
+    return [_candidate(job, _full(ctx, r)) for r in ordered]
 
 
 def plan(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None = None,
-         book: EgressBook | None = None) -> Plan:
-    """Rank every candidate: known-feasible by total cost, then quota-unknown ones; excluded ones apart."""
+         book: EgressBook | None = None, *, reservations: Sequence[Reservation] = (),
+         now: dt.datetime | None = None, egress_allowance_gb: float = 0.0) -> Plan:
+    """Rank every candidate: known-feasible by total cost, then quota-unknown ones; excluded ones apart.
+
+    ``reservations`` add ``reserved`` candidates (jobs with capacity any or reserved); ``now`` is the time
+    reservation end dates are compared with (default: the current time); ``egress_allowance_gb`` is AWS
+    internet egress still free this month, which only the caller can know is unspent (default 0)."""
+    ctx = _Context(job, quotas, book, egress_allowance_gb, now)
     runnable: list[Row] = []
-    excluded: list[Row] = []
-    for r in _rows(job, offers, quotas, book):
-        (excluded if r[19] else runnable).append(r)
-    runnable.sort(key=_row_key)
-    return Plan(job=job, rows=tuple(runnable), excluded_rows=tuple(excluded))
+    excluded: list[Row | Deferred] = []
+    _scan(ctx, offers, reservations, runnable, excluded, None)
+    runnable.sort()
+    return Plan(job=job, rows=tuple(runnable), excluded_rows=tuple(excluded), context=ctx)
 
 
-def _notes(job: JobSpec, offer: Offer, capacity: str, cost: Cost, qc: QuotaCheck) -> tuple[str, ...]:
+def _notes(job: JobSpec, c: Candidate) -> tuple[str, ...]:
+    offer, cost, qc = c.offer, c.cost, c.quota
     notes = []
-    if not qc.known:
+    if c.reservation is not None:
+        r = c.reservation
+        ends = "open-ended" if r.ends is None else f"ends {r.ends:%Y-%m-%d %H:%M}Z"
+        notes.append(f"reservation {r.id} ({r.count} free, {ends})")
+    elif not qc.known:
         notes.append("quota unknown")
-    if capacity == "spot" and cost.spot_overhead:
+    if c.idle_gpus > 0:
+        notes.append(f"{c.idle_gpus} idle GPUs billed ({c.billed_gpus} for {job.gpus})")
+    if c.capacity == "spot" and cost.spot_overhead:
         notes.append(f"spot +{cost.spot_overhead:.1%} for interruptions")
     if offer.placement_score is not None:
         notes.append(f"placement score {offer.placement_score}")
+    if abs(c.hours - job.hours) > 1e-9:
+        notes.append(f"{offer.shape.accelerator}: {c.hours:,.1f} h of run time")
     if job.dataset is not None and job.dataset.cloud != offer.cloud:
         notes.append("cross-cloud egress")
     elif job.dataset is not None and job.dataset.region != offer.region:
         notes.append("inter-region egress")
-    if offer.price_source != "catalog":
+    if offer.price_source != "catalog" and c.reservation is None:
         notes.append(f"price: {offer.price_source}")
     return tuple(notes)
 
 
+def _where(c: Candidate) -> str:
+    o = c.offer
+    return f"{o.cloud} {o.region} {o.zone} {o.instance_type} x{c.nodes} {c.capacity}"
+
+
 def why_chosen(p: Plan) -> str:
-    """One or two sentences on why the first row won."""
+    """One or two sentences on why the first row won, against the table's rank 2."""
     best = p.chosen
+    if best is None and not p.excluded_rows and p.job.capacity == "reserved":
+        return ("nothing feasible: capacity is reserved and no reservation of its accelerators was given "
+                "(--reservations PATH, or --live to read them)")
     if best is None:
         return "nothing feasible: every candidate was excluded (see --all-candidates for the reasons)"
-    o = best.offer
-    head = (f"{o.cloud} {o.zone} {o.instance_type} x{best.nodes} {best.capacity}: "
-            f"lowest total ${best.cost.total_usd:,.2f}")
+    head = f"{_where(best)}: lowest total ${best.cost.total_usd:,.2f}"
+    if best.reservation is not None:
+        head += f" on reservation {best.reservation.id}"
     if best.feasible is None:
         head += (f"; quota unknown here (no quota data for {best.quota.key or 'this shape'}), "
                  "verify before submitting")
-    runner = next((c for c in p.head(50)[1:] if (c.offer.cloud, c.offer.region, c.offer.instance_type, c.capacity)
-                   != (o.cloud, o.region, o.instance_type, best.capacity)), None)
-    if runner is None:
-        return head + "; the only runnable candidate."
-    r = runner.offer
-    delta = runner.cost.total_usd - best.cost.total_usd
-    parts = [f"${delta:,.2f} less than next best {r.cloud} {r.region} {r.instance_type} {runner.capacity}"]
-    d_compute = runner.cost.compute_usd - best.cost.compute_usd
-    d_egress = runner.cost.egress_usd - best.cost.egress_usd
-    if d_egress > 0 and d_compute < 0:
-        parts.append(f"its compute is ${-d_compute:,.2f} cheaper but moving the data costs ${d_egress:,.2f} more")
-    elif d_egress < 0 < d_compute:
-        parts.append(f"egress costs ${-d_egress:,.2f} more here, outweighed by ${d_compute:,.2f} cheaper compute")
-    if best.feasible and runner.feasible is None:
-        parts.append("and this one's quota is known to fit")
-    return head + " (" + "; ".join(parts) + ")."
+    top = p.head(2)
+    if len(top) < 2:
+        text = head + "; the only runnable candidate"
+    else:
+        runner = top[1]
+        delta = runner.cost.total_usd - best.cost.total_usd
+        if abs(delta) < TIE_USD:
+            if runner.nodes > best.nodes:
+                order = f"fewer nodes ({best.nodes} against {runner.nodes})"
+            elif runner.usd_per_hour > best.usd_per_hour:
+                order = "the lower hourly price"
+            else:
+                order = "the fixed order cloud, region, zone, instance type, capacity"
+            text = head + f" (a tie with rank 2 {_where(runner)}; first by {order})"
+        else:
+            parts = [f"${delta:,.2f} less than rank 2 {_where(runner)}"]
+            d_compute = runner.cost.compute_usd - best.cost.compute_usd
+            d_egress = runner.cost.egress_usd - best.cost.egress_usd
+            if d_egress > 0 and d_compute < 0:
+                parts.append(f"its compute is ${-d_compute:,.2f} cheaper but moving the data costs "
+                             f"${d_egress:,.2f} more")
+            elif d_egress < 0 < d_compute:
+                parts.append(f"egress costs ${-d_egress:,.2f} more here, outweighed by ${d_compute:,.2f} cheaper "
+                             "compute")
+            if best.feasible and runner.feasible is None:
+                parts.append("and this one's quota is known to fit")
+            text = head + " (" + "; ".join(parts) + ")"
+    cheaper = p.cheaper_unconfirmed
+    if cheaper is not None:
+        rank, c = cheaper
+        text += (f". Rank {rank}, {_where(c)}, would cost ${best.cost.total_usd - c.cost.total_usd:,.2f} less but "
+                 f"its quota is unknown: {request_text(c)}")
+    return text + "."
+
+
+def request_text(c: Candidate) -> str:
+    """What to ask for to make a quota-unknown candidate usable."""
+    o = c.offer
+    if c.quota.key is None:
+        return (f"no verified quota key for {o.instance_type} {c.capacity}; check its limit in {o.cloud} {o.region} "
+                f"covers {c.quota.needed} {c.quota.unit}")
+    return f"confirm or request {c.quota.needed} {c.quota.unit} of headroom on {c.quota.key} in {o.region}"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from placement.catalog import Catalog
     from placement.quotas import QuotaTable
+    from placement.reservations import Reservation
 
 
 class UsageError(Exception):
@@ -49,9 +50,20 @@ def load_catalog(specs: Sequence[str]) -> Catalog:
         cloud, sep, path = spec.partition("=")
         if not sep or not path or cloud not in ("aws", "gcp"):
             raise UsageError(f"--catalog: expected CLOUD=PATH with CLOUD aws or gcp, got {spec!r}")
-        user = parse_skypilot_csv(_read(path, "--catalog"), cloud, source=path)
+        user = parse_skypilot_csv(_read(path, "--catalog"), cloud, source=path, modified=_modified(path))
         catalog = catalog.merged(user, [cloud])
     return catalog
+
+
+def _modified(path: str) -> str | None:
+    """The file's modification date (UTC, ISO), the only hint of a user CSV's age."""
+    import datetime as dt
+    import os
+
+    try:
+        return dt.datetime.fromtimestamp(os.stat(path).st_mtime, dt.UTC).date().isoformat()
+    except OSError:
+        return None
 
 
 def load_quotas(path: str | None) -> QuotaTable:
@@ -66,3 +78,12 @@ def load_quotas(path: str | None) -> QuotaTable:
                              "cloud, region, quota, limit, usage")
         return parse_quota_rows(doc, source=path)
     return parse_quota_csv(_read(path, "--quotas"), source=path)
+
+
+def load_reservations(path: str | None) -> tuple[Reservation, ...]:
+    """The ``--reservations`` CSV (none without a path)."""
+    from placement.reservations import parse_reservations_csv
+
+    if not path:
+        return ()
+    return parse_reservations_csv(_read(path, "--reservations"), source=path)

@@ -9,14 +9,17 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from placement.errors import InputError
-from placement.shapes import CLOUDS, shape_book
+from placement.shapes import CLOUDS, ShapeBook, shape_book
+from placement.zones import known_regions, needs_opt_in, region_cloud
 
-CapacityChoice = Literal["spot", "on-demand", "any"]
+CapacityChoice = Literal["spot", "on-demand", "reserved", "any"]
+CAPACITY_CHOICES = ("spot", "on-demand", "reserved", "any")
 PRIORITIES = ("production", "burst", "low")
+TRANSFER_PATHS = ("same_region", "inter_region", "cross_cloud")
 _SCHEMES = {"s3": "aws", "gs": "gcp"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -33,7 +36,13 @@ class Dataset:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A training job to place. Times in hours unless named otherwise; sizes in GB; money in USD."""
+    """A training job to place. Times in hours unless named otherwise; sizes in GB; money in USD.
+
+    ``interruptions_per_hour`` is per spot node: a gang of N nodes is interrupted N times as often.
+    ``hours`` is the run time on the first accelerator listed; ``speed`` overrides the shape data's
+    relative training throughput per accelerator (H100 = 1.0). ``throughput_gbps`` overrides the data's
+    transfer throughput per path (same_region, inter_region, cross_cloud), in Gbps.
+    """
 
     name: str
     accelerators: tuple[str, ...]
@@ -54,10 +63,19 @@ class JobSpec:
     team: str | None = None
     image: str = "nvcr.io/nvidia/pytorch:25.10-py3"
     command: tuple[str, ...] = ()
+    gpus_per_node: int | None = None
+    speed: tuple[tuple[str, float], ...] = ()
+    allow_zones: tuple[str, ...] = ()
+    deny_zones: tuple[str, ...] = ()
+    opt_in_zones: tuple[str, ...] = ()
+    throughput_gbps: tuple[tuple[str, float], ...] = ()
+    deadline_hours: float | None = None
+    usd_per_hour_of_delay: float = 0.0
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def capacities(self) -> tuple[str, ...]:
-        """The capacity kinds this job accepts."""
-        return ("on-demand", "spot") if self.capacity == "any" else (self.capacity,)
+        """The capacity kinds this job accepts (``any``: on-demand, spot and reserved)."""
+        return ("on-demand", "spot", "reserved") if self.capacity == "any" else (self.capacity,)
 
     def allows(self, cloud: str, region: str) -> str | None:
         """``None`` when the job may run in ``cloud``/``region``, else the reason it may not."""
@@ -70,6 +88,35 @@ class JobSpec:
         if region in self.deny_regions:
             return f"region {region} in regions.deny"
         return None
+
+    def allows_zone(self, cloud: str, zone: str) -> str | None:
+        """``None`` when the job may run in ``zone``, else the reason. AWS Local and Wavelength Zones need the
+        job to name them (zones.opt_in or zones.allow)."""
+        if zone in self.deny_zones:
+            return f"zone {zone} in zones.deny"
+        if self.allow_zones and zone not in self.allow_zones:
+            return f"zone {zone} not in zones.allow"
+        if zone not in self.allow_zones and zone not in self.opt_in_zones and needs_opt_in(cloud, zone):
+            return f"{zone} is a Local/Wavelength Zone; list it in zones.opt_in to consider it"
+        return None
+
+    def speed_of(self, accelerator: str) -> float:
+        """Relative training throughput per GPU: the job's ``speed`` entry, else the shape data's."""
+        for name, value in self.speed:
+            if name == accelerator:
+                return value
+        return shape_book().speed(accelerator)
+
+    def run_hours(self, accelerator: str) -> float:
+        """Hours of training on ``accelerator``: ``hours`` is the run time on the first one listed."""
+        return self.hours * self.speed_of(self.accelerators[0]) / self.speed_of(accelerator)
+
+    def gbps(self, path: str, default: float) -> float:
+        """Transfer throughput for ``path`` in Gbps: the job's override, else ``default`` (the data's)."""
+        for name, value in self.throughput_gbps:
+            if name == path:
+                return value
+        return default
 
 
 def _number(value: Any, field: str, *, minimum: float = 0.0, strict: bool = False, integer: bool = False) -> float:
@@ -115,12 +162,59 @@ def _clouds(value: Any, field: str) -> tuple[str, ...]:
     return clouds
 
 
+def _regions(value: Any, field: str, clouds: tuple[str, ...], warnings: list[str], *,
+             required: bool) -> tuple[str, ...]:
+    """Region names; those no (allowed) cloud knows are a warning, and an allow list that names none at all
+    is an error (it would silently exclude every candidate)."""
+    names = _strings(value, field)
+    known = set().union(*(known_regions()[c] for c in (clouds or CLOUDS)))
+    unknown = [r for r in names if r not in known]
+    if not unknown:
+        return names
+    where = f" of {'/'.join(clouds)}" if clouds else ""
+    if required and len(unknown) == len(names):
+        raise InputError(field, f"names no known region{where} ({', '.join(unknown)}); use names like us-east-1 "
+                         "(AWS) or us-central1 (GCP)")
+    warnings.append(f"{field}: {', '.join(unknown)} is not a known region{where} (placement/data/regions.yaml)")
+    return names
+
+
+def _speed(value: Any, field: str, book: ShapeBook) -> tuple[tuple[str, float], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not value:
+        raise InputError(field, "must be a mapping of accelerator to relative training speed, e.g. {A100: 0.35}")
+    out: dict[str, float] = {}
+    for name, speed in value.items():
+        accel = book.canonical_accelerator(str(name))
+        if accel not in book.accelerators():
+            raise InputError(f"{field}.{name}", f"unknown accelerator; known: {', '.join(sorted(book.accelerators()))}")
+        out[accel] = _number(speed, f"{field}.{name}", strict=True)
+    return tuple(sorted(out.items()))
+
+
+def _throughput(value: Any, field: str) -> tuple[tuple[str, float], ...]:
+    """``data.throughput_gbps``: one number for every path, or a mapping per path."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(TRANSFER_PATHS))
+        if unknown:
+            raise InputError(f"{field}.{unknown[0]}", f"is not a transfer path; use {', '.join(TRANSFER_PATHS)}")
+        return tuple((p, _number(value[p], f"{field}.{p}", strict=True)) for p in TRANSFER_PATHS if p in value)
+    gbps = _number(value, field, strict=True)
+    return tuple((p, gbps) for p in TRANSFER_PATHS)
+
+
 def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     """Validate one job mapping. ``where`` prefixes field names (``jobs[3].``) for batch files."""
     if not isinstance(doc, Mapping):
         raise InputError(where.rstrip(".") or "job", "must be a mapping of job fields (name, accelerator, gpus, hours)")
+    if "jobs" in doc:
+        raise InputError(f"{where}jobs", "this is a batch file (a jobs: list); use `placement plan-batch` for it")
     allowed = {"name", "accelerator", "gpus", "hours", "capacity", "data", "checkpoint", "spot", "clouds", "regions",
-               "max_usd_per_hour", "priority", "team", "image", "command"}
+               "zones", "max_usd_per_hour", "priority", "team", "image", "command", "gpus_per_node", "speed",
+               "deadline_hours", "usd_per_hour_of_delay"}
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise InputError(f"{where}{unknown[0]}", f"is not a known field; expected one of {', '.join(sorted(allowed))}")
@@ -135,6 +229,8 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     accels = tuple(dict.fromkeys(book.canonical_accelerator(a)
                                  for a in _strings(doc["accelerator"], f"{where}accelerator")))
     known = book.accelerators()
+    if not accels:
+        raise InputError(f"{where}accelerator", "names no GPU; give one such as H100, or a list like [H100, H200]")
     for a in accels:
         if a not in known:
             raise InputError(f"{where}accelerator", f"unknown accelerator {a!r}; known: {', '.join(sorted(known))}")
@@ -147,10 +243,19 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     hours = _number(doc["hours"], f"{where}hours", minimum=0, strict=True)
 
     capacity = doc.get("capacity", "any")
-    if capacity not in ("spot", "on-demand", "any"):
-        raise InputError(f"{where}capacity", f"must be spot, on-demand or any, got {capacity!r}")
+    if capacity not in CAPACITY_CHOICES:
+        raise InputError(f"{where}capacity", f"must be spot, on-demand, reserved or any, got {capacity!r}")
 
-    data = _section(doc, "data", {"dataset", "outputs_gb"}, where)
+    gpus_per_node = None
+    if doc.get("gpus_per_node") is not None:
+        gpus_per_node = int(_number(doc["gpus_per_node"], f"{where}gpus_per_node", minimum=1, integer=True))
+        sizes = sorted({n for a in accels for n in book.node_sizes(a)})
+        if gpus_per_node not in sizes:
+            raise InputError(f"{where}gpus_per_node", f"no {'/'.join(accels)} shape has {gpus_per_node} GPUs per node; "
+                             f"use one of {', '.join(map(str, sizes))}")
+    speed = _speed(doc.get("speed"), f"{where}speed", book)
+
+    data = _section(doc, "data", {"dataset", "outputs_gb", "throughput_gbps"}, where)
     dataset = None
     ds = _section(data, "dataset", {"uri", "size_gb", "region"}, f"{where}data.")
     if ds:
@@ -166,12 +271,21 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
                              "is required: the region the dataset lives in, e.g. us-east-1")
         if ds.get("size_gb") is None:
             raise InputError(f"{where}data.dataset.size_gb", "is required: the dataset size in GB")
+        home = _SCHEMES[scheme]
+        if region not in known_regions()[home]:
+            other = region_cloud(region)
+            hint = (f"{region} is an {other.upper()} region, but a {scheme}:// dataset lives in {home.upper()}"
+                    if other else f"{region} is not a known {home.upper()} region")
+            raise InputError(f"{where}data.dataset.region", f"{hint}; give the bucket's {home.upper()} region "
+                             f"(e.g. {'us-east-1' if home == 'aws' else 'us-central1'}); a new region goes in "
+                             "placement/data/regions.yaml")
         dataset = Dataset(uri=uri, size_gb=_number(ds["size_gb"], f"{where}data.dataset.size_gb"),
-                          region=region, cloud=_SCHEMES[scheme])
+                          region=region, cloud=home)
     outputs_gb = _number(data.get("outputs_gb", 0), f"{where}data.outputs_gb")
     if outputs_gb and dataset is None:
         raise InputError(f"{where}data.outputs_gb",
                          "needs data.dataset: outputs are copied to the dataset's home region")
+    throughput = _throughput(data.get("throughput_gbps"), f"{where}data.throughput_gbps")
 
     ck = _section(doc, "checkpoint", {"interval_minutes"}, where)
     interval = _number(ck.get("interval_minutes", 30), f"{where}checkpoint.interval_minutes", minimum=0, strict=True)
@@ -181,6 +295,18 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
 
     clouds = _section(doc, "clouds", {"allow", "deny"}, where)
     regions = _section(doc, "regions", {"allow", "deny"}, where)
+    zones = _section(doc, "zones", {"allow", "deny", "opt_in"}, where)
+    allow_clouds = _clouds(clouds.get("allow"), f"{where}clouds.allow")
+    warnings: list[str] = []
+    allow_regions = _regions(regions.get("allow"), f"{where}regions.allow", allow_clouds, warnings, required=True)
+    deny_regions = _regions(regions.get("deny"), f"{where}regions.deny", allow_clouds, warnings, required=False)
+    opt_in = _strings(zones.get("opt_in"), f"{where}zones.opt_in")
+    for z in opt_in:
+        if not needs_opt_in("aws", z):
+            warnings.append(f"{where}zones.opt_in: {z} is a regular zone; only Local and Wavelength Zones need "
+                            "opting in")
+    deadline = doc.get("deadline_hours")
+    delay = doc.get("usd_per_hour_of_delay")
     max_usd = doc.get("max_usd_per_hour")
     priority = doc.get("priority", "production")
     if priority not in PRIORITIES:
@@ -201,12 +327,19 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         name=name, accelerators=accels, gpus=gpus, hours=hours, capacity=capacity, dataset=dataset,
         outputs_gb=outputs_gb, checkpoint_interval_minutes=interval, interruptions_per_hour=rate,
         restart_minutes=restart,
-        allow_clouds=_clouds(clouds.get("allow"), f"{where}clouds.allow"),
+        allow_clouds=allow_clouds,
         deny_clouds=_clouds(clouds.get("deny"), f"{where}clouds.deny"),
-        allow_regions=_strings(regions.get("allow"), f"{where}regions.allow"),
-        deny_regions=_strings(regions.get("deny"), f"{where}regions.deny"),
+        allow_regions=allow_regions,
+        deny_regions=deny_regions,
         max_usd_per_hour=None if max_usd is None else _number(max_usd, f"{where}max_usd_per_hour", strict=True),
         priority=priority, team=team, image=image, command=tuple(command),
+        gpus_per_node=gpus_per_node, speed=speed,
+        allow_zones=_strings(zones.get("allow"), f"{where}zones.allow"),
+        deny_zones=_strings(zones.get("deny"), f"{where}zones.deny"),
+        opt_in_zones=opt_in, throughput_gbps=throughput,
+        deadline_hours=None if deadline is None else _number(deadline, f"{where}deadline_hours", strict=True),
+        usd_per_hour_of_delay=0.0 if delay is None else _number(delay, f"{where}usd_per_hour_of_delay"),
+        warnings=tuple(warnings),
     )
 
 

@@ -17,18 +17,29 @@ def _money(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else round(x, 4)
 
 
+def _hours(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else round(x, 3)
+
+
 def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
-    """One candidate as in the JSON contract."""
+    """One candidate as in the JSON contract (units in the README's JSON reference)."""
     o = c.offer
     doc: dict[str, Any] = {
         "rank": rank,
         **_where(o),
         "nodes": c.nodes,
+        "billed_gpus": c.billed_gpus,
+        "idle_gpus": c.idle_gpus,
         "capacity": c.capacity,
         "usd_per_hour": _money(c.usd_per_hour),
+        "hours": _hours(c.hours),
+        "transfer_hours": _hours(c.transfer_hours),
+        "ready_hours": _hours(c.ready_hours),
+        "interruptions_per_hour": round(c.interruptions_per_hour, 6),
         "cost": {
             "compute_usd": _money(c.cost.compute_usd),
             "egress_usd": _money(c.cost.egress_usd),
+            "delay_usd": _money(c.cost.delay_usd),
             "total_usd": _money(c.cost.total_usd),
         },
         "quota": {"key": c.quota.key, "unit": c.quota.unit, "needed": c.quota.needed, "headroom": c.quota.headroom},
@@ -36,8 +47,11 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "notes": list(c.notes),
         "price_source": o.price_source,
     }
-    if c.capacity == "spot":
-        doc["interruptions_per_hour"] = c.interruptions_per_hour
+    if c.reservation is not None:
+        r = c.reservation
+        doc["reservation"] = {"id": r.id, "kind": r.kind, "source": r.source, "count": r.count,
+                              "usd_per_hour": r.usd_per_hour,
+                              "ends": None if r.ends is None else r.ends.isoformat().replace("+00:00", "Z")}
     if o.placement_score is not None:
         doc["placement_score"] = o.placement_score
     if c.excluded:
@@ -46,7 +60,27 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
 
 
 def catalog_info(catalog: Catalog) -> dict[str, Any]:
-    return {"source": catalog.source, "as_of": catalog.as_of, "offers": len(catalog.offers)}
+    """Where the offers came from: ``source``/``as_of`` summarised, and per cloud in ``clouds``."""
+    counts = catalog.offers_per_cloud
+    clouds = {o.cloud: {"source": o.source, "path": o.path, "as_of": o.as_of, "modified": o.modified,
+                        "live": o.live, "offers": counts.get(o.cloud, 0)} for o in catalog.provenance()}
+    return {"source": catalog.source, "as_of": catalog.as_of, "offers": len(catalog.offers), "clouds": clouds}
+
+
+def catalog_text(catalog: Catalog) -> str:
+    """Per cloud, where its offers came from: ``aws embedded as of 2026-11-01, gcp /x/gcp.csv (...)``."""
+    return ", ".join(o.describe() for o in catalog.provenance()) or catalog.source
+
+
+def cheaper_doc(p: Plan) -> dict[str, Any] | None:
+    """The ``cheaper_unconfirmed`` object: a quota-unknown candidate cheaper than the chosen one."""
+    found = p.cheaper_unconfirmed
+    if found is None or p.chosen is None:
+        return None
+    rank, c = found
+    return {**candidate_doc(c, rank), "saves_usd": _money(p.chosen.cost.total_usd - c.cost.total_usd),
+            "request": {"cloud": c.offer.cloud, "region": c.offer.region, "quota": c.quota.key, "unit": c.quota.unit,
+                        "amount": c.quota.needed}}
 
 
 def plan_doc(
@@ -64,6 +98,7 @@ def plan_doc(
         "catalog": catalog_info(catalog),
         "sources": list(sources),
         "chosen": candidate_doc(p.chosen, 1) if p.chosen else None,
+        "cheaper_unconfirmed": cheaper_doc(p),
         "why": why_chosen(p),
         "runnable": len(p.rows),
         "excluded": len(p.excluded_rows),
@@ -141,14 +176,22 @@ PLAN_HEADERS = (
     "compute $",
     "egress $",
     "total $",
+    "ready h",
     "quota need/headroom",
     "notes",
 )
 
 
+def _h(x: float) -> str:
+    return "-" if math.isinf(x) else f"{x:,.1f}"
+
+
 def candidate_row(c: Candidate, rank: str) -> list[str]:
     o = c.offer
     notes = c.excluded or ", ".join(c.notes)
+    total = _usd(c.cost.total_usd)
+    if c.cost.delay_usd:
+        total += f" (delay {_usd(c.cost.delay_usd)})"
     return [
         rank,
         o.cloud,
@@ -159,7 +202,8 @@ def candidate_row(c: Candidate, rank: str) -> list[str]:
         _usd(c.usd_per_hour),
         _usd(c.cost.compute_usd),
         _usd(c.cost.egress_usd),
-        _usd(c.cost.total_usd),
+        total,
+        _h(c.ready_hours),
         _headroom(c),
         notes,
     ]
@@ -173,10 +217,10 @@ def plan_text(
     if all_candidates:
         rows += [candidate_row(c, "x") for c in p.excluded]
     out = [
-        f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h, "
-        f"capacity {p.job.capacity} (catalog {catalog.source}, as of {catalog.as_of})"
+        f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h on "
+        f"{p.job.accelerators[0]}, capacity {p.job.capacity} (catalog: {catalog_text(catalog)})"
     ]
-    out.append(table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9}) if rows else "(no runnable candidate)")
+    out.append(table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10}) if rows else "(no runnable candidate)")
     hidden = len(p.rows) - len(shown)
     if hidden > 0 and not all_candidates:
         out.append(f"... {hidden} more runnable, {len(p.excluded_rows)} excluded (--all-candidates lists them)")
@@ -231,7 +275,7 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
     ]
     out.append(
         f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
-        f"(solver {result.solver}: {result.status}; catalog {catalog.source}, as of {catalog.as_of})"
+        f"(solver {result.solver}: {result.status}; catalog: {catalog_text(catalog)})"
     )
     if greedy is not None:
         if greedy.placed == result.placed:

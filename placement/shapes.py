@@ -6,7 +6,7 @@ Pure data access: no cloud SDK imports. Units: memory GiB, GPU memory GiB, disk 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal
 
@@ -68,12 +68,19 @@ class Shape:
         return self.vcpus if self.quota.unit == "vcpu" else self.gpus
 
 
+REFERENCE_ACCELERATOR = "H100"  # speed 1.0: every other accelerator's speed is relative to it
+
+
 @dataclass(frozen=True)
 class ShapeBook:
-    """All known shapes, indexed by name, plus the accelerator-name aliases."""
+    """All known shapes, indexed by name, plus the accelerator-name aliases, each accelerator's relative
+    training speed (H100 = 1.0) with its source, and the quota keys each cloud is known to have."""
 
     shapes: dict[str, Shape]
     aliases: dict[str, str]
+    speeds: dict[str, float] = field(default_factory=dict)
+    speed_sources: dict[str, str] = field(default_factory=dict)
+    quota_keys: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def get(self, name: str) -> Shape | None:
         return self.shapes.get(name)
@@ -88,6 +95,57 @@ class ShapeBook:
 
     def for_cloud(self, cloud: str) -> list[Shape]:
         return [s for s in self.shapes.values() if s.cloud == cloud]
+
+    def speed(self, accelerator: str) -> float:
+        """Relative training throughput per GPU (H100 = 1.0); 1.0 for an accelerator the data does not know."""
+        return self.speeds.get(accelerator, 1.0)
+
+    def largest_node(self, cloud: str, accelerator: str) -> int:
+        """The most GPUs one node of ``accelerator`` holds on ``cloud`` (0 when no shape has it)."""
+        return self._largest.get((cloud, accelerator), 0)
+
+    @functools.cached_property
+    def _largest(self) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for s in self.shapes.values():
+            out[(s.cloud, s.accelerator)] = max(out.get((s.cloud, s.accelerator), 0), s.gpus)
+        return out
+
+    def node_sizes(self, accelerator: str) -> list[int]:
+        """Every GPUs-per-node count a shape of ``accelerator`` has, on any cloud, ascending."""
+        return sorted({s.gpus for s in self.shapes.values() if s.accelerator == accelerator})
+
+    def known_quota_key(self, cloud: str, key: str) -> bool:
+        """True for a quota code / metric the shape data lists for ``cloud`` (GCP: also its PREEMPTIBLE_ and
+        COMMITTED_ forms)."""
+        known = self.quota_keys.get(cloud, frozenset())
+        if cloud == "gcp":
+            key = key.removeprefix("PREEMPTIBLE_").removeprefix("COMMITTED_")
+        return key in known
+
+
+def node_plan(gpus: int, shape: Shape, gpus_per_node: int | None = None) -> tuple[int, str | None]:
+    """(nodes, why ``shape`` cannot run a ``gpus``-GPU job or None): as few nodes as possible.
+
+    A job of at least the largest node of its accelerator on that cloud runs on full-size nodes only; a
+    smaller job on one node that holds all its GPUs. ``gpus_per_node`` overrides both: only shapes of that
+    size, on as many nodes as it takes."""
+    n = shape.gpus
+    nodes = -(-gpus // n)
+    if gpus_per_node is not None:
+        if n != gpus_per_node:
+            return nodes, f"gpus_per_node is {gpus_per_node}; {shape.name} has {n} GPUs per node"
+        return nodes, None
+    largest = max(shape_book().largest_node(shape.cloud, shape.accelerator), n)
+    if gpus >= largest:
+        if n != largest:
+            return nodes, (f"{gpus} GPUs run on full {largest}-GPU {shape.accelerator} nodes; {shape.name} has "
+                           f"{n} (gpus_per_node: {n} allows it)")
+        return nodes, None
+    if n < gpus:
+        return nodes, (f"{gpus} GPUs fit on one {shape.accelerator} node; {shape.name} would need {nodes} "
+                       f"(gpus_per_node: {n} allows it)")
+    return 1, None
 
 
 def _shape(row: dict[str, Any], where: str) -> Shape:
@@ -122,6 +180,35 @@ def _shape(row: dict[str, Any], where: str) -> Shape:
         raise InputError(f"{where}.{exc.args[0]}", "is required in the shape row") from None
 
 
+def _speeds(doc: dict[str, Any], accelerators: set[str]) -> tuple[dict[str, float], dict[str, str]]:
+    """The ``accelerators:`` section: a speed (> 0, H100 = 1.0) and a non-empty source for every accelerator."""
+    rows = doc.get("accelerators") or {}
+    if not isinstance(rows, dict):
+        raise InputError("accelerators", "must be a mapping of accelerator -> {speed, source}")
+    speeds: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for name, row in rows.items():
+        where = f"accelerators.{name}"
+        if not isinstance(row, dict):
+            raise InputError(where, "must be a mapping with speed and source")
+        speed = row.get("speed")
+        if isinstance(speed, bool) or not isinstance(speed, (int, float)) or not speed > 0:
+            raise InputError(f"{where}.speed", f"must be a number > 0 (training throughput per GPU, H100 = 1.0), "
+                             f"got {speed!r}")
+        source = row.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise InputError(f"{where}.source", "is required: where the figure comes from")
+        speeds[str(name).upper()] = float(speed)
+        sources[str(name).upper()] = source.strip()
+    missing = sorted(accelerators - set(speeds))
+    if missing:
+        raise InputError(f"accelerators.{missing[0]}", "is missing: every accelerator of the shapes needs a speed "
+                         "and its source")
+    if speeds.get(REFERENCE_ACCELERATOR) != 1.0:
+        raise InputError(f"accelerators.{REFERENCE_ACCELERATOR}.speed", "must be 1.0: speeds are relative to it")
+    return speeds, sources
+
+
 def parse_shapes(doc: dict[str, Any]) -> ShapeBook:
     """Build a :class:`ShapeBook` from the parsed YAML document."""
     shapes: dict[str, Shape] = {}
@@ -131,7 +218,16 @@ def parse_shapes(doc: dict[str, Any]) -> ShapeBook:
             raise InputError(f"shapes[{i}].name", f"duplicate shape {shape.name!r}")
         shapes[shape.name] = shape
     aliases = {str(k).upper(): str(v).upper() for k, v in (doc.get("accelerator_aliases") or {}).items()}
-    return ShapeBook(shapes=shapes, aliases=aliases)
+    speeds, sources = _speeds(doc, {s.accelerator for s in shapes.values()})
+    keys: dict[str, set[str]] = {c: set() for c in CLOUDS}
+    for cloud, rows in (doc.get("quota_keys") or {}).items():
+        if cloud not in CLOUDS:
+            raise InputError(f"quota_keys.{cloud}", f"must be one of {', '.join(CLOUDS)}")
+        keys[cloud].update(str(k) for k in rows or {})
+    for shape in shapes.values():
+        keys[shape.cloud].update(k for k in (shape.quota.on_demand, shape.quota.spot) if k)
+    return ShapeBook(shapes=shapes, aliases=aliases, speeds=speeds, speed_sources=sources,
+                     quota_keys={c: frozenset(k) for c, k in keys.items()})
 
 
 @functools.cache

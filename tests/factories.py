@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from placement.catalog import Offer
 from placement.jobspec import JobSpec, parse_job
 from placement.quotas import Quota, QuotaTable
+from placement.reservations import Reservation
 from placement.shapes import shape_book
 
 
@@ -26,3 +28,11 @@ def job(**fields: Any) -> JobSpec:
 
 def quotas(*rows: tuple[str, str, str, float, float]) -> QuotaTable:
     return QuotaTable({(c, r, k): Quota(limit=lim, usage=use) for c, r, k, lim, use in rows})
+
+
+def reservation(itype: str = "p5.48xlarge", region: str = "us-east-1", zone: str = "use1-az1", count: int = 4,
+                usd_per_hour: float = 0.0, ends: dt.datetime | None = None, rid: str = "r1") -> Reservation:
+    shape = shape_book().get(itype)
+    assert shape is not None, itype
+    return Reservation(id=rid, cloud=shape.cloud, region=region, zone=zone, shape=shape, count=count,
+                       usd_per_hour=usd_per_hour, ends=ends, source="test")

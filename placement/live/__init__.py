@@ -16,11 +16,20 @@ What is read, through the clouds' own clients (every (cloud, service, region) ca
     ec2:placement-scores  ``get_spot_placement_scores`` per shape (single-AZ, TargetCapacity = the
                      job's nodes on that shape, up to 10 regions per call)
     pricing          ``get_products`` (on-demand prices; only for ``placement refresh``)
+    ec2:reservations ``describe_capacity_reservations`` (active, Linux, non-interruptible, of the shapes'
+                     instance types): On-Demand Capacity Reservations and Capacity Blocks with free nodes
   GCP (google-cloud-compute / -billing, Application Default Credentials or ``--gcp-project``):
     compute:regions           ``RegionsClient.get``: limit/usage of each GPU metric and its PREEMPTIBLE_ form
     compute:acceleratorTypes  ``AcceleratorTypesClient.aggregated_list``: which zones offer which GPU
     billing:skus              ``CloudCatalogClient.list_skus`` (Compute Engine): GPU + core + RAM prices
                               per region, on-demand and spot; a machine's price is their sum
+    compute:reservations      ``ReservationsClient.aggregated_list``: READY specific-SKU reservations of the
+                              shapes' machine types; free nodes = count - inUseCount
+
+Reservations are priced per node-hour at what using them adds to the bill: 0 for AWS Capacity Blocks
+(prepaid), AWS reservations under a commitment and GCP reservations attached to a commitment (paid either
+way); otherwise the catalog's on-demand price of that shape (zone, else region, else the cloud's highest),
+because an unused On-Demand Capacity Reservation or GCP reservation could be released instead.
 
 Placement score -> spot interruption rate (the engine uses max(job rate, offer rate)):
     score >= 8: no change;  5-7: 0.1/h;  3-4: 0.25/h;  1-2: 0.5/h.
@@ -45,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from placement.catalog import Catalog
     from placement.quotas import QuotaTable
+    from placement.reservations import Reservation
 
 Status = Literal["ok", "cached", "timeout", "error", "denied", "throttled", "no-credentials", "offline"]
 STATUSES: tuple[str, ...] = ("ok", "cached", "timeout", "error", "denied", "throttled", "no-credentials", "offline")
@@ -69,6 +79,8 @@ class LiveRequest:
     # of each shape. Without it, target_nodes nodes of the smallest shape are assumed.
     target_gpus: int | None = None
     gcp_prices: bool = True  # read Cloud Billing SKUs for GCP on-demand/spot price overlays
+    gpus_per_node: int | None = None  # the job's node-size override, for the placement-score node count
+    reservations: bool = False  # also read capacity reservations (AWS ODCRs / Capacity Blocks, GCP reservations)
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class LiveResult:
     catalog: Catalog
     quotas: QuotaTable
     sources: list[Source] = field(default_factory=list)
+    reservations: tuple[Reservation, ...] = ()
 
 
 def fetch_live(request: LiveRequest, catalog: Catalog) -> LiveResult:

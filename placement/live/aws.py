@@ -235,6 +235,29 @@ def ondemand_prices(ctx: AwsContext, region: str, *, instance_type: str) -> dict
     return out
 
 
+def reservations(ctx: AwsContext, region: str, *, types: list[str]) -> list[dict[str, Any]]:
+    """Active capacity reservations of ``types`` with free nodes: On-Demand Capacity Reservations and Capacity
+    Blocks (``ReservationType`` capacity-block), Linux, default tenancy, not interruptible."""
+    ec2 = ctx.client("ec2", region)
+    rows = _pages(ec2.describe_capacity_reservations, "CapacityReservations", MaxResults=1000,
+                  Filters=[{"Name": "state", "Values": ["active"]}, {"Name": "instance-type", "Values": list(types)}])
+    out = []
+    for r in rows:
+        free = int(r.get("AvailableInstanceCount") or 0)
+        if (free < 1 or r.get("Interruptible") or r.get("InstancePlatform", "Linux/UNIX") != "Linux/UNIX"
+                or r.get("Tenancy", "default") != "default"):
+            continue
+        end = r.get("EndDate")
+        out.append({
+            "id": r["CapacityReservationId"], "instance_type": r["InstanceType"],
+            "zone_id": r.get("AvailabilityZoneId"), "zone": r.get("AvailabilityZone"), "count": free,
+            "ends": end.isoformat() if hasattr(end, "isoformat") else end or None,
+            "kind": "capacity-block" if r.get("ReservationType") == "capacity-block" else "odcr",
+            "committed": bool(r.get("CommitmentInfo")),
+        })
+    return sorted(out, key=lambda x: x["id"])
+
+
 OPS: dict[str, Callable[..., Any]] = {"offerings": offerings, "zones": zones, "spot_prices": spot_prices,
                                       "quota": quota, "usage": usage, "scores": scores,
-                                      "ondemand_prices": ondemand_prices}
+                                      "ondemand_prices": ondemand_prices, "reservations": reservations}

@@ -21,6 +21,7 @@ from typing import Any
 # an instance; spot prices and placement scores move within the hour; offerings and list prices rarely.
 TTL_S: dict[str, float] = {
     "quotas": 5 * 60,
+    "reservations": 5 * 60,
     "usage": 5 * 60,
     "spot-prices": 15 * 60,
     "scores": 15 * 60,

@@ -103,6 +103,10 @@ class GcpContext:
         return self._client("accelerator_types", "", lambda: self.compute_v1.AcceleratorTypesClient(
             credentials=self._creds("compute"), client_options=self._options(ENV_COMPUTE)))
 
+    def reservations(self) -> Any:
+        return self._client("reservations", "", lambda: self.compute_v1.ReservationsClient(
+            credentials=self._creds("compute"), client_options=self._options(ENV_COMPUTE)))
+
     def catalog(self) -> Any:
         return self._client("billing", "", lambda: self.billing_v1.CloudCatalogClient(
             credentials=self._creds("billing"), transport="rest", client_options=self._options(ENV_BILLING)))
@@ -237,5 +241,25 @@ def skus(ctx: GcpContext, region: str) -> dict[str, dict[str, dict[str, list[flo
     return out
 
 
+def reservations(ctx: GcpContext, region: str, *, machine_types: list[str]) -> list[dict[str, Any]]:
+    """READY specific-SKU reservations of ``machine_types`` with free nodes (count - inUseCount), every zone."""
+    req = {"project": ctx.need_project(), "return_partial_success": True}
+    pager = ctx.reservations().aggregated_list(request=req, retry=ctx.retry, timeout=ctx.timeout_s)
+    wanted = set(machine_types)
+    out = []
+    for scope, scoped in pager:
+        for r in scoped.reservations:
+            sku = r.specific_reservation
+            machine = sku.instance_properties.machine_type
+            free = int(sku.count) - int(sku.in_use_count)
+            if r.status != "READY" or machine not in wanted or free < 1:
+                continue
+            zone = (r.zone.rsplit("/", 1)[-1] if r.zone else "") or scope.rsplit("/", 1)[-1]
+            out.append({"id": f"{zone}/{r.name}", "instance_type": machine, "zone": zone, "count": free,
+                        "ends": r.delete_at_time or None, "kind": "gcp-reservation",
+                        "committed": bool(r.commitment)})
+    return sorted(out, key=lambda x: x["id"])
+
+
 OPS: dict[str, Callable[..., Any]] = {"region_quotas": region_quotas, "accelerator_zones": accelerator_zones,
-                                      "skus": skus}
+                                      "skus": skus, "reservations": reservations}

@@ -11,6 +11,10 @@ Rules (for offers of the requested accelerators in regions that answered; everyt
     (``price_source`` ``gcp-billing``).
   * Quotas: AWS (limit from Service Quotas, usage from CloudWatch; a zero limit needs no usage),
     GCP (limit and usage from regions.get). A region whose answer is missing gets no entry.
+  * Reservations (free nodes of a known shape): priced per node-hour at 0 when paid for either way (AWS
+    Capacity Blocks, reservations under a commitment), else at the catalog's on-demand price of the shape
+    in that zone, else in that region, else the highest on that cloud; a shape with no on-demand price
+    anywhere in the catalog cannot be valued and is left out.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from placement.catalog import Catalog, Offer
+from placement.catalog import Catalog, Offer, with_origins
 from placement.quotas import Quota, QuotaKey, QuotaTable
 from placement.shapes import Shape, shape_book
+
+if TYPE_CHECKING:
+    from placement.reservations import Reservation
 
 # Placement score (1-10, AWS) -> spot interruptions per hour assumed for the offer (None: no change).
 SCORE_RATES: tuple[tuple[int, float | None], ...] = ((8, None), (5, 0.1), (3, 0.25), (1, 0.5))
@@ -52,6 +59,8 @@ class LiveData:
     gcp_quotas: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # region -> metric -> [lim, use]
     gcp_accel_zones: dict[str, list[str]] | None = None  # GPU type -> zones
     gcp_unit_prices: dict[str, dict[str, dict[str, list[float | None]]]] | None = None
+    aws_reservations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # region -> reservations
+    gcp_reservations: list[dict[str, Any]] | None = None
 
     def aws_spot(self, region: str) -> dict[tuple[str, str], float] | None:
         """(type, zone ID) -> spot USD/h for a region that answered, else None."""
@@ -179,7 +188,13 @@ def apply(catalog: Catalog, data: LiveData, *, new_pairs: bool = False) -> Catal
                 if added.price is None and added.spot_price is None:
                     continue
                 out.append(added)
-    return Catalog(offers=tuple(out), as_of=catalog.as_of, source=f"{catalog.source}+live")
+    answered = set()
+    if data.aws_offerings or data.aws_spot_rows or data.aws_scores or data.aws_ondemand:
+        answered.add("aws")
+    if data.gcp_accel_zones is not None or data.gcp_unit_prices is not None:
+        answered.add("gcp")
+    origins = tuple(dataclasses.replace(o, live=o.live or o.cloud in answered) for o in catalog.provenance())
+    return with_origins(tuple(out), origins)
 
 
 def quotas(data: LiveData) -> QuotaTable:
@@ -199,3 +214,49 @@ def quotas(data: LiveData) -> QuotaTable:
         for metric, (limit, usage) in metrics.items():
             table[("gcp", region, metric)] = Quota(limit=float(limit), usage=float(usage))
     return QuotaTable(table)
+
+
+def _on_demand(offers: Iterable[Offer]) -> dict[tuple[str, ...], float]:
+    """On-demand USD/h by (cloud, type, zone), (cloud, type, region) and (cloud, type): the highest seen."""
+    out: dict[tuple[str, ...], float] = {}
+    for o in offers:
+        if o.price is None:
+            continue
+        for key in ((o.cloud, o.instance_type, "zone", o.zone), (o.cloud, o.instance_type, "region", o.region),
+                    (o.cloud, o.instance_type)):
+            if o.price > out.get(key, -1.0):
+                out[key] = o.price
+    return out
+
+
+def reservations(data: LiveData, catalog: Catalog) -> tuple[Reservation, ...]:
+    """Live reservations as :class:`Reservation` objects (see the module doc for the pricing rule)."""
+    from placement.reservations import Reservation, parse_time
+
+    book = shape_book()
+    prices = _on_demand(catalog.offers)
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    for region, found in sorted(data.aws_reservations.items()):
+        names = data.aws_zone_ids.get(region, {})
+        for r in found:
+            zone = r.get("zone_id") or names.get(r.get("zone") or "") or r.get("zone") or ""
+            rows.append(("aws", region, {**r, "zone": zone}))
+    for r in data.gcp_reservations or []:
+        rows.append(("gcp", str(r["zone"]).rsplit("-", 1)[0], r))
+    out = []
+    for cloud, region, r in rows:
+        shape = book.get(r["instance_type"])
+        if shape is None or shape.cloud != cloud or not r.get("zone"):
+            continue
+        if r["kind"] == "capacity-block" or r.get("committed"):
+            price: float | None = 0.0
+        else:
+            price = next((prices[k] for k in ((cloud, shape.name, "zone", r["zone"]),
+                                              (cloud, shape.name, "region", region), (cloud, shape.name))
+                          if k in prices), None)
+        if price is None:
+            continue
+        ends = parse_time(r["ends"], "ends", cloud) if r.get("ends") else None
+        out.append(Reservation(id=r["id"], cloud=cloud, region=region, zone=r["zone"], shape=shape,
+                               count=int(r["count"]), usd_per_hour=price, ends=ends, source=cloud, kind=r["kind"]))
+    return tuple(out)

@@ -38,8 +38,8 @@ from placement.errors import InputError
 from placement.live import LiveRequest, LiveResult, Source
 from placement.live.cache import DiskCache, cache_root, fresh
 from placement.live.errors import classify, scrub
-from placement.live.overlay import LiveData, apply, quotas
-from placement.shapes import Shape, shape_book
+from placement.live.overlay import LiveData, apply, quotas, reservations
+from placement.shapes import Shape, node_plan, shape_book
 
 SEQUENTIAL_ENV = "GPUFLEET_LIVE_SEQUENTIAL"
 FORK_ENV = "GPUFLEET_LIVE_FORK"  # "0": never fork an AWS worker process
@@ -127,6 +127,14 @@ def build_tasks(request: LiveRequest, catalog: Catalog, *, pricing: bool = False
     return tasks
 
 
+def _score_nodes(request: LiveRequest, shape: Shape, gpus: int) -> int | None:
+    """Nodes of ``shape`` the job would run on (the engine's node rule), or None when it cannot run there."""
+    nodes, reason = node_plan(gpus, shape, request.gpus_per_node)
+    if reason is not None or (nodes > 1 and not shape.multi_node):
+        return None
+    return nodes
+
+
 def _aws_tasks(request: LiveRequest, regions: list[str], shapes: list[Shape], gpus: int, pricing: bool) -> list[Task]:
     from placement.live.aws import CODE_USAGE_CLASS
 
@@ -140,8 +148,8 @@ def _aws_tasks(request: LiveRequest, regions: list[str], shapes: list[Shape], gp
         if pricing:
             tasks.append(Task("aws", "pricing", "", "prices", "ondemand_prices", (("instance_type", s.name),), scope))
             continue
-        nodes = math.ceil(gpus / s.gpus)
-        if nodes > 1 and not s.multi_node:
+        nodes = _score_nodes(request, s, gpus) if request.target_gpus else math.ceil(gpus / s.gpus)
+        if nodes is None or (nodes > 1 and not s.multi_node):
             continue  # can never host this job: no score needed
         for i in range(0, len(regions), SCORE_REGIONS_PER_CALL):
             chunk = tuple(regions[i:i + SCORE_REGIONS_PER_CALL])
@@ -156,6 +164,9 @@ def _aws_tasks(request: LiveRequest, regions: list[str], shapes: list[Shape], gp
         tasks += [Task("aws", "service-quotas", r, "quotas", "quota", (("code", c),), scope) for c in codes]
         if classes:
             tasks.append(Task("aws", "cloudwatch", r, "usage", "usage", (("classes", classes),), scope))
+        if request.reservations:
+            tasks.append(Task("aws", "ec2:reservations", r, "reservations", "reservations", (("types", types),),
+                              scope))
     return tasks
 
 
@@ -167,6 +178,10 @@ def _gcp_tasks(request: LiveRequest, regions: list[str], shapes: list[Shape], pr
         tasks.append(Task("gcp", "billing:skus", "", "prices", "skus", (), scope))
     if pricing:
         return tasks
+    if request.reservations:
+        types = tuple(s.name for s in shapes)
+        tasks.append(Task("gcp", "compute:reservations", "", "reservations", "reservations",
+                          (("machine_types", types),), scope))
     tasks += [Task("gcp", "compute:regions", r, "quotas", "region_quotas", (("metrics", metrics),), scope)
               for r in regions]
     return tasks
@@ -453,6 +468,10 @@ def gather(outcomes: dict[Task, Outcome], accels: set[str]) -> LiveData:
             d.gcp_accel_zones = o.data
         elif t.op == "skus":
             d.gcp_unit_prices = o.data
+        elif t.op == "reservations" and t.cloud == "aws":
+            d.aws_reservations[t.region] = o.data
+        elif t.op == "reservations":
+            d.gcp_reservations = o.data
     return d
 
 
@@ -482,5 +501,6 @@ def fetch(request: LiveRequest, catalog: Catalog, *, pricing: bool = False, new_
     tasks = build_tasks(request, catalog, pricing=pricing)
     outcomes = collect(request, tasks)
     data = gather(outcomes, canonical_accelerators(request.accelerators))
-    return LiveResult(catalog=apply(catalog, data, new_pairs=new_pairs), quotas=quotas(data),
-                      sources=summarize(outcomes))
+    live = apply(catalog, data, new_pairs=new_pairs)
+    return LiveResult(catalog=live, quotas=quotas(data), sources=summarize(outcomes),
+                      reservations=reservations(data, live))

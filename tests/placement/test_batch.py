@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from factories import job, offer, quotas
+from factories import job, offer, quotas, reservation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +17,11 @@ def _used(result):
         if a.candidate and a.candidate.quota_group:
             used[a.candidate.quota_group] += a.candidate.quota.needed
     return used
+
+
+def _room(c, q):
+    """Headroom of a candidate's group: a quota row, or its reservation's free nodes."""
+    return c.quota.headroom if c.reservation is not None else q.get(*c.quota_group).headroom
 
 
 def test_beats_greedy_when_first_job_takes_the_cheap_region():
@@ -81,13 +86,13 @@ def _unknown(result):
     return sum(1 for a in result.assignments if a.candidate and a.candidate.quota_group is None)
 
 
-def _brute_force(jobs, offers, q):
+def _brute_force(jobs, offers, q, res=()):
     """Best (most placed, fewest quota-unknown, least cost) over every assignment, by enumeration."""
     import itertools
 
     from placement.engine import plan
 
-    options = [[None, *plan(j, offers, q).ranked] for j in jobs]
+    options = [[None, *plan(j, offers, q, reservations=res).ranked] for j in jobs]
     best = None
     for combo in itertools.product(*options):
         used = defaultdict(float)
@@ -95,7 +100,7 @@ def _brute_force(jobs, offers, q):
         for c in combo:
             if c is not None and c.quota_group:
                 used[c.quota_group] += c.quota.needed
-                ok = ok and used[c.quota_group] <= q.get(*c.quota_group).headroom
+                ok = ok and used[c.quota_group] <= _room(c, q)
         if not ok:
             continue
         placed = [c for c in combo if c is not None]
@@ -116,8 +121,9 @@ def _brute_force(jobs, offers, q):
         max_size=4,
     ),
     st.lists(st.integers(0, 4), min_size=3, max_size=3),
+    st.integers(0, 3),
 )
-def test_matches_brute_force_optimum(specs, nodes):
+def test_matches_brute_force_optimum(specs, nodes, reserved):
     offers = [
         offer("p5.48xlarge", "us-east-1", price=55, spot=20),
         offer("p5.48xlarge", "us-west-2", price=50, spot=25),
@@ -128,9 +134,86 @@ def test_matches_brute_force_optimum(specs, nodes):
         ("aws", "us-west-2", "L-417A185B", 192 * nodes[2], 0),
     )
     data = lambda region: {"dataset": {"uri": "s3://b/d", "size_gb": 3000, "region": region}}  # noqa: E731
-    jobs = [job(name=f"j{i}", gpus=g, capacity=c, data=data(r)) for i, (g, c, r) in enumerate(specs)]
-    m = solve(jobs, offers, q)
-    want = _brute_force(jobs, offers, q)
+    caps = {"spot": "spot", "on-demand": "any"}  # "any" also takes the reservation
+    jobs = [job(name=f"j{i}", gpus=g, capacity=caps[c], data=data(r)) for i, (g, c, r) in enumerate(specs)]
+    res = [reservation(region="us-west-2", zone="usw2-az1", count=reserved, usd_per_hour=30)] if reserved else []
+    m = solve(jobs, offers, q, reservations=res)
+    want = _brute_force(jobs, offers, q, res)
     assert m.placed == -want[0]
     assert _unknown(m) == want[1]
     assert abs(m.total_usd - want[2]) <= 1e-4 * max(want[2], 1.0) + 1e-6
+
+
+def test_identical_jobs_earlier_in_the_file_win():
+    # Room for two 8-GPU jobs in the cheap region and two in the dear one; six identical jobs.
+    cheap = offer("p5.48xlarge", "us-east-1", price=50)
+    dear = offer("p5.48xlarge", "us-west-2", price=70)
+    q = quotas(("aws", "us-east-1", "L-417A185B", 384, 0), ("aws", "us-west-2", "L-417A185B", 384, 0))
+    jobs = [job(name=f"j{i}", capacity="on-demand", team=f"team-{i}") for i in range(6)]
+    for result in (solve(jobs, [cheap, dear], q), greedy(jobs, [cheap, dear], q)):
+        regions = [a.candidate.offer.region if a.candidate else None for a in result.assignments]
+        assert regions == ["us-east-1", "us-east-1", "us-west-2", "us-west-2", None, None]
+
+
+def test_a_reservation_is_shared_across_the_burst():
+    od = offer("p5.48xlarge", "us-east-1", zone="use1-az1", price=50, spot=None)
+    r = reservation(count=2, usd_per_hour=0)
+    jobs = [job(name=f"j{i}", capacity="any") for i in range(3)]
+    for result in (solve(jobs, [od], reservations=[r]), greedy(jobs, [od], reservations=[r])):
+        kinds = [a.candidate.capacity for a in result.assignments]
+        assert sorted(kinds) == ["on-demand", "reserved", "reserved"]
+        assert result.quota_used[("aws", "us-east-1", "reservation:r1")] == 2
+        assert result.total_usd == 50 * 10
+
+
+class _ShiftedHighs:
+    """Stands in for highspy.Highs whose presolve lost the objective offset: with presolve on it reports an
+    objective below what its solution costs (and calls that optimal); with presolve off it is right."""
+
+    def __init__(self, x, shift):
+        import highspy
+
+        self.options = {"presolve": "choose"}
+        self.x, self.shift, self.runs = x, shift, []
+        self.status = highspy.HighsModelStatus.kOptimal
+
+    def getOptionValue(self, name):
+        return (None, self.options[name])
+
+    def setOptionValue(self, name, value):
+        self.options[name] = value
+
+    def setSolution(self, *args):
+        pass
+
+    def run(self):
+        self.runs.append(self.options["presolve"])
+
+    def getSolution(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(value_valid=True, col_value=self.x)
+
+    def getModelStatus(self):
+        return self.status
+
+    def getInfo(self):
+        from types import SimpleNamespace
+
+        cost = sum(c * v for c, v in zip(self.costs, self.x, strict=True))
+        return SimpleNamespace(objective_function_value=cost - (self.shift if self.runs[-1] != "off" else 0.0))
+
+
+def test_a_highs_objective_that_disagrees_with_its_solution_is_not_trusted():
+    import time
+
+    from placement.batch import _checked_run
+
+    h = _ShiftedHighs([1.0, 0.0, 1.0], shift=8774.0)
+    h.costs = [100.0, 50.0, 25.0]
+    x, z = _checked_run(h, 3, h.costs, [0.0] * 3, time.monotonic() + 10)
+    assert z == 125.0 and h.runs == ["choose", "off"]  # solved again without presolve
+    assert h.options["presolve"] == "choose"  # and the option is put back
+    h = _ShiftedHighs([1.0, 0.0, 1.0], shift=0.0)
+    h.costs = [100.0, 50.0, 25.0]
+    assert _checked_run(h, 3, h.costs, [0.0] * 3, time.monotonic() + 10)[1] == 125.0 and h.runs == ["choose"]

@@ -58,9 +58,10 @@ def test_plan_json_contract(tmp_path, capsys):
         ):
             assert key in c
         assert c["capacity"] in ("spot", "on-demand")
-        assert set(c["cost"]) == {"compute_usd", "egress_usd", "total_usd"}
+        assert set(c["cost"]) == {"compute_usd", "egress_usd", "delay_usd", "total_usd"}
         assert set(c["quota"]) >= {"key", "needed", "headroom"}
         assert c["quota"]["headroom"] is None  # no quota data given
+        assert c["cost"]["delay_usd"] == 0  # the job sets no usd_per_hour_of_delay
         assert c["cost"]["total_usd"] == pytest.approx(c["cost"]["compute_usd"] + c["cost"]["egress_usd"], abs=1e-3)
     totals = [c["cost"]["total_usd"] for c in doc["candidates"]]
     assert totals == sorted(totals)
@@ -274,3 +275,205 @@ def test_console_script_help_imports_no_cloud_sdk():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+# ----------------------------------------------------------------------------- issue 11: inputs that must not pass
+
+BASE = {"name": "x", "accelerator": "H100", "gpus": 8, "hours": 1}
+NEW_BAD_JOBS = [
+    (dict(BASE, accelerator=[]), "accelerator:"),
+    (dict(BASE, data={"dataset": {"uri": "gs://b/d", "size_gb": 1, "region": "us-east-1"}}), "data.dataset.region:"),
+    (dict(BASE, data={"dataset": {"uri": "s3://b/d", "size_gb": 1, "region": "us-east1"}}), "data.dataset.region:"),
+    (dict(BASE, data={"dataset": {"uri": "s3://b/d", "size_gb": 1, "region": "us-east-9"}}), "data.dataset.region:"),
+    (dict(BASE, regions={"allow": ["us-east-7", "eu-nowhere-1"]}), "regions.allow:"),
+    (dict(BASE, clouds={"allow": ["aws"]}, regions={"allow": ["us-central1"]}), "regions.allow:"),
+    ({"jobs": [BASE]}, "use `placement plan-batch`"),
+    (dict(BASE, speed={"H900": 0.5}), "speed.H900:"),
+    (dict(BASE, speed={"A100": 0}), "speed.A100:"),
+    (dict(BASE, gpus_per_node=3), "gpus_per_node:"),
+    (dict(BASE, capacity="reserved-ish"), "capacity:"),
+    (dict(BASE, deadline_hours=0), "deadline_hours:"),
+    (dict(BASE, usd_per_hour_of_delay=-1), "usd_per_hour_of_delay:"),
+    (dict(BASE, data={"throughput_gbps": {"warp": 10}}), "data.throughput_gbps.warp:"),
+    (dict(BASE, zones={"maybe": ["use1-az1"]}), "zones.maybe:"),
+]
+
+
+@pytest.mark.parametrize(("doc", "needle"), NEW_BAD_JOBS)
+def test_inputs_that_should_not_pass_exit_2_naming_the_field(tmp_path, capsys, doc, needle):
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", doc))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert needle in err
+
+
+def test_dataset_region_error_says_which_cloud_the_region_belongs_to(tmp_path, capsys):
+    doc = dict(BASE, data={"dataset": {"uri": "gs://b/d", "size_gb": 1, "region": "us-east-1"}})
+    _, _, err = run(capsys, "plan", write(tmp_path, "j.yaml", doc))
+    assert "us-east-1 is an AWS region, but a gs:// dataset lives in GCP" in err
+
+
+QUOTA_HEAD = "cloud,region,quota,limit,usage\n"
+
+
+def test_quota_usage_above_limit_exits_2(tmp_path, capsys):
+    q = write(tmp_path, "q.csv", QUOTA_HEAD + "aws,us-east-1,L-417A185B,400,0\naws,us-east-1,L-C4BD4855,192,384\n")
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "usage (row 2): 384 exceeds limit 192 for L-C4BD4855" in err
+
+
+def test_unknown_quota_key_warns_on_one_line_and_still_plans(tmp_path, capsys):
+    q = write(tmp_path, "q.csv", QUOTA_HEAD + "aws,us-east-1,L-417A185B,400,0\naws,us-east-1,L-TYPO1234,96,0\n"
+                                              "gcp,us-central1,PREEMPTIBLE_NVIDIA_T4_GPUS,8,0\n")
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q, "--json")
+    assert code == 0 and json.loads(out)["chosen"]
+    assert err.count("\n") == 1 and err.startswith("placement: warning:")
+    assert "'L-TYPO1234' is not a known aws GPU quota" in err and "row 2" in err
+
+
+def test_regions_allow_with_some_unknown_names_warns(tmp_path, capsys):
+    doc = dict(JOB, regions={"allow": ["us-east-1", "us-est-2"]})
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", doc), "--json")
+    assert code == 0
+    assert err.count("\n") == 1 and "regions.allow: us-est-2 is not a known region" in err
+    assert {c["region"] for c in json.loads(out)["candidates"]} == {"us-east-1"}
+
+
+# ----------------------------------------------------------------------------- provenance, JSON additions
+
+
+def test_catalog_provenance_reports_the_sources_actually_used(tmp_path, capsys):
+    head = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n"
+    aws = write(tmp_path, "aws.csv", head + "p5.48xlarge,H100,8,192,2048,50,20,us-east-1,use1-az1\n")
+    gcp = write(tmp_path, "gcp.csv", head + "a3-highgpu-8g,H100,8,208,1872,60,25,us-central1,us-central1-a\n")
+    code, out, _ = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"aws={aws}",
+                       "--catalog", f"gcp={gcp}", "--json")
+    cat = json.loads(out)["catalog"]
+    assert "embedded" not in cat["source"] and cat["as_of"] != "2026-11-01"
+    assert cat["source"] == f"{aws}+{gcp}"
+    assert cat["clouds"]["aws"]["source"] == "csv" and cat["clouds"]["aws"]["path"] == aws
+    assert cat["clouds"]["gcp"]["path"] == gcp and cat["clouds"]["gcp"]["offers"] == 1
+    assert cat["clouds"]["aws"]["modified"]  # the file's date: the only hint of its age
+    code, out, _ = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"gcp={gcp}")
+    assert f"catalog: aws embedded as of 2026-11-01, gcp {gcp} (file modified " in out
+
+
+def test_every_candidate_carries_the_new_fields(tmp_path, capsys):
+    code, out, _ = run(capsys, "plan", write(tmp_path, "j.yaml", dict(JOB, gpus=12)), "--json", "--all-candidates")
+    doc = json.loads(out)
+    assert "cheaper_unconfirmed" in doc
+    for c in doc["candidates"]:
+        for key in ("gpus_per_node", "billed_gpus", "idle_gpus", "hours", "transfer_hours", "ready_hours",
+                    "interruptions_per_hour"):
+            assert key in c, key
+        assert c["billed_gpus"] == c["nodes"] * c["gpus_per_node"]
+        assert c["idle_gpus"] == c["billed_gpus"] - 12
+        assert c["ready_hours"] is None or c["ready_hours"] >= c["transfer_hours"] + c["hours"] - 1e-3
+        assert (c["interruptions_per_hour"] > 0) == (c["capacity"] == "spot")
+
+
+def test_cheaper_unconfirmed_in_json(tmp_path, capsys):
+    q = write(tmp_path, "q.csv", QUOTA_HEAD + "aws,us-west-2,L-417A185B,768,0\n")
+    job = dict(JOB, capacity="on-demand", clouds={"allow": ["aws"]})
+    code, out, _ = run(capsys, "plan", write(tmp_path, "j.yaml", job), "--quotas", q, "--json")
+    doc = json.loads(out)
+    assert doc["chosen"]["feasible"] is True and doc["chosen"]["region"] == "us-west-2"
+    cheaper = doc["cheaper_unconfirmed"]
+    assert cheaper["feasible"] is None
+    assert cheaper["cost"]["total_usd"] < doc["chosen"]["cost"]["total_usd"]
+    assert cheaper["saves_usd"] == pytest.approx(doc["chosen"]["cost"]["total_usd"] - cheaper["cost"]["total_usd"],
+                                                 abs=1e-3)
+    assert cheaper["request"] == {"cloud": "aws", "region": cheaper["region"], "quota": "L-417A185B",
+                                  "unit": "vcpu", "amount": 384}
+    assert "quota is unknown" in doc["why"]
+
+
+def test_egress_allowance_flag(tmp_path, capsys):
+    job = dict(JOB, clouds={"allow": ["gcp"]}, capacity="on-demand")
+    _, out, _ = run(capsys, "plan", write(tmp_path, "j.yaml", job), "--json")
+    _, out100, _ = run(capsys, "plan", write(tmp_path, "j.yaml", job), "--json", "--egress-allowance-gb", "100")
+    assert json.loads(out)["chosen"]["cost"]["egress_usd"] - json.loads(out100)["chosen"]["cost"]["egress_usd"] == \
+        pytest.approx(100 * 0.09, abs=1e-3)
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", job), "--egress-allowance-gb", "500")
+    assert code == 2 and "--egress-allowance-gb" in err and err.count("\n") == 1
+
+
+# ----------------------------------------------------------------------------- reservations
+
+RES_HEAD = "cloud,region,zone,instance_type,count,usd_per_hour,ends\n"
+
+
+def test_reservations_file_adds_reserved_candidates(tmp_path, capsys):
+    res = write(tmp_path, "r.csv", RES_HEAD + "aws,us-east-1,use1-az4,p5.48xlarge,2,0,2026-12-01T00:00:00Z\n"
+                                              "aws,us-east-1,use1-az6,p5.48xlarge,1,0,\n")
+    args = ["plan", write(tmp_path, "j.yaml", JOB), "--reservations", res, "--json", "--all-candidates",
+            "--now", "2026-11-20T00:00:00Z"]
+    code, out, _ = run(capsys, *args)
+    doc = json.loads(out)
+    assert code == 0
+    chosen = doc["chosen"]
+    assert chosen["capacity"] == "reserved" and chosen["zone"] == "use1-az4" and chosen["feasible"] is True
+    assert chosen["reservation"] == {"id": "r.csv:1", "kind": "file", "source": res, "count": 2, "usd_per_hour": 0.0,
+                                     "ends": "2026-12-01T00:00:00Z"}
+    small = [c for c in doc["candidates"] if c.get("reservation", {}).get("id") == "r.csv:2"]
+    assert small and small[0]["excluded_reason"] == "reservation r.csv:2: needs 2 nodes, 1 free"
+    # planned 8 hours before it ends, the 10-hour job no longer fits in the first reservation
+    code, out, _ = run(capsys, *args[:-1], "2026-11-30T16:00:00Z")
+    doc = json.loads(out)
+    assert doc["chosen"]["capacity"] != "reserved"
+    ended = [c for c in doc["candidates"] if c.get("reservation", {}).get("id") == "r.csv:1"]
+    assert "before the job is ready" in ended[0]["excluded_reason"]
+
+
+BAD_RESERVATIONS = [
+    (RES_HEAD + "azure,eastus,1,ND96,1,0,\n", "cloud (row 1)"),
+    (RES_HEAD + "aws,us-east-1,use1-az4,p9.huge,1,0,\n", "instance_type (row 1)"),
+    (RES_HEAD + "aws,us-east-1,usw2-az1,p5.48xlarge,1,0,\n", "zone (row 1)"),
+    (RES_HEAD + "aws,us-east-1,use1-az4,p5.48xlarge,0,0,\n", "count (row 1)"),
+    (RES_HEAD + "aws,us-east-1,use1-az4,p5.48xlarge,1.5,0,\n", "count (row 1)"),
+    (RES_HEAD + "aws,us-east-1,use1-az4,p5.48xlarge,1,-3,\n", "usd_per_hour (row 1)"),
+    (RES_HEAD + "aws,us-east-1,use1-az4,p5.48xlarge,1,0,next week\n", "ends (row 1)"),
+    ("cloud,region,zone,instance_type,count\naws,us-east-1,use1-az4,p5.48xlarge,1\n", "usd_per_hour"),
+]
+
+
+@pytest.mark.parametrize(("text", "needle"), BAD_RESERVATIONS)
+def test_bad_reservation_files_exit_2_naming_the_field(tmp_path, capsys, text, needle):
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--reservations",
+                         write(tmp_path, "r.csv", text))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err and needle in err
+
+
+def test_bad_now_exits_2(tmp_path, capsys):
+    code, _, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--now", "tomorrow")
+    assert code == 2 and "--now" in err and err.count("\n") == 1
+
+
+# ----------------------------------------------------------------------------- plan-batch exit code
+
+
+def test_plan_batch_exits_1_when_some_jobs_are_not_placed(tmp_path, capsys):
+    q = write(tmp_path, "q.csv", QUOTA_HEAD + "".join(
+        f"aws,{r},{k},0,0\n" for r in ("us-east-1", "us-east-2", "us-west-2") for k in ("L-417A185B", "L-C4BD4855")))
+    jobs = {"jobs": [dict(JOB, name="fits", accelerator="A100", clouds={"allow": ["aws"]}),
+                     dict(JOB, name="stuck", clouds={"allow": ["aws"]}, regions={"allow": ["us-east-1"]})]}
+    code, out, _ = run(capsys, "plan-batch", write(tmp_path, "b.yaml", jobs), "--quotas", q, "--json")
+    doc = json.loads(out)
+    assert code == 1
+    assert [j["placed"] for j in doc["jobs"]] == [True, False]  # the partial plan is still shown
+    code, out, _ = run(capsys, "plan-batch", write(tmp_path, "b.yaml", jobs), "--quotas", q)
+    assert code == 1 and "placed 1/2" in out
+    code, _, _ = run(capsys, "plan-batch", write(tmp_path, "b.yaml", {"jobs": jobs["jobs"][:1]}), "--quotas", q)
+    assert code == 0
+
+
+def test_plan_batch_json_on_stdout_is_only_the_document():
+    """HiGHS prints a banner from C++ straight to stdout; the JSON a script reads must be the whole stdout."""
+    res = subprocess.run([sys.executable, "-m", "placement.cli", "plan-batch", str(EXAMPLES / "batch.yaml"),
+                          "--quotas", str(EXAMPLES / "quotas.csv"), "--json"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["kind"] == "batch"
+    assert "HiGHS" not in res.stderr

@@ -7,7 +7,7 @@ import math
 import pytest
 from factories import job, offer
 
-from placement.egress import egress_book, tiered_usd, transfer_usd
+from placement.egress import egress_book, tiered_usd, transfer_hours, transfer_path, transfer_usd
 from placement.engine import candidates, spot_overhead
 
 
@@ -69,26 +69,31 @@ def test_inter_region_priced_by_source_region():
     assert c.cost.outputs_egress_usd == pytest.approx(100 * 0.02)  # us-east-1 is the source
 
 
+GIB = 2**30 / 1e9  # GB in one GiB
+TIB = 2**40 / 1e9  # GB in one TiB
+
+
 def test_cross_cloud_uses_source_internet_tiers():
-    # 20,000 GB out of AWS us-east-1: 100 free, 10,140 at 0.09, 9,760 at 0.085.
+    # 20,000 GB out of AWS us-east-1: 10,240 at 0.09, 9,760 at 0.085 (no free allowance per job).
     data = {"dataset": {"uri": "s3://b/d", "size_gb": 20000, "region": "us-east-1"}, "outputs_gb": 2000}
     c = _one(job(capacity="on-demand", data=data), offer("a3-highgpu-8g", "us-central1"), "on-demand")
-    assert c.cost.dataset_egress_usd == pytest.approx(10140 * 0.09 + 9760 * 0.085)
-    # 2,000 GB out of GCP: 1,024 at 0.12, 976 at 0.11.
-    assert c.cost.outputs_egress_usd == pytest.approx(1024 * 0.12 + 976 * 0.11)
+    assert c.cost.dataset_egress_usd == pytest.approx(10240 * 0.09 + 9760 * 0.085)
+    # 2,000 GB out of GCP: the first TiB (1,099.5 GB) at 0.12 per GiB, the rest at 0.11 per GiB.
+    assert c.cost.outputs_egress_usd == pytest.approx((TIB * 0.12 + (2000 - TIB) * 0.11) / GIB)
     assert c.cost.total_usd == pytest.approx(c.cost.compute_usd + c.cost.egress_usd)
 
 
 def test_first_tier_override_for_expensive_source_regions():
-    assert transfer_usd(egress_book(), "aws", "sa-east-1", "gcp", "us-central1", 1100) == pytest.approx(1000 * 0.15)
+    assert transfer_usd(egress_book(), "aws", "sa-east-1", "gcp", "us-central1", 1100) == pytest.approx(1100 * 0.15)
 
 
 def test_gcp_inter_region_by_continent():
+    # GCP publishes these per GiB: per GB they are 7% lower.
     book = egress_book()
-    assert transfer_usd(book, "gcp", "us-central1", "gcp", "us-east4", 100) == pytest.approx(100 * 0.02)
-    assert transfer_usd(book, "gcp", "asia-east1", "gcp", "asia-northeast1", 100) == pytest.approx(100 * 0.05)
-    assert transfer_usd(book, "gcp", "us-central1", "gcp", "europe-west4", 100) == pytest.approx(100 * 0.08)
-    assert transfer_usd(book, "gcp", "australia-southeast1", "gcp", "us-east4", 100) == pytest.approx(100 * 0.15)
+    assert transfer_usd(book, "gcp", "us-central1", "gcp", "us-east4", 100) == pytest.approx(100 * 0.02 / GIB)
+    assert transfer_usd(book, "gcp", "asia-east1", "gcp", "asia-northeast1", 100) == pytest.approx(100 * 0.05 / GIB)
+    assert transfer_usd(book, "gcp", "us-central1", "gcp", "europe-west4", 100) == pytest.approx(100 * 0.08 / GIB)
+    assert transfer_usd(book, "gcp", "australia-southeast1", "gcp", "us-east4", 100) == pytest.approx(100 * 0.15 / GIB)
 
 
 def test_tiers_are_marginal():
@@ -103,3 +108,49 @@ def test_missing_price_is_excluded_not_free():
     (c,) = [c for c in candidates(job(capacity="spot"), [offer("p5.48xlarge", "us-east-1", spot=None)])]
     assert c.excluded and "not offered as spot" in c.excluded
     assert math.isinf(c.usd_per_hour)
+
+
+def test_the_aws_monthly_allowance_is_not_subtracted_per_job():
+    # 1,000 GB from S3 to GCP: every GB at 0.09. The 100 free GB are one per account per month.
+    book = egress_book()
+    assert transfer_usd(book, "aws", "us-east-1", "gcp", "us-central1", 1000) == pytest.approx(1000 * 0.09)
+    assert book.aws.internet_free_gb_per_month == 100
+    # opting in: the allowance still left this month comes off this job's bill
+    assert transfer_usd(book, "aws", "us-east-1", "gcp", "us-central1", 1000, allowance_gb=100) == \
+        pytest.approx(900 * 0.09)
+    assert transfer_usd(book, "aws", "us-east-1", "gcp", "us-central1", 60, allowance_gb=100) == 0
+    # it never applies within AWS or to GCP's egress
+    assert transfer_usd(book, "aws", "us-east-1", "aws", "us-west-2", 1000, allowance_gb=100) == \
+        pytest.approx(1000 * 0.02)
+    assert transfer_usd(book, "gcp", "us-central1", "aws", "us-east-1", 50, allowance_gb=100) == \
+        pytest.approx(50 * 0.12 / GIB)
+
+
+def test_egress_allowance_reaches_the_candidate_cost():
+    data = {"dataset": {"uri": "s3://b/d", "size_gb": 1000, "region": "us-east-1"}}
+    j = job(capacity="on-demand", data=data)
+    o = offer("a3-highgpu-8g", "us-central1")
+    (c,) = candidates(j, [o])
+    (opted,) = candidates(j, [o], egress_allowance_gb=100)
+    assert c.cost.dataset_egress_usd == pytest.approx(1000 * 0.09)
+    assert opted.cost.dataset_egress_usd == pytest.approx(900 * 0.09)
+
+
+@pytest.mark.parametrize(("gb", "want_gib_usd"), [
+    (TIB, 1024 * 0.12),  # exactly 1 TiB: all in the first tier
+    (TIB + GIB, 1024 * 0.12 + 0.11),  # one GiB past it: that GiB at the second rate
+    (10 * TIB, 1024 * 0.12 + 9 * 1024 * 0.11),  # exactly 10 TiB
+    (10 * TIB + GIB, 1024 * 0.12 + 9 * 1024 * 0.11 + 0.08),
+    (1000, 1000 / GIB * 0.12),  # 1,000 GB is under 1 TiB (1,099.5 GB): once read as the 1,024 GB tier bound
+    (1050, 1050 / GIB * 0.12),
+])
+def test_gcp_internet_tiers_are_tib_and_rates_per_gib(gb, want_gib_usd):
+    assert transfer_usd(egress_book(), "gcp", "us-central1", "aws", "us-east-1", gb) == pytest.approx(want_gib_usd)
+
+
+def test_transfer_hours_are_gb_over_gbps():
+    assert transfer_hours(1000, 8) == pytest.approx(1000 * 8 / 8 / 3600)  # 1,000 GB at 8 Gbps: 1,000 s
+    assert transfer_hours(0, 5) == 0
+    assert transfer_path("aws", "us-east-1", "aws", "us-east-1") == "same_region"
+    assert transfer_path("aws", "us-east-1", "aws", "us-west-2") == "inter_region"
+    assert transfer_path("aws", "us-east-1", "gcp", "us-east1") == "cross_cloud"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 
 import pytest
 
@@ -91,5 +92,90 @@ def test_aws_internet_first_tier_matches_public_transfer_matrix(shared_file):
     with shared_file("catalog-snapshot/aws_transfer_costs.csv").open() as fh:
         for row in csv.DictReader(fh):
             if row["src"] in regions and row["dst"] == "internet":
-                first = aws.internet_first_tier_by_source.get(row["src"], aws.internet_tiers[1][1])
+                first = aws.internet_first_tier_by_source.get(row["src"], aws.internet_tiers[0][1])
                 assert first == pytest.approx(float(row["cost"])), row["src"]
+
+
+def test_every_accelerator_has_a_cited_speed_relative_to_h100():
+    book = shape_book()
+    assert book.accelerators() <= set(book.speeds)
+    assert book.speeds["H100"] == 1.0
+    for accel in book.accelerators():
+        assert book.speeds[accel] > 0 and len(book.speed_sources[accel]) > 20, accel
+    # the figures follow their cited basis: dense BF16 relative to H100's 989 TFLOPS
+    assert book.speeds["A100"] == pytest.approx(312 / 989, abs=0.002)
+    assert book.speeds["B200"] == pytest.approx(2250 / 989, abs=0.01)
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d["accelerators"].pop("L4"), "accelerators.L4"),
+    (lambda d: d["accelerators"]["H100"].update(speed=1.1), "accelerators.H100.speed"),
+    (lambda d: d["accelerators"]["A100"].update(speed=0), "accelerators.A100.speed"),
+    (lambda d: d["accelerators"]["B200"].update(source=""), "accelerators.B200.source"),
+])
+def test_shape_data_speed_section_is_validated_at_load(change, field):
+    import copy
+    from importlib import resources
+
+    import yaml
+
+    from placement.errors import InputError
+    from placement.shapes import parse_shapes
+
+    doc = yaml.safe_load(resources.files("placement.data").joinpath("shapes.yaml").read_text())
+    bad = copy.deepcopy(doc)
+    change(bad)
+    with pytest.raises(InputError) as err:
+        parse_shapes(bad)
+    assert err.value.field == field
+    assert parse_shapes(doc).speeds  # the shipped file itself loads
+
+
+def test_aws_regions_match_botocore_endpoint_data():
+    import json
+    import os
+
+    botocore = pytest.importorskip("botocore")
+    from placement.zones import known_regions
+
+    with open(os.path.join(os.path.dirname(botocore.__file__), "data", "endpoints.json")) as fh:
+        partitions = {p["partition"]: set(p["regions"]) for p in json.load(fh)["partitions"]}
+    assert known_regions()["aws"] == partitions["aws"] | partitions["aws-cn"] | partitions["aws-us-gov"]
+
+
+def test_every_catalog_region_is_a_known_region(shared_file):
+    from placement.zones import known_regions
+
+    regions = known_regions()
+    for o in embedded_catalog().offers:
+        assert o.region in regions[o.cloud], (o.cloud, o.region)
+    for cloud in ("aws", "gcp"):
+        with shared_file(f"catalog-snapshot/{cloud}_vms.csv").open() as fh:
+            assert {r["Region"] for r in csv.DictReader(fh)} <= regions[cloud]
+    assert not regions["aws"] & regions["gcp"]
+
+
+def test_known_quota_keys_cover_the_public_reference_lists(shared_file):
+    book = shape_book()
+    with shared_file("reference/aws_ec2_gpu_quota_codes.csv").open() as fh:
+        for row in csv.DictReader(fh):
+            assert book.known_quota_key("aws", row["quota_code"]), row["quota_code"]
+    # machine_types holds unquoted brace lists (a2-highgpu-{1,2,4,8}g): take the metric names themselves
+    metrics = set(re.findall(r"\b(?:PREEMPTIBLE_|COMMITTED_)?NVIDIA_\w+?_GPUS\b|\bGPUS_ALL_REGIONS\b",
+                             shared_file("reference/gcp_gpu_quota_metrics.csv").read_text()))
+    assert len(metrics) > 30
+    for metric in metrics:
+        assert book.known_quota_key("gcp", metric), metric
+    assert not book.known_quota_key("aws", "NVIDIA_H100_GPUS") and not book.known_quota_key("gcp", "L-417A185B")
+
+
+def test_local_and_wavelength_zones_are_recognised():
+    from placement.zones import needs_opt_in, zone_kind
+
+    assert zone_kind("aws", "use1-atl2-az1") == zone_kind("aws", "us-east-1-atl-2a") == "local-zone"
+    assert zone_kind("aws", "use1-wl1-bos-wlz1") == zone_kind("aws", "us-east-1-wl1-bos-wlz-1") == "wavelength-zone"
+    for regular in ("use1-az1", "us-east-1a", "apne1-az4", "us-gov-west-1a"):
+        assert not needs_opt_in("aws", regular), regular
+    assert not needs_opt_in("gcp", "us-central1-a")
+    # the public catalog does list Local Zone rows: they are what the opt-in keeps out
+    assert any(needs_opt_in(o.cloud, o.zone) for o in embedded_catalog().offers)

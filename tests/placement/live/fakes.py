@@ -1,11 +1,12 @@
 """Local HTTP fakes of the cloud APIs that ``placement --live`` reads, with fault injection.
 
-* :class:`GcpFake`: ``GET /compute/v1/projects/P/regions/R``, ``/compute/v1/projects/P/aggregated/acceleratorTypes``
-  and Cloud Billing ``GET /v1/services/6F81-5844-456A/skus`` (paginated), in the JSON shapes of the
-  real APIs, for the real ``compute_v1`` / ``billing_v1`` clients (``api_endpoint`` http://127.0.0.1:PORT).
+* :class:`GcpFake`: ``GET /compute/v1/projects/P/regions/R``, ``/compute/v1/projects/P/aggregated/acceleratorTypes``,
+  ``/compute/v1/projects/P/aggregated/reservations`` and Cloud Billing ``GET /v1/services/6F81-5844-456A/skus``
+  (paginated), in the JSON shapes of the real APIs, for the real ``compute_v1`` / ``billing_v1`` clients
+  (``api_endpoint`` http://127.0.0.1:PORT).
 * :class:`AwsFake`: a proxy in front of moto's server. It forwards what moto implements (EC2 describe calls,
-  CloudWatch) and answers itself what moto lacks (Service Quotas, GetSpotPlacementScores, Pricing), so a
-  separate process (the benchmark) can use it through ``AWS_ENDPOINT_URL``.
+  CloudWatch) and answers itself what moto lacks (Service Quotas, GetSpotPlacementScores, Pricing,
+  DescribeCapacityReservations), so a separate process (the benchmark) can use it through ``AWS_ENDPOINT_URL``.
 
 Both bind 127.0.0.1 on a random port, count requests, add ``latency_s`` to every answer and apply
 ``faults``: key (region name, or ``acceleratorTypes`` / ``skus`` / ``placement-scores``) -> ``"403"``,
@@ -94,6 +95,9 @@ class _Base:
         with self._lock:
             self.requests.clear()
         self.faults.clear()
+        reservations = getattr(self, "reservations", None)
+        if reservations is not None:
+            reservations.clear()
 
     def _record(self, what: str) -> None:
         with self._lock:
@@ -140,6 +144,8 @@ class GcpFake(_Base):
         self.project = project
         self.zones = zones
         self.quotas = quotas
+        # zone -> reservations as the API returns them (see gcp_reservation()); empty unless a test sets them
+        self.reservations: dict[str, list[dict[str, Any]]] = {}
         self.skus = skus
         self.sku_page_size = sku_page_size
 
@@ -196,6 +202,18 @@ class GcpFake(_Base):
                    "id": f"projects/{self.project}/aggregated/acceleratorTypes",
                    "items": items, "selfLink": f"{base}/aggregated/acceleratorTypes"}
             return self._send(h, 200, json.dumps(doc).encode(), "application/json")
+        if path == f"/compute/v1/projects/{self.project}/aggregated/reservations":
+            fault = self._delay("reservations")
+            if fault:
+                return self._error(h, fault)
+            zones = sorted(set(self.zones) | set(self.reservations))
+            items = {f"zones/{z}": ({"reservations": self.reservations[z]} if self.reservations.get(z) else {
+                "warning": {"code": "NO_RESULTS_ON_PAGE", "message": f"There are no results for scope 'zones/{z}'.",
+                            "data": [{"key": "scope", "value": f"zones/{z}"}]}}) for z in zones}
+            doc = {"kind": "compute#reservationAggregatedList",
+                   "id": f"projects/{self.project}/aggregated/reservations", "items": items,
+                   "selfLink": f"{base}/aggregated/reservations"}
+            return self._send(h, 200, json.dumps(doc).encode(), "application/json")
         if path == "/v1/services/6F81-5844-456A/skus":
             fault = self._delay("skus")
             if fault:
@@ -207,6 +225,26 @@ class GcpFake(_Base):
             return self._send(h, 200, json.dumps(doc).encode(), "application/json")
         self._send(h, 404, b'{"error": {"code": 404, "message": "no such path", "status": "NOT_FOUND"}}',
                    "application/json")
+
+
+def gcp_reservation(project: str, zone: str, name: str, machine_type: str, count: int, in_use: int,
+                    status: str = "READY", delete_at: str | None = None,
+                    commitment: str | None = None) -> dict[str, Any]:
+    """One Compute Engine reservation in the API's JSON shape (a specific-SKU reservation)."""
+    base = f"https://www.googleapis.com/compute/v1/projects/{project}"
+    doc: dict[str, Any] = {
+        "kind": "compute#reservation", "id": str(abs(hash(name)) % 10**12), "name": name,
+        "creationTimestamp": "2026-11-01T00:00:00.000-07:00", "zone": f"{base}/zones/{zone}",
+        "selfLink": f"{base}/zones/{zone}/reservations/{name}", "status": status,
+        "specificReservationRequired": False,
+        "specificReservation": {"count": str(count), "inUseCount": str(in_use), "instanceProperties": {
+            "machineType": machine_type}},
+    }
+    if delete_at:
+        doc["deleteAtTime"] = delete_at
+    if commitment:
+        doc["commitment"] = f"{base}/regions/{zone.rsplit('-', 1)[0]}/commitments/{commitment}"
+    return doc
 
 
 def money(usd: float) -> dict[str, Any]:
@@ -310,6 +348,8 @@ class AwsFake(_Base):
         self.default_limit = default_limit
         self.scores = scores or {}
         self.ondemand = ondemand or {}
+        # region -> capacity reservations (DescribeCapacityReservations fields, see aws_reservation())
+        self.reservations: dict[str, list[dict[str, Any]]] = {}
         self._local = threading.local()
 
     @staticmethod
@@ -365,6 +405,8 @@ class AwsFake(_Base):
                               "application/x-amz-json-1.1")
         if action == "GetSpotPlacementScores":
             return self._scores(h, form)
+        if action == "DescribeCapacityReservations":
+            return self._reservations(h, region, form)
         if self.native is not None:
             return self._native(h, region, service, action, form)
         self._forward(h, body)
@@ -418,6 +460,35 @@ class AwsFake(_Base):
         body = (f"<?xml version='1.0' encoding='UTF-8'?><GetSpotPlacementScoresResponse "
                 f"xmlns='http://ec2.amazonaws.com/doc/2016-11-15/'><requestId>fake</requestId>"
                 f"<spotPlacementScoreSet>{''.join(rows)}</spotPlacementScoreSet></GetSpotPlacementScoresResponse>")
+        self._send(h, 200, body.encode(), "text/xml")
+
+    def _reservations(self, h: BaseHTTPRequestHandler, region: str, form: dict[str, list[str]]) -> None:
+        """DescribeCapacityReservations, honouring the state and instance-type filters."""
+        filters: dict[str, set[str]] = {}
+        for k, v in form.items():
+            m = re.fullmatch(r"Filter\.(\d+)\.Name", k)
+            if m:
+                filters[v[0]] = {vals[0] for kk, vals in form.items() if kk.startswith(f"Filter.{m.group(1)}.Value.")}
+        items = []
+        for r in self.reservations.get(region, []):
+            if "state" in filters and r.get("State", "active") not in filters["state"]:
+                continue
+            if "instance-type" in filters and r["InstanceType"] not in filters["instance-type"]:
+                continue
+            fields = {"capacityReservationId": r["CapacityReservationId"], "instanceType": r["InstanceType"],
+                      "instancePlatform": r.get("InstancePlatform", "Linux/UNIX"),
+                      "availabilityZone": r["AvailabilityZone"], "availabilityZoneId": r.get("AvailabilityZoneId"),
+                      "tenancy": r.get("Tenancy", "default"), "totalInstanceCount": r["TotalInstanceCount"],
+                      "availableInstanceCount": r["AvailableInstanceCount"], "state": r.get("State", "active"),
+                      "endDate": r.get("EndDate"), "endDateType": "limited" if r.get("EndDate") else "unlimited",
+                      "instanceMatchCriteria": r.get("InstanceMatchCriteria", "open"),
+                      "reservationType": r.get("ReservationType", "default"),
+                      "interruptible": str(bool(r.get("Interruptible", False))).lower()}
+            items.append("<item>" + "".join(f"<{k}>{v}</{k}>" for k, v in fields.items() if v is not None) + "</item>")
+        body = (f"<?xml version='1.0' encoding='UTF-8'?><DescribeCapacityReservationsResponse "
+                f"xmlns='http://ec2.amazonaws.com/doc/2016-11-15/'><requestId>fake</requestId>"
+                f"<capacityReservationSet>{''.join(items)}</capacityReservationSet>"
+                f"</DescribeCapacityReservationsResponse>")
         self._send(h, 200, body.encode(), "text/xml")
 
     def _forward(self, h: BaseHTTPRequestHandler, body: bytes) -> None:

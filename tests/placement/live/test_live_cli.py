@@ -75,11 +75,13 @@ def test_live_plan_uses_live_quota_prices_offerings_and_scores(live_env: dict[st
     assert a3[0]["usd_per_hour"] == pytest.approx(2 * (8 * gpu_od + 208 * core_od + 1872 * ram_od), rel=1e-3)
     mega = cands(doc, region="us-central1", instance_type="a3-megagpu-8g", capacity="on-demand")
     assert mega and all(c["price_source"] == "catalog" for c in mega)  # no "A3 Mega" SKUs: catalog stays
-    # Placement score 2 (use1-az1) raises that zone's spot interruption rate to 0.5/h; 9 changes nothing.
+    # Placement score 2 (use1-az1) raises that zone's per-node spot interruption rate to 0.5/h; 9 changes
+    # nothing. The job-level rate is per node times the 2 nodes of the gang.
     low = cands(doc, zone="use1-az1", capacity="spot")
     high = cands(doc, zone="use1-az2", capacity="spot")
-    assert low[0]["placement_score"] == 2 and low[0]["interruptions_per_hour"] == 0.5
-    assert high[0]["placement_score"] == 9 and high[0]["interruptions_per_hour"] == 0.02
+    assert low[0]["nodes"] == high[0]["nodes"] == 2
+    assert low[0]["placement_score"] == 2 and low[0]["interruptions_per_hour"] == 2 * 0.5
+    assert high[0]["placement_score"] == 9 and high[0]["interruptions_per_hour"] == 2 * 0.02
     # GCP quota came from regions.get.
     gcp_od = cands(doc, cloud="gcp", region="europe-west4", instance_type="a3-highgpu-8g", capacity="on-demand")
     assert gcp_od[0]["quota"]["headroom"] == 64.0
@@ -233,3 +235,64 @@ def test_cli_process_cold_then_warm_without_sdk_imports(live_env: dict[str, Any]
     assert {s["status"] for s in json.loads(warm.stdout)["sources"]} == {"cached"}
     assert (aws.count(), gcp.count()) == (0, 0)
     assert "SDK []" in warm.stderr
+
+
+def test_live_reservations_from_both_clouds(live_env: dict[str, Any]) -> None:
+    """AWS DescribeCapacityReservations and GCP reservations.aggregatedList, read by the real clients, become
+    reserved candidates priced by the documented rule, bounded by their free nodes and their end date."""
+    east = live_env["zones"]["us-east-1"][0]
+    live_env["aws"].reservations["us-east-1"] = [
+        {"CapacityReservationId": "cr-odcr", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+         "AvailabilityZoneId": east, "TotalInstanceCount": 4, "AvailableInstanceCount": 2},
+        {"CapacityReservationId": "cr-block", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+         "AvailabilityZoneId": east, "TotalInstanceCount": 2, "AvailableInstanceCount": 2,
+         "ReservationType": "capacity-block", "EndDate": "2026-11-21T11:30:00.000Z"},
+        {"CapacityReservationId": "cr-full", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+         "AvailabilityZoneId": east, "TotalInstanceCount": 2, "AvailableInstanceCount": 0},
+        {"CapacityReservationId": "cr-win", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+         "AvailabilityZoneId": east, "TotalInstanceCount": 2, "AvailableInstanceCount": 2,
+         "InstancePlatform": "Windows"},
+        {"CapacityReservationId": "cr-old", "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+         "AvailabilityZoneId": east, "TotalInstanceCount": 2, "AvailableInstanceCount": 2, "State": "expired"},
+    ]
+    fakes = sys.modules["placement_live_fakes"]  # loaded by conftest
+    live_env["gcp"].reservations["us-central1-a"] = [
+        fakes.gcp_reservation(PROJECT, "us-central1-a", "team-a3", "a3-highgpu-8g", count=4, in_use=1),
+        fakes.gcp_reservation(PROJECT, "us-central1-a", "committed", "a3-highgpu-8g", count=2, in_use=0,
+                              commitment="c-1y"),
+        fakes.gcp_reservation(PROJECT, "us-central1-a", "creating", "a3-highgpu-8g", count=8, in_use=0,
+                              status="CREATING"),
+    ]
+    code, doc, _ = plan(live_env, "--now", "2026-11-21T00:00:00Z")
+    assert code == 0
+    st = by_status(doc)
+    assert st[("aws", "ec2:reservations", "")] == "ok" and st[("gcp", "compute:reservations", "")] == "ok"
+    reserved = {c["reservation"]["id"]: c for c in doc["candidates"] if c["capacity"] == "reserved"}
+    assert set(reserved) == {"cr-odcr", "cr-block", "us-central1-a/team-a3", "us-central1-a/committed"}
+    odcr, block = reserved["cr-odcr"], reserved["cr-block"]
+    # an ODCR could be released instead of used: the catalog's on-demand price of the shape in that zone
+    assert odcr["zone"] == east and odcr["nodes"] == 2 and odcr["feasible"] is True
+    assert odcr["usd_per_hour"] == pytest.approx(2 * 98.32)
+    # a Capacity Block is prepaid (0); it ends 11.5 h from "now", after the 10 h job is done
+    assert block["reservation"]["usd_per_hour"] == 0 and block["reservation"]["kind"] == "capacity-block"
+    assert block["reservation"]["ends"] == "2026-11-21T11:30:00Z"
+    assert block["feasible"] is True and block["usd_per_hour"] == 0
+    a3 = reserved["us-central1-a/team-a3"]
+    assert a3["reservation"]["count"] == 3 and a3["nodes"] == 2  # 4 reserved, 1 in use
+    gpu_od = GCP_UNIT_PRICES["nvidia-h100-80gb"][0]
+    core_od, _, ram_od, _ = GCP_HOST_PRICES["A3 Instance"]
+    assert a3["usd_per_hour"] == pytest.approx(2 * (8 * gpu_od + 208 * core_od + 1872 * ram_od), rel=1e-3)
+    assert reserved["us-central1-a/committed"]["usd_per_hour"] == 0  # attached to a commitment: paid either way
+    assert doc["chosen"]["capacity"] == "reserved" and doc["chosen"]["usd_per_hour"] == 0
+    # the same Capacity Block, planned two hours later, ends before this job is ready
+    _, later, _ = plan(live_env, "--now", "2026-11-21T02:00:00Z")
+    block = next(c for c in later["candidates"] if c.get("reservation", {}).get("id") == "cr-block")
+    assert "before the job is ready" in block["excluded_reason"]
+
+
+def test_live_reservation_failures_are_sources_not_errors(live_env: dict[str, Any]) -> None:
+    live_env["gcp"].faults["reservations"] = "403"
+    code, doc, _ = plan(live_env)
+    assert code == 0
+    assert by_status(doc)[("gcp", "compute:reservations", "")] == "denied"
+    assert not [c for c in doc["candidates"] if c["capacity"] == "reserved"]

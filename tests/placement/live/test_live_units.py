@@ -185,3 +185,106 @@ def test_missing_sdk_is_classified_with_the_fix():
 
     status, detail = classify(ModuleNotFoundError("No module named 'boto3'", name="boto3"))
     assert status == "error" and "boto3 is not installed" in detail and "gpufleet[live]" in detail
+
+
+def test_aws_reservations_request_and_filtering_through_stubber() -> None:
+    """The request as EC2's API model accepts it; only usable reservations come back."""
+    import datetime as dt
+
+    import boto3
+    from botocore.config import Config
+    from botocore.stub import Stubber
+
+    from placement.live import aws
+
+    session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
+    ctx = aws.AwsContext(session=session, config=Config())
+    ec2 = session.client("ec2", region_name="us-east-1")
+    ctx.clients[("ec2", "us-east-1", "")] = ec2
+    end = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+    def row(rid: str, **kw: Any) -> dict[str, Any]:
+        return {"CapacityReservationId": rid, "InstanceType": "p5.48xlarge", "AvailabilityZone": "us-east-1a",
+                "AvailabilityZoneId": "use1-az4", "InstancePlatform": "Linux/UNIX", "Tenancy": "default",
+                "TotalInstanceCount": 4, "AvailableInstanceCount": 2, "State": "active", **kw}
+
+    with Stubber(ec2) as stub:
+        stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+            row("cr-1"), row("cr-2", ReservationType="capacity-block", EndDate=end),
+            row("cr-3", AvailableInstanceCount=0), row("cr-4", Interruptible=True),
+            row("cr-5", InstancePlatform="Red Hat Enterprise Linux"), row("cr-6", Tenancy="dedicated"),
+            row("cr-7", CommitmentInfo={"CommittedInstanceCount": 2, "CommitmentEndDate": end}),
+        ]}, {"MaxResults": 1000, "Filters": [{"Name": "state", "Values": ["active"]},
+                                             {"Name": "instance-type", "Values": ["p5.48xlarge"]}]})
+        out = aws.reservations(ctx, "us-east-1", types=["p5.48xlarge"])
+    assert [(r["id"], r["kind"], r["committed"], r["count"]) for r in out] == [
+        ("cr-1", "odcr", False, 2), ("cr-2", "capacity-block", False, 2), ("cr-7", "odcr", True, 2)]
+    assert out[1]["ends"] == "2026-12-01T00:00:00+00:00" and out[0]["ends"] is None
+    assert out[0]["zone_id"] == "use1-az4"
+
+
+def test_live_reservation_pricing_rule() -> None:
+    from placement.live.overlay import reservations
+
+    cat = Catalog(offers=(
+        offer("aws", "us-east-1", "use1-az4", "p5.48xlarge", 55.0, 20.0),
+        offer("aws", "us-east-1", "use1-az6", "p5.48xlarge", 57.0, 20.0),
+        offer("aws", "us-west-2", "usw2-az1", "p5.48xlarge", 60.0, 20.0),
+        offer("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", 88.0, 30.0),
+    ), as_of="2026-11-01", source="test")
+    base = {"instance_type": "p5.48xlarge", "count": 2, "ends": None, "kind": "odcr", "committed": False}
+    data = LiveData(accelerators={"H100"},
+                    aws_zone_ids={"us-east-1": {"us-east-1c": "use1-az6", "us-east-1z": "use1-az9"}},
+                    aws_reservations={"us-east-1": [
+                        {**base, "id": "zone-price", "zone_id": "use1-az4", "zone": "us-east-1a"},
+                        {**base, "id": "by-name", "zone_id": None, "zone": "us-east-1c"},
+                        {**base, "id": "region-price", "zone_id": "use1-az9", "zone": "us-east-1z"},
+                        {**base, "id": "block", "zone_id": "use1-az4", "kind": "capacity-block",
+                         "ends": "2026-12-01T00:00:00+00:00"},
+                        {**base, "id": "committed", "zone_id": "use1-az4", "committed": True},
+                        {**base, "id": "unknown-shape", "zone_id": "use1-az4", "instance_type": "x9.metal"},
+                    ], "eu-west-3": [{**base, "id": "cloud-price", "zone_id": "euw3-az1"}]},
+                    gcp_reservations=[{"id": "us-central1-a/r", "instance_type": "a3-highgpu-8g",
+                                       "zone": "us-central1-a", "count": 3, "ends": None, "kind": "gcp-reservation",
+                                       "committed": False}])
+    got = {r.id: r for r in reservations(data, cat)}
+    assert {k: (r.zone, r.usd_per_hour) for k, r in got.items()} == {
+        "zone-price": ("use1-az4", 55.0), "by-name": ("use1-az6", 57.0), "region-price": ("use1-az9", 57.0),
+        "block": ("use1-az4", 0.0), "committed": ("use1-az4", 0.0), "cloud-price": ("euw3-az1", 60.0),
+        "us-central1-a/r": ("us-central1-a", 88.0)}
+    assert got["block"].ends is not None and got["block"].ends.isoformat() == "2026-12-01T00:00:00+00:00"
+    assert got["us-central1-a/r"].region == "us-central1" and got["us-central1-a/r"].count == 3
+
+
+def test_placement_scores_ask_for_the_nodes_the_job_would_really_use() -> None:
+    from placement.live import LiveRequest
+    from placement.live.runner import build_tasks
+
+    cat = Catalog(offers=(offer("aws", "us-east-1", "use1-az1", "p5.48xlarge", 55.0, 20.0),
+                          offer("aws", "us-east-1", "use1-az1", "p5.4xlarge", 7.0, 3.0)), as_of="x", source="test")
+
+    def scored(gpus: int, per_node: int | None = None) -> dict[str, int]:
+        req = LiveRequest(accelerators=("H100",), target_nodes=1, target_gpus=gpus, aws_profile=None,
+                          gcp_project=None, refresh=False, offline=True, timeout_s=1, progress=False,
+                          clouds=("aws",), gpus_per_node=per_node)
+        return {dict(t.params)["instance_type"]: dict(t.params)["nodes"] for t in build_tasks(req, cat)
+                if t.op == "scores"}
+
+    assert scored(4) == {"p5.48xlarge": 1}  # one node that holds all 4, never 4 single-GPU nodes
+    assert scored(32) == {"p5.48xlarge": 4}
+    assert scored(4, per_node=1) == {"p5.4xlarge": 4}
+
+
+def test_reservation_tasks_only_when_asked() -> None:
+    from placement.live import LiveRequest
+    from placement.live.runner import build_tasks
+
+    cat = Catalog(offers=(offer("aws", "us-east-1", "use1-az1", "p5.48xlarge", 55.0, 20.0),
+                          offer("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", 88.0, 30.0)),
+                  as_of="x", source="test")
+    base = dict(accelerators=("H100",), target_nodes=1, aws_profile=None, gcp_project="p", refresh=False,
+                offline=True, timeout_s=1, progress=False)
+    ops = {(t.cloud, t.service) for t in build_tasks(LiveRequest(**base, reservations=True), cat)}
+    assert {("aws", "ec2:reservations"), ("gcp", "compute:reservations")} <= ops
+    ops = {(t.cloud, t.service) for t in build_tasks(LiveRequest(**base), cat)}
+    assert not {s for _, s in ops if "reservations" in s}
