@@ -175,8 +175,9 @@ def create_event(api: Any, namespace: str, body: Mapping[str, Any]) -> None:
     """Create a core/v1 Event (``kubectl describe`` shows it on the involved object)."""
     from kubernetes import client
 
-    client.CoreV1Api(api).create_namespaced_event(namespace, client.CoreV1Event.from_dict(dict(body)),
-                                                  _request_timeout=API_TIMEOUT_S)
+    event = client.CoreV1Event.from_dict(dict(body))
+    assert event is not None
+    client.CoreV1Api(api).create_namespaced_event(namespace, event, _request_timeout=API_TIMEOUT_S)
 
 
 def read_secret_key(api: Any, namespace: str, name: str, key: str) -> str | None:
