@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 
 from placement.catalog import Offer
 from placement.dispatch.model import (
-    REMAINING_FLOOR_HOURS,
     Admitted,
     ClusterQueueState,
     Decision,
@@ -320,11 +319,12 @@ def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
 
 
 def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pricing: Pricing, now: float,
-           settings: Settings = Settings(), memory: Mapping[str, Memory] | None = None) -> PassResult:
+           settings: Settings | None = None, memory: Mapping[str, Memory] | None = None) -> PassResult:
     """One pass over every hub Workload: a :class:`Decision` for each one waiting for a nomination, the
     admissions of Workloads this dispatcher nominated (for the time-to-admission metric), and which
     memories to keep. ``memory`` is what earlier passes remembered (:class:`Memory` by uid)."""
     memory = memory or {}
+    settings = settings or Settings()
     ps = _Pass(workers, pricing, now, settings)
     decisions: list[Decision] = []
     admitted: list[Admitted] = []

@@ -235,7 +235,8 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
         except ValueError:
             price = None
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
-    evictions = sum(int(e.get("count") or 0) for e in stats) or int((status.get("requeueState") or {}).get("count") or 0)
+    evictions = (sum(int(e.get("count") or 0) for e in stats)
+                 or int((status.get("requeueState") or {}).get("count") or 0))
     return HubWorkload(
         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
         created=parse_time(meta.get("creationTimestamp")) or 0.0, priority=int(spec.get("priority") or 0),
@@ -259,7 +260,8 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
     if not reachable:
         return WorkerState(key=key, cluster=cluster, reachable=False, error=error)
     hours = hours or {}
-    pools = {str((f.get("metadata") or {}).get("name")): ((f.get("spec") or {}).get("nodeLabels") or {}).get(ko.POOL_LABEL)
+    pools = {str((f.get("metadata") or {}).get("name")):
+             ((f.get("spec") or {}).get("nodeLabels") or {}).get(ko.POOL_LABEL)
              for f in objects.get("resourceflavors", ())}
     local = {(str((q.get("metadata") or {}).get("namespace")), str((q.get("metadata") or {}).get("name"))):
              str((q.get("spec") or {}).get("clusterQueue")) for q in objects.get("localqueues", ())}
@@ -270,7 +272,8 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
         meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         admitted = condition_true(wl, "QuotaReserved")
-        cq = (status.get("admission") or {}).get("clusterQueue") if admitted else local.get((ns, str(spec.get("queueName"))))
+        cq = ((status.get("admission") or {}).get("clusterQueue") if admitted
+              else local.get((ns, str(spec.get("queueName")))))
         if not cq:
             continue
         flavors = frozenset(str(f) for a in ((status.get("admission") or {}).get("podSetAssignments") or [])
@@ -294,14 +297,14 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
         name = str((cq.get("metadata") or {}).get("name"))
         reserved = {str(f.get("name")): resources({r.get("name"): r.get("total") for r in f.get("resources") or []})
                     for f in (cq.get("status") or {}).get("flavorsReservation") or []}
-        flavors = []
+        states: list[FlavorState] = []
         for group in (cq.get("spec") or {}).get("resourceGroups") or []:
             for f in group.get("flavors") or []:
                 fname = str(f.get("name"))
                 nominal = resources({r.get("name"): r.get("nominalQuota") for r in f.get("resources") or []})
-                flavors.append(FlavorState(name=fname, pool=pools.get(fname), nominal=nominal,
-                                           reserved=reserved.get(fname, ZERO)))
-        queues[name] = ClusterQueueState(name=name, flavors=tuple(flavors), workloads=tuple(by_cq.get(name, ())))
+                states.append(FlavorState(name=fname, pool=pools.get(fname), nominal=nominal,
+                                          reserved=reserved.get(fname, ZERO)))
+        queues[name] = ClusterQueueState(name=name, flavors=tuple(states), workloads=tuple(by_cq.get(name, ())))
     return WorkerState(key=key, cluster=cluster, reachable=True, local_queues=local, cluster_queues=queues)
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from factories import offer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factories import offer
 from placement.dispatch.decide import decide, expected_wait_hours
 from placement.dispatch.model import (
     ClusterQueueState,
