@@ -123,8 +123,9 @@ class _Costs:
         hit = self._memo.get(job)
         if hit is None:
             p = plan(job, self.offers)
-            runnable = {(id(c.offer), c.capacity): c for c in p.ranked}
-            excluded = {(id(c.offer), c.capacity): str(c.excluded) for c in p.excluded}
+            runnable: dict[tuple[int, str], Candidate] = {(id(c.offer), str(c.capacity)): c for c in p.ranked}
+            excluded: dict[tuple[int, str], str] = {(id(c.offer), str(c.capacity)): str(c.excluded)
+                                                    for c in p.excluded}
             hit = self._memo[job] = (runnable, excluded)
         return hit
 

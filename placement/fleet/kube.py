@@ -46,16 +46,17 @@ def kubeconfig_doc(value: Any, what: str) -> dict[str, Any]:
 
 
 def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kubeconfig", *,
-               in_cluster: bool = False) -> Any:
-    """A Kubernetes ``ApiClient`` for a kubeconfig (stack output or Secret), a kubeconfig file, or the pod's
-    service account (``in_cluster``), without touching the process-wide default configuration."""
+               in_cluster: bool = False, default: bool = False) -> Any:
+    """A Kubernetes ``ApiClient`` for a kubeconfig (stack output or Secret), a kubeconfig file, the pod's
+    service account (``in_cluster``) or the default kubeconfig (``default``: ``$KUBECONFIG``,
+    ``~/.kube/config``), without touching the process-wide default configuration."""
     from kubernetes import client, config
 
     conf = client.Configuration()
     try:
         if in_cluster:
             config.load_incluster_config(client_configuration=conf)
-        elif path:
+        elif path or default:
             config.load_kube_config(config_file=path, client_configuration=conf)
         else:
             config.load_kube_config_from_dict(kubeconfig_doc(kubeconfig, what), client_configuration=conf)
