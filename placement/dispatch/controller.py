@@ -57,6 +57,7 @@ log = logging.getLogger("gpufleet.dispatch")
 DISPATCH_SECRET_PREFIX = "gpufleet-dispatch-"  # gpufleet-dispatch-<key>: the dispatcher's read-only worker kubeconfig
 COMPONENT = "gpufleet-dispatch"
 UNHEALTHY_AFTER_S = 300.0  # /healthz fails when the hub has not answered for this long
+WORKER_SYNC_GRACE_S = 10.0  # a newly connected worker is waited for this long before passes go on without it
 
 HUB = {
     "workloads": Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads"),
@@ -104,6 +105,7 @@ class _Worker:
         self.informers = informers
         self.threads: list[threading.Thread] = []
         self.stop = threading.Event()
+        self.connected_at = time.monotonic()
 
 
 class Controller:
@@ -113,6 +115,7 @@ class Controller:
                  clock: Callable[[], float] = time.time) -> None:
         self.hub_api = hub_api
         self.options = options
+        hub_api.user_agent = f"{COMPONENT}/{options.identity}"  # the API server's audit log names the replica
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.memory: dict[str, Memory] = {}
@@ -141,6 +144,8 @@ class Controller:
                                    lease_duration_s=self.options.lease_duration_s,
                                    renew_deadline_s=self.options.renew_deadline_s,
                                    retry_period_s=self.options.retry_period_s, on_change=self._on_leading).start()
+        else:
+            self.metrics.leader.set(1)
         self._spawn(self._loop, "reconcile", self._stop)
         return self
 
@@ -194,6 +199,12 @@ class Controller:
                 continue
             try:
                 self.sync_workers(watch=True)
+                if any(not all(i.synced for i in w.informers.values())
+                       and time.monotonic() - w.connected_at < WORKER_SYNC_GRACE_S for w in self.workers.values()):
+                    # A worker being listed: deciding without it would route around it. Shortly again.
+                    stop.wait(0.1)
+                    self._kick.set()
+                    continue
                 if self.leading():
                     self.reconcile()
             except Exception:
