@@ -522,6 +522,10 @@ class FakeApi:
                 last = since
                 while time.monotonic() < deadline and not self.down:
                     with self.cond:
+                        if last < self.compacted:  # events this watcher had not seen were compacted away
+                            chunk({"type": "ERROR", "object": status_doc(
+                                410, "Expired", f"too old resource version: {last} ({self.compacted})")})
+                            break
                         events = [e for e in self.history if e.rv > last and e.gvp == gvp
                                   and (not ns or e.obj["metadata"].get("namespace") == ns)
                                   and self._selected(e.obj, selector)]

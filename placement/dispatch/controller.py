@@ -365,14 +365,15 @@ class Controller:
                     self.metrics.worker_score.labels(s.worker).set(round(s.usd, 2))
                     self.metrics.worker_wait.labels(s.worker).set(round(s.wait_hours, 3))
         if self.options.dry_run or not self.leading():
-            log.info("decided (not written)", extra={**fields, "message": d.message})
+            log.info("decided (not written)", extra={**fields, "detail": d.message})
             return False
         if d.action == "nominate":
             assert obj is not None
             body = snapshot.nomination(obj, d.clusters)
             try:
-                apply_workload_status(self.hub_api, wl.namespace, wl.name, body,
-                                      field_manager=snapshot.KUEUE_ADMISSION, force=True)
+                stored = apply_workload_status(self.hub_api, wl.namespace, wl.name, body,
+                                               field_manager=snapshot.KUEUE_ADMISSION, force=True)
+                self.hub["workloads"].upsert(stored)
             except ApiException as exc:
                 self.metrics.write_errors.labels(str(exc.status)).inc()
                 log.warning("nomination refused", extra={**fields, "status": exc.status, "error": api_message(exc)})

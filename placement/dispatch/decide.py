@@ -57,25 +57,57 @@ NOMINATED, RENOMINATED, DEADLINE, NO_FIT, WAITING, ADMITTED = (
     "Nominated", "Renominated", "DeadlinePassed", "NoWorkerFits", "Waiting", "Admitted")
 
 
-def expected_wait_hours(nominal: int, used: int, ahead: int, need: int, releases: Iterable[tuple[int, float]],
-                        default_hours: float) -> float:
+class Backlog:
+    """Pending work Kueue admits before a job, in its order: ``(gpus, hours)`` segments with running sums, so
+    the GPU-hours of its first ``n`` GPUs come from a bisection rather than a walk."""
+
+    def __init__(self, entries: Iterable[tuple[int, float]] = ()) -> None:
+        self.gpus = [0]
+        self.work = [0.0]
+        self.hours: list[float] = []
+        for g, h in entries:
+            self.add(g, h)
+
+    def add(self, gpus: int, hours: float) -> None:
+        self.gpus.append(self.gpus[-1] + gpus)
+        self.work.append(self.work[-1] + gpus * hours)
+        self.hours.append(hours)
+
+    @property
+    def total(self) -> int:
+        return self.gpus[-1]
+
+    def work_of_first(self, n: float) -> float:
+        """GPU-hours of the first ``n`` GPUs of the backlog (a job cut part-way counts pro rata)."""
+        if n <= 0:
+            return 0.0
+        i = bisect.bisect_left(self.gpus, n)
+        if i >= len(self.gpus):
+            return self.work[-1]
+        return self.work[i - 1] + (n - self.gpus[i - 1]) * self.hours[i - 1]
+
+
+def expected_wait_hours(nominal: int, used: int, ahead: Sequence[tuple[int, float]] | Backlog, need: int,
+                        releases: Iterable[tuple[int, float]], default_hours: float) -> float:
     """Hours until ``need`` GPUs are free for the job in flavors with ``nominal`` GPUs of quota.
 
-    ``used``: GPUs admitted workloads hold there; ``ahead``: GPUs of pending workloads Kueue admits first
-    (higher priority, or equal priority and queued earlier); ``releases``: ``(gpus, hours left)`` of the
-    running workloads. The job starts once ``deficit = ahead + need + used - nominal`` GPUs have been
-    released: 0 when the deficit is not positive; else the time the running workloads, in the order they
-    end, have released it; when even all of them do not cover it (the backlog exceeds the quota), the
-    last end plus ``(deficit - released) / nominal`` rounds of ``default_hours``. Admitted GPUs no
-    release accounts for are assumed to end after ``default_hours``. More backlog (``ahead``, ``need``,
-    ``used``) never lowers the wait.
+    ``used``: GPUs admitted workloads hold there; ``releases``: ``(gpus, hours left)`` of those running
+    workloads (held GPUs no release accounts for end after ``default_hours``); ``ahead``: ``(gpus, hours)``
+    of the pending workloads Kueue admits first (higher priority, or equal priority and queued earlier), in
+    that order. The job starts once ``deficit = ahead GPUs + need + used - nominal`` GPUs have been
+    released: no wait when the deficit is not positive; else the time at which the running workloads, in
+    the order they end, have released it; when even all of them do not cover it, the backlog itself must
+    run first: the last end plus the GPU-hours of the first ``deficit - released`` GPUs of the backlog
+    spread over the ``nominal`` GPUs. More backlog (a workload ahead, more GPUs needed or held) never
+    lowers the wait.
     """
+    backlog = ahead if isinstance(ahead, Backlog) else Backlog(ahead)
     rel = sorted(releases, key=lambda r: r[1])
     known = sum(g for g, _ in rel)
     if used > known:
         bisect.insort(rel, (used - known, default_hours), key=lambda r: r[1])
     used = max(used, known)
-    deficit = ahead + need + used - nominal
+    deficit = backlog.total + need + used - nominal
     if deficit <= 0:
         return 0.0
     freed, last = 0, 0.0
@@ -84,7 +116,7 @@ def expected_wait_hours(nominal: int, used: int, ahead: int, need: int, releases
         last = max(last, hours)
         if freed >= deficit:
             return max(hours, 0.0)
-    return last + (deficit - freed) / max(nominal, 1) * default_hours
+    return last + backlog.work_of_first(deficit - freed) / max(nominal, 1)
 
 
 @dataclass(frozen=True)
@@ -145,43 +177,43 @@ def synthetic_job(wl: HubWorkload, default_hours: float) -> JobSpec:
 
 
 class _Queues:
-    """Per worker ClusterQueue: pending GPUs by priority (for "ahead") and the running workloads."""
+    """Per worker ClusterQueue: the pending workloads by priority (for the backlog ahead) and the running ones."""
 
-    def __init__(self, cq: ClusterQueueState) -> None:
+    def __init__(self, cq: ClusterQueueState, default_hours: float) -> None:
         self.names: dict[tuple[str, str], QueuedWorkload] = {}
-        by_prio: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        by_prio: dict[int, list[QueuedWorkload]] = defaultdict(list)
         self.running: list[QueuedWorkload] = []
         for q in cq.workloads:
             self.names[(q.namespace, q.name)] = q
             if q.admitted:
                 self.running.append(q)
             else:
-                by_prio[q.priority].append((q.created, q.gpus))
-        self.prios = sorted(by_prio)
+                by_prio[q.priority].append(q)
+        self.prios = sorted(by_prio, reverse=True)
         self.created: dict[int, list[float]] = {}
-        self.prefix: dict[int, list[int]] = {}
+        self.rows: dict[int, list[tuple[int, float]]] = {}
         for p, rows in by_prio.items():
-            rows.sort()
-            self.created[p] = [c for c, _ in rows]
-            acc = [0]
-            for _, g in rows:
-                acc.append(acc[-1] + g)
-            self.prefix[p] = acc
+            rows.sort(key=lambda q: (q.created, q.namespace, q.name))
+            self.created[p] = [q.created for q in rows]
+            self.rows[p] = [(q.gpus, q.hours if q.hours is not None else default_hours) for q in rows]
 
-    def ahead(self, wl: HubWorkload) -> int:
-        """GPUs of pending workloads Kueue admits before ``wl`` (BestEffortFIFO: priority, then creation)."""
+    def ahead(self, wl: HubWorkload, virtual: Mapping[int, list[tuple[int, float]]]) -> Backlog:
+        """What Kueue admits before ``wl`` (BestEffortFIFO: priority, then creation): this queue's pending
+        workloads, then those nominated here in this pass and not yet copied, priority by priority."""
         own = self.names.get((wl.namespace, wl.name))
         own_created = own.created if own is not None and not own.admitted else math.inf
-        total = 0
-        for p in reversed(self.prios):
+        backlog = Backlog()
+        for p in sorted(set(self.prios) | set(virtual), reverse=True):
             if p < wl.priority:
                 break
-            acc = self.prefix[p]
-            if p > wl.priority:
-                total += acc[-1]
-            else:
-                total += acc[bisect.bisect_left(self.created[p], own_created)]
-        return total
+            rows = self.rows.get(p, [])
+            if p == wl.priority and rows:
+                rows = rows[:bisect.bisect_left(self.created[p], own_created)]
+            for g, h in rows:
+                backlog.add(g, h)
+            for g, h in virtual.get(p, ()):
+                backlog.add(g, h)
+        return backlog
 
 
 class _Pass:
@@ -192,13 +224,13 @@ class _Pass:
         self.settings = settings
         self.book = shape_book()
         self.queues: dict[tuple[str, str], _Queues] = {}
-        # Workloads nominated to a worker whose copy it does not list yet: worker -> priority -> GPUs.
-        self.virtual: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        # Workloads nominated to a worker whose copy it does not list yet: worker -> priority -> (GPUs, hours).
+        self.virtual: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
         if q is None:
-            q = self.queues[(worker, cq.name)] = _Queues(cq)
+            q = self.queues[(worker, cq.name)] = _Queues(cq, self.settings.default_hours)
         return q
 
     def add_virtual(self, wl: HubWorkload, worker: str) -> None:
@@ -209,7 +241,7 @@ class _Pass:
         cq = w.cluster_queues.get(cq_name or "")
         if cq is not None and (wl.namespace, wl.name) in self.queues_of(worker, cq).names:
             return  # Kueue has copied it there already: the worker's own list counts it
-        self.virtual[worker][wl.priority] += wl.request.gpus
+        self.virtual[worker][wl.priority].append((wl.request.gpus, self.job_of(wl).hours))
 
     def job_of(self, wl: HubWorkload) -> JobSpec:
         return wl.job if wl.job is not None else synthetic_job(wl, self.settings.default_hours)
@@ -285,7 +317,7 @@ class _Pass:
         nominal = sum(o.flavor.nominal.gpus for o in options)
         used = sum(o.flavor.reserved.gpus for o in options)
         queues = self.queues_of(worker, cq)
-        ahead = queues.ahead(wl) + sum(g for p, g in self.virtual.get(worker, {}).items() if p >= wl.priority)
+        ahead = queues.ahead(wl, self.virtual.get(worker, {}))
         releases = [(q.gpus, q.remaining_hours if q.remaining_hours is not None else self.settings.default_hours)
                     for q in queues.running if q.flavors & names and (q.namespace, q.name) != (wl.namespace, wl.name)]
         wait = expected_wait_hours(nominal, used, ahead, req.gpus, releases, self.settings.default_hours)

@@ -20,7 +20,7 @@ from placement.kueue import Allocatable
 # Defaults of the `placement dispatch` flags (README: placement dispatch).
 WAIT_USD_PER_GPU_HOUR = 2.0  # what an hour of waiting costs per GPU the job holds idle
 ADMISSION_DEADLINE_S = 300.0  # a nominated worker that has not admitted by then is replaced by the next best
-DEFAULT_HOURS = 4.0  # remaining time of a running workload of unknown length; length of a round of backlog
+DEFAULT_HOURS = 4.0  # length (or time left) of a workload whose length is unknown
 REMAINING_FLOOR_HOURS = 0.25  # a running job past its expected length is assumed to need this much more
 
 ZERO = Allocatable(0, 0, 0, 0)
@@ -126,6 +126,7 @@ class QueuedWorkload:
     admitted: bool = False
     flavors: frozenset[str] = frozenset()
     remaining_hours: float | None = None  # admitted only: expected time left, when known
+    hours: float | None = None  # pending only: expected length, when known
 
 
 @dataclass(frozen=True)

@@ -279,9 +279,9 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
         flavors = frozenset(str(f) for a in ((status.get("admission") or {}).get("podSetAssignments") or [])
                             for f in (a.get("flavors") or {}).values())
         remaining = None
+        length = hours.get((ns, name))
         if admitted:
             start = parse_time((_condition(wl, "QuotaReserved") or {}).get("lastTransitionTime")) or now
-            length = hours.get((ns, name))
             limit = spec.get("maximumExecutionTimeSeconds")
             if length is None and limit:
                 length = float(limit) / 3600
@@ -291,7 +291,7 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
         by_cq.setdefault(str(cq), []).append(QueuedWorkload(
             namespace=ns, name=name, priority=int(spec.get("priority") or 0), gpus=gpus,
             created=parse_time(meta.get("creationTimestamp")) or 0.0, admitted=admitted, flavors=flavors,
-            remaining_hours=remaining))
+            remaining_hours=remaining, hours=None if admitted else length))
     queues = {}
     for cq in objects.get("clusterqueues", ()):
         name = str((cq.get("metadata") or {}).get("name"))

@@ -10,6 +10,7 @@ resourceVersion, re-lists on 410 Gone and survives dropped connections and 5xx a
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import logging
 import random
@@ -244,6 +245,8 @@ class Informer:
         self.name = name or str(res)
         self._lock = threading.Lock()
         self._items: dict[tuple[str, str], dict[str, Any]] = {}
+        self._written: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        self._seen: dict[tuple[str, str], collections.deque[str]] = {}  # recent resourceVersions per object
         self._rv = ""
         self._watch: Any = None
         self.synced = False
@@ -258,12 +261,30 @@ class Informer:
 
     def items(self) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._items.values())
+            if not self._written:
+                return list(self._items.values())
+            out = dict(self._items)
+            for key, (_, obj) in self._written.items():
+                if key in out:
+                    out[key] = obj
+            return list(out.values())
+
+    def upsert(self, obj: Mapping[str, Any]) -> None:
+        """Show an object this process just wrote until the watch delivers that very version (resourceVersions
+        are compared for equality only): events still in flight are older and must not hide the write."""
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        key = self._key(obj)
+        with self._lock:
+            if rv not in self._seen.get(key, ()):  # else the watch was quicker than the API's answer
+                self._written[key] = (rv, dict(obj))
 
     def relist(self) -> None:
         items, rv = list_objects(self.api, self.res)
         with self._lock:
             self._items = {self._key(o): o for o in items}
+            self._seen = {k: collections.deque([str((o.get("metadata") or {}).get("resourceVersion"))], maxlen=8)
+                          for k, o in self._items.items()}
+            self._written.clear()  # a fresh list already holds every write that preceded it
             self._rv = rv
         self.synced = True
         self.last_ok = time.monotonic()
@@ -277,11 +298,17 @@ class Informer:
         if not isinstance(obj, Mapping):
             return
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        key = self._key(obj)
         with self._lock:
+            written = self._written.get(key)
+            if written is not None and (written[0] == rv or event["type"] == "DELETED"):
+                del self._written[key]
+            if event["type"] != "BOOKMARK":
+                self._seen.setdefault(key, collections.deque(maxlen=8)).append(rv)
             if event["type"] == "DELETED":
-                self._items.pop(self._key(obj), None)
+                self._items.pop(key, None)
             elif event["type"] in ("ADDED", "MODIFIED"):
-                self._items[self._key(obj)] = dict(obj)
+                self._items[key] = dict(obj)
             if rv:
                 self._rv = rv
         if event["type"] != "BOOKMARK" and self.on_change:
@@ -300,6 +327,7 @@ class Informer:
         custom = client.CustomObjectsApi(self.api)
         backoff = 0.2
         while not stop.is_set():
+            received = 0
             try:
                 if not self.synced or not self._rv:
                     self.relist()
@@ -314,6 +342,7 @@ class Informer:
                     # An ERROR event (410 Gone above all) is raised by the client as ApiException.
                     self._apply(event)
                     self.last_ok = time.monotonic()
+                    received += 1
                     if stop.is_set():
                         break
                 self.last_ok = time.monotonic()
@@ -332,6 +361,9 @@ class Informer:
                     break
                 self.last_error = f"{exc.__class__.__name__}: {str(exc)[:200]}"
                 log.warning("watch interrupted", extra={"resource": self.name, "error": self.last_error})
+                if received:  # the stream was delivering: resume at once, only failures in a row back off
+                    backoff = 0.2
+                    continue
                 stop.wait(backoff * (1 + random.random()))
                 backoff = min(backoff * 2, self.max_backoff_s)
             finally:

@@ -89,30 +89,34 @@ def engine_cost(job_gpus: int, region: str, spot: float) -> float:
 
 
 releases_st = st.lists(st.tuples(st.integers(1, 64), st.floats(0, 50, allow_nan=False)), max_size=8)
+backlog_st = st.lists(st.tuples(st.integers(1, 64), st.floats(0.1, 50, allow_nan=False)), max_size=8)
 
 
-@given(nominal=st.integers(8, 256), used=st.integers(0, 256), ahead=st.integers(0, 512), need=st.integers(1, 64),
-       more=st.integers(1, 128), releases=releases_st, extra=releases_st)
-def test_more_backlog_never_lowers_the_wait(nominal, used, ahead, need, more, releases, extra):
+@given(nominal=st.integers(64, 256), used=st.integers(0, 256), ahead=backlog_st, need=st.integers(1, 64),
+       more=st.integers(1, 64), releases=releases_st, extra=releases_st, job=st.tuples(st.integers(1, 64),
+                                                                                      st.floats(0.1, 50)),
+       at=st.integers(0, 8))
+def test_more_backlog_never_lowers_the_wait(nominal, used, ahead, need, more, releases, extra, job, at):
     base = expected_wait_hours(nominal, used, ahead, need, releases, 4.0)
     assert base >= 0
-    assert expected_wait_hours(nominal, used, ahead + more, need, releases, 4.0) >= base
-    assert expected_wait_hours(nominal, used, ahead, need + more, releases, 4.0) >= base
+    # One more workload ahead, wherever Kueue puts it in the queue.
+    assert expected_wait_hours(nominal, used, [*ahead[:at], job, *ahead[at:]], need, releases, 4.0) >= base - 1e-9
+    assert expected_wait_hours(nominal, used, ahead, min(need + more, nominal), releases, 4.0) >= base - 1e-9
     # More admitted work (its GPUs held until it ends) never shortens the wait either.
-    known = sum(g for g, _ in releases)
-    held = max(used, known)
-    assert expected_wait_hours(nominal, held + sum(g for g, _ in extra), ahead, need, releases + extra, 4.0) >= base
+    held = max(used, sum(g for g, _ in releases))
+    more_used = held + sum(g for g, _ in extra)
+    assert expected_wait_hours(nominal, more_used, ahead, need, releases + extra, 4.0) >= base - 1e-9
 
 
 def test_wait_is_zero_with_room_and_follows_the_releases_without():
-    assert expected_wait_hours(32, 8, 8, 16, [(8, 3.0)], 4.0) == 0.0
+    assert expected_wait_hours(32, 8, [(8, 10.0)], 16, [(8, 3.0)], 4.0) == 0.0
     # 32 GPUs, all held: 2 h until the first 16 free up, 5 h for the next 16.
-    assert expected_wait_hours(32, 32, 0, 16, [(16, 2.0), (16, 5.0)], 4.0) == 2.0
-    assert expected_wait_hours(32, 32, 16, 16, [(16, 2.0), (16, 5.0)], 4.0) == 5.0
-    # Backlog beyond everything running: rounds of the default length over the quota.
-    assert expected_wait_hours(32, 32, 32, 16, [(16, 2.0), (16, 5.0)], 4.0) == 5.0 + 16 / 32 * 4.0
+    assert expected_wait_hours(32, 32, [], 16, [(16, 2.0), (16, 5.0)], 4.0) == 2.0
+    assert expected_wait_hours(32, 32, [(16, 10.0)], 16, [(16, 2.0), (16, 5.0)], 4.0) == 5.0
+    # Backlog beyond everything running: it runs first, its GPU-hours spread over the quota.
+    assert expected_wait_hours(32, 32, [(32, 10.0)], 16, [(16, 2.0), (16, 5.0)], 4.0) == 5.0 + 16 * 10.0 / 32
     # Held GPUs no running workload accounts for end after the default length.
-    assert expected_wait_hours(32, 32, 0, 16, [], 4.0) == 4.0
+    assert expected_wait_hours(32, 32, [], 16, [], 4.0) == 4.0
 
 
 # ----------------------------------------------------------------------------- the decision
