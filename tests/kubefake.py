@@ -17,6 +17,7 @@ then arrival; flavors in order), and the hub then records the admitting worker w
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import socket
@@ -184,10 +185,8 @@ class FakeApi:
             def _handle(self, method: str) -> None:
                 if api.down:
                     self.close_connection = True
-                    try:
+                    with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
                     return
                 parts = urlsplit(self.path)
                 query = parse_qs(parts.query)
