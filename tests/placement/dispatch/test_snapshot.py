@@ -45,13 +45,15 @@ def test_pool_affinity(spec: dict[str, Any], pools: set[str] | None):
 def hub_workload(**status: Any) -> dict[str, Any]:
     return {"metadata": {"name": "job-x", "namespace": "team-a", "uid": "u1", "resourceVersion": "42",
                          "creationTimestamp": "2026-11-23T10:00:00Z",
-                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "x", "controller": True}],
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "x",
+                                              "controller": True}],
                          "managedFields": [{"manager": "kueue-admission", "operation": "Apply", "subresource": "status",
                                             "time": "2026-11-23T10:05:00Z",
                                             "fieldsV1": {"f:status": {"f:nominatedClusterNames": {}}}}]},
             "spec": {"queueName": "all-workers", "priority": 500, "podSets": [{"name": "node", "count": 2}]},
             "status": {"admission": {"clusterQueue": "all-workers", "podSetAssignments": [
-                {"name": "node", "count": 2, "resourceUsage": {"nvidia.com/gpu": "16", "cpu": "300", "memory": "2Gi"}}]},
+                {"name": "node", "count": 2,
+                 "resourceUsage": {"nvidia.com/gpu": "16", "cpu": "300", "memory": "2Gi"}}]},
                        "conditions": [{"type": "QuotaReserved", "status": "True"},
                                       {"type": "PodsReady", "status": "False"}, {"type": "Custom", "status": "True"}],
                        "admissionChecks": [{"name": "all-workers", "state": "Pending"}],
