@@ -103,10 +103,21 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "(see README: placement submit)")
     s.add_argument("--stack", action="append", default=[], metavar="NAME",
                    help="a Pulumi stack to read outputs from with `pulumi stack output --json` (repeatable)")
-    s.add_argument("--via-hub", action="store_true", help="submit to the MultiKueue hub's queue for the worker")
+    s.add_argument("--via-hub", action="store_true",
+                   help="send a portable job to the MultiKueue hub's all-workers queue; placement dispatch picks the "
+                        "worker of its fabric group")
+    s.add_argument("--wait-usd-per-gpu-hour", type=float, metavar="USD",
+                   help="with --via-hub: this job's price of waiting for placement dispatch (default: the "
+                        "dispatcher's --wait-usd-per-gpu-hour)")
     s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
     _add_data_flags(s, live=False)
+
+    d = sub.add_parser("dispatch", help="the MultiKueue External dispatcher: nominate the cheapest worker, "
+                                        "counting the wait, for every hub Workload")
+    from placement.dispatch.command import add_arguments
+
+    add_arguments(d)
     return parser
 
 
@@ -257,8 +268,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return run_submit(args)
 
 
+def cmd_dispatch(args: argparse.Namespace) -> int:
+    from placement.dispatch.command import run_dispatch
+
+    return run_dispatch(args)
+
+
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
-            "submit": cmd_submit}
+            "submit": cmd_submit, "dispatch": cmd_dispatch}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

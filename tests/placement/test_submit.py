@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
@@ -25,10 +24,10 @@ from infra.config import StackConfig, load_stack_file
 from infra.gcp.plan import plan_gpu_networks
 from infra.k8s import kueue_objects as ko
 from infra.outputs import node_pool_output, training_service_account_output
-from placement import submit
 from placement.catalog import embedded_catalog
 from placement.cli import main
 from placement.engine import candidates
+from placement.fleet import manifests
 from placement.jobspec import parse_job
 from placement.shapes import shape_book
 
@@ -158,7 +157,7 @@ def test_multi_node_aws_renders_jobset_with_efa_fsx_and_queue(tmp_path, capsys):
     assert "team-a" in outputs(stack)["trainingServiceAccount"]["namespaces"]
     # The stack's pools scale from zero, so their flavors carry no Topology and the job asks for none.
     assert pool_cfg.min_nodes == 0 and not ko.uses_topology(pool_cfg)
-    assert submit.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})
+    assert manifests.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})
     (container,) = pod["spec"]["containers"]
     assert container["command"] == ["torchrun", "train.py"]
     res = container["resources"]
@@ -214,8 +213,8 @@ def test_topology_annotation_only_on_pools_whose_flavor_has_the_topology(tmp_pat
     # The same rule as the worker's ResourceFlavor (kueue_objects.tas_enabled), from the exported pool.
     assert ko.tas_enabled(pool.get("minNodes", 0), pool["maxNodes"], shape) is wants
     annotations = pod_of(js)["metadata"].get("annotations", {})
-    assert (annotations.get(submit.PREFERRED_TOPOLOGY) == ko.TOPOLOGY_LEVELS["aws"][0]) is wants
-    assert (submit.PREFERRED_TOPOLOGY in annotations) is wants
+    assert (annotations.get(manifests.PREFERRED_TOPOLOGY) == ko.TOPOLOGY_LEVELS["aws"][0]) is wants
+    assert (manifests.PREFERRED_TOPOLOGY in annotations) is wants
 
 
 @pytest.mark.parametrize("account, warned", [
@@ -323,22 +322,133 @@ def test_json_chooses_the_cheapest_existing_cluster(tmp_path, capsys):
             assert c["cost"]["total_usd"] >= chosen["cost"]["total_usd"] - 1e-6
 
 
-def test_via_hub_uses_the_same_queue_name_and_checks_the_hub(tmp_path, capsys):
+def _second_p5(fsx: bool) -> dict[str, Any]:
+    """A second AWS H100 worker (us-east-2), with or without FSx, as another stack would export it."""
+    doc = outputs("aws-use1-p5")
+    doc.update(region="us-east-2", clusterName="gpufleet-aws-use2-p5",
+               checkpointUri="s3://gpufleet-aws-use2-p5-123456789012/checkpoints")
+    for pool in doc["nodePools"]:
+        pool["zone"] = "use2-az3"
+    doc["checkpointFilesystem"] = dict(FSX, id="fs-0second", dnsName="fs-0second.fsx.us-east-2.amazonaws.com",
+                                       path="/checkpoints", zone="use2-az3") if fsx else None
+    return doc
+
+
+def _hub_with(extra: dict[str, str]) -> dict[str, Any]:
+    hub = hub_outputs("External")
+    hub["workers"].update(extra)
+    return hub
+
+
+def test_via_hub_renders_one_portable_job_for_the_efa_group(tmp_path, capsys):
     docs = {s: outputs(s) for s in WORKERS}
-    docs["aws-use1-p5"] = _aws_p5("max")  # fixed-size pools: the worker's flavors have the Topology, the hub's not
+    docs["aws-use2-p5"] = _second_p5(fsx=False)
+    docs["hub"] = _hub_with({"aws-use2-p5": "gpufleet-aws-use2-p5"})
+    job, job_doc = job_file(tmp_path, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", docs), "--dry-run", "--json",
+                         "--via-hub", "--wait-usd-per-gpu-hour", "3.5")
+    assert code == 0, err
+    result = json.loads(out)
+    chosen = result["chosen"]
+    assert chosen["queue"] == ko.ALL_WORKERS and chosen["via_hub"] is True
+    group = chosen["group"]
+    # 16 GPUs over 2 EFA nodes: only AWS workers with 8-GPU EFA H100 pools belong; A100 and GKE do not.
+    assert group["name"] == "efa" and group["nodes"] == 2 and group["gpus_per_node"] == 8
+    assert group["workers"][0] == chosen["stack"] and sorted(group["workers"]) == ["aws-use1-p5", "aws-use2-p5"]
+    assert {e.split(":")[0] for e in group["excluded"]} == {"aws-usw2-p4d", "gcp-usc1-a3mega", "gcp-euw4-a3high"}
+    js = result["manifest"][-1]
+    assert js["kind"] == "JobSet" and js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ko.ALL_WORKERS
+    ann = js["metadata"]["annotations"]
+    assert json.loads(ann[manifests.JOB_SPEC_ANNOTATION]) == job_doc
+    assert ann[manifests.GROUP_ANNOTATION] == "efa"
+    assert ann[manifests.WORKERS_ANNOTATION].split(",") == group["workers"]
+    assert ann[manifests.WAIT_PRICE_ANNOTATION] == "3.5"
+    pod = pod_of(js)
+    assert "nodeSelector" not in pod["spec"]  # the admitting worker's flavor picks the pool
+    (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": ko.POOL_LABEL, "operator": "In",
+                                         "values": sorted(p["name"] for p in docs["aws-use1-p5"]["nodePools"])}]
+    assert manifests.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})  # hub flavors: no TAS
+    (container,) = pod["spec"]["containers"]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    # One worker has FSx and the other only S3: nothing is mounted; each worker's ConfigMap names its bucket.
+    env = env_of(container)
+    assert "CHECKPOINT_URI" not in env and "CHECKPOINT_DIR" not in env and env["FI_PROVIDER"] == "efa"
+    assert container["envFrom"] == [{"configMapRef": {"name": "gpufleet-checkpoint", "optional": True}}]
+    assert "checkpoints" not in [v["name"] for v in pod["spec"]["volumes"]]
+    storage = result["manifest"][:-1]
+    assert [(d["kind"], d["metadata"]["annotations"][manifests.CLUSTER_ANNOTATION]) for d in storage] == [
+        ("ConfigMap", w) for w in group["workers"]]
+    assert {d["metadata"]["annotations"][manifests.CLUSTER_ANNOTATION]: d["data"]["CHECKPOINT_URI"]
+            for d in storage} == {w: docs[w]["checkpointUri"] for w in group["workers"]}
+    assert any("CHECKPOINT_URI" in w for w in result["warnings"])
+
+
+def test_via_hub_mounts_checkpoints_when_every_worker_of_the_group_has_fsx(tmp_path, capsys):
+    docs = {"aws-use1-p5": outputs("aws-use1-p5"), "aws-use2-p5": _second_p5(fsx=True),
+            "hub": _hub_with({"aws-use2-p5": "gpufleet-aws-use2-p5"})}
+    job, _ = job_file(tmp_path)
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", docs), "--dry-run", "--json",
+                         "--via-hub")
+    assert code == 0, err
+    result = json.loads(out)
+    pod = pod_of(result["manifest"][-1])
+    mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "checkpoints")
+    assert mount == {"name": "checkpoints", "mountPath": "/checkpoints", "subPath": "checkpoints"}
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
+    assert vol == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "gpufleet-checkpoints"}}
+    by_worker: dict[str, list[str]] = {}
+    for d in result["manifest"][:-1]:
+        by_worker.setdefault(d["metadata"]["annotations"][manifests.CLUSTER_ANNOTATION], []).append(d["kind"])
+        if d["kind"] == "PersistentVolume":
+            fs = docs[d["metadata"]["annotations"][manifests.CLUSTER_ANNOTATION]]["checkpointFilesystem"]
+            assert d["spec"]["csi"]["volumeHandle"] == fs["id"]  # each worker mounts its own file system
+    assert by_worker == {w: ["ConfigMap", "PersistentVolume", "PersistentVolumeClaim"]
+                         for w in ("aws-use1-p5", "aws-use2-p5")}
+
+
+def test_via_hub_single_node_group_spans_clouds_and_gke_fabrics_stay_apart(tmp_path, capsys):
+    docs = {s: outputs(s) for s in WORKERS}
+    docs["hub"] = hub_outputs("External")
+    stacks = write(tmp_path, "s.json", docs)
+    job, _ = job_file(tmp_path, gpus=8)
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--json", "--via-hub")
+    assert code == 0, err
+    group = json.loads(out)["chosen"]["group"]
+    assert group["name"] == "single-node" and group["nodes"] == 1
+    assert sorted(group["workers"]) == ["aws-use1-p5", "gcp-euw4-a3high", "gcp-usc1-a3mega"]  # every H100 worker
+    job, _ = job_file(tmp_path, clouds={"allow": ["gcp"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--json", "--via-hub")
+    assert code == 0, err
+    result = json.loads(out)
+    group = result["chosen"]["group"]
+    shape = shape_book().get(result["chosen"]["instance_type"])
+    assert shape is not None and group["name"] == shape.fabric in ("tcpx", "tcpxo")
+    # A3 High (TCPX) and A3 Mega (TCPXO) pods differ (sidecar, networks): one group never holds both.
+    assert group["workers"] == [result["chosen"]["stack"]]
+    pod = pod_of(result["manifest"][-1])
+    assert json.loads(pod["metadata"]["annotations"]["networking.gke.io/interfaces"])[1:]
+    assert [d["kind"] for d in result["manifest"][:-1]] == ["ConfigMap", "PersistentVolume", "PersistentVolumeClaim"]
+    pv = result["manifest"][1]
+    assert pv["spec"]["csi"]["driver"] == "gcsfuse.csi.storage.gke.io"  # GKE: the bucket as a static volume
+    assert pod["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+
+
+def test_via_hub_needs_the_all_workers_queue_on_the_hub(tmp_path, capsys):
+    docs = {s: outputs(s) for s in WORKERS}
     docs["hub"] = hub_outputs()
     stacks = write(tmp_path, "stacks.json", docs)
-    job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
-    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--via-hub")
-    assert code == 0, err
-    js = list(yaml.safe_load_all(out))[-1]
-    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ko.cluster_queue_name(cfg_of("aws-use1-p5"))
-    assert submit.PREFERRED_TOPOLOGY not in pod_of(js)["metadata"].get("annotations", {})  # hub flavors: no TAS
-    # team-b has queues on the worker but not on the hub: no existing cluster through the hub.
+    # team-b has queues on the workers but not on the hub: no existing cluster through the hub.
     job_b, _ = job_file(tmp_path, clouds={"allow": ["aws"]}, team="team-b")
     code, out, err = run(capsys, "submit", job_b, "--stacks", stacks, "--dry-run", "--via-hub")
     assert code == 1 and out == ""
-    assert "hub hub has no LocalQueue" in err
+    assert "hub hub has no LocalQueue all-workers in team-b" in err
+    job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--via-hub")
+    assert code == 0 and "uses the AllAtOnce dispatcher" in err
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--wait-usd-per-gpu-hour", "2")
+    assert code == 2 and "--wait-usd-per-gpu-hour" in err and len(err.strip().splitlines()) == 1
 
 
 def test_job_no_stack_can_hold_exits_1(tmp_path, capsys):
@@ -552,10 +662,12 @@ def test_api_422_is_one_line_exit_2(tmp_path, capsys, kube):
     assert code == 1 and len(err.strip().splitlines()) == 1 and "HTTP 403" in err
 
 
-def test_via_hub_applies_storage_on_the_worker_and_nominates_it_on_the_hub(tmp_path, capsys, kube):
-    worker = FakeKube()
+def test_via_hub_creates_storage_on_every_worker_of_the_group_and_the_job_on_the_hub(tmp_path, capsys, kube):
+    workers = {"aws-use1-p5": FakeKube(), "aws-use2-p5": FakeKube()}
     try:
-        docs = {"aws-use1-p5": outputs("aws-use1-p5", worker.kubeconfig), "hub": hub_outputs("External")}
+        docs = {"aws-use1-p5": outputs("aws-use1-p5", workers["aws-use1-p5"].kubeconfig),
+                "aws-use2-p5": {**_second_p5(fsx=True), "kubeconfig": workers["aws-use2-p5"].kubeconfig},
+                "hub": _hub_with({"aws-use2-p5": "gpufleet-aws-use2-p5"})}
         stacks = write(tmp_path, "stacks.json", docs)
         hub_kubeconfig = write(tmp_path, "hub.kubeconfig", yaml.safe_dump(kube.kubeconfig))
         job, _ = job_file(tmp_path)
@@ -563,18 +675,14 @@ def test_via_hub_applies_storage_on_the_worker_and_nominates_it_on_the_hub(tmp_p
         assert code == 2 and "--kubeconfig" in err  # the hub stack exports no kubeconfig
         code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--via-hub", "--kubeconfig", hub_kubeconfig)
         assert code == 0, err
-        assert [p for p, _ in worker.posts()] == ["/api/v1/persistentvolumes",
-                                                  "/api/v1/namespaces/team-a/persistentvolumeclaims"]
+        for w in workers.values():
+            assert [p for p, _ in w.posts()] == ["/api/v1/namespaces/team-a/configmaps", "/api/v1/persistentvolumes",
+                                                 "/api/v1/namespaces/team-a/persistentvolumeclaims"]
         assert [p for p, _ in kube.posts()] == ["/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets"]
-        method, path, body, headers = kube.requests[-1]
-        assert method == "PATCH"
-        assert path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads/jobset-llm-ft-1a2b3/status"
-        assert body == {"status": {"nominatedClusterNames": ["aws-use1-p5"]}}
-        assert headers["content-type"] == "application/merge-patch+json"
-        listed = urlsplit(kube.requests[-2][1])
-        assert listed.path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"
-        uid = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"
-        assert parse_qs(listed.query)["labelSelector"] == [f"kueue.x-k8s.io/job-uid={uid}"]
-        assert "nominated worker aws-use1-p5" in out
+        # Submit no longer nominates: placement dispatch owns .status.nominatedClusterNames.
+        assert not [r for r in kube.requests if r[0] == "PATCH"]
+        assert kube.posts()[0][1]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == ko.ALL_WORKERS
+        assert "placement dispatch nominates the worker" in out
     finally:
-        worker.close()
+        for w in workers.values():
+            w.close()

@@ -1,0 +1,169 @@
+"""``placement dispatch``: parse and check the flags, build the controller, run it (or one pass).
+
+Exit codes: 0 ok (``--once``: the pass ran; long-running: stopped by SIGTERM/SIGINT), 1 the hub's API
+server is unreachable, 2 bad flags or a bad fleet/catalog file (one line naming the flag and the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from placement.fleet.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FleetError
+from placement.inputs import UsageError
+
+
+def add_arguments(d: argparse.ArgumentParser) -> None:
+    """The ``dispatch`` sub-command's flags (README: placement dispatch)."""
+    where = d.add_mutually_exclusive_group()
+    where.add_argument("--in-cluster", action="store_true", help="use the pod's service account (in the hub cluster)")
+    where.add_argument("--kubeconfig", metavar="PATH", help="the hub's kubeconfig (default: $KUBECONFIG or "
+                                                            "~/.kube/config)")
+    d.add_argument("--fleet", required=True, metavar="PATH",
+                   help="fleet file: worker key -> that worker stack's outputs, without kubeconfig (ConfigMap "
+                        "gpufleet-fleet, key fleet.json)")
+    d.add_argument("--namespace", default="kueue-system", help="namespace of the Lease and the kubeconfig Secrets "
+                                                               "(default kueue-system)")
+    d.add_argument("--lease", metavar="NAME", help="coordination.k8s.io Lease to elect a leader with; without it this "
+                                                   "process assumes it is the only dispatcher")
+    d.add_argument("--identity", default=os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+                   help="leader identity (default: $POD_NAME, else host-pid)")
+    d.add_argument("--catalog", action="append", default=[], metavar="CLOUD=PATH",
+                   help="price pools with a SkyPilot-format vms.csv for CLOUD instead of the embedded catalog")
+    d.add_argument("--wait-usd-per-gpu-hour", type=float, default=2.0, metavar="USD",
+                   help="price of waiting, per GPU the job holds idle, per hour (default 2.0; a job's own "
+                        "gpufleet.io/wait-usd-per-gpu-hour wins)")
+    d.add_argument("--admission-deadline-seconds", type=float, default=300.0, metavar="S",
+                   help="move to the next best worker when the nominated one has not admitted by then (default 300)")
+    d.add_argument("--default-hours", type=float, default=4.0, metavar="H",
+                   help="remaining time of a running workload of unknown length (default 4)")
+    d.add_argument("--metrics-port", type=int, default=9090, metavar="PORT",
+                   help="/metrics and /healthz port (default 9090; 0: none)")
+    d.add_argument("--resync-seconds", type=float, default=30.0, metavar="S", help="pass at least this often "
+                                                                                   "(default 30)")
+    d.add_argument("--lease-duration-seconds", type=int, default=15, metavar="S")
+    d.add_argument("--renew-deadline-seconds", type=int, default=10, metavar="S")
+    d.add_argument("--retry-period-seconds", type=int, default=2, metavar="S")
+    d.add_argument("--watch-timeout-seconds", type=int, default=60, metavar="S",
+                   help="server-side timeout of each watch request before it is resumed (default 60)")
+    d.add_argument("--once", action="store_true", help="one reconcile pass, print the decisions, exit")
+    d.add_argument("--dry-run", action="store_true", help="decide but write nothing (no nomination, no Event)")
+    d.add_argument("--json", action="store_true", help="with --once: one gpufleet.placement/v1 document")
+    d.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+
+
+def _check(args: argparse.Namespace) -> None:
+    from placement.dispatch.leader import check_durations
+
+    def positive(value: float, flag: str, zero_ok: bool = False) -> None:
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            raise UsageError(f"{flag}: must be a {'non-negative' if zero_ok else 'positive'} number, got {value:g}")
+
+    positive(args.wait_usd_per_gpu_hour, "--wait-usd-per-gpu-hour", zero_ok=True)
+    positive(args.admission_deadline_seconds, "--admission-deadline-seconds")
+    positive(args.default_hours, "--default-hours")
+    positive(args.resync_seconds, "--resync-seconds")
+    if not 0 <= args.metrics_port <= 65535:
+        raise UsageError(f"--metrics-port: must be 0..65535, got {args.metrics_port}")
+    if args.watch_timeout_seconds < 1:
+        raise UsageError("--watch-timeout-seconds: must be at least 1")
+    if args.lease:
+        problem = check_durations(args.lease_duration_seconds, args.renew_deadline_seconds, args.retry_period_seconds)
+        if problem:
+            raise UsageError(problem)
+    if args.json and not args.once:
+        raise UsageError("--json: only with --once")
+
+
+def run_dispatch(args: argparse.Namespace) -> int:
+    """``placement dispatch``: 0 ok, 1 hub unreachable, 2 bad flags/config."""
+    try:
+        return _run(args)
+    except FleetError as exc:
+        print(f"placement: error: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _run(args: argparse.Namespace) -> int:
+    from placement.dispatch.controller import Controller, Options
+    from placement.dispatch.model import Pricing, Settings
+    from placement.dispatch.telemetry import HealthServer, Metrics, setup_logging
+    from placement.fleet.kube import api_client, api_message, is_unreachable
+    from placement.fleet.outputs import load_fleet
+    from placement.inputs import load_catalog
+
+    _check(args)
+    fleet = load_fleet(args.fleet)
+    catalog = load_catalog(args.catalog)
+    setup_logging(args.log_level)
+    if args.in_cluster:
+        hub = api_client(in_cluster=True)
+    else:
+        hub = api_client(path=args.kubeconfig, what="--kubeconfig", default=not args.kubeconfig)
+    options = Options(
+        fleet=fleet, pricing=Pricing(tuple(catalog.offers), source=catalog.source), identity=args.identity,
+        namespace=args.namespace, lease=args.lease,
+        settings=Settings(wait_usd_per_gpu_hour=args.wait_usd_per_gpu_hour,
+                          deadline_s=args.admission_deadline_seconds, default_hours=args.default_hours),
+        resync_s=args.resync_seconds, lease_duration_s=args.lease_duration_seconds,
+        renew_deadline_s=args.renew_deadline_seconds, retry_period_s=args.retry_period_seconds,
+        watch_timeout_s=args.watch_timeout_seconds, dry_run=args.dry_run)
+    metrics = Metrics()
+    controller = Controller(hub, options, metrics)
+    if args.once:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            result = controller.run_once()
+        except ApiException as exc:
+            code = EXIT_FAILED if exc.status in (401, 403) or exc.status >= 500 else EXIT_BAD_INPUT
+            print(f"placement: error: hub API: HTTP {exc.status}: {api_message(exc)}", file=sys.stderr)
+            return code
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            print(f"placement: error: cannot reach the hub's API server ({exc.__class__.__name__})", file=sys.stderr)
+            return EXIT_FAILED
+        _print_once(controller, result, args)
+        return EXIT_OK
+    server = HealthServer(metrics, controller.healthy, args.metrics_port).start() if args.metrics_port else None
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    controller.start()
+    stop.wait()
+    controller.stop()
+    if server:
+        server.close()
+    return EXIT_OK
+
+
+def _print_once(controller: Any, result: Any, args: argparse.Namespace) -> None:
+    from placement.dispatch.controller import summarize, worker_problems
+    from placement.render import SCHEMA, table
+
+    rows = summarize(result)
+    written = not args.dry_run and controller.leading()
+    if args.json:
+        doc = {"schema": SCHEMA, "kind": "dispatch", "written": written, "decisions": rows,
+               "workers": worker_problems(controller)}
+        print(json.dumps(doc, indent=2))
+        return
+    body = table(("workload", "action", "reason", "worker", "$", "wait h"),
+                 [[r["workload"], r["action"], r["reason"], ",".join(r["clusters"]) or "-",
+                   "-" if r["usd"] is None else f"{r['usd']:,.2f}",
+                   "-" if r["wait_hours"] is None else f"{r['wait_hours']:.2f}"] for r in rows],
+                 right={4, 5}) if rows else "(no Workload waits for a nomination)"
+    print(body)
+    for problem in worker_problems(controller):
+        print(f"worker {problem}", file=sys.stderr)
+    if not written:
+        why = "--dry-run" if args.dry_run else f"Lease {args.lease} is held by another replica"
+        print(f"nothing written ({why})", file=sys.stderr)

@@ -1,0 +1,464 @@
+"""The dispatcher's Kubernetes side: watch the hub and the workers, decide, nominate, record Events.
+
+On the hub it watches Workloads, ClusterQueues, AdmissionChecks, MultiKueueClusters and MultiKueueConfigs,
+and the Jobs/JobSets ``placement submit`` labelled (their annotations carry the job spec and the group).
+Workers are the hub's MultiKueueClusters: each is read through Secret ``gpufleet-dispatch-<key>`` (key
+``kubeconfig``, a read-only identity), else the MultiKueueCluster's own kubeconfig Secret, watching its
+ClusterQueues, LocalQueues, Workloads and ResourceFlavors.
+
+Every change (debounced), every ``resync_s`` and at the next admission deadline, the leader runs one pass:
+snapshots (:mod:`placement.dispatch.snapshot`) -> :func:`placement.dispatch.decide.decide` -> for each
+nomination a server-side apply of ``workloads/status`` as ``kueue-admission`` with force and the
+Workload's resourceVersion (a 409 means it changed: the next pass decides again), and an Event. Only the
+replica holding the Lease writes, and only while its lease is fresh; the standby keeps its caches warm.
+
+What the dispatcher remembers per Workload (the workers tried in this round, when the nomination started)
+lives in memory: the RBAC of the contract lets it write only ``workloads/status``, which holds no place
+for it. After a restart or a change of leader the nomination's start is read back from the Workload's
+``managedFields`` (the time ``kueue-admission`` last applied it), so a restart never restarts the deadline
+clock; only the list of workers tried earlier in the round is lost, and the next move skips the current one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from placement import kueue as ko
+from placement.dispatch import snapshot
+from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, decide
+from placement.dispatch.leader import Elector
+from placement.dispatch.model import Decision, HubWorkload, Memory, PassResult, Pricing, Settings, WorkerState
+from placement.dispatch.telemetry import Metrics
+from placement.fleet.errors import FleetError
+from placement.fleet.kube import (
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    Informer,
+    Resource,
+    api_client,
+    api_message,
+    apply_workload_status,
+    create_event,
+    is_unreachable,
+    read_secret_key,
+)
+from placement.fleet.manifests import JOB_LABEL, JOBSET_GROUP, JOBSET_VERSION
+from placement.fleet.stacks import ClusterStack
+
+log = logging.getLogger("gpufleet.dispatch")
+
+DISPATCH_SECRET_PREFIX = "gpufleet-dispatch-"  # gpufleet-dispatch-<key>: the dispatcher's read-only worker kubeconfig
+COMPONENT = "gpufleet-dispatch"
+UNHEALTHY_AFTER_S = 300.0  # /healthz fails when the hub has not answered for this long
+WORKER_SYNC_GRACE_S = 10.0  # a newly connected worker is waited for this long before passes go on without it
+
+HUB = {
+    "workloads": Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads"),
+    "clusterqueues": Resource(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues"),
+    "admissionchecks": Resource(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks"),
+    "multikueueclusters": Resource(KUEUE_GROUP, KUEUE_VERSION, "multikueueclusters"),
+    "multikueueconfigs": Resource(KUEUE_GROUP, KUEUE_VERSION, "multikueueconfigs"),
+    "jobs": Resource("batch", "v1", "jobs", label_selector=JOB_LABEL),
+    "jobsets": Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets", label_selector=JOB_LABEL),
+}
+WORKER = {plural: Resource(KUEUE_GROUP, KUEUE_VERSION, plural)
+          for plural in ("clusterqueues", "localqueues", "workloads", "resourceflavors")}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one dispatcher runs (the ``placement dispatch`` flags)."""
+
+    fleet: tuple[ClusterStack, ...]
+    pricing: Pricing
+    identity: str
+    namespace: str = ko.KUEUE_NAMESPACE
+    lease: str | None = "gpufleet-dispatch"
+    settings: Settings = field(default_factory=Settings)
+    resync_s: float = 30.0
+    debounce_s: float = 0.2
+    lease_duration_s: int = 15
+    renew_deadline_s: int = 10
+    retry_period_s: int = 2
+    watch_timeout_s: int = 60
+    dry_run: bool = False
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Worker:
+    """A worker's client and its informers."""
+
+    def __init__(self, key: str, api: Any, source: str, informers: dict[str, Informer]) -> None:
+        self.key = key
+        self.api = api
+        self.source = source  # the Secret its kubeconfig came from
+        self.informers = informers
+        self.threads: list[threading.Thread] = []
+        self.stop = threading.Event()
+        self.connected_at = time.monotonic()
+
+
+class Controller:
+    """One dispatcher replica. :meth:`start` runs it in threads; :meth:`run_once` does one pass and returns."""
+
+    def __init__(self, hub_api: Any, options: Options, metrics: Metrics | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.hub_api = hub_api
+        self.options = options
+        hub_api.user_agent = f"{COMPONENT}/{options.identity}"  # the API server's audit log names the replica
+        self.metrics = metrics or Metrics()
+        self.clock = clock
+        self.memory: dict[str, Memory] = {}
+        self.fleet = {c.stack: c for c in options.fleet}
+        self._kick = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # one pass at a time
+        self.hub = {name: Informer(hub_api, res, on_change=self._kick.set, watch_timeout_s=options.watch_timeout_s,
+                                   name=f"hub/{name}") for name, res in HUB.items()}
+        self.workers: dict[str, _Worker] = {}
+        self.worker_errors: dict[str, str] = {}
+        self.elector: Elector | None = None
+        self._threads: list[threading.Thread] = []
+        self.passes = 0
+        self.last_result: PassResult | None = None
+        self.written: list[tuple[str, tuple[str, ...]]] = []  # (workload key, clusters) of successful nominations
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> Controller:
+        """Start the informers, the election and the reconcile loop (daemon threads)."""
+        for name, inf in self.hub.items():
+            self._spawn(inf.run, f"hub-{name}", self._stop)
+        if self.options.lease:
+            self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
+                                   lease_duration_s=self.options.lease_duration_s,
+                                   renew_deadline_s=self.options.renew_deadline_s,
+                                   retry_period_s=self.options.retry_period_s, on_change=self._on_leading).start()
+        else:
+            self.metrics.leader.set(1)
+        self._spawn(self._loop, "reconcile", self._stop)
+        return self
+
+    def _spawn(self, target: Callable[[threading.Event], None], name: str, stop: threading.Event,
+               into: list[threading.Thread] | None = None) -> None:
+        t = threading.Thread(target=target, args=(stop,), name=f"{self.options.identity}-{name}", daemon=True)
+        t.start()
+        (self._threads if into is None else into).append(t)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop every thread; the Lease is left to expire (as after a crash)."""
+        self._stop.set()
+        self._kick.set()
+        if self.elector:
+            self.elector.stop()
+        for w in list(self.workers.values()):
+            self._drop_worker(w.key)
+        for inf in self.hub.values():
+            inf.stop()
+        for t in self._threads:
+            t.join(timeout_s)
+
+    def _on_leading(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+        if leading:
+            self._kick.set()
+
+    def leading(self) -> bool:
+        return self.elector.leading() if self.elector is not None else not self.options.lease
+
+    def healthy(self) -> str | None:
+        """None while healthy (leader or standby); else why not (for ``/healthz``)."""
+        if self._stop.is_set():
+            return "stopping"
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        if dead:
+            return "thread stopped: " + ", ".join(dead)
+        wl = self.hub["workloads"]
+        if wl.synced and time.monotonic() - wl.last_ok > UNHEALTHY_AFTER_S + self.options.watch_timeout_s:
+            return f"hub API unanswered for {time.monotonic() - wl.last_ok:.0f} s: {wl.last_error}"
+        return None
+
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self._kick.wait(self._next_wait())
+            if stop.is_set():
+                break
+            self._kick.clear()
+            stop.wait(self.options.debounce_s)  # let a burst of watch events land before deciding
+            if stop.is_set() or not all(i.synced for i in self.hub.values()):
+                continue
+            try:
+                self.sync_workers(watch=True)
+                if any(not all(i.synced for i in w.informers.values())
+                       and time.monotonic() - w.connected_at < WORKER_SYNC_GRACE_S for w in self.workers.values()):
+                    # A worker being listed: deciding without it would route around it. Shortly again.
+                    stop.wait(0.1)
+                    self._kick.set()
+                    continue
+                if self.leading():
+                    self.reconcile()
+            except Exception:
+                log.exception("reconcile pass failed")
+                stop.wait(1.0)
+
+    def _next_wait(self) -> float:
+        wait = self.options.resync_s
+        now = self.clock()
+        for mem in self.memory.values():
+            if mem.nominated:
+                wait = min(wait, max(mem.since + self.options.settings.deadline_s - now, 0.0) + 0.05)
+        return max(wait, 0.05)
+
+    # ------------------------------------------------------------------ workers
+
+    def _worker_kubeconfig(self, mkc: Mapping[str, Any]) -> tuple[str, str] | None:
+        key = str((mkc.get("metadata") or {}).get("name"))
+        ns = self.options.namespace
+        own = DISPATCH_SECRET_PREFIX + key
+        text = read_secret_key(self.hub_api, ns, own, ko.MULTIKUEUE_KUBECONFIG_KEY)
+        if text is not None:
+            return text, own
+        location = (((mkc.get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {})
+        if location.get("locationType", "Secret") == "Secret" and location.get("location"):
+            name = str(location["location"])
+            text = read_secret_key(self.hub_api, ns, name, ko.MULTIKUEUE_KUBECONFIG_KEY)
+            if text is not None:
+                return text, name
+        return None
+
+    def sync_workers(self, *, watch: bool) -> None:
+        """Follow the hub's MultiKueueClusters: connect to new workers, drop removed ones."""
+        keys = {str((m.get("metadata") or {}).get("name")): m for m in self.hub["multikueueclusters"].items()}
+        for key in [k for k in self.workers if k not in keys]:
+            self._drop_worker(key)
+        for key, mkc in keys.items():
+            if key in self.workers:
+                continue
+            try:
+                found = self._worker_kubeconfig(mkc)
+                if found is None:
+                    self.worker_errors[key] = (f"no Secret {DISPATCH_SECRET_PREFIX}{key} nor the MultiKueueCluster's "
+                                               f"kubeconfig Secret in {self.options.namespace}")
+                    continue
+                text, source = found
+                api = api_client(text, None, f"Secret {source}")
+            except FleetError as exc:
+                self.worker_errors[key] = str(exc)
+                continue
+            except Exception as exc:
+                why = api_message(exc) if hasattr(exc, "status") else exc.__class__.__name__
+                self.worker_errors[key] = f"reading its kubeconfig Secret: {why}"
+                continue
+            informers = {p: Informer(api, res, on_change=self._kick.set, watch_timeout_s=self.options.watch_timeout_s,
+                                     name=f"{key}/{p}") for p, res in WORKER.items()}
+            w = _Worker(key, api, source, informers)
+            self.workers[key] = w
+            self.worker_errors.pop(key, None)
+            log.info("worker connected", extra={"worker": key, "secret": source})
+            if watch:
+                for p, inf in informers.items():
+                    self._spawn(inf.run, f"{key}-{p}", w.stop, into=w.threads)
+            else:
+                self._relist_worker(w)
+
+    def _relist_worker(self, w: _Worker) -> None:
+        try:
+            for inf in w.informers.values():
+                inf.relist()
+        except Exception as exc:
+            err = f"HTTP {exc.status}: {api_message(exc)}" if hasattr(exc, "status") else exc.__class__.__name__
+            for inf in w.informers.values():
+                inf.last_error = err
+
+    def _drop_worker(self, key: str) -> None:
+        w = self.workers.pop(key, None)
+        if w is None:
+            return
+        w.stop.set()
+        for inf in w.informers.values():
+            inf.stop()
+
+    # ------------------------------------------------------------------ one pass
+
+    def snapshots(self) -> tuple[list[HubWorkload], dict[str, Mapping[str, Any]], list[WorkerState]]:
+        """The hub Workloads (with their raw objects by uid) and the workers, from the caches."""
+        checks = snapshot.multikueue_checks(self.hub["admissionchecks"].items())
+        configs = {str((c.get("metadata") or {}).get("name")): tuple((c.get("spec") or {}).get("clusters") or ())
+                   for c in self.hub["multikueueconfigs"].items()}
+        cq_checks = snapshot.cluster_queue_checks(self.hub["clusterqueues"].items())
+        owners: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        for kind, plural in (("Job", "jobs"), ("JobSet", "jobsets")):
+            for o in self.hub[plural].items():
+                meta = o.get("metadata") or {}
+                owners[(kind, str(meta.get("namespace")), str(meta.get("name")))] = o
+        workloads: list[HubWorkload] = []
+        raw: dict[str, Mapping[str, Any]] = {}
+        for obj in self.hub["workloads"].items():
+            owner = snapshot.owner_key(obj)
+            wl = snapshot.hub_workload(obj, owners.get(owner) if owner else None, checks, configs, cq_checks)
+            if wl is not None:
+                workloads.append(wl)
+                raw[wl.uid] = obj
+        hours = {(w.namespace, w.name): w.job.hours for w in workloads if w.job is not None}
+        now = self.clock()
+        states = []
+        for key in sorted(set(self.workers) | set(self.worker_errors) | set(self.fleet)):
+            w = self.workers.get(key)
+            cluster = self.fleet.get(key)
+            if w is None:
+                states.append(WorkerState(key, cluster, reachable=False,
+                                          error=self.worker_errors.get(key, "no MultiKueueCluster on the hub")))
+                continue
+            infs = w.informers
+            if not all(i.synced for i in infs.values()):
+                err = next((i.last_error for i in infs.values() if i.last_error), None) or "not listed yet"
+                states.append(WorkerState(key, cluster, reachable=False, error=err))
+                self.metrics.worker_up.labels(key).set(0)
+                continue
+            self.metrics.worker_up.labels(key).set(1)
+            states.append(snapshot.worker_state(key, cluster, {p: i.items() for p, i in infs.items()}, now, hours))
+        return workloads, raw, states
+
+    def reconcile(self) -> PassResult:
+        """One pass: decide from the caches and carry the decisions out (when leading and not a dry run)."""
+        with self._lock:
+            started = time.perf_counter()
+            workloads, raw, workers = self.snapshots()
+            result = decide(workloads, workers, self.options.pricing, self.clock(), self.options.settings,
+                            dict(self.memory))
+            self.metrics.pending.set(sum(1 for d in result.decisions if d.reason != ADMITTED))
+            for a in result.admitted:
+                self.metrics.time_to_admission.observe(a.seconds)
+            memory = {uid: m for uid, m in self.memory.items() if uid in result.keep}
+            for d in result.decisions:
+                ok = self._carry_out(d, raw.get(d.workload.uid))
+                if d.memory is not None and (d.action != "nominate" or ok):
+                    memory[d.workload.uid] = d.memory
+            self.memory = memory
+            self.passes += 1
+            self.last_result = result
+            self.metrics.pass_seconds.observe(time.perf_counter() - started)
+            return result
+
+    def _carry_out(self, d: Decision, obj: Mapping[str, Any] | None) -> bool:
+        from kubernetes.client.exceptions import ApiException
+
+        wl = d.workload
+        fields = {"workload": wl.key, "reason": d.reason, "clusters": list(d.clusters)}
+        if d.action == "hold":
+            if d.event is not None:
+                self._event(wl, d)
+            return True
+        if d.action == "nominate":
+            for s in d.scores:
+                if s.fits:
+                    self.metrics.worker_score.labels(s.worker).set(round(s.usd, 2))
+                    self.metrics.worker_wait.labels(s.worker).set(round(s.wait_hours, 3))
+        if self.options.dry_run or not self.leading():
+            log.info("decided (not written)", extra={**fields, "detail": d.message})
+            return False
+        if d.action == "nominate":
+            assert obj is not None
+            body = snapshot.nomination(obj, d.clusters)
+            try:
+                stored = apply_workload_status(self.hub_api, wl.namespace, wl.name, body,
+                                               field_manager=snapshot.KUEUE_ADMISSION, force=True)
+                self.hub["workloads"].upsert(stored)
+            except ApiException as exc:
+                self.metrics.write_errors.labels(str(exc.status)).inc()
+                log.warning("nomination refused", extra={**fields, "status": exc.status, "error": api_message(exc)})
+                if exc.status == 409:
+                    self._kick.set()  # it changed since we read it: decide again on the fresh object
+                return False
+            except Exception as exc:
+                if not is_unreachable(exc):
+                    raise
+                self.metrics.write_errors.labels("0").inc()
+                log.warning("nomination not written", extra={**fields, "error": exc.__class__.__name__})
+                return False
+            self.written.append((wl.key, d.clusters))
+            if d.reason == RENOMINATED:
+                self.metrics.renominations.labels("eviction").inc()
+            elif d.reason == DEADLINE:
+                self.metrics.renominations.labels("deadline").inc()
+        self.metrics.decisions.labels(d.reason).inc()
+        log.info(d.message, extra=fields)
+        if d.event is not None and (d.action == "nominate" or d.reason == NO_FIT):
+            self._event(wl, d)
+        return True
+
+    def _event(self, wl: HubWorkload, d: Decision) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        assert d.event is not None
+        if self.options.dry_run or not self.leading():
+            return
+        now = _now_rfc3339()
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{wl.name}.{uuid.uuid4().hex[:16]}", "namespace": wl.namespace},
+                "involvedObject": {"apiVersion": ko.API_VERSION, "kind": "Workload", "name": wl.name,
+                                   "namespace": wl.namespace, "uid": wl.uid},
+                "reason": d.event.reason, "message": d.event.message[:1024], "type": d.event.type,
+                "source": {"component": COMPONENT}, "reportingComponent": "gpufleet.io/dispatch",
+                "reportingInstance": self.options.identity, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        try:
+            create_event(self.hub_api, wl.namespace, body)
+        except ApiException as exc:
+            self.metrics.write_errors.labels(str(exc.status)).inc()
+            log.warning("event not recorded", extra={"workload": wl.key, "status": exc.status})
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            self.metrics.write_errors.labels("0").inc()
+
+    # ------------------------------------------------------------------ --once
+
+    def run_once(self) -> PassResult:
+        """List everything once, take the Lease if one is configured and free, and run one pass.
+
+        Raises the client's errors when the hub does not answer (the command exits 1)."""
+        for inf in self.hub.values():
+            inf.relist()
+        self.sync_workers(watch=False)
+        if self.options.lease and not self.options.dry_run:
+            self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
+                                   lease_duration_s=self.options.lease_duration_s,
+                                   renew_deadline_s=self.options.renew_deadline_s,
+                                   retry_period_s=self.options.retry_period_s).start()
+            deadline = time.monotonic() + self.options.retry_period_s + 1.0
+            while not self.elector.leading() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        try:
+            return self.reconcile()
+        finally:
+            if self.elector is not None:
+                self.elector.stop()
+
+
+def summarize(result: PassResult) -> list[dict[str, Any]]:
+    """The decisions of a pass as rows (for ``--once`` output)."""
+    rows = []
+    for d in result.decisions:
+        best = next((s for s in d.scores if d.clusters and s.worker == d.clusters[0]), None)
+        rows.append({"workload": d.workload.key, "action": d.action, "reason": d.reason, "clusters": list(d.clusters),
+                     "usd": round(best.usd, 2) if best else None,
+                     "wait_hours": round(best.wait_hours, 3) if best else None, "message": d.message,
+                     "scores": [{"worker": s.worker, "fits": s.fits, "usd": round(s.usd, 2) if s.fits else None,
+                                 "cost_usd": round(s.cost_usd, 2) if s.fits else None,
+                                 "wait_hours": round(s.wait_hours, 3) if s.fits else None,
+                                 "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
+    return rows
+
+
+def worker_problems(controller: Controller) -> Sequence[str]:
+    return [f"{k}: {e}" for k, e in sorted(controller.worker_errors.items())]

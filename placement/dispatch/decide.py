@@ -1,0 +1,453 @@
+"""The dispatcher's decision: which worker each waiting hub Workload should be nominated to. Pure.
+
+``decide(workloads, workers, pricing, now, settings, memory)`` scores every worker the Workload's
+MultiKueueConfig lists, for every Workload waiting for a nomination, in Kueue's order (priority, then
+arrival), and returns one :class:`~placement.dispatch.model.Decision` per Workload.
+
+Score of a worker (USD) = cost + wait:
+
+* **cost**: the placement engine's total (compute with the spot overhead, plus the dataset's egress to
+  the worker's region and the outputs back) of the job on the pool Kueue would admit it to: the first
+  flavor, in the worker ClusterQueue's order, that the job may use and that has free quota for it now,
+  else the first it may use at all;
+* **wait**: expected hours until admission × the job's GPUs × the price of waiting (USD per GPU-hour:
+  the job's own, else ``--wait-usd-per-gpu-hour``), from :func:`expected_wait_hours` over the flavors
+  the job may use.
+
+A flavor the job may use: its pool is in the fleet file with a shape of an accepted accelerator and a
+capacity the job accepts, in the job's fabric group and pool affinity, each pod fits one node, the
+flavor's nominal quota (the pool at its maximum size) holds the whole job, and the engine prices it
+(clouds, regions, ``max_usd_per_hour``). A worker without one, outside the Workload's MultiKueueConfig or
+the job's group, unreachable, or without the job's LocalQueue, is never nominated. Ties go to the lower
+cost, then the worker key. Workloads nominated earlier in the pass count as backlog for later ones.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from placement.catalog import Offer
+from placement.dispatch.model import (
+    Admitted,
+    ClusterQueueState,
+    Decision,
+    EventOut,
+    FlavorState,
+    HubWorkload,
+    Memory,
+    PassResult,
+    Pricing,
+    QueuedWorkload,
+    Settings,
+    WorkerScore,
+    WorkerState,
+)
+from placement.engine import Candidate, plan
+from placement.fleet.choose import SINGLE_NODE
+from placement.fleet.stacks import Pool
+from placement.jobspec import JobSpec
+from placement.kueue import Allocatable, allocatable
+from placement.shapes import Shape, shape_book
+
+NOMINATED, RENOMINATED, DEADLINE, NO_FIT, WAITING, ADMITTED = (
+    "Nominated", "Renominated", "DeadlinePassed", "NoWorkerFits", "Waiting", "Admitted")
+
+
+class Backlog:
+    """Pending work Kueue admits before a job, in its order: ``(gpus, hours)`` segments with running sums, so
+    the GPU-hours of its first ``n`` GPUs come from a bisection rather than a walk."""
+
+    def __init__(self, entries: Iterable[tuple[int, float]] = ()) -> None:
+        self.gpus = [0]
+        self.work = [0.0]
+        self.hours: list[float] = []
+        for g, h in entries:
+            self.add(g, h)
+
+    def add(self, gpus: int, hours: float) -> None:
+        self.gpus.append(self.gpus[-1] + gpus)
+        self.work.append(self.work[-1] + gpus * hours)
+        self.hours.append(hours)
+
+    @property
+    def total(self) -> int:
+        return self.gpus[-1]
+
+    def work_of_first(self, n: float) -> float:
+        """GPU-hours of the first ``n`` GPUs of the backlog (a job cut part-way counts pro rata)."""
+        if n <= 0:
+            return 0.0
+        i = bisect.bisect_left(self.gpus, n)
+        if i >= len(self.gpus):
+            return self.work[-1]
+        return self.work[i - 1] + (n - self.gpus[i - 1]) * self.hours[i - 1]
+
+
+def expected_wait_hours(nominal: int, used: int, ahead: Sequence[tuple[int, float]] | Backlog, need: int,
+                        releases: Iterable[tuple[int, float]], default_hours: float) -> float:
+    """Hours until ``need`` GPUs are free for the job in flavors with ``nominal`` GPUs of quota.
+
+    ``used``: GPUs admitted workloads hold there; ``releases``: ``(gpus, hours left)`` of those running
+    workloads (held GPUs no release accounts for end after ``default_hours``); ``ahead``: ``(gpus, hours)``
+    of the pending workloads Kueue admits first (higher priority, or equal priority and queued earlier), in
+    that order. The job starts once ``deficit = ahead GPUs + need + used - nominal`` GPUs have been
+    released: no wait when the deficit is not positive; else the time at which the running workloads, in
+    the order they end, have released it; when even all of them do not cover it, the backlog itself must
+    run first: the last end plus the GPU-hours of the first ``deficit - released`` GPUs of the backlog
+    spread over the ``nominal`` GPUs. More backlog (a workload ahead, more GPUs needed or held) never
+    lowers the wait.
+    """
+    backlog = ahead if isinstance(ahead, Backlog) else Backlog(ahead)
+    rel = sorted(releases, key=lambda r: r[1])
+    known = sum(g for g, _ in rel)
+    if used > known:
+        bisect.insort(rel, (used - known, default_hours), key=lambda r: r[1])
+    used = max(used, known)
+    deficit = backlog.total + need + used - nominal
+    if deficit <= 0:
+        return 0.0
+    freed, last = 0, 0.0
+    for gpus, hours in rel:
+        freed += gpus
+        last = max(last, hours)
+        if freed >= deficit:
+            return max(hours, 0.0)
+    return last + backlog.work_of_first(deficit - freed) / max(nominal, 1)
+
+
+@dataclass(frozen=True)
+class _Option:
+    """A flavor of a worker the job may use, priced."""
+
+    flavor: FlavorState
+    pool: Pool
+    candidate: Candidate
+
+
+class _Costs:
+    """The engine's price of a job on every fleet pool, computed once per distinct job spec."""
+
+    def __init__(self, pricing: Pricing, workers: Sequence[WorkerState]) -> None:
+        index: dict[tuple[str, str, str], list[Offer]] = defaultdict(list)
+        for o in pricing.offers:
+            index[(o.cloud, o.region, o.instance_type)].append(o)
+        self.pool_offer: dict[tuple[str, str], Offer] = {}
+        for w in workers:
+            cl = w.cluster
+            if cl is None:
+                continue
+            for p in cl.pools:
+                offers = index.get((cl.cloud, cl.region, p.instance_type), [])
+                exact = [o for o in offers if o.zone == p.zone]
+                # AWS stacks export zone IDs, some catalogs zone names: then the region's dearest zone stands in.
+                pick = exact[0] if exact else max(offers, key=lambda o: (o.price or 0.0, o.spot_price or 0.0),
+                                                  default=None)
+                if pick is not None:
+                    self.pool_offer[(w.key, p.name)] = pick
+        self.offers = tuple({id(o): o for o in self.pool_offer.values()}.values())
+        self._memo: dict[JobSpec, tuple[dict[tuple[int, str], Candidate], dict[tuple[int, str], str]]] = {}
+
+    def of(self, job: JobSpec) -> tuple[dict[tuple[int, str], Candidate], dict[tuple[int, str], str]]:
+        hit = self._memo.get(job)
+        if hit is None:
+            p = plan(job, self.offers)
+            runnable: dict[tuple[int, str], Candidate] = {(id(c.offer), str(c.capacity)): c for c in p.ranked}
+            excluded: dict[tuple[int, str], str] = {(id(c.offer), str(c.capacity)): str(c.excluded)
+                                                    for c in p.excluded}
+            hit = self._memo[job] = (runnable, excluded)
+        return hit
+
+
+def _fits(a: Allocatable, b: Allocatable) -> bool:
+    return a.cpu_millis <= b.cpu_millis and a.memory_mib <= b.memory_mib and a.gpus <= b.gpus and a.efa <= b.efa
+
+
+def _minus(a: Allocatable, b: Allocatable) -> Allocatable:
+    return Allocatable(a.cpu_millis - b.cpu_millis, a.memory_mib - b.memory_mib, a.gpus - b.gpus, a.efa - b.efa)
+
+
+def synthetic_job(wl: HubWorkload, default_hours: float) -> JobSpec:
+    """For a Workload whose owner recorded no job spec: its GPUs on any accelerator, no data, ``default_hours``."""
+    return JobSpec(name=wl.name[:63] or "workload", accelerators=tuple(sorted(shape_book().accelerators())),
+                   gpus=max(wl.request.gpus, 1), hours=default_hours)
+
+
+class _Queues:
+    """Per worker ClusterQueue: the pending workloads by priority (for the backlog ahead) and the running ones."""
+
+    def __init__(self, cq: ClusterQueueState, default_hours: float) -> None:
+        self.names: dict[tuple[str, str], QueuedWorkload] = {}
+        by_prio: dict[int, list[QueuedWorkload]] = defaultdict(list)
+        self.running: list[QueuedWorkload] = []
+        for q in cq.workloads:
+            self.names[(q.namespace, q.name)] = q
+            if q.admitted:
+                self.running.append(q)
+            else:
+                by_prio[q.priority].append(q)
+        self.prios = sorted(by_prio, reverse=True)
+        self.created: dict[int, list[float]] = {}
+        self.rows: dict[int, list[tuple[int, float]]] = {}
+        for p, rows in by_prio.items():
+            rows.sort(key=lambda q: (q.created, q.namespace, q.name))
+            self.created[p] = [q.created for q in rows]
+            self.rows[p] = [(q.gpus, q.hours if q.hours is not None else default_hours) for q in rows]
+
+    def ahead(self, wl: HubWorkload, virtual: Mapping[int, list[tuple[int, float]]]) -> Backlog:
+        """What Kueue admits before ``wl`` (BestEffortFIFO: priority, then creation): this queue's pending
+        workloads, then those nominated here in this pass and not yet copied, priority by priority."""
+        own = self.names.get((wl.namespace, wl.name))
+        own_created = own.created if own is not None and not own.admitted else math.inf
+        backlog = Backlog()
+        for p in sorted(set(self.prios) | set(virtual), reverse=True):
+            if p < wl.priority:
+                break
+            rows = self.rows.get(p, [])
+            if p == wl.priority and rows:
+                rows = rows[:bisect.bisect_left(self.created[p], own_created)]
+            for g, h in rows:
+                backlog.add(g, h)
+            for g, h in virtual.get(p, ()):
+                backlog.add(g, h)
+        return backlog
+
+
+class _Pass:
+    def __init__(self, workers: Sequence[WorkerState], pricing: Pricing, now: float, settings: Settings) -> None:
+        self.workers = {w.key: w for w in workers}
+        self.costs = _Costs(pricing, workers)
+        self.now = now
+        self.settings = settings
+        self.book = shape_book()
+        self.queues: dict[tuple[str, str], _Queues] = {}
+        # Workloads nominated to a worker whose copy it does not list yet: worker -> priority -> (GPUs, hours).
+        self.virtual: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+
+    def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
+        q = self.queues.get((worker, cq.name))
+        if q is None:
+            q = self.queues[(worker, cq.name)] = _Queues(cq, self.settings.default_hours)
+        return q
+
+    def add_virtual(self, wl: HubWorkload, worker: str) -> None:
+        w = self.workers.get(worker)
+        if w is None:
+            return
+        cq_name = w.local_queues.get((wl.namespace, wl.queue_name))
+        cq = w.cluster_queues.get(cq_name or "")
+        if cq is not None and (wl.namespace, wl.name) in self.queues_of(worker, cq).names:
+            return  # Kueue has copied it there already: the worker's own list counts it
+        self.virtual[worker][wl.priority].append((wl.request.gpus, self.job_of(wl).hours))
+
+    def job_of(self, wl: HubWorkload) -> JobSpec:
+        return wl.job if wl.job is not None else synthetic_job(wl, self.settings.default_hours)
+
+    def _flavor_reason(self, wl: HubWorkload, job: JobSpec, w: WorkerState, f: FlavorState,
+                       pools: Mapping[str, Pool]) -> tuple[str | None, Pool | None, Shape | None]:
+        pool = pools.get(f.pool or "")
+        if pool is None:
+            return f"flavor {f.name}: pool {f.pool} not in the fleet file", None, None
+        for n in wl.needs:
+            if n.pools is not None and pool.name not in n.pools:
+                return f"pool {pool.name} outside the job's pool affinity", None, None
+        shape = self.book.get(pool.instance_type)
+        if shape is None:
+            return f"pool {pool.name}: unknown instance type {pool.instance_type}", None, None
+        if shape.accelerator not in job.accelerators:
+            return f"pool {pool.name}: {shape.accelerator} not accepted", None, None
+        if pool.capacity not in job.capacities():
+            return f"pool {pool.name}: {pool.capacity} not accepted", None, None
+        if wl.group and wl.group != SINGLE_NODE and shape.fabric != wl.group:
+            return f"pool {pool.name}: fabric {shape.fabric}, the job needs {wl.group}", None, None
+        node = allocatable(shape)
+        for n in wl.needs:
+            if not _fits(n.per_pod, node):
+                return f"pool {pool.name}: a {n.name} pod does not fit one {shape.name} node", None, None
+        if not _fits(wl.request, f.nominal):
+            return (f"flavor {f.name}: nominal quota {f.nominal.gpus} GPUs cannot hold the job's "
+                    f"{wl.request.gpus}"), None, None
+        return None, pool, shape
+
+    def score(self, wl: HubWorkload, worker: str) -> WorkerScore:
+        """The worker's score for ``wl``, or why it cannot take it."""
+        if wl.group_workers is not None and worker not in wl.group_workers:
+            return WorkerScore(worker, False, f"not in the job's {wl.group or 'fabric'} group")
+        w = self.workers.get(worker)
+        if w is None or w.cluster is None:
+            return WorkerScore(worker, False, "not in the fleet file")
+        if not w.reachable:
+            return WorkerScore(worker, False, f"unreachable: {w.error or 'no answer'}")
+        cq_name = w.local_queues.get((wl.namespace, wl.queue_name))
+        if cq_name is None:
+            return WorkerScore(worker, False, f"no LocalQueue {wl.queue_name} in {wl.namespace}")
+        cq = w.cluster_queues.get(cq_name)
+        if cq is None:
+            return WorkerScore(worker, False, f"ClusterQueue {cq_name} not found")
+        job = self.job_of(wl)
+        reason = job.allows(w.cluster.cloud, w.cluster.region)
+        if reason:
+            return WorkerScore(worker, False, reason)
+        pools = {p.name: p for p in w.cluster.pools}
+        runnable, excluded = self.costs.of(job)
+        options: list[_Option] = []
+        reasons: list[str] = []
+        for f in cq.flavors:
+            why, pool, _ = self._flavor_reason(wl, job, w, f, pools)
+            if why is not None or pool is None:
+                reasons.append(str(why))
+                continue
+            offer = self.costs.pool_offer.get((worker, pool.name))
+            if offer is None:
+                reasons.append(f"pool {pool.name}: no catalog price for {pool.instance_type} in {w.cluster.region}")
+                continue
+            cand = runnable.get((id(offer), pool.capacity))
+            if cand is None:
+                reasons.append(f"pool {pool.name}: {excluded.get((id(offer), pool.capacity), 'not priced')}")
+                continue
+            options.append(_Option(f, pool, cand))
+        if not options:
+            return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
+        req = wl.request
+        landing = next((o for o in options if _fits(req, _minus(o.flavor.nominal, o.flavor.reserved))), options[0])
+        names = {o.flavor.name for o in options}
+        nominal = sum(o.flavor.nominal.gpus for o in options)
+        used = sum(o.flavor.reserved.gpus for o in options)
+        queues = self.queues_of(worker, cq)
+        ahead = queues.ahead(wl, self.virtual.get(worker, {}))
+        releases = [(q.gpus, q.remaining_hours if q.remaining_hours is not None else self.settings.default_hours)
+                    for q in queues.running if q.flavors & names and (q.namespace, q.name) != (wl.namespace, wl.name)]
+        wait = expected_wait_hours(nominal, used, ahead, req.gpus, releases, self.settings.default_hours)
+        price = wl.wait_price if wl.wait_price is not None else self.settings.wait_usd_per_gpu_hour
+        return WorkerScore(worker, True, pool=landing.pool.name, capacity=landing.pool.capacity,
+                           cost_usd=landing.candidate.cost.total_usd, wait_hours=wait,
+                           wait_usd=wait * req.gpus * price)
+
+
+def _rank_key(s: WorkerScore) -> tuple[float, float, str]:
+    return (round(s.usd, 6), round(s.cost_usd, 6), s.worker)
+
+
+def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
+    skip = set(exclude)
+    return min((s for s in scores if s.fits and s.worker not in skip), key=_rank_key, default=None)
+
+
+def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, price: float) -> str:
+    text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
+            f"{best.wait_hours:.2f} h x {wl.request.gpus} GPUs x ${price:g}/GPU-h")
+    runner = min((s for s in scores if s.fits and s.worker != best.worker), key=_rank_key, default=None)
+    if runner is not None:
+        text += f"; next {runner.worker} ${runner.usd:,.2f}"
+    return text
+
+
+def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
+    if not scores:
+        return f"its admission check {wl.check} lists no worker cluster"
+    return "; ".join(f"{s.worker}: {s.reason}" for s in scores if not s.fits)
+
+
+def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pricing: Pricing, now: float,
+           settings: Settings | None = None, memory: Mapping[str, Memory] | None = None) -> PassResult:
+    """One pass over every hub Workload: a :class:`Decision` for each one waiting for a nomination, the
+    admissions of Workloads this dispatcher nominated (for the time-to-admission metric), and which
+    memories to keep. ``memory`` is what earlier passes remembered (:class:`Memory` by uid)."""
+    memory = memory or {}
+    settings = settings or Settings()
+    ps = _Pass(workers, pricing, now, settings)
+    decisions: list[Decision] = []
+    admitted: list[Admitted] = []
+    keep: set[str] = set()
+    holding: list[tuple[HubWorkload, Memory]] = []
+    deciding: list[HubWorkload] = []
+    for wl in workloads:
+        mem = memory.get(wl.uid)
+        if wl.finished:
+            continue
+        if mem is not None:
+            keep.add(wl.uid)
+        if wl.cluster_name and mem is not None and mem.nominated and mem.first_at:
+            admitted.append(Admitted(wl.uid, wl.cluster_name, max(now - mem.first_at, 0.0)))
+            decisions.append(Decision(wl, "hold", (wl.cluster_name,), ADMITTED, f"admitted on {wl.cluster_name}",
+                                      memory=replace(mem, nominated=(), tried=frozenset({wl.cluster_name}),
+                                                     first_at=0.0, evictions=wl.evictions, noted="")))
+            continue
+        if wl.waiting_reason() is not None:
+            continue
+        keep.add(wl.uid)
+        if wl.nominated:
+            if mem is None or mem.nominated != wl.nominated:
+                # Nominated by an earlier leader (or by hand): its clock started when the API server recorded it.
+                since = wl.nominated_since if wl.nominated_since is not None else now
+                mem = Memory(nominated=wl.nominated, since=min(since, now), tried=frozenset(wl.nominated),
+                             first_at=min(since, now), evictions=wl.evictions)
+            valid = all(n in wl.allowed and (w := ps.workers.get(n)) is not None and w.reachable for n in wl.nominated)
+            if valid and now - mem.since < settings.deadline_s:
+                holding.append((wl, mem))
+                continue
+        deciding.append(wl)
+
+    for wl, mem in holding:
+        for n in wl.nominated:
+            ps.add_virtual(wl, n)
+        decisions.append(Decision(wl, "hold", wl.nominated, WAITING,
+                                  f"nominated {', '.join(wl.nominated)} {now - mem.since:.0f} s ago", memory=mem))
+
+    deciding.sort(key=lambda w: (-w.priority, w.created, w.key))
+    for wl in deciding:
+        mem = memory.get(wl.uid)
+        scores = tuple(ps.score(wl, k) for k in wl.allowed)
+        price = wl.wait_price if wl.wait_price is not None else settings.wait_usd_per_gpu_hour
+        current = wl.nominated
+        tried = set(mem.tried) if mem is not None else set()
+        if current:
+            # The deadline passed (or a nominated worker left the fleet): the next best not yet tried.
+            tried |= set(current)
+            reason, prev = DEADLINE, ", ".join(current)
+            since = mem.since if mem is not None and mem.nominated == current else (wl.nominated_since or now)
+            gone = [n for n in current if n not in wl.allowed or n not in ps.workers or not ps.workers[n].reachable]
+            lead = (f"{', '.join(gone)} can no longer take it" if gone
+                    else f"{prev} did not admit within {settings.deadline_s:g} s ({now - since:.0f} s)")
+        elif mem is not None and (mem.nominated or mem.tried):
+            reason, prev = RENOMINATED, ", ".join(mem.nominated) or ", ".join(sorted(mem.tried))
+            lead = f"nomination of {prev} was cleared (eviction {wl.evictions})"
+        else:
+            reason, lead = NOMINATED, ""
+        best = _best(scores, tried)
+        if best is None and tried:
+            # Every worker that fits was tried: start a new round, still avoiding the current one if possible.
+            tried = set(current)
+            best = _best(scores, tried) or (_best(scores) if not current else None)
+        first_at = mem.first_at if mem is not None and mem.first_at else now
+        if best is None:
+            if current:
+                message = f"{lead}; no other worker fits, keeping {', '.join(current)}"
+                noted = f"{DEADLINE}:{','.join(current)}"
+                new = Memory(nominated=current, since=now, tried=frozenset(current), first_at=first_at,
+                             evictions=wl.evictions, noted=noted)
+                event = None if mem is not None and mem.noted == noted else EventOut("Warning", DEADLINE, message)
+                decisions.append(Decision(wl, "hold", current, DEADLINE, message, scores, event, new))
+                ps_add = current
+            else:
+                message = "no worker fits: " + _no_fit(scores, wl)
+                noted = f"{NO_FIT}:{message}"
+                new = Memory(nominated=(), since=now, tried=frozenset(tried), first_at=0.0,
+                             evictions=wl.evictions, noted=noted)
+                event = None if mem is not None and mem.noted == noted else EventOut("Warning", NO_FIT, message)
+                decisions.append(Decision(wl, "none", (), NO_FIT, message, scores, event, new))
+                ps_add = ()
+            for n in ps_add:
+                ps.add_virtual(wl, n)
+            continue
+        body = _explain(best, scores, wl, price)
+        message = f"{lead}; nominated {body}" if lead else f"nominated {body}"
+        new = Memory(nominated=(best.worker,), since=now, tried=frozenset(tried | {best.worker}), first_at=first_at,
+                     evictions=wl.evictions)
+        decisions.append(Decision(wl, "nominate", (best.worker,), reason, message, scores,
+                                  EventOut("Warning" if reason == DEADLINE else "Normal", reason, message), new))
+        ps.add_virtual(wl, best.worker)
+    return PassResult(decisions=tuple(decisions), admitted=tuple(admitted), keep=frozenset(keep))

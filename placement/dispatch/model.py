@@ -1,0 +1,241 @@
+"""What the dispatcher decides from, and what it decides: frozen dataclasses, no I/O.
+
+Times are seconds since the epoch (``float``), durations in hours unless named ``_s``; money in USD;
+resources per :class:`placement.kueue.Allocatable` (CPU millicores, memory MiB, GPUs, EFA devices).
+:mod:`placement.dispatch.snapshot` builds these from the hub's and the workers' Kubernetes objects;
+:func:`placement.dispatch.decide.decide` turns them into :class:`Decision`\\ s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from placement.catalog import Offer
+from placement.fleet.stacks import ClusterStack
+from placement.jobspec import JobSpec
+from placement.kueue import Allocatable
+
+# Defaults of the `placement dispatch` flags (README: placement dispatch).
+WAIT_USD_PER_GPU_HOUR = 2.0  # what an hour of waiting costs per GPU the job holds idle
+ADMISSION_DEADLINE_S = 300.0  # a nominated worker that has not admitted by then is replaced by the next best
+DEFAULT_HOURS = 4.0  # length (or time left) of a workload whose length is unknown
+REMAINING_FLOOR_HOURS = 0.25  # a running job past its expected length is assumed to need this much more
+
+ZERO = Allocatable(0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Need:
+    """One pod set of a Workload: ``count`` pods, each asking for ``per_pod``; ``pools`` the pool names its
+    pods may run on (required node affinity / node selector on ``gpufleet.io/pool``), None when free."""
+
+    name: str
+    count: int
+    per_pod: Allocatable
+    pools: frozenset[str] | None = None
+
+    @property
+    def total(self) -> Allocatable:
+        return self.per_pod.scaled(self.count)
+
+
+@dataclass(frozen=True)
+class HubWorkload:
+    """A Workload on the hub, with what its owner job recorded (``placement submit --via-hub``).
+
+    ``check``/``check_state``: its MultiKueue admission check; ``allowed``: the clusters of that check's
+    MultiKueueConfig; ``nominated_since``: when the current ``nominatedClusterNames`` were written, as the
+    API server recorded it (the ``kueue-admission`` status entry of ``managedFields``), if known."""
+
+    namespace: str
+    name: str
+    uid: str
+    created: float
+    priority: int
+    queue_name: str
+    cluster_queue: str | None
+    check: str | None
+    check_state: str | None
+    allowed: tuple[str, ...]
+    nominated: tuple[str, ...] = ()
+    nominated_since: float | None = None
+    cluster_name: str | None = None
+    quota_reserved: bool = True
+    evicted: bool = False
+    finished: bool = False
+    evictions: int = 0
+    needs: tuple[Need, ...] = ()
+    job: JobSpec | None = None
+    job_error: str | None = None
+    group: str | None = None
+    group_workers: tuple[str, ...] | None = None
+    wait_price: float | None = None  # the job's own USD per GPU-hour of waiting
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def request(self) -> Allocatable:
+        total = ZERO
+        for n in self.needs:
+            total = total + n.total
+        return total
+
+    def waiting_reason(self) -> str | None:
+        """None when the Workload waits for a nomination: quota reserved on the hub, its MultiKueue check
+        Pending, no cluster assigned, not being evicted and not finished (Kueue's own condition for
+        nominating, ``workload.ShouldSkipClusterNomination`` in v0.19.2); else why not."""
+        if self.finished:
+            return "finished"
+        if self.check is None:
+            return "no MultiKueue admission check"
+        if not self.quota_reserved:
+            return "no quota reserved on the hub"
+        if self.evicted:
+            return "eviction in progress"
+        if self.check_state != "Pending":
+            return f"admission check {self.check} is {self.check_state}"
+        if self.cluster_name:
+            return f"assigned to {self.cluster_name}"
+        return None
+
+
+@dataclass(frozen=True)
+class FlavorState:
+    """One flavor of a worker's ClusterQueue: the node pool it selects, its nominal quota and what
+    admitted (quota-reserving) workloads hold of it."""
+
+    name: str
+    pool: str | None
+    nominal: Allocatable
+    reserved: Allocatable = ZERO
+
+
+@dataclass(frozen=True)
+class QueuedWorkload:
+    """A Workload in a worker's ClusterQueue: pending, or admitted on ``flavors``."""
+
+    namespace: str
+    name: str
+    priority: int
+    gpus: int
+    created: float
+    admitted: bool = False
+    flavors: frozenset[str] = frozenset()
+    remaining_hours: float | None = None  # admitted only: expected time left, when known
+    hours: float | None = None  # pending only: expected length, when known
+
+
+@dataclass(frozen=True)
+class ClusterQueueState:
+    name: str
+    flavors: tuple[FlavorState, ...]  # in the queue's order: Kueue tries them one after the other
+    workloads: tuple[QueuedWorkload, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """A worker as the dispatcher sees it: its stack outputs (fleet file) and its live queues."""
+
+    key: str
+    cluster: ClusterStack | None
+    reachable: bool = True
+    error: str | None = None
+    local_queues: Mapping[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> ClusterQueue
+    cluster_queues: Mapping[str, ClusterQueueState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What the dispatcher remembers of a Workload between passes (in memory, keyed by its uid).
+
+    ``since``: when the current nomination started; ``tried``: workers nominated in this round;
+    ``evictions``: the Workload's eviction count when last nominated; ``noted``: the last event recorded,
+    so an unchanged situation is not reported again."""
+
+    nominated: tuple[str, ...]
+    since: float
+    tried: frozenset[str]
+    first_at: float
+    evictions: int = 0
+    noted: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    wait_usd_per_gpu_hour: float = WAIT_USD_PER_GPU_HOUR
+    deadline_s: float = ADMISSION_DEADLINE_S
+    default_hours: float = DEFAULT_HOURS
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Catalog offers (optionally overlaid with live prices) the engine prices each worker's pools with."""
+
+    offers: tuple[Offer, ...]
+    source: str = "catalog"
+
+
+@dataclass(frozen=True)
+class WorkerScore:
+    """One worker for one Workload: ``usd`` = ``cost_usd`` (the engine's total on ``pool``) + ``wait_usd``
+    (``wait_hours`` × the job's GPUs × the price of waiting). ``fits`` False: never nominated, ``reason``."""
+
+    worker: str
+    fits: bool
+    reason: str = ""
+    pool: str | None = None
+    capacity: str | None = None
+    cost_usd: float = 0.0
+    wait_hours: float = 0.0
+    wait_usd: float = 0.0
+
+    @property
+    def usd(self) -> float:
+        return self.cost_usd + self.wait_usd
+
+
+Action = Literal["nominate", "hold", "none"]
+
+
+@dataclass(frozen=True)
+class EventOut:
+    """An Event to record on the Workload (``type`` Normal or Warning)."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """For one waiting Workload: ``nominate`` writes ``clusters`` to ``.status.nominatedClusterNames``;
+    ``hold`` keeps the current nomination; ``none`` nominates nothing (``reason`` NoWorkerFits)."""
+
+    workload: HubWorkload
+    action: Action
+    clusters: tuple[str, ...]
+    reason: str  # Nominated | Renominated | DeadlinePassed | NoWorkerFits | Waiting
+    message: str
+    scores: tuple[WorkerScore, ...] = ()
+    event: EventOut | None = None
+    memory: Memory | None = None  # what to remember once the decision is carried out
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A Workload this dispatcher nominated that a worker has admitted (``seconds`` since the first nomination)."""
+
+    uid: str
+    worker: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PassResult:
+    decisions: tuple[Decision, ...]
+    admitted: tuple[Admitted, ...] = ()
+    keep: frozenset[str] = frozenset()  # uids whose memory is still needed

@@ -1,0 +1,344 @@
+"""Kueue objects (``kueue.x-k8s.io/v1beta2`` dicts as the API server returns them) -> the dispatcher's
+snapshots, and the nomination the dispatcher applies. Pure: dicts in, frozen dataclasses / dicts out.
+
+Field names and semantics follow Kueue v0.19.2 (``apis/kueue/v1beta2/workload_types.go``,
+``clusterqueue_types.go``; ``pkg/workload/patching/patching.go`` for what the ``kueue-admission`` field
+manager applies).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from placement import kueue as ko
+from placement.dispatch.model import (
+    REMAINING_FLOOR_HOURS,
+    ZERO,
+    ClusterQueueState,
+    FlavorState,
+    HubWorkload,
+    Need,
+    QueuedWorkload,
+    WorkerState,
+)
+from placement.errors import InputError
+from placement.fleet.manifests import (
+    GROUP_ANNOTATION,
+    JOB_SPEC_ANNOTATION,
+    WAIT_PRICE_ANNOTATION,
+    WORKERS_ANNOTATION,
+)
+from placement.fleet.stacks import ClusterStack
+from placement.jobspec import parse_job
+from placement.kueue import Allocatable
+
+KUEUE_ADMISSION = "kueue-admission"  # Kueue's field manager for admission status (constants.AdmissionName)
+# Conditions Kueue's admission patch carries (patching.admissionManagedConditions in v0.19.2).
+ADMISSION_CONDITIONS = ("QuotaReserved", "BlockedOnPreemptionGates", "Evicted", "Admitted", "Preempted",
+                        "Requeued", "DeactivationTarget", "Finished", "PodsReady")
+OWNER_KINDS = {("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")}
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes resource quantity (``"1500m"``, ``"32Gi"``, ``8``, ``"1e3"``) as a number of units."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    for suffix, scale in _BINARY.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * scale
+    if text and text[-1] in _DECIMAL and not text[-1].isdigit() and not (len(text) > 1 and text[-2] in "eE"):
+        return float(text[:-1]) * _DECIMAL[text[-1]]
+    return float(text)
+
+
+def resources(rl: Mapping[str, Any] | None) -> Allocatable:
+    """A resource list as CPU millicores, memory MiB, GPUs and EFA devices (rounded up)."""
+    rl = rl or {}
+
+    def get(name: str, scale: float = 1.0) -> int:
+        return math.ceil(quantity(rl[name]) * scale - 1e-9) if name in rl else 0
+
+    return Allocatable(cpu_millis=get(ko.RES_CPU, 1000), memory_mib=get(ko.RES_MEMORY, 1 / 2**20),
+                       gpus=get(ko.RES_GPU), efa=get(ko.RES_EFA))
+
+
+def _max(a: Allocatable, b: Allocatable) -> Allocatable:
+    return Allocatable(max(a.cpu_millis, b.cpu_millis), max(a.memory_mib, b.memory_mib), max(a.gpus, b.gpus),
+                       max(a.efa, b.efa))
+
+
+def pod_requests(template: Mapping[str, Any] | None) -> Allocatable:
+    """A pod's effective requests: its containers plus native sidecars, or its largest init container if
+    more (requests, else limits, as Kubernetes defaults them)."""
+    spec = (template or {}).get("spec") or {}
+
+    def req(c: Mapping[str, Any]) -> Allocatable:
+        r = c.get("resources") or {}
+        return resources({**(r.get("limits") or {}), **(r.get("requests") or {})})
+
+    total = ZERO
+    for c in spec.get("containers") or []:
+        total = total + req(c)
+    init_peak = ZERO
+    for c in spec.get("initContainers") or []:
+        if c.get("restartPolicy") == "Always":
+            total = total + req(c)
+        else:
+            init_peak = _max(init_peak, req(c))
+    return _max(total, init_peak)
+
+
+def pool_affinity(template: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The pool names a pod may use: ``gpufleet.io/pool`` in its node selector or required node affinity
+    (``In``; several terms are ORed); None when neither constrains it."""
+    spec = (template or {}).get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    pools: set[str] | None = {str(selector[ko.POOL_LABEL])} if ko.POOL_LABEL in selector else None
+    terms = ((((spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    allowed: set[str] = set()
+    constrained = bool(terms)
+    for term in terms:
+        exprs = [e for e in term.get("matchExpressions") or [] if e.get("key") == ko.POOL_LABEL]
+        if not exprs:
+            constrained = False  # a term without a pool constraint matches every pool
+            break
+        vals: set[str] | None = None
+        for e in exprs:
+            if e.get("operator") == "In":
+                vals = set(e.get("values") or []) if vals is None else vals & set(e.get("values") or [])
+        if vals is not None:
+            allowed |= vals
+        else:
+            constrained = False
+            break
+    if constrained:
+        pools = allowed if pools is None else pools & allowed
+    return frozenset(pools) if pools is not None else None
+
+
+def parse_time(value: Any) -> float | None:
+    """RFC 3339 (``2026-11-23T18:03:00Z``, with or without fractions) as seconds since the epoch."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    c = _condition(obj, kind)
+    return c is not None and c.get("status") == "True"
+
+
+def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
+    """The Workload's pod sets: counts and per-pod requests from its admission (what Kueue reserved) when it
+    has one, else from the pod templates."""
+    spec, status = wl.get("spec") or {}, wl.get("status") or {}
+    assigned = {a.get("name"): a for a in ((status.get("admission") or {}).get("podSetAssignments") or [])}
+    out = []
+    for ps in spec.get("podSets") or []:
+        name = str(ps.get("name") or "main")
+        a = assigned.get(name) or {}
+        count = int(a.get("count") or ps.get("count") or 1)
+        if a.get("resourceUsage"):
+            total = resources(a["resourceUsage"])
+            per_pod = Allocatable(-(-total.cpu_millis // count), -(-total.memory_mib // count),
+                                  -(-total.gpus // count), -(-total.efa // count))
+        else:
+            per_pod = pod_requests(ps.get("template"))
+        out.append(Need(name=name, count=count, per_pod=per_pod, pools=pool_affinity(ps.get("template"))))
+    return tuple(out)
+
+
+def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """MultiKueue AdmissionCheck name -> its MultiKueueConfig name (controller ``kueue.x-k8s.io/multikueue``)."""
+    out = {}
+    for ac in admission_checks:
+        spec = ac.get("spec") or {}
+        if spec.get("controllerName") == ko.MULTIKUEUE_CONTROLLER:
+            params = spec.get("parameters") or {}
+            out[str((ac.get("metadata") or {}).get("name"))] = str(params.get("name") or "")
+    return out
+
+
+def cluster_queue_checks(cluster_queues: Sequence[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+    """ClusterQueue name -> the admission checks it requires (``admissionChecksStrategy`` or ``admissionChecks``)."""
+    out = {}
+    for cq in cluster_queues:
+        spec = cq.get("spec") or {}
+        names = {str(r.get("name")) for r in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []}
+        names |= {str(n) for n in spec.get("admissionChecks") or []}
+        out[str((cq.get("metadata") or {}).get("name"))] = frozenset(names)
+    return out
+
+
+def owner_key(wl: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of the Job or JobSet that owns the Workload."""
+    meta = wl.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if ref is None or (ref.get("apiVersion"), ref.get("kind")) not in OWNER_KINDS:
+        return None
+    return str(ref["kind"]), str(meta.get("namespace") or ""), str(ref.get("name"))
+
+
+def nominated_since(wl: Mapping[str, Any]) -> float | None:
+    """When ``kueue-admission`` last applied ``status.nominatedClusterNames`` (``managedFields``), if it owns it."""
+    for mf in (wl.get("metadata") or {}).get("managedFields") or []:
+        if mf.get("manager") != KUEUE_ADMISSION or mf.get("subresource") != "status":
+            continue
+        if "f:nominatedClusterNames" in ((mf.get("fieldsV1") or {}).get("f:status") or {}):
+            return parse_time(mf.get("time"))
+    return None
+
+
+def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks: Mapping[str, str],
+                 configs: Mapping[str, Sequence[str]], cq_checks: Mapping[str, frozenset[str]]) -> HubWorkload | None:
+    """A hub Workload as the decision function sees it; None unless its ClusterQueue has a MultiKueue check.
+
+    ``owner`` is its Job/JobSet (the annotations ``placement submit --via-hub`` wrote), ``checks`` the
+    MultiKueue AdmissionChecks (:func:`multikueue_checks`), ``configs`` the MultiKueueConfigs' clusters."""
+    meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
+    cq = (status.get("admission") or {}).get("clusterQueue")
+    states = {str(a.get("name")): a for a in status.get("admissionChecks") or []}
+    check = next((n for n in states if n in checks), None)
+    if check is None or cq is None or check not in cq_checks.get(str(cq), frozenset()):
+        return None
+    ann = ((owner or {}).get("metadata") or {}).get("annotations") or {}
+    job = None
+    job_error = None
+    if JOB_SPEC_ANNOTATION in ann:
+        try:
+            job = parse_job(json.loads(ann[JOB_SPEC_ANNOTATION]))
+        except (ValueError, InputError) as exc:
+            job_error = f"{JOB_SPEC_ANNOTATION}: {exc}"
+    workers = ann.get(WORKERS_ANNOTATION)
+    price = None
+    if WAIT_PRICE_ANNOTATION in ann:
+        try:
+            price = float(ann[WAIT_PRICE_ANNOTATION])
+            price = price if math.isfinite(price) and price >= 0 else None
+        except ValueError:
+            price = None
+    stats = (status.get("schedulingStats") or {}).get("evictions") or []
+    evictions = (sum(int(e.get("count") or 0) for e in stats)
+                 or int((status.get("requeueState") or {}).get("count") or 0))
+    return HubWorkload(
+        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
+        created=parse_time(meta.get("creationTimestamp")) or 0.0, priority=int(spec.get("priority") or 0),
+        queue_name=str(spec.get("queueName") or ""), cluster_queue=str(cq), check=check,
+        check_state=str(states[check].get("state") or ""), allowed=tuple(configs.get(checks[check], ())),
+        nominated=tuple(status.get("nominatedClusterNames") or ()), nominated_since=nominated_since(wl),
+        cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
+        evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
+        needs=needs(wl), job=job, job_error=job_error, group=ann.get(GROUP_ANNOTATION) or None,
+        group_workers=tuple(w for w in workers.split(",") if w) if workers else None, wait_price=price)
+
+
+def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, Sequence[Mapping[str, Any]]],
+                 now: float, hours: Mapping[tuple[str, str], float] | None = None, *, reachable: bool = True,
+                 error: str | None = None) -> WorkerState:
+    """A worker's queues from its ``clusterqueues``, ``localqueues``, ``workloads`` and ``resourceflavors``.
+
+    ``hours`` gives the expected length of workloads the hub knows (by namespace and name: MultiKueue copies
+    them under the same names) so a running one's remaining time is its length minus the time since it was
+    admitted (at least :data:`REMAINING_FLOOR_HOURS`); else ``spec.maximumExecutionTimeSeconds`` bounds it."""
+    if not reachable:
+        return WorkerState(key=key, cluster=cluster, reachable=False, error=error)
+    hours = hours or {}
+    pools = {str((f.get("metadata") or {}).get("name")):
+             ((f.get("spec") or {}).get("nodeLabels") or {}).get(ko.POOL_LABEL)
+             for f in objects.get("resourceflavors", ())}
+    local = {(str((q.get("metadata") or {}).get("namespace")), str((q.get("metadata") or {}).get("name"))):
+             str((q.get("spec") or {}).get("clusterQueue")) for q in objects.get("localqueues", ())}
+    by_cq: dict[str, list[QueuedWorkload]] = {}
+    for wl in objects.get("workloads", ()):
+        if condition_true(wl, "Finished"):
+            continue
+        meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        admitted = condition_true(wl, "QuotaReserved")
+        cq = ((status.get("admission") or {}).get("clusterQueue") if admitted
+              else local.get((ns, str(spec.get("queueName")))))
+        if not cq:
+            continue
+        flavors = frozenset(str(f) for a in ((status.get("admission") or {}).get("podSetAssignments") or [])
+                            for f in (a.get("flavors") or {}).values())
+        remaining = None
+        length = hours.get((ns, name))
+        if admitted:
+            start = parse_time((_condition(wl, "QuotaReserved") or {}).get("lastTransitionTime")) or now
+            limit = spec.get("maximumExecutionTimeSeconds")
+            if length is None and limit:
+                length = float(limit) / 3600
+            if length is not None:
+                remaining = max(length - (now - start) / 3600, REMAINING_FLOOR_HOURS)
+        gpus = sum(n.total.gpus for n in needs(wl))
+        by_cq.setdefault(str(cq), []).append(QueuedWorkload(
+            namespace=ns, name=name, priority=int(spec.get("priority") or 0), gpus=gpus,
+            created=parse_time(meta.get("creationTimestamp")) or 0.0, admitted=admitted, flavors=flavors,
+            remaining_hours=remaining, hours=None if admitted else length))
+    queues = {}
+    for cq in objects.get("clusterqueues", ()):
+        name = str((cq.get("metadata") or {}).get("name"))
+        reserved = {str(f.get("name")): resources({r.get("name"): r.get("total") for r in f.get("resources") or []})
+                    for f in (cq.get("status") or {}).get("flavorsReservation") or []}
+        states: list[FlavorState] = []
+        for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+            for f in group.get("flavors") or []:
+                fname = str(f.get("name"))
+                nominal = resources({r.get("name"): r.get("nominalQuota") for r in f.get("resources") or []})
+                states.append(FlavorState(name=fname, pool=pools.get(fname), nominal=nominal,
+                                          reserved=reserved.get(fname, ZERO)))
+        queues[name] = ClusterQueueState(name=name, flavors=tuple(states), workloads=tuple(by_cq.get(name, ())))
+    return WorkerState(key=key, cluster=cluster, reachable=True, local_queues=local, cluster_queues=queues)
+
+
+def nomination(wl: Mapping[str, Any], clusters: Sequence[str]) -> dict[str, Any]:
+    """The server-side apply body that nominates ``clusters``, as field manager ``kueue-admission``.
+
+    Kueue v0.19.2 owns ``status.nominatedClusterNames`` through that manager and clears it with its own
+    apply when the Workload is admitted or evicted; a value written by any other manager stays (apply only
+    removes fields its manager owned) and the Workload can then never record its cluster, since
+    ``clusterName`` and ``nominatedClusterNames`` are mutually exclusive (the MultiKueue External
+    dispatcher's known limitation). An apply also drops every field the manager owned but left out, so
+    this body carries everything Kueue's admission patch carries (``patching.PatchAdmissionStatus``) as
+    it is now, with only the nomination changed; ``uid`` and ``resourceVersion`` make the API server refuse
+    it (409) if the Workload changed since it was read.
+    """
+    meta, st = wl.get("metadata") or {}, wl.get("status") or {}
+    status: dict[str, Any] = {}
+    for key in ("admission", "accumulatedPastExecutionTimeSeconds", "unhealthyNodes", "preemptionGates",
+                "admissionChecks", "clusterName"):
+        if st.get(key) is not None:
+            status[key] = st[key]
+    requeue = st.get("requeueState") or {}
+    if requeue.get("count") is not None or requeue.get("requeueAt") is not None:
+        status["requeueState"] = requeue
+    if st.get("admission") is None and st.get("resourceRequests"):
+        status["resourceRequests"] = st["resourceRequests"]
+    conditions = [c for c in st.get("conditions") or [] if c.get("type") in ADMISSION_CONDITIONS]
+    if conditions:
+        status["conditions"] = conditions
+    evictions = (st.get("schedulingStats") or {}).get("evictions")
+    if evictions:
+        status["schedulingStats"] = {"evictions": evictions}
+    status["nominatedClusterNames"] = list(clusters)
+    return {"apiVersion": ko.API_VERSION, "kind": "Workload",
+            "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+                         "resourceVersion": meta.get("resourceVersion")},
+            "status": status}

@@ -1,0 +1,530 @@
+"""The objects ``placement submit`` creates, as plain dicts. Pure: a target in, manifests out.
+
+One node: a ``batch/v1`` Job; several nodes: a ``jobset.x-k8s.io/v1alpha2`` JobSet (one Indexed Job,
+one pod per node). Both are created suspended for Kueue. :func:`render` targets one existing pool of one
+cluster (pinned by node selector); :func:`render_portable` targets the group of workers a job sent through
+the MultiKueue hub may land on (``placement submit --via-hub``): no pool node selector, a required node
+affinity on the group's pool names, requests that fit the smallest node of the group, the group's fabric
+settings, and the job spec and the group recorded as annotations for ``placement dispatch``.
+
+The Kueue naming scheme and per-node resources come from :mod:`placement.kueue`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement import kueue as ko
+from placement.engine import Candidate
+from placement.errors import InputError
+from placement.fleet.choose import Existing, Group, gke_networks
+from placement.fleet.stacks import ClusterStack, whole
+from placement.jobspec import JobSpec
+from placement.shapes import Shape
+
+JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+JOBSET_API = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+JOB_LABEL = "gpufleet.io/job"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet"}
+
+# What `submit --via-hub` records on the job for `placement dispatch` (it reads them from the Workload's owner).
+JOB_SPEC_ANNOTATION = "gpufleet.io/job-spec"  # the job's YAML mapping, as JSON
+GROUP_ANNOTATION = "gpufleet.io/fabric-group"  # efa | tcpx | tcpxo | rdma | single-node
+WORKERS_ANNOTATION = "gpufleet.io/workers"  # comma-separated MultiKueueCluster names of the group
+WAIT_PRICE_ANNOTATION = "gpufleet.io/wait-usd-per-gpu-hour"  # the job's own price of waiting
+CLUSTER_ANNOTATION = "gpufleet.io/cluster"  # on storage objects: the worker they are created on
+
+CONTAINER = "trainer"
+REPLICATED_JOB = "node"  # JobSet pods are <jobset>-node-0-<rank>; rank 0 is the rendezvous host
+MASTER_PORT = 29500
+CHECKPOINT_DIR = "/checkpoints"
+CHECKPOINT_VOLUME = "checkpoints"
+CHECKPOINT_PVC = "gpufleet-checkpoints"
+CHECKPOINT_CONFIGMAP = "gpufleet-checkpoint"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
+GCS_PV_SIZE = "5Ti"  # a bucket has no size; a PV must state one
+# Share of a node's allocatable CPU/memory (pro rata to the GPUs taken) the trainer requests. The rest
+# stays for the sidecars admission webhooks inject (GCS FUSE) and the GPUDirect RxDM daemon.
+REQUEST_FRACTION = 0.9
+JOB_BACKOFF_LIMIT = 3  # single node: pod retries (a spot reclaim counts as one) before the Job fails
+JOBSET_MAX_RESTARTS = 3  # multi node: whole-group restarts from the last checkpoint before the JobSet fails
+
+# GKE GPUDirect: what Google's TCPX / TCPXO / RDMA manifests (GoogleCloudPlatform/container-engine-accelerators,
+# gpudirect-*/nccl-test*.yaml) put in a training pod, keyed by the shape's fabric kind. The RxDM daemon runs
+# as a native sidecar (an init container with restartPolicy Always) so the Job completes when training exits.
+NVIDIA_LIB_HOST = "/home/kubernetes/bin/nvidia/lib64"
+NVIDIA_LIB = "/usr/local/nvidia/lib64"
+TCPXO_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.9"
+TCPX_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the job goes: the chosen candidate on an existing pool, in ``namespace`` behind ``queue``."""
+
+    job: JobSpec
+    candidate: Candidate
+    existing: Existing
+    via_hub: bool = False
+
+    @property
+    def shape(self) -> Shape:
+        return self.candidate.offer.shape
+
+    @property
+    def nodes(self) -> int:
+        return self.candidate.nodes
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs each pod asks for: the whole node when the job spans nodes, else just what it needs."""
+        return self.shape.gpus if self.nodes > 1 else min(self.shape.gpus, self.job.gpus)
+
+    @property
+    def kind(self) -> str:
+        return "JobSet" if self.nodes > 1 else "Job"
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Checkpoint storage of a pod: objects to create first, the volume and its sub-path, pod annotations,
+    container env and envFrom entries, and warnings."""
+
+    objects: tuple[dict[str, Any], ...] = ()
+    volume: dict[str, Any] | None = None
+    sub_path: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    env: tuple[dict[str, Any], ...] = ()
+    env_from: tuple[dict[str, Any], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    """Everything that differs between a pinned and a portable pod: what it asks for and where it may run."""
+
+    name: str
+    namespace: str
+    job: JobSpec
+    nodes: int
+    gpus_per_node: int
+    cpu_millis: int
+    memory_mib: int
+    efa: int  # vpc.amazonaws.com/efa per pod (0: none)
+    fabric: str  # the GPUDirect kind to wire on GKE (tcpx | tcpxo | rdma), "efa", or "none"
+    gpu_vpcs_shape: Shape | None  # the shape whose GPUDirect sidecar and devices the pod carries
+    networks: tuple[str, ...]
+    service_account: str | None
+    storage: Storage
+    scheduling: Mapping[str, Any]  # nodeSelector / affinity, tolerations
+
+
+def _quantity(n: int) -> str:
+    # Quantities as strings: what the API server returns and what the typed Python client accepts.
+    return str(n)
+
+
+def _device_list(gpus: int, extra: Sequence[str]) -> str:
+    paths = [f"/dev/nvidia{i}" for i in range(gpus)] + ["/dev/nvidiactl", "/dev/nvidia-uvm", *extra]
+    return "".join(f"- path: {p}\n" for p in paths)
+
+
+def _gpudirect(shape: Shape, nets: Sequence[str]) -> dict[str, Any]:
+    """Pod additions for a GKE GPUDirect shape: annotations, sidecars, volumes, trainer env and mounts."""
+    s = shape
+    interfaces = [{"interfaceName": "eth0", "network": "default"}]
+    interfaces += [{"interfaceName": f"eth{i}", "network": n} for i, n in enumerate(nets, start=1)]
+    out: dict[str, Any] = {
+        "annotations": {"networking.gke.io/default-interface": "eth0",
+                        "networking.gke.io/interfaces": json.dumps(interfaces)},
+        "sidecars": [], "volumes": [], "env": [{"name": "LD_LIBRARY_PATH", "value": NVIDIA_LIB}], "mounts": [],
+    }
+    host = {"sys": "/sys", "proc-sys": "/proc/sys"}
+    daemon_mounts = [{"name": "nvidia-lib", "mountPath": NVIDIA_LIB}, {"name": "sys", "mountPath": "/hostsysfs"},
+                     {"name": "proc-sys", "mountPath": "/hostprocsysfs"}]
+    if s.fabric == "tcpxo":
+        out["annotations"]["devices.gke.io/container.tcpxo-daemon"] = _device_list(
+            s.gpus, ["/dev/dmabuf_import_helper"])
+        out["sidecars"].append({
+            "name": "tcpxo-daemon", "image": TCPXO_RXDM_IMAGE, "restartPolicy": "Always",
+            "command": ["/bin/sh", "-c"],
+            "args": ["set -ex\nchmod 755 /fts/entrypoint_rxdm_container.sh\n/fts/entrypoint_rxdm_container.sh "
+                     f"--num_hops=2 --num_nics={len(nets)} --uid= --alsologtostderr"],
+            "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
+            "volumeMounts": daemon_mounts, "env": [{"name": "LD_LIBRARY_PATH", "value": NVIDIA_LIB}]})
+        host["aperture-devices"] = "/dev/aperture_devices"
+        out["env"].append({"name": "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "value": "/dev/aperture_devices"})
+        out["mounts"] += [{"name": "nvidia-lib", "mountPath": NVIDIA_LIB},
+                          {"name": "aperture-devices", "mountPath": "/dev/aperture_devices"}]
+        out["volumes"].append({"name": "nvidia-lib", "hostPath": {"path": NVIDIA_LIB_HOST}})
+    elif s.fabric == "tcpx":
+        out["annotations"]["devices.gke.io/container.tcpx-daemon"] = _device_list(s.gpus, [])
+        out["sidecars"].append({
+            "name": "tcpx-daemon", "image": TCPX_RXDM_IMAGE, "restartPolicy": "Always",
+            "command": ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd",
+                        "--uds_path", "/run/tcpx", "--setup_param", "--verbose 128 2 0 "],
+            "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+            "volumeMounts": [*daemon_mounts, {"name": "tcpx-socket", "mountPath": "/run/tcpx"}],
+            "env": [{"name": "LD_LIBRARY_PATH", "value": NVIDIA_LIB}]})
+        out["env"].append({"name": "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", "value": "/run/tcpx"})
+        out["mounts"] += [{"name": "nvidia-lib", "mountPath": NVIDIA_LIB},
+                          {"name": "tcpx-socket", "mountPath": "/run/tcpx"}]
+        out["volumes"] += [{"name": "nvidia-lib", "hostPath": {"path": NVIDIA_LIB_HOST}},
+                           {"name": "tcpx-socket", "emptyDir": {}}]
+    else:  # rdma: the gIB NCCL plugin from nccl-rdma-installer, no RxDM daemon
+        host = {}
+        out["mounts"] += [{"name": "nvidia", "mountPath": "/usr/local/nvidia"},
+                          {"name": "gib", "mountPath": "/usr/local/gib"}]
+        out["volumes"] += [{"name": "nvidia", "hostPath": {"path": "/home/kubernetes/bin/nvidia"}},
+                           {"name": "gib", "hostPath": {"path": "/home/kubernetes/bin/gib"}}]
+    out["volumes"] += [{"name": name, "hostPath": {"path": path}} for name, path in host.items()]
+    return out
+
+
+def _gs_bucket(uri: str) -> tuple[str, str]:
+    rest = uri.removeprefix("gs://")
+    bucket, _, prefix = rest.partition("/")
+    return bucket, prefix.strip("/")
+
+
+def _fsx_objects(cl: ClusterStack, ns: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A static FSx for Lustre PersistentVolume bound to the namespace's PVC, and the DRA sub-path to mount."""
+    fs = cl.filesystem or {}
+    missing = [k for k in ("id", "dnsName", "mountName") if not fs.get(k)]
+    if missing:
+        raise InputError(f"{cl.stack}.checkpointFilesystem.{missing[0]}", "is required for an FSx mount")
+    pv_name = f"{cl.cluster_name}-ckpt-{ns}"[:253]
+    storage = f"{whole(fs.get('capacityGb', 1200), f'{cl.stack}.checkpointFilesystem.capacityGb', '')}Gi"
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume",
+          "metadata": {"name": pv_name, "labels": dict(MANAGED_BY)},
+          "spec": {"capacity": {"storage": storage}, "volumeMode": "Filesystem",
+                   "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
+                   "storageClassName": "", "mountOptions": ["flock"],
+                   "claimRef": {"namespace": ns, "name": CHECKPOINT_PVC},
+                   "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": str(fs["id"]),
+                           "volumeAttributes": {"dnsname": str(fs["dnsName"]),
+                                                "mountname": str(fs["mountName"])}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": CHECKPOINT_PVC, "namespace": ns, "labels": dict(MANAGED_BY)},
+           "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
+                    "resources": {"requests": {"storage": storage}}}}
+    return pv, pvc, str(fs.get("path") or "").strip("/")
+
+
+def _gcs_objects(cl: ClusterStack, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The checkpoint bucket as a static GCS FUSE PersistentVolume (GKE's static provisioning: the bucket is
+    the volume handle, ``only-dir`` the prefix) bound to the namespace's PVC."""
+    assert cl.checkpoint_uri
+    bucket, prefix = _gs_bucket(cl.checkpoint_uri)
+    pv_name = f"{cl.cluster_name}-ckpt-{ns}"[:253]
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume",
+          "metadata": {"name": pv_name, "labels": dict(MANAGED_BY)},
+          "spec": {"capacity": {"storage": GCS_PV_SIZE}, "accessModes": ["ReadWriteMany"],
+                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                   "mountOptions": ["implicit-dirs", *([f"only-dir={prefix}"] if prefix else [])],
+                   "claimRef": {"namespace": ns, "name": CHECKPOINT_PVC},
+                   "csi": {"driver": GCSFUSE_CSI_DRIVER, "volumeHandle": bucket}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": CHECKPOINT_PVC, "namespace": ns, "labels": dict(MANAGED_BY)},
+           "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
+                    "resources": {"requests": {"storage": GCS_PV_SIZE}}}}
+    return pv, pvc
+
+
+def checkpoint_storage(cl: ClusterStack, ns: str) -> Storage:
+    """The checkpoint store of one cluster.
+
+    AWS with FSx for Lustre: a static PersistentVolume (``fsx.csi.aws.com``) bound to the PVC
+    ``gpufleet-checkpoints`` in the namespace, mounted at the DRA path so files land in the bucket.
+    GCP: the bucket through the GCS FUSE CSI driver (inline volume, Workload Identity).
+    AWS without FSx: nothing to mount; the job writes to ``CHECKPOINT_URI`` with its IRSA role.
+    """
+    fs = cl.filesystem or {}
+    warnings: list[str] = []
+    env = ({"name": "CHECKPOINT_URI", "value": cl.checkpoint_uri},) if cl.checkpoint_uri else ()
+    if cl.cloud == "aws" and fs.get("kind") == "fsx":
+        pv, pvc, sub = _fsx_objects(cl, ns)
+        volume = {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": CHECKPOINT_PVC}}
+        return Storage(objects=(pv, pvc), volume=volume, sub_path=sub, env=env)
+    if cl.cloud == "gcp" and cl.checkpoint_uri and cl.checkpoint_uri.startswith("gs://"):
+        bucket, prefix = _gs_bucket(cl.checkpoint_uri)
+        options = "implicit-dirs" + (f",only-dir={prefix}" if prefix else "")
+        volume = {"name": CHECKPOINT_VOLUME, "csi": {"driver": GCSFUSE_CSI_DRIVER,
+                                                     "volumeAttributes": {"bucketName": bucket,
+                                                                          "mountOptions": options}}}
+        if fs.get("kind") in ("lustre", "filestore"):
+            warnings.append(f"{cl.stack} has a {fs['kind']} checkpoint tier; submit mounts the bucket only")
+        return Storage(volume=volume, annotations={GCSFUSE_ANNOTATION: "true"}, env=env, warnings=tuple(warnings))
+    if not cl.checkpoint_uri:
+        warnings.append(f"{cl.stack} exports no checkpointUri: the job gets no checkpoint location")
+    return Storage(env=env, warnings=tuple(warnings))
+
+
+def _env(plan: PodPlan) -> list[dict[str, Any]]:
+    name, nodes = plan.name, plan.nodes
+    env: list[dict[str, Any]] = [{"name": "GPUFLEET_JOB", "value": plan.job.name}, *plan.storage.env]
+    if plan.storage.volume is not None:
+        env.append({"name": "CHECKPOINT_DIR", "value": CHECKPOINT_DIR})
+    # torchrun-style rendezvous: rank 0's stable DNS name through the JobSet's headless service.
+    master = f"{name}-{REPLICATED_JOB}-0-0.{name}" if nodes > 1 else "127.0.0.1"
+    rank: dict[str, Any] = ({"valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
+        if nodes > 1 else {"value": "0"})
+    env += [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+            {"name": "NNODES", "value": str(nodes)}, {"name": "NODE_RANK", **rank},
+            {"name": "NPROC_PER_NODE", "value": str(plan.gpus_per_node)}]
+    if plan.fabric == "efa":
+        env += [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"}]
+    return env
+
+
+def _resources(plan: PodPlan) -> dict[str, Any]:
+    requests = {"cpu": f"{plan.cpu_millis}m", "memory": f"{plan.memory_mib}Mi",
+                ko.RES_GPU: _quantity(plan.gpus_per_node)}
+    limits = {ko.RES_GPU: _quantity(plan.gpus_per_node)}
+    if plan.efa:
+        requests[ko.RES_EFA] = limits[ko.RES_EFA] = _quantity(plan.efa)
+    return {"requests": requests, "limits": limits}
+
+
+def per_node_requests(shape: Shape, gpus: int) -> tuple[int, int]:
+    """(CPU millicores, memory MiB) a pod taking ``gpus`` of a node of ``shape`` requests: its share of the
+    node's allocatable (:func:`placement.kueue.allocatable`) times :data:`REQUEST_FRACTION`."""
+    alloc = ko.allocatable(shape)
+    share = gpus / shape.gpus * REQUEST_FRACTION
+    return math.floor(alloc.cpu_millis * share), math.floor(alloc.memory_mib * share)
+
+
+def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[str, str]) -> dict[str, Any]:
+    job, name = plan.job, plan.name
+    if plan.nodes > 1 and len(f"{name}-{REPLICATED_JOB}-0-{plan.nodes - 1}") > 63:
+        raise InputError("name", f"at most {63 - len(f'-{REPLICATED_JOB}-0-{plan.nodes - 1}')} characters for a "
+                         f"{plan.nodes}-node job (pod host names are <name>-{REPLICATED_JOB}-0-<rank>)")
+    container: dict[str, Any] = {"name": CONTAINER, "image": job.image}
+    if job.command:
+        container["command"] = list(job.command)
+    env = _env(plan)
+    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    sidecars: list[dict[str, Any]] = []
+    if plan.storage.volume is not None:
+        sub = plan.storage.sub_path
+        mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR, **({"subPath": sub} if sub else {})})
+        volumes.append(dict(plan.storage.volume))
+    annotations = {**plan.storage.annotations, **pod_annotations}
+    if plan.fabric in ("tcpx", "tcpxo", "rdma") and plan.gpu_vpcs_shape is not None:
+        gd = _gpudirect(plan.gpu_vpcs_shape, plan.networks)
+        annotations.update(gd["annotations"])
+        env += gd["env"]
+        mounts += gd["mounts"]
+        volumes += gd["volumes"]
+        sidecars += gd["sidecars"]
+    container["env"] = env
+    if plan.storage.env_from:
+        container["envFrom"] = list(plan.storage.env_from)
+    container.update(resources=_resources(plan), volumeMounts=mounts)
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never"}
+    if plan.service_account:
+        pod_spec["serviceAccountName"] = plan.service_account
+    pod_spec.update(plan.scheduling)
+    if sidecars:
+        pod_spec["initContainers"] = sidecars
+    pod_spec["containers"] = [container]
+    pod_spec["volumes"] = volumes
+    pod_meta: dict[str, Any] = {"labels": {JOB_LABEL: name}}
+    if annotations:
+        pod_meta["annotations"] = annotations
+    pod = {"metadata": pod_meta, "spec": pod_spec}
+    if plan.nodes == 1:
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": JOB_BACKOFF_LIMIT,
+                         "template": pod}}
+    return {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": meta,
+            "spec": {"suspend": True, "network": {"enableDNSHostnames": True},
+                     "failurePolicy": {"maxRestarts": JOBSET_MAX_RESTARTS},
+                     "replicatedJobs": [{"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": {
+                         "parallelism": plan.nodes, "completions": plan.nodes, "completionMode": "Indexed",
+                         "backoffLimit": 0, "template": pod}}}]}}
+
+
+def _account_warnings(cl: ClusterStack, ns: str) -> list[str]:
+    sa = cl.service_account
+    if sa is None:
+        return [f"{cl.stack} exports no trainingServiceAccount: the pods run as the default service "
+                "account of their namespace, without the checkpoint identity"]
+    if ns not in sa.namespaces:
+        return [f"{cl.stack} has no training service account {sa.name} in {ns} (only in "
+                f"{', '.join(sa.namespaces) or 'no namespace'}): the pods will not start until "
+                f"ServiceAccount {ns}/{sa.name} exists; `pulumi up` the stack, which creates it in "
+                "every team namespace bound to the checkpoint identity"]
+    return []
+
+
+def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
+    """The objects to create on one cluster (PV/PVC first when needed, the Job or JobSet last) and warnings."""
+    job, ex = target.job, target.existing
+    cl, name, ns = ex.cluster, job.name, ex.namespace
+    storage = checkpoint_storage(cl, ns)
+    warnings = list(storage.warnings)
+    shape = target.shape
+    cpu, memory = per_node_requests(shape, target.gpus_per_node)
+    multi = target.nodes > 1
+    fabric = shape.fabric if multi and (shape.fabric != "efa" or cl.cloud == "aws") else "none"
+    plan = PodPlan(
+        name=name, namespace=ns, job=job, nodes=target.nodes, gpus_per_node=target.gpus_per_node,
+        cpu_millis=cpu, memory_mib=memory, efa=shape.fabric_nics if fabric == "efa" else 0, fabric=fabric,
+        gpu_vpcs_shape=shape if cl.cloud == "gcp" else None,
+        networks=gke_networks(cl, ex.pool, shape) if cl.cloud == "gcp" else (),
+        service_account=cl.service_account.name if cl.service_account else None, storage=storage,
+        scheduling={"nodeSelector": {ko.POOL_LABEL: ex.pool.name}, "tolerations": [dict(ko.GPU_TOLERATION)]})
+    pod_annotations: dict[str, str] = {}
+    if multi and not target.via_hub and ko.tas_enabled(ex.pool.min_nodes, ex.pool.max_nodes, shape):
+        # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
+        # a flavor without one): ask Kueue to keep the pods in the narrowest network block it can. Pools that
+        # scale carry no Topology, nor do the hub's flavors (README.md (Kueue on every cluster, the MultiKueue hub)).
+        pod_annotations[PREFERRED_TOPOLOGY] = ko.TOPOLOGY_LEVELS[cl.cloud][0]
+    warnings += _account_warnings(cl, ns)
+    o = target.candidate.offer
+    meta = {"name": name, "namespace": ns,
+            "labels": {QUEUE_LABEL: ex.queue, PRIORITY_LABEL: job.priority, JOB_LABEL: name, **MANAGED_BY},
+            "annotations": {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/"
+                                                     f"{target.candidate.capacity}",
+                            "gpufleet.io/stack": cl.stack, "gpufleet.io/pool": ex.pool.name}}
+    obj = _job_object(plan, meta, pod_annotations)
+    if job.gpus % shape.gpus and multi:
+        warnings.append(f"{job.gpus} GPUs round up to {target.nodes} whole nodes of {shape.gpus}")
+    return [*storage.objects, obj], warnings
+
+
+# ----------------------------------------------------------------------------- through the hub
+
+
+def _portable_storage(group: Group, ns: str) -> tuple[Storage, dict[str, list[dict[str, Any]]]]:
+    """Checkpoint storage valid on every member, and the objects to create on each (by worker key).
+
+    Every member gets ConfigMap ``gpufleet-checkpoint`` (``CHECKPOINT_URI`` = its own bucket, which its
+    training identity can write) read by the pod through ``envFrom``. When every member can back the PVC
+    ``gpufleet-checkpoints`` the same way (all AWS with FSx for Lustre and the same data-repository path,
+    or all GKE, whose bucket becomes a static GCS FUSE volume) each gets its PV/PVC and the pod mounts it at
+    ``/checkpoints``; otherwise nothing is mounted and the job writes to ``$CHECKPOINT_URI``.
+    """
+    per_worker: dict[str, list[dict[str, Any]]] = {}
+    warnings: list[str] = []
+    fsx = [m for m in group.members if m.cluster.cloud == "aws" and (m.cluster.filesystem or {}).get("kind") == "fsx"]
+    gcs = [m for m in group.members if m.cluster.cloud == "gcp" and (m.cluster.checkpoint_uri or "").startswith("gs://")]
+    mounted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    sub_paths: set[str] = set()
+    if len(fsx) == len(group.members):
+        for m in fsx:
+            pv, pvc, sub = _fsx_objects(m.cluster, ns)
+            mounted[m.key] = (pv, pvc)
+            sub_paths.add(sub)
+    elif len(gcs) == len(group.members):
+        for m in gcs:
+            mounted[m.key] = _gcs_objects(m.cluster, ns)
+    if len(sub_paths) > 1:
+        warnings.append("the group's FSx file systems use different data-repository paths; the job writes to "
+                        "$CHECKPOINT_URI instead of mounting /checkpoints")
+        mounted = {}
+    elif not mounted and len(group.members) > 1:
+        warnings.append("the group's workers keep checkpoints differently (FSx, S3, GCS); the job writes to "
+                        "$CHECKPOINT_URI (its worker's bucket) instead of mounting /checkpoints")
+    for m in group.members:
+        objs: list[dict[str, Any]] = []
+        if m.cluster.checkpoint_uri:
+            objs.append({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": CHECKPOINT_CONFIGMAP, "namespace": ns, "labels": dict(MANAGED_BY)},
+                         "data": {"CHECKPOINT_URI": m.cluster.checkpoint_uri}})
+        else:
+            warnings.append(f"{m.key} exports no checkpointUri: a job that lands there gets no checkpoint location")
+        if m.key in mounted:
+            objs += list(mounted[m.key])
+        for o in objs:
+            o["metadata"].setdefault("annotations", {})[CLUSTER_ANNOTATION] = m.key
+        per_worker[m.key] = objs
+    volume = None
+    annotations: dict[str, str] = {}
+    if mounted:
+        volume = {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": CHECKPOINT_PVC}}
+        if gcs:
+            annotations[GCSFUSE_ANNOTATION] = "true"
+    env_from = ({"configMapRef": {"name": CHECKPOINT_CONFIGMAP, "optional": True}},)
+    storage = Storage(volume=volume, sub_path=next(iter(sub_paths), ""), annotations=annotations,
+                      env_from=env_from, warnings=tuple(warnings))
+    return storage, per_worker
+
+
+def job_spec_annotation(job_doc: Mapping[str, Any]) -> str:
+    """The job's YAML mapping as compact JSON (fields this version does not know travel along)."""
+    return json.dumps(job_doc, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candidate, existing: Existing, group: Group,
+                    wait_usd_per_gpu_hour: float | None = None
+                    ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
+    """The job for the hub's ``all-workers`` queue, valid on every member of ``group``, and the storage objects
+    to create on each member first (by worker key), plus warnings.
+
+    No pool node selector: the admitting worker's ResourceFlavor injects its pool label, so the worker's
+    flavor order (spot, then on-demand, or the reverse) picks the capacity; a required node affinity keeps
+    the pods on the group's pools. CPU/memory requests fit the smallest node of the group; EFA asks for the
+    fewest interfaces among its shapes; GKE GPUDirect pods name the group's GPU networks.
+    """
+    ns = existing.namespace
+    shapes = group.shapes()
+    per_node = group.gpus_per_node
+    reqs = [per_node_requests(s, per_node) for s in shapes]
+    storage, per_worker = _portable_storage(group, ns)
+    warnings = list(storage.warnings)
+    first = existing.cluster
+    fabric = group.name if group.name != "single-node" else "none"
+    efa = min(s.fabric_nics for s in shapes) if fabric == "efa" else 0
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": ko.POOL_LABEL, "operator": "In", "values": list(group.pool_names)}]}]}}}
+    plan = PodPlan(
+        name=job.name, namespace=ns, job=job, nodes=group.nodes, gpus_per_node=per_node,
+        cpu_millis=min(r[0] for r in reqs), memory_mib=min(r[1] for r in reqs), efa=efa, fabric=fabric,
+        gpu_vpcs_shape=candidate.offer.shape if fabric in ("tcpx", "tcpxo", "rdma") else None,
+        networks=group.networks, service_account=first.service_account.name if first.service_account else None,
+        storage=storage, scheduling={"affinity": affinity, "tolerations": [dict(ko.GPU_TOLERATION)]})
+    for m in group.members:
+        warnings += _account_warnings(m.cluster, ns)
+    o = candidate.offer
+    annotations = {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/{candidate.capacity}",
+                   JOB_SPEC_ANNOTATION: job_spec_annotation(job_doc), GROUP_ANNOTATION: group.name,
+                   WORKERS_ANNOTATION: ",".join(group.keys)}
+    if wait_usd_per_gpu_hour is not None:
+        annotations[WAIT_PRICE_ANNOTATION] = f"{wait_usd_per_gpu_hour:g}"
+    meta = {"name": job.name, "namespace": ns,
+            "labels": {QUEUE_LABEL: ko.ALL_WORKERS, PRIORITY_LABEL: job.priority, JOB_LABEL: job.name, **MANAGED_BY},
+            "annotations": annotations}
+    obj = _job_object(plan, meta, {})
+    if job.gpus % per_node and group.nodes > 1:
+        warnings.append(f"{job.gpus} GPUs round up to {group.nodes} whole nodes of {per_node}")
+    return obj, per_worker, warnings
+
+
+def manifest_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
+    """The objects as one multi-document YAML stream (``kubectl apply -f -`` takes it as is); multi-line
+    strings (device lists, scripts) as literal blocks."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump_all([dict(d) for d in docs], Dumper=Dumper, sort_keys=False)

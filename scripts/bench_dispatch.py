@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Decision latency of ``placement dispatch``: one full pass for 1,000 waiting Workloads across N workers.
+
+A pass = snapshots from the Kueue objects (hub Workloads with their owners' job specs, each worker's
+ClusterQueue/LocalQueues/Workloads/ResourceFlavors) + the decision (every worker scored with the placement
+engine's cost and the price of waiting, the burst ordered and spread). Fleets are generated from the
+embedded catalog's H100 offers (each worker: a spot and an on-demand pool of one shape in one zone, some
+work admitted and some queued); Workloads ask 8-32 GPUs with datasets in different clouds and regions.
+Prints the median of ``--runs`` runs (in a fresh memo each: no cost is reused between runs) per fleet size.
+
+    python scripts/bench_dispatch.py [--workloads 1000] [--workers 5 10 20 40] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from placement import kueue as ko  # noqa: E402
+from placement.catalog import embedded_catalog  # noqa: E402
+from placement.dispatch import snapshot  # noqa: E402
+from placement.dispatch.decide import decide  # noqa: E402
+from placement.dispatch.model import Pricing  # noqa: E402
+from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION  # noqa: E402
+from placement.fleet.stacks import ClusterStack, Pool  # noqa: E402
+
+NS, QUEUE = "team-a", "all-workers"
+NOW = time.time()
+DATASETS = (("s3://d/x", "us-east-1"), ("s3://d/x", "us-west-2"), ("gs://d/x", "us-central1"),
+            ("gs://d/x", "europe-west4"), ("s3://d/x", "eu-west-1"), ("gs://d/x", "asia-southeast1"))
+
+
+def rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def fleet(n: int, rng: random.Random) -> tuple[list[ClusterStack], dict[str, dict[str, list[dict[str, Any]]]]]:
+    offers = sorted((o for o in embedded_catalog().offers
+                     if o.shape.accelerator == "H100" and o.shape.gpus == 8 and o.price and o.spot_price),
+                    key=lambda o: (o.cloud, o.region, o.zone, o.instance_type))
+    clusters, objects = [], {}
+    for i in range(n):
+        o = offers[(i * 7) % len(offers)]
+        key = f"w{i:02d}-{o.region}"[:40]
+        pools = (Pool(f"{key}-spot", o.instance_type, "spot", o.zone, 4), Pool(f"{key}-od", o.instance_type,
+                                                                                 "on-demand", o.zone, 2))
+        clusters.append(ClusterStack(stack=key, cloud=o.cloud, region=o.region, cluster_name=f"c-{key}",
+                                     pools=pools, kubeconfig=None, checkpoint_uri=None, filesystem=None,
+                                     service_account=None, local_queues=None))
+        node = ko.allocatable(o.shape)
+        flavors = [{"apiVersion": ko.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": p.name},
+                    "spec": {"nodeLabels": {ko.POOL_LABEL: p.name}}} for p in pools]
+        used = rng.randint(0, 4) * 8
+        cq = {"metadata": {"name": f"c-{key}-gpu"}, "spec": {"resourceGroups": [{"flavors": [
+            {"name": p.name, "resources": [
+                {"name": "cpu", "nominalQuota": f"{node.cpu_millis * p.max_nodes}m"},
+                {"name": "memory", "nominalQuota": f"{node.memory_mib * p.max_nodes}Mi"},
+                {"name": "nvidia.com/gpu", "nominalQuota": node.gpus * p.max_nodes}]} for p in pools]}]},
+            "status": {"flavorsReservation": [{"name": pools[0].name, "resources": [
+                {"name": "nvidia.com/gpu", "total": str(used)}]}]}}
+        wls = []
+        for j in range(used // 8):
+            wls.append({"metadata": {"name": f"run-{j}", "namespace": NS, "creationTimestamp": rfc3339(NOW - 7200)},
+                        "spec": {"queueName": QUEUE, "priority": 1000, "podSets": [
+                            {"name": "main", "count": 1, "template": {}}]},
+                        "status": {"conditions": [{"type": "QuotaReserved", "status": "True",
+                                                   "lastTransitionTime": rfc3339(NOW - 3600 * rng.random() * 6)}],
+                                   "admission": {"clusterQueue": cq["metadata"]["name"], "podSetAssignments": [
+                                       {"name": "main", "count": 1, "flavors": {"nvidia.com/gpu": pools[0].name},
+                                        "resourceUsage": {"nvidia.com/gpu": "8"}}]}}})
+        for j in range(rng.randint(0, 6)):
+            wls.append({"metadata": {"name": f"queued-{j}", "namespace": NS, "creationTimestamp": rfc3339(NOW - 600)},
+                        "spec": {"queueName": QUEUE, "priority": rng.choice((100, 500, 1000)), "podSets": [
+                            {"name": "main", "count": 1, "template": {"spec": {"containers": [
+                                {"resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]}})
+        objects[key] = {"clusterqueues": [cq], "resourceflavors": flavors, "workloads": wls,
+                        "localqueues": [{"metadata": {"name": QUEUE, "namespace": NS},
+                                         "spec": {"clusterQueue": cq["metadata"]["name"]}}]}
+    return clusters, objects
+
+
+def hub(n: int, keys: list[str], rng: random.Random) -> tuple[list[dict[str, Any]], dict[Any, dict[str, Any]]]:
+    cpu, mem = 150_000, 1_500_000  # per pod: millicores and MiB, about a whole 8-GPU node
+    workloads, owners = [], {}
+    for i in range(n):
+        gpus = rng.choice((8, 8, 16, 32))
+        uri, region = rng.choice(DATASETS)
+        spec = {"name": f"j{i}", "accelerator": "H100", "gpus": gpus, "hours": rng.choice((2, 6, 12, 24)),
+                "data": {"dataset": {"uri": uri, "region": region, "size_gb": rng.choice((50, 500, 2000))}}}
+        owners[("Job", NS, f"j{i}")] = {"metadata": {"annotations": {
+            JOB_SPEC_ANNOTATION: json.dumps(spec), GROUP_ANNOTATION: "efa" if gpus > 8 else "single-node"}}}
+        nodes = gpus // 8
+        workloads.append({
+            "metadata": {"name": f"job-j{i}", "namespace": NS, "uid": f"uid-{i}", "resourceVersion": str(i),
+                         "creationTimestamp": rfc3339(NOW - 1000 + i),
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": f"j{i}",
+                                              "controller": True}]},
+            "spec": {"queueName": QUEUE, "priority": rng.choice((500, 1000)), "podSets": [
+                {"name": "main", "count": nodes, "template": {"spec": {"containers": [{"resources": {"requests": {
+                    "nvidia.com/gpu": "8", "cpu": f"{cpu}m", "memory": f"{mem}Mi"}}}]}}}]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}],
+                       "admission": {"clusterQueue": QUEUE, "podSetAssignments": [
+                           {"name": "main", "count": nodes, "resourceUsage": {
+                               "nvidia.com/gpu": str(gpus), "cpu": f"{cpu * nodes}m",
+                               "memory": f"{mem * nodes}Mi"}}]},
+                       "admissionChecks": [{"name": QUEUE, "state": "Pending"}]}})
+    return workloads, owners
+
+
+def one_pass(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], clusters: list[ClusterStack],
+             objects: dict[str, dict[str, list[dict[str, Any]]]], pricing: Pricing) -> tuple[float, float, int]:
+    keys = [c.stack for c in clusters]
+    started = time.perf_counter()
+    checks = {QUEUE: QUEUE}
+    configs = {QUEUE: tuple(keys)}
+    cq_checks = {QUEUE: frozenset({QUEUE})}
+    wls = []
+    for w in raw_wls:
+        owner = snapshot.owner_key(w)
+        hw = snapshot.hub_workload(w, owners.get(owner) if owner else None, checks, configs, cq_checks)
+        if hw is not None:
+            wls.append(hw)
+    hours = {(w.namespace, w.name): w.job.hours for w in wls if w.job is not None}
+    workers = [snapshot.worker_state(c.stack, c, objects[c.stack], NOW, hours) for c in clusters]
+    snap = time.perf_counter() - started
+    result = decide(wls, workers, pricing, NOW)
+    total = time.perf_counter() - started
+    return snap, total, sum(1 for d in result.decisions if d.action == "nominate")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workloads", type=int, default=1000)
+    ap.add_argument("--workers", type=int, nargs="+", default=[5, 10, 20, 40])
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    pricing = Pricing(tuple(embedded_catalog().offers))
+    print(f"one dispatch pass, {args.workloads} waiting Workloads, median of {args.runs} runs")
+    print(f"{'workers':>8} {'snapshots s':>12} {'decision s':>11} {'pass s':>8} {'nominated':>10}")
+    for n in args.workers:
+        rng = random.Random(n)
+        clusters, objects = fleet(n, rng)
+        raw, owners = hub(args.workloads, [c.stack for c in clusters], rng)
+        runs = [one_pass(raw, owners, clusters, objects, pricing) for _ in range(args.runs)]
+        snap = statistics.median(r[0] for r in runs)
+        total = statistics.median(r[1] for r in runs)
+        print(f"{n:>8} {snap:>12.3f} {total - snap:>11.3f} {total:>8.3f} {runs[0][2]:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

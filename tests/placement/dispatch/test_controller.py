@@ -1,0 +1,388 @@
+"""``placement dispatch`` end to end: the controller against a fake hub and three fake workers (the real
+stacks' Kueue objects), with a simulated Kueue that copies nominated Workloads to workers, admits them when
+quota fits and records the admitting worker on the hub with its own ``kueue-admission`` apply."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubefake import WORKLOADS, FakeApi, FakeKueue, secret, wait_for
+
+from infra.config import load_stack_file
+from infra.k8s import kueue_objects as ko
+from infra.outputs import node_pool_output, training_service_account_output
+from placement.cli import main
+from placement.dispatch import snapshot
+from placement.dispatch.controller import Controller, Options
+from placement.dispatch.model import Pricing, Settings
+from placement.dispatch.telemetry import HealthServer, Metrics
+from placement.fleet.kube import api_client, apply_workload_status
+from placement.fleet.manifests import (
+    GROUP_ANNOTATION,
+    JOB_LABEL,
+    JOB_SPEC_ANNOTATION,
+    WORKERS_ANNOTATION,
+    per_node_requests,
+)
+from placement.fleet.outputs import load_fleet
+from placement.inputs import load_catalog
+from placement.shapes import shape_book
+
+STACKS = Path(__file__).resolve().parents[3] / "stacks"
+KEYS = ("aws-use1-p5", "gcp-usc1-a3mega", "gcp-euw4-a3high")
+NS = "team-a"
+GVP = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
+       "WorkloadPriorityClass": "workloadpriorityclasses", "Topology": "topologies",
+       "MultiKueueCluster": "multikueueclusters", "MultiKueueConfig": "multikueueconfigs",
+       "AdmissionCheck": "admissionchecks"}
+
+
+def outputs(key: str) -> dict[str, Any]:
+    """A worker stack's outputs as the fleet file holds them (no kubeconfig)."""
+    cfg = load_stack_file(str(STACKS / f"Pulumi.{key}.yaml"))
+    scheme = "s3" if cfg.cloud == "aws" else "gs"
+    return {"cloud": cfg.cloud, "region": cfg.region, "clusterName": cfg.cluster_name,
+            "nodePools": [node_pool_output(p) for p in cfg.node_pools],
+            "trainingServiceAccount": training_service_account_output(cfg),
+            "kueue": {"clusterQueue": ko.cluster_queue_name(cfg),
+                      "localQueues": [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"]}
+                                      for q in ko.local_queues(cfg)]},
+            "checkpointUri": f"{scheme}://{cfg.cluster_name}-ckpt/checkpoints", "checkpointFilesystem": None}
+
+
+def put(api: FakeApi, obj: dict[str, Any]) -> None:
+    api.create(("kueue.x-k8s.io", "v1beta2", GVP[obj["kind"]]), obj)
+
+
+class Fleet:
+    """A hub and three workers with the objects the stacks create, and the simulated Kueue."""
+
+    def __init__(self, tmp_path: Path, *, fallback: str | None = "gcp-euw4-a3high") -> None:
+        self.hub = FakeApi("hub")
+        self.workers = {k: FakeApi(k) for k in KEYS}
+        hub_cfg = load_stack_file(str(STACKS / "Pulumi.hub.yaml"))
+        for k, api in self.workers.items():
+            for obj in ko.worker_objects(load_stack_file(str(STACKS / f"Pulumi.{k}.yaml"))):
+                put(api, obj)
+            text = yaml.safe_dump(api.kubeconfig(token=f"{k}-token"))
+            # The dispatcher's own read-only Secret; one worker has only MultiKueue's (the fallback).
+            if k != fallback:
+                self.hub.create(("", "v1", "secrets"), secret(f"gpufleet-dispatch-{k}", "kueue-system",
+                                                              {"kubeconfig": text}))
+            self.hub.create(("", "v1", "secrets"), secret(ko.kubeconfig_secret_name(k), "kueue-system",
+                                                          {"kubeconfig": text}))
+            put(self.hub, ko.multikueue_cluster(k, ko.kubeconfig_secret_name(k)))
+        workers = [ko.worker_from_outputs(f"org/gpufleet/{k}", outputs(k)) for k in KEYS]
+        for obj in ko.hub_all_workers_objects(workers, hub_cfg).values():
+            put(self.hub, obj)
+        self.fleet_file = tmp_path / "fleet.json"
+        self.fleet_file.write_text(json.dumps({k: outputs(k) for k in KEYS}))
+        self.hub_kubeconfig = tmp_path / "hub.kubeconfig"
+        self.hub_kubeconfig.write_text(yaml.safe_dump(self.hub.kubeconfig()))
+        self.kueue = FakeKueue(self.hub, self.workers)
+        self.controllers: list[Controller] = []
+        group = [(k, p) for k in KEYS for p in outputs(k)["nodePools"]]
+        self.pools = sorted({p["name"] for _, p in group})
+        shapes = [shape_book().get(p["instanceType"]) for _, p in group]
+        reqs = [per_node_requests(s, 8) for s in shapes if s is not None]
+        self.cpu, self.memory = min(r[0] for r in reqs), min(r[1] for r in reqs)
+
+    def submit(self, name: str, *, gpus: int = 8, priority: int = 1000, hours: float = 10,
+               dataset: dict[str, Any] | None = None) -> str:
+        """What `submit --via-hub` creates on the hub (a Job with its annotations) and the Workload Kueue makes
+        for it, with quota reserved in all-workers and the MultiKueue check Pending."""
+        spec: dict[str, Any] = {"name": name, "accelerator": "H100", "gpus": gpus, "hours": hours, "team": NS}
+        if dataset:
+            spec["data"] = {"dataset": dataset}
+        job = self.hub.create(("batch", "v1", "jobs"), {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS, "labels": {JOB_LABEL: name},
+                         "annotations": {JOB_SPEC_ANNOTATION: json.dumps(spec), GROUP_ANNOTATION: "single-node",
+                                         WORKERS_ANNOTATION: ",".join(KEYS)}},
+            "spec": {"suspend": True}})
+        template = {"spec": {"containers": [{"name": "trainer", "resources": {"requests": {
+            "nvidia.com/gpu": str(gpus), "cpu": f"{self.cpu}m", "memory": f"{self.memory}Mi"}}}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": self.pools}]}]}}}}}
+        wl = self.hub.create(WORKLOADS, {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"job-{name}", "namespace": NS,
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                              "uid": job["metadata"]["uid"], "controller": True}]},
+            "spec": {"queueName": "all-workers", "priority": priority,
+                     "podSets": [{"name": "main", "count": 1, "template": template}]}})
+        self.kueue.reserve(wl, "aws-use1-p5-spot")
+        return f"job-{name}"
+
+    def controller(self, identity: str, **kw: Any) -> Controller:
+        opts: dict[str, Any] = dict(
+            fleet=load_fleet(str(self.fleet_file)), pricing=Pricing(tuple(load_catalog([]).offers)),
+            identity=identity, lease="gpufleet-dispatch", settings=Settings(deadline_s=600), resync_s=0.5,
+            debounce_s=0.05, lease_duration_s=3, renew_deadline_s=2, retry_period_s=1, watch_timeout_s=3)
+        opts.update(kw)
+        c = Controller(api_client(self.hub.kubeconfig()), Options(**opts))
+        self.controllers.append(c)
+        return c
+
+    def nominated(self) -> dict[str, tuple[str, ...]]:
+        return {w["metadata"]["name"]: tuple((w.get("status") or {}).get("nominatedClusterNames") or ())
+                for w in self.hub.list(WORKLOADS)}
+
+    def cluster_of(self, name: str) -> str | None:
+        wl = self.hub.get(WORKLOADS, NS, name)
+        return None if wl is None else (wl.get("status") or {}).get("clusterName")
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in self.hub.list(("", "v1", "events")) if reason is None or e["reason"] == reason]
+
+    def close(self) -> None:
+        for c in self.controllers:
+            c.stop()
+        self.kueue.stop()
+        for api in (self.hub, *self.workers.values()):
+            api.close()
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fleet]:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    f = Fleet(tmp_path)
+    yield f
+    f.close()
+
+
+def test_a_merge_patched_nomination_blocks_kueue_and_the_kueue_admission_apply_does_not(fleet):
+    """Why the old `submit` nomination stranded jobs, and why the dispatcher's apply does not."""
+    from kubernetes import client
+
+    hub = api_client(fleet.hub.kubeconfig())
+    custom = client.CustomObjectsApi(hub)
+    kueue = fleet.kueue
+    old = fleet.submit("old")
+    custom.patch_namespaced_custom_object_status(  # what submit did: a merge patch, manager from the user agent
+        "kueue.x-k8s.io", "v1beta2", NS, "workloads", old, {"status": {"nominatedClusterNames": ["aws-use1-p5"]}})
+    kueue.step()  # MultiKueue copies it to the worker,
+    kueue.step()  # the worker admits it, and the hub's own apply (without the nomination) is refused:
+    assert fleet.workers["aws-use1-p5"].get(WORKLOADS, NS, old) is not None
+    assert fleet.cluster_of(old) is None
+    assert any("mutually exclusive" in f for f in kueue.failures)
+
+    new = fleet.submit("new")
+    wl = fleet.hub.get(WORKLOADS, NS, new)
+    assert wl is not None
+    apply_workload_status(hub, NS, new, snapshot.nomination(wl, ["aws-use1-p5"]), field_manager="kueue-admission")
+    after = fleet.hub.get(WORKLOADS, NS, new)
+    assert after is not None and after["status"]["admission"] == wl["status"]["admission"]  # nothing else dropped
+    kueue.step()
+    kueue.step()
+    assert fleet.cluster_of(new) == "aws-use1-p5"
+    cleared = fleet.hub.get(WORKLOADS, NS, new)
+    assert cleared is not None and "nominatedClusterNames" not in cleared["status"]
+
+    # Without force, an apply by a manager that does not own the field is refused with the API's conflict.
+    from kubernetes.client.exceptions import ApiException
+
+    third = fleet.submit("third")
+    custom.patch_namespaced_custom_object_status(
+        "kueue.x-k8s.io", "v1beta2", NS, "workloads", third, {"status": {"nominatedClusterNames": ["aws-use1-p5"]}})
+    with pytest.raises(ApiException) as err:
+        apply_workload_status(hub, NS, third, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                                               "metadata": {"name": third, "namespace": NS},
+                                               "status": {"nominatedClusterNames": ["gcp-usc1-a3mega"]}},
+                              field_manager="kueue-admission", force=False)
+    assert err.value.status == 409
+    assert 'conflict with "OpenAPI-Generator"' in json.loads(err.value.body)["message"]
+
+
+def _offline(tmp_path: Path, names: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """What one `placement dispatch --once --dry-run` decides for the whole burst on a fresh fleet."""
+    other = Fleet(tmp_path / "offline")
+    try:
+        other.kueue.admit = {k: False for k in KEYS}
+        for i, name in enumerate(names):
+            other.submit(name, dataset=_dataset(i))
+        code = main(["dispatch", "--once", "--dry-run", "--json", "--kubeconfig", str(other.hub_kubeconfig),
+                     "--fleet", str(other.fleet_file), "--metrics-port", "0"])
+        out = capsys.readouterr().out
+        assert code == 0
+        doc = json.loads(out)
+        assert doc["kind"] == "dispatch" and doc["written"] is False
+        return {d["workload"].split("/")[1]: d["clusters"][0] for d in doc["decisions"] if d["clusters"]}
+    finally:
+        other.close()
+
+
+def _dataset(i: int) -> dict[str, Any]:
+    homes = (("s3://d/x", "us-east-1"), ("gs://d/x", "us-central1"), ("gs://d/x", "europe-west4"))
+    uri, region = homes[i % 3]
+    return {"uri": uri, "region": region, "size_gb": 500 + 200 * (i % 5)}
+
+
+def _burst(fleet: Fleet, names: list[str]) -> dict[str, tuple[str, ...]]:
+    """Submit the burst in five waves, 0.3 s apart, and wait until every Workload is nominated."""
+    for start in range(0, len(names), 10):
+        for i in range(start, start + 10):
+            fleet.submit(names[i], dataset=_dataset(i))
+        if start == 20:
+            fleet.hub.compact()  # watches that had not seen everything get 410 Gone and re-list
+        time.sleep(0.3)
+    return wait_for(lambda: (lambda n: n if all(n.get(f"job-{x}") for x in names) else None)(fleet.nominated()),
+                    timeout=30)
+
+
+def test_a_burst_of_50_lands_where_the_decision_function_says(fleet, tmp_path, capsys):
+    (tmp_path / "offline").mkdir()
+    names = [f"b{i:02d}" for i in range(50)]
+    expected = _offline(tmp_path, names, capsys)
+    assert len(expected) == 50 and len(set(expected.values())) == 3  # the burst spreads over the three workers
+
+    fleet.kueue.admit = {k: False for k in KEYS}  # hold admission so every pass sees the state decide() modelled
+    fleet.kueue.start()
+    fleet.hub.drop_watch_after = 7  # every watch stream is cut after 7 events
+    a, b = fleet.controller("replica-a").start(), fleet.controller("replica-b").start()
+    wait_for(lambda: a.leading() or b.leading())
+    got = _burst(fleet, names)
+    # Passes over waves of arrivals decide what one pass over the whole burst decides.
+    assert {k: v[0] for k, v in got.items()} == expected
+
+    # One writer: every nomination came from the leader, and each Workload was nominated once.
+    applies = [ap for ap in fleet.hub.applies if ap[2].startswith("gpufleet-dispatch/")]
+    leader = "replica-a" if a.leading() else "replica-b"
+    assert {ap[2] for ap in applies} == {f"gpufleet-dispatch/{leader}"}
+    assert sorted(ap[1] for ap in applies) == sorted(f"job-{x}" for x in names)
+    wait_for(lambda: len(fleet.events("Nominated")) == 50)  # each recorded right after its nomination
+
+    # Admission on: each worker admits what its quota holds and the hub records it (Kueue clears the nomination).
+    fleet.kueue.admit = {k: True for k in KEYS}
+    per_worker = {k: min(6, sum(1 for v in got.values() if v == (k,))) for k in KEYS}  # 48 GPUs each, 8 per job
+    admitted = wait_for(lambda: len(fleet.kueue.admissions) >= sum(per_worker.values()) and fleet.kueue.admissions,
+                        timeout=20)
+    time.sleep(0.3)
+    assert not fleet.kueue.failures
+    for name, worker in admitted:
+        assert fleet.cluster_of(name) == worker == got[name][0]
+    assert {k: sum(1 for _, w in fleet.kueue.admissions if w == k) for k in KEYS} == per_worker
+
+    # An eviction is re-routed: a new nomination, away from the worker that evicted it, with an Event.
+    name, worker = admitted[0]
+    fleet.kueue.evict(worker, NS, name)
+    moved = wait_for(lambda: (fleet.nominated().get(name) or (fleet.cluster_of(name),))[0], timeout=10)
+    assert moved and moved != worker
+    (event,) = wait_for(lambda: fleet.events("Renominated"))
+    assert event["involvedObject"]["name"] == name and worker in event["message"]
+
+
+def test_refused_and_failed_nominations_are_retried_without_duplicates(fleet):
+    fleet.kueue.admit = {k: False for k in KEYS}
+    fleet.kueue.start()
+    fleet.hub.fail("PATCH", "/status", 500, times=3)  # the API server fails some nominations
+    fleet.hub.fail("PATCH", "/status", 409, times=2)  # ... and reports others as conflicting
+    c = fleet.controller("solo", lease=None).start()
+    names = [f"r{i:02d}" for i in range(20)]
+    got = _burst(fleet, names)
+    wait_for(lambda: len(c.written) == len(names))  # the controller notes each write once the API answered
+    applies = [ap for ap in fleet.hub.applies if ap[2].startswith("gpufleet-dispatch/")]
+    assert sorted(ap[1] for ap in applies) == sorted(f"job-{x}" for x in names)  # each written once, in the end
+    assert {f"{NS}/{k}": v for k, v in got.items()} == dict(c.written)
+    assert c.metrics.write_errors.labels("500")._value.get() == 3
+    assert c.metrics.write_errors.labels("409")._value.get() == 2
+
+
+def test_a_worker_that_never_admits_is_left_after_the_deadline(fleet):
+    fleet.kueue.admit = {"aws-use1-p5": False, "gcp-usc1-a3mega": True, "gcp-euw4-a3high": True}
+    fleet.kueue.start()
+    c = fleet.controller("solo", lease=None, settings=Settings(deadline_s=1.0))
+    c.start()
+    name = fleet.submit("stuck", dataset={"uri": "s3://d/x", "region": "us-east-1", "size_gb": 20000})
+    first = wait_for(lambda: fleet.nominated().get(name), timeout=10)
+    assert first == ("aws-use1-p5",)  # the data is next to it: the cheapest by far
+    final = wait_for(lambda: fleet.cluster_of(name), timeout=10)
+    assert final != "aws-use1-p5"
+    (event,) = fleet.events("DeadlinePassed")
+    assert event["type"] == "Warning" and "aws-use1-p5 did not admit within 1 s" in event["message"]
+    assert c.metrics.renominations.labels("deadline")._value.get() == 1
+    # From the first nomination to the admission, across the move (observed on the pass after it).
+    assert wait_for(lambda: c.metrics.time_to_admission._sum.get()) > 1.0
+
+
+def test_a_crashed_leaders_lease_is_taken_over(fleet):
+    fleet.kueue.start()
+    a = fleet.controller("replica-a").start()
+    wait_for(a.leading, timeout=10)
+    b = fleet.controller("replica-b").start()
+    time.sleep(1.5)
+    assert not b.leading()
+    a.stop()  # a crash: the Lease is not released, it expires
+    started = time.monotonic()
+    wait_for(b.leading, timeout=10)
+    assert time.monotonic() - started >= 1.0  # not before the lease ran out
+    lease = fleet.hub.get(("coordination.k8s.io", "v1", "leases"), "kueue-system", "gpufleet-dispatch")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "replica-b"
+    name = fleet.submit("after")
+    wait_for(lambda: fleet.cluster_of(name), timeout=10)
+    assert {ap[2] for ap in fleet.hub.applies if ap[1] == name and ap[2].startswith("gpufleet")} == {
+        "gpufleet-dispatch/replica-b"}
+
+
+def test_workers_are_read_through_their_secrets_and_healthz_and_metrics_answer(fleet):
+    fleet.kueue.start()
+    c = fleet.controller("solo", lease=None).start()
+    server = HealthServer(c.metrics, c.healthy, 0, "127.0.0.1").start()
+    try:
+        name = fleet.submit("one")
+        wait_for(lambda: fleet.cluster_of(name), timeout=10)
+        assert c.workers["aws-use1-p5"].source == "gpufleet-dispatch-aws-use1-p5"
+        assert c.workers["gcp-euw4-a3high"].source == "multikueue-gcp-euw4-a3high"  # no own Secret: MultiKueue's
+        worker_gets = {r.headers.get("authorization") for api in fleet.workers.values() for r in api.requests}
+        assert worker_gets == {f"Bearer {k}-token" for k in KEYS}
+        assert all(r.method == "GET" for api in fleet.workers.values() for r in api.requests)  # read-only
+        health = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5)
+        assert health.status == 200
+        def scrape() -> str | None:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5).read().decode()
+            return text if "time_to_admission_seconds_count 1.0" in text else None
+
+        text = wait_for(scrape)
+        assert 'gpufleet_dispatch_decisions_total{reason="Nominated"} 1.0' in text
+        assert "gpufleet_dispatch_time_to_admission_seconds_count 1.0" in text
+        assert 'gpufleet_dispatch_worker_score_usd{worker="aws-use1-p5"}' in text
+    finally:
+        server.close()
+
+
+def test_dispatch_command_exit_codes(fleet, tmp_path, capsys):
+    base = ["dispatch", "--once", "--kubeconfig", str(fleet.hub_kubeconfig), "--fleet", str(fleet.fleet_file)]
+    fleet.submit("cli")
+    code = main(base)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "team-a/job-cli" in out and "Nominated" in out
+    assert fleet.nominated()["job-cli"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"Not A Key": outputs("aws-use1-p5")}))
+    for argv, needle in ((["--fleet", str(bad)], "Not A Key"),
+                         (["--wait-usd-per-gpu-hour", "-1"], "--wait-usd-per-gpu-hour"),
+                         (["--lease", "x", "--lease-duration-seconds", "2"], "--lease-duration-seconds"),
+                         (["--fleet", str(tmp_path / "missing.json")], "not found")):
+        code = main([*base, *argv])
+        out, err = capsys.readouterr()
+        assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, (argv, err)
+    unreachable = tmp_path / "down.kubeconfig"
+    cfg = fleet.hub.kubeconfig()
+    cfg["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:9"
+    unreachable.write_text(yaml.safe_dump(cfg))
+    code = main(["dispatch", "--once", "--kubeconfig", str(unreachable), "--fleet", str(fleet.fleet_file)])
+    out, err = capsys.readouterr()
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "cannot reach" in err
+
+
+def test_metrics_registry_is_per_controller():
+    assert Metrics().registry is not Metrics().registry

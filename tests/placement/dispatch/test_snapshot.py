@@ -1,0 +1,136 @@
+"""Kueue objects -> the dispatcher's snapshots, and the nomination it applies (Kueue v0.19.2 field names)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from placement.dispatch import snapshot
+from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WAIT_PRICE_ANNOTATION, WORKERS_ANNOTATION
+from placement.kueue import Allocatable
+
+
+@pytest.mark.parametrize("text, value", [("1500m", 1.5), ("32Gi", 32 * 2**30), ("8", 8.0), (8, 8.0), ("1e3", 1000.0),
+                                         ("2k", 2000.0), ("100Mi", 100 * 2**20), ("1E", 1e18)])
+def test_quantities(text: Any, value: float):
+    assert snapshot.quantity(text) == pytest.approx(value)
+
+
+def test_pod_requests_count_sidecars_and_the_largest_init_container():
+    template = {"spec": {
+        "containers": [{"resources": {"requests": {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "8"}}}],
+        "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}},
+                           {"resources": {"limits": {"cpu": "8", "memory": "512Mi"}}}]}}
+    assert snapshot.pod_requests(template) == Allocatable(cpu_millis=8000, memory_mib=1024, gpus=8, efa=0)
+
+
+@pytest.mark.parametrize("spec, pools", [
+    ({}, None),
+    ({"nodeSelector": {"gpufleet.io/pool": "a"}}, {"a"}),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": ["a", "b"]}]},
+        {"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": ["c"]}]}]}}}}, {"a", "b", "c"}),
+    # A term without a pool constraint matches any pool (terms are ORed).
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]}]}}}}, None),
+])
+def test_pool_affinity(spec: dict[str, Any], pools: set[str] | None):
+    got = snapshot.pool_affinity({"spec": spec})
+    assert (None if got is None else set(got)) == pools
+
+
+def hub_workload(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "job-x", "namespace": "team-a", "uid": "u1", "resourceVersion": "42",
+                         "creationTimestamp": "2026-11-23T10:00:00Z",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "x",
+                                              "controller": True}],
+                         "managedFields": [{"manager": "kueue-admission", "operation": "Apply", "subresource": "status",
+                                            "time": "2026-11-23T10:05:00Z",
+                                            "fieldsV1": {"f:status": {"f:nominatedClusterNames": {}}}}]},
+            "spec": {"queueName": "all-workers", "priority": 500, "podSets": [{"name": "node", "count": 2}]},
+            "status": {"admission": {"clusterQueue": "all-workers", "podSetAssignments": [
+                {"name": "node", "count": 2,
+                 "resourceUsage": {"nvidia.com/gpu": "16", "cpu": "300", "memory": "2Gi"}}]},
+                       "conditions": [{"type": "QuotaReserved", "status": "True"},
+                                      {"type": "PodsReady", "status": "False"}, {"type": "Custom", "status": "True"}],
+                       "admissionChecks": [{"name": "all-workers", "state": "Pending"}],
+                       "nominatedClusterNames": ["w1"], "requeueState": {"count": 1}, **status}}
+
+
+OWNER = {"metadata": {"annotations": {
+    JOB_SPEC_ANNOTATION: json.dumps({"name": "x", "accelerator": "H100", "gpus": 16, "hours": 5}),
+    GROUP_ANNOTATION: "efa", WORKERS_ANNOTATION: "w1,w2", WAIT_PRICE_ANNOTATION: "3"}}}
+CHECKS = {"all-workers": "all-workers"}
+CONFIGS = {"all-workers": ("w1", "w2", "w3")}
+
+
+def test_a_hub_workload_with_its_owners_annotations():
+    wl = snapshot.hub_workload(hub_workload(), OWNER, CHECKS, CONFIGS, {"all-workers": frozenset({"all-workers"})})
+    assert wl is not None
+    assert (wl.key, wl.priority, wl.check_state, wl.allowed, wl.nominated) == (
+        "team-a/job-x", 500, "Pending", ("w1", "w2", "w3"), ("w1",))
+    assert wl.nominated_since == snapshot.parse_time("2026-11-23T10:05:00Z")
+    assert wl.job is not None and wl.job.gpus == 16 and wl.group == "efa" and wl.group_workers == ("w1", "w2")
+    assert wl.wait_price == 3.0 and wl.evictions == 1 and wl.waiting_reason() is None
+    (need,) = wl.needs
+    assert need.count == 2 and need.per_pod == Allocatable(150_000, 1024, 8, 0)  # the reserved usage, per pod
+
+
+def test_only_workloads_of_a_cluster_queue_with_a_multikueue_check():
+    raw = hub_workload()
+    assert snapshot.hub_workload(raw, OWNER, CHECKS, CONFIGS, {"all-workers": frozenset()}) is None
+    assert snapshot.hub_workload(raw, OWNER, {}, CONFIGS, {"all-workers": frozenset({"all-workers"})}) is None
+    bad = {"metadata": {"annotations": {JOB_SPEC_ANNOTATION: json.dumps({"name": "x"})}}}
+    wl = snapshot.hub_workload(raw, bad, CHECKS, CONFIGS, {"all-workers": frozenset({"all-workers"})})
+    assert wl is not None and wl.job is None and wl.job_error is not None and "accelerator" in wl.job_error
+
+
+def test_the_nomination_carries_kueues_whole_admission_status_and_only_changes_the_nomination():
+    raw = hub_workload()
+    body = snapshot.nomination(raw, ["w2"])
+    assert body["metadata"] == {"name": "job-x", "namespace": "team-a", "uid": "u1", "resourceVersion": "42"}
+    st = body["status"]
+    assert st["nominatedClusterNames"] == ["w2"]
+    assert st["admission"] == raw["status"]["admission"]
+    assert st["admissionChecks"] == raw["status"]["admissionChecks"]
+    assert st["requeueState"] == {"count": 1}
+    assert [c["type"] for c in st["conditions"]] == ["QuotaReserved", "PodsReady"]  # Kueue's admission conditions
+    assert "clusterName" not in st
+
+
+def test_worker_state_flavors_in_queue_order_with_reservations_and_running_time_left():
+    now = snapshot.parse_time("2026-11-23T12:00:00Z")
+    assert now is not None
+    objects = {
+        "resourceflavors": [{"metadata": {"name": "f-spot"}, "spec": {"nodeLabels": {"gpufleet.io/pool": "spot"}}},
+                            {"metadata": {"name": "f-od"}, "spec": {"nodeLabels": {"gpufleet.io/pool": "od"}}}],
+        "localqueues": [{"metadata": {"name": "all-workers", "namespace": "team-a"}, "spec": {"clusterQueue": "cq"}}],
+        "clusterqueues": [{"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"flavors": [
+            {"name": "f-spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 32}]},
+            {"name": "f-od", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}]},
+            "status": {"flavorsReservation": [{"name": "f-spot", "resources": [{"name": "nvidia.com/gpu",
+                                                                              "total": "8"}]}]}}],
+        "workloads": [
+            {"metadata": {"name": "run", "namespace": "team-a", "creationTimestamp": "2026-11-23T09:00:00Z"},
+             "spec": {"queueName": "all-workers", "podSets": [{"name": "m", "count": 1}]},
+             "status": {"conditions": [{"type": "QuotaReserved", "status": "True",
+                                        "lastTransitionTime": "2026-11-23T10:00:00Z"}],
+                        "admission": {"clusterQueue": "cq", "podSetAssignments": [
+                            {"name": "m", "count": 1, "flavors": {"nvidia.com/gpu": "f-spot"},
+                             "resourceUsage": {"nvidia.com/gpu": "8"}}]}}},
+            {"metadata": {"name": "wait", "namespace": "team-a", "creationTimestamp": "2026-11-23T11:00:00Z"},
+             "spec": {"queueName": "all-workers", "priority": 100, "podSets": [{"name": "m", "count": 2, "template": {
+                 "spec": {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]}},
+            {"metadata": {"name": "done", "namespace": "team-a"}, "spec": {"queueName": "all-workers"},
+             "status": {"conditions": [{"type": "Finished", "status": "True"}]}}]}
+    w = snapshot.worker_state("w1", None, objects, now, {("team-a", "run"): 5.0, ("team-a", "wait"): 3.0})
+    cq = w.cluster_queues["cq"]
+    assert [(f.name, f.pool, f.nominal.gpus, f.reserved.gpus) for f in cq.flavors] == [
+        ("f-spot", "spot", 32, 8, ), ("f-od", "od", 16, 0)]
+    run, wait = sorted(cq.workloads, key=lambda q: q.name)
+    assert run.admitted and run.flavors == {"f-spot"} and run.remaining_hours == pytest.approx(3.0)  # 5 h - 2 h
+    assert not wait.admitted and wait.gpus == 16 and wait.priority == 100 and wait.hours == 3.0
+    assert w.local_queues == {("team-a", "all-workers"): "cq"}
