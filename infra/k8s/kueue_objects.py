@@ -23,7 +23,6 @@ from placement.kueue import (
     ALL_WORKERS,
     API_VERSION,
     DISPATCHERS,
-    DNS_LABEL,
     GPU_TAINT,
     GPU_TOLERATION,
     KUEUE_NAMESPACE,
@@ -46,6 +45,7 @@ from placement.kueue import (
     worker_key,
 )
 from placement.kueue import cluster_queue_name as _cluster_queue_name
+from placement.kueue import local_queue_name as _local_queue_name
 from placement.shapes import Shape
 
 __all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "GPU_TAINT", "GPU_TOLERATION", "KUEUE_NAMESPACE",
@@ -79,15 +79,8 @@ def cluster_queue_name(cfg_or_cluster: StackConfig | str) -> str:
 
 
 def local_queue_name(cfg_or_cluster: StackConfig | str, team: str) -> str:
-    """Name of the LocalQueue in namespace ``team`` that sends work to that cluster's GPUs.
-
-    The name is the same in every team namespace and on the hub (whose per-worker queue has the
-    worker's name), so a job labelled ``kueue.x-k8s.io/queue-name: <this>`` in namespace ``team``
-    reaches the same cluster whether submitted to the worker directly or through the hub.
-    """
-    if not DNS_LABEL.match(team):
-        raise ValueError(f"team {team!r} is not a valid namespace name")
-    return cluster_queue_name(cfg_or_cluster)
+    """The LocalQueue in namespace ``team`` for that cluster's GPUs (:func:`placement.kueue.local_queue_name`)."""
+    return _local_queue_name(cluster_name_of(cfg_or_cluster), team)
 
 
 def flavor_name(pool: NodePoolConfig) -> str:
