@@ -38,8 +38,8 @@ def add_arguments(d: argparse.ArgumentParser) -> None:
     d.add_argument("--catalog", action="append", default=[], metavar="CLOUD=PATH",
                    help="price pools with a SkyPilot-format vms.csv for CLOUD instead of the embedded catalog")
     d.add_argument("--wait-usd-per-gpu-hour", type=float, default=2.0, metavar="USD",
-                   help="price of waiting, per GPU the job holds idle, per hour (default 2.0; a job's own "
-                        "gpufleet.io/wait-usd-per-gpu-hour wins)")
+                   help="price of waiting for admission, per GPU of the job, per hour (default 2.0); a job "
+                        "whose spec sets usd_per_hour_of_delay is priced at that instead")
     d.add_argument("--admission-deadline-seconds", type=float, default=300.0, metavar="S",
                    help="move to the next best worker when the nominated one has not admitted by then (default 300)")
     d.add_argument("--default-hours", type=float, default=4.0, metavar="H",

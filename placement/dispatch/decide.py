@@ -10,9 +10,9 @@ Score of a worker (USD) = cost + wait:
   the worker's region and the outputs back) of the job on the pool Kueue would admit it to: the first
   flavor, in the worker ClusterQueue's order, that the job may use and that has free quota for it now,
   else the first it may use at all;
-* **wait**: expected hours until admission × the job's GPUs × the price of waiting (USD per GPU-hour:
-  the job's own, else ``--wait-usd-per-gpu-hour``), from :func:`expected_wait_hours` over the flavors
-  the job may use.
+* **wait**: expected hours until admission (:func:`expected_wait_hours` over the flavors the job may
+  use) priced at the job's own ``usd_per_hour_of_delay`` (USD per hour its results are late) when its
+  spec sets one, else at its GPUs × ``--wait-usd-per-gpu-hour`` (USD per GPU-hour).
 
 A flavor the job may use: its pool is in the fleet file with a shape of an accepted accelerator and a
 capacity the job accepts, in the job's fabric group and pool affinity, each pod fits one node, the
@@ -321,10 +321,23 @@ class _Pass:
         releases = [(q.gpus, q.remaining_hours if q.remaining_hours is not None else self.settings.default_hours)
                     for q in queues.running if q.flavors & names and (q.namespace, q.name) != (wl.namespace, wl.name)]
         wait = expected_wait_hours(nominal, used, ahead, req.gpus, releases, self.settings.default_hours)
-        price = wl.wait_price if wl.wait_price is not None else self.settings.wait_usd_per_gpu_hour
         return WorkerScore(worker, True, pool=landing.pool.name, capacity=landing.pool.capacity,
                            cost_usd=landing.candidate.cost.total_usd, wait_hours=wait,
-                           wait_usd=wait * req.gpus * price)
+                           wait_usd=wait * wait_usd_per_hour(wl, self.settings))
+
+
+def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
+    """What an hour of waiting for admission costs this job, USD: its spec's ``usd_per_hour_of_delay`` when
+    set, else its GPUs × ``settings.wait_usd_per_gpu_hour``."""
+    if wl.delay_usd_per_hour is not None:
+        return wl.delay_usd_per_hour
+    return wl.request.gpus * settings.wait_usd_per_gpu_hour
+
+
+def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
+    if wl.delay_usd_per_hour is not None:
+        return f"${wl.delay_usd_per_hour:g}/h (the job's usd_per_hour_of_delay)"
+    return f"{wl.request.gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
 def _rank_key(s: WorkerScore) -> tuple[float, float, str]:
@@ -336,9 +349,9 @@ def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerS
     return min((s for s in scores if s.fits and s.worker not in skip), key=_rank_key, default=None)
 
 
-def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, price: float) -> str:
+def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
-            f"{best.wait_hours:.2f} h x {wl.request.gpus} GPUs x ${price:g}/GPU-h")
+            f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
     runner = min((s for s in scores if s.fits and s.worker != best.worker), key=_rank_key, default=None)
     if runner is not None:
         text += f"; next {runner.worker} ${runner.usd:,.2f}"
@@ -401,7 +414,6 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     for wl in deciding:
         mem = memory.get(wl.uid)
         scores = tuple(ps.score(wl, k) for k in wl.allowed)
-        price = wl.wait_price if wl.wait_price is not None else settings.wait_usd_per_gpu_hour
         current = wl.nominated
         tried = set(mem.tried) if mem is not None else set()
         if current:
@@ -443,7 +455,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             for n in ps_add:
                 ps.add_virtual(wl, n)
             continue
-        body = _explain(best, scores, wl, price)
+        body = _explain(best, scores, wl, settings)
         message = f"{lead}; nominated {body}" if lead else f"nominated {body}"
         new = Memory(nominated=(best.worker,), since=now, tried=frozenset(tried | {best.worker}), first_at=first_at,
                      evictions=wl.evictions)

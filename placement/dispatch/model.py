@@ -71,7 +71,8 @@ class HubWorkload:
     job_error: str | None = None
     group: str | None = None
     group_workers: tuple[str, ...] | None = None
-    wait_price: float | None = None  # the job's own USD per GPU-hour of waiting
+    # The job spec's own ``usd_per_hour_of_delay`` (USD per hour its results are late), when it sets one.
+    delay_usd_per_hour: float | None = None
 
     @property
     def key(self) -> str:
@@ -182,7 +183,8 @@ class Pricing:
 @dataclass(frozen=True)
 class WorkerScore:
     """One worker for one Workload: ``usd`` = ``cost_usd`` (the engine's total on ``pool``) + ``wait_usd``
-    (``wait_hours`` × the job's GPUs × the price of waiting). ``fits`` False: never nominated, ``reason``."""
+    (``wait_hours`` × the job's ``usd_per_hour_of_delay`` when its spec sets one, else ``wait_hours`` × its
+    GPUs × ``--wait-usd-per-gpu-hour``). ``fits`` False: never nominated, ``reason`` says why."""
 
     worker: str
     fits: bool

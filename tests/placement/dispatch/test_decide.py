@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from factories import offer
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -278,7 +279,33 @@ def test_no_fit_is_reported_once_until_it_changes():
 def test_the_jobs_own_price_of_waiting_overrides_the_default():
     prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 10.5)}
     workers = [worker("a", "us-east-1", reserved_nodes=4), worker("b", "us-east-2")]
-    (d,) = decide([workload("job", 8, wait_price=0.0)], workers, pricing(prices), NOW).decisions
+    (d,) = decide([workload("job", 8, delay_usd_per_hour=0.0)], workers, pricing(prices), NOW).decisions
     assert d.clusters == ("a",)  # waiting is free for this job: the cheaper worker, 2 h later
     (d,) = decide([workload("job", 8)], workers, pricing(prices), NOW).decisions
     assert d.clusters == ("b",)
+
+
+@settings(max_examples=30, deadline=None)
+@given(gpus=st.sampled_from([8, 16, 32]), rate=st.floats(0, 500), per_gpu=st.floats(0, 10))
+def test_the_wait_is_priced_per_job_hour_when_the_spec_sets_a_delay_rate_else_per_gpu_hour(gpus, rate, per_gpu):
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 12.0)}
+    workers = [worker("a", "us-east-1", reserved_nodes=4, queued=pending("a", 2)), worker("b", "us-east-2")]
+    s = Settings(wait_usd_per_gpu_hour=per_gpu)
+    (own,) = decide([workload("job", gpus, delay_usd_per_hour=rate)], workers, pricing(prices), NOW, s).decisions
+    (default,) = decide([workload("job", gpus)], workers, pricing(prices), NOW, s).decisions
+    for sc in own.scores:
+        assert sc.wait_usd == pytest.approx(sc.wait_hours * rate)  # the job's rate, whatever its GPUs
+    for sc in default.scores:
+        assert sc.wait_usd == pytest.approx(sc.wait_hours * gpus * per_gpu)
+    waiting = next(sc for sc in own.scores if sc.worker == "a")
+    assert waiting.wait_hours > 0
+    assert own.event is not None and "usd_per_hour_of_delay" in own.event.message
+
+
+def test_a_job_that_values_its_time_leaves_the_cheap_busy_worker():
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 14.0)}
+    workers = [worker("a", "us-east-1", reserved_nodes=4), worker("b", "us-east-2")]
+    s = Settings(wait_usd_per_gpu_hour=0.0)  # the dispatcher's default alone would never move it
+    (cheap,) = decide([workload("job", 8)], workers, pricing(prices), NOW, s).decisions
+    (urgent,) = decide([workload("job", 8, delay_usd_per_hour=500.0)], workers, pricing(prices), NOW, s).decisions
+    assert cheap.clusters == ("a",) and urgent.clusters == ("b",)
