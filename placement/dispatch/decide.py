@@ -25,6 +25,7 @@ cost, then the worker key. Workloads nominated earlier in the pass count as back
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -364,11 +365,28 @@ def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
     return "; ".join(f"{s.worker}: {s.reason}" for s in scores if not s.fits)
 
 
+def resume(mem: Memory | None, wl: HubWorkload) -> Memory | None:
+    """The memory to decide ``wl`` with: an eviction since ``mem`` was written ends the round, as an admission
+    does (the worker(s) then nominated are the ones to avoid next). A dispatcher that saw the admission has
+    already reset the round; one that recalled ``mem`` from an Event written before it has not."""
+    if mem is None or wl.evictions <= mem.evictions or not mem.nominated:
+        return mem
+    return replace(mem, nominated=(), tried=frozenset(mem.nominated), first_at=0.0, noted="")
+
+
+def note(kind: str, text: str) -> str:
+    """What ``Memory.noted`` keeps of a reported situation: its kind and a digest of its text (short enough to
+    travel on an Event annotation)."""
+    return f"{kind}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
 def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pricing: Pricing, now: float,
            settings: Settings | None = None, memory: Mapping[str, Memory] | None = None) -> PassResult:
     """One pass over every hub Workload: a :class:`Decision` for each one waiting for a nomination, the
     admissions of Workloads this dispatcher nominated (for the time-to-admission metric), and which
-    memories to keep. ``memory`` is what earlier passes remembered (:class:`Memory` by uid)."""
+    memories to keep. ``memory`` is what earlier passes remembered (:class:`Memory` by uid), or what the
+    controller recalled from the Events of an earlier leader; an eviction since it was written starts a new
+    round (:func:`resume`)."""
     memory = memory or {}
     settings = settings or Settings()
     ps = _Pass(workers, pricing, now, settings)
@@ -377,6 +395,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     keep: set[str] = set()
     holding: list[tuple[HubWorkload, Memory]] = []
     deciding: list[HubWorkload] = []
+    current_memory: dict[str, Memory | None] = {}
     for wl in workloads:
         mem = memory.get(wl.uid)
         if wl.finished:
@@ -392,16 +411,21 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
         if wl.waiting_reason() is not None:
             continue
         keep.add(wl.uid)
+        mem = resume(mem, wl)
         if wl.nominated:
             if mem is None or mem.nominated != wl.nominated:
-                # Nominated by an earlier leader (or by hand): its clock started when the API server recorded it.
-                since = wl.nominated_since if wl.nominated_since is not None else now
-                mem = Memory(nominated=wl.nominated, since=min(since, now), tried=frozenset(wl.nominated),
-                             first_at=min(since, now), evictions=wl.evictions)
+                # Nominated by an earlier leader (or by hand): its clock started when the API server recorded it,
+                # and the workers tried earlier in the round (if remembered) stay tried.
+                since = min(wl.nominated_since if wl.nominated_since is not None else now, now)
+                mem = Memory(nominated=wl.nominated, since=since,
+                             tried=frozenset(wl.nominated) | (mem.tried if mem is not None else frozenset()),
+                             first_at=mem.first_at if mem is not None and mem.first_at else since,
+                             evictions=wl.evictions, noted=mem.noted if mem is not None else "")
             valid = all(n in wl.allowed and (w := ps.workers.get(n)) is not None and w.reachable for n in wl.nominated)
             if valid and now - mem.since < settings.deadline_s:
                 holding.append((wl, mem))
                 continue
+        current_memory[wl.uid] = mem
         deciding.append(wl)
 
     for wl, mem in holding:
@@ -412,7 +436,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
 
     deciding.sort(key=lambda w: (-w.priority, w.created, w.key))
     for wl in deciding:
-        mem = memory.get(wl.uid)
+        mem = current_memory.get(wl.uid)
         scores = tuple(ps.score(wl, k) for k in wl.allowed)
         current = wl.nominated
         tried = set(mem.tried) if mem is not None else set()
@@ -438,7 +462,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
         if best is None:
             if current:
                 message = f"{lead}; no other worker fits, keeping {', '.join(current)}"
-                noted = f"{DEADLINE}:{','.join(current)}"
+                noted = note(DEADLINE, ",".join(current))
                 new = Memory(nominated=current, since=now, tried=frozenset(current), first_at=first_at,
                              evictions=wl.evictions, noted=noted)
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", DEADLINE, message)
@@ -446,7 +470,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 ps_add = current
             else:
                 message = "no worker fits: " + _no_fit(scores, wl)
-                noted = f"{NO_FIT}:{message}"
+                noted = note(NO_FIT, message)
                 new = Memory(nominated=(), since=now, tried=frozenset(tried), first_at=0.0,
                              evictions=wl.evictions, noted=noted)
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", NO_FIT, message)

@@ -151,11 +151,13 @@ class WorkerState:
 
 @dataclass(frozen=True)
 class Memory:
-    """What the dispatcher remembers of a Workload between passes (in memory, keyed by its uid).
+    """What the dispatcher remembers of a Workload between passes (in memory, keyed by its uid, and on every
+    Event it records: :mod:`placement.dispatch.memory`).
 
     ``since``: when the current nomination started; ``tried``: workers nominated in this round;
-    ``evictions``: the Workload's eviction count when last nominated; ``noted``: the last event recorded,
-    so an unchanged situation is not reported again."""
+    ``first_at``: when the round's first nomination was written (0: none); ``evictions``: the Workload's
+    eviction count when last decided; ``noted``: the situation last reported (kind and digest), so an
+    unchanged one is not reported again."""
 
     nominated: tuple[str, ...]
     since: float

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +121,13 @@ class Fleet:
         self.kueue.reserve(wl, "aws-use1-p5-spot")
         return f"job-{name}"
 
-    def controller(self, identity: str, **kw: Any) -> Controller:
+    def controller(self, identity: str, clock: Callable[[], float] = time.time, **kw: Any) -> Controller:
         opts: dict[str, Any] = dict(
             fleet=load_fleet(str(self.fleet_file)), pricing=Pricing(tuple(load_catalog([]).offers)),
             identity=identity, lease="gpufleet-dispatch", settings=Settings(deadline_s=600), resync_s=0.5,
             debounce_s=0.05, lease_duration_s=3, renew_deadline_s=2, retry_period_s=1, watch_timeout_s=3)
         opts.update(kw)
-        c = Controller(api_client(self.hub.kubeconfig()), Options(**opts))
+        c = Controller(api_client(self.hub.kubeconfig()), Options(**opts), clock=clock)
         self.controllers.append(c)
         return c
 
@@ -331,6 +331,89 @@ def test_a_crashed_leaders_lease_is_taken_over(fleet):
     wait_for(lambda: fleet.cluster_of(name), timeout=10)
     assert {ap[2] for ap in fleet.hub.applies if ap[1] == name and ap[2].startswith("gpufleet")} == {
         "gpufleet-dispatch/replica-b"}
+
+
+class Clock:
+    """A clock the test moves: admission deadlines pass when it says so."""
+
+    def __init__(self) -> None:
+        self.t = float(int(time.time()))  # whole seconds: Event annotations keep milliseconds
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_new_leader_resumes_the_round_from_the_events_and_never_goes_back(fleet):
+    fleet.kueue.admit = {k: False for k in KEYS}  # no worker ever admits: every nomination misses the deadline
+    fleet.kueue.start()
+    clock = Clock()
+    a = fleet.controller("replica-a", clock=clock).start()
+    wait_for(a.leading, timeout=10)
+    name = fleet.submit("resume", dataset={"uri": "s3://d/x", "region": "us-east-1", "size_gb": 20000})
+    (first,) = wait_for(lambda: fleet.nominated().get(name), timeout=10)
+    clock.t += 601  # past the 600 s deadline: a moves on to the next best
+    (second,) = wait_for(lambda: (lambda n: n if n and n != (first,) else None)(fleet.nominated().get(name)))
+    (moved,) = wait_for(lambda: fleet.events("DeadlinePassed"))
+    assert moved["metadata"]["annotations"]["gpufleet.io/tried"] == ",".join(sorted({first, second}))
+    a.stop()  # a crash: no memory handed over, the Lease expires
+
+    b = fleet.controller("replica-b", clock=clock).start()
+    wait_for(lambda: b.leading() and b.passes > 0, timeout=15)
+    wl = fleet.hub.get(WORKLOADS, NS, name)
+    assert wl is not None and b.memory[wl["metadata"]["uid"]].tried == {first, second}
+    listed = [r.query.get("fieldSelector") for r in fleet.hub.requests
+              if r.method == "GET" and r.path == "/api/v1/events" and r.agent == "gpufleet-dispatch/replica-b"]
+    assert listed == [["source=gpufleet-dispatch"]]  # one LIST of its own Events on taking over
+    clock.t += 601  # the second worker misses its deadline too
+    (third,) = wait_for(lambda: (lambda n: n if n and n != (second,) else None)(fleet.nominated().get(name)))
+    assert third not in (first, second)  # the one worker not tried in this round, not back to the first
+    last = wait_for(lambda: [e for e in fleet.events("DeadlinePassed") if third in e["message"]])
+    assert last[0]["reportingInstance"] == "replica-b" and f"{second} did not admit" in last[0]["message"]
+
+
+def test_a_nominated_workload_met_without_memory_is_looked_up_by_its_uid(fleet):
+    from placement.dispatch import memory
+    from placement.dispatch.model import Memory
+
+    clock = Clock()
+    c = fleet.controller("solo", lease=None, clock=clock)
+    c.run_once()  # the start-up recall: no Event yet
+    name = fleet.submit("found")
+    wl = fleet.hub.get(WORKLOADS, NS, name)
+    assert wl is not None
+    uid = wl["metadata"]["uid"]
+    # Another replica nominated it to gcp-euw4-a3high after trying aws-use1-p5, and recorded so; this one never saw it.
+    fleet.hub.apply_status(WORKLOADS, NS, name, {"status": snapshot.nomination(wl, ["gcp-euw4-a3high"])["status"]},
+                           "kueue-admission", True)
+    mem = Memory(nominated=("gcp-euw4-a3high",), since=clock(), tried=frozenset({"aws-use1-p5", "gcp-euw4-a3high"}),
+                 first_at=clock() - 700)
+    fleet.hub.create(("", "v1", "events"), {
+        "metadata": {"name": f"{name}.other", "namespace": NS, "annotations": memory.as_annotations(mem, clock())},
+        "involvedObject": {"kind": "Workload", "name": name, "namespace": NS, "uid": uid},
+        "source": {"component": "gpufleet-dispatch"}, "reason": "DeadlinePassed", "message": "moved"})
+    fleet.hub.create(("", "v1", "events"), {  # an Event of someone else on the same Workload
+        "metadata": {"name": f"{name}.kueue", "namespace": NS},
+        "involvedObject": {"kind": "Workload", "name": name, "namespace": NS, "uid": uid},
+        "source": {"component": "kueue-admission"}, "reason": "QuotaReserved", "message": "reserved"})
+    c.run_once()
+    assert c.memory[uid] == mem
+    (lookup,) = [r for r in fleet.hub.requests if r.method == "GET" and r.path == f"/api/v1/namespaces/{NS}/events"]
+    assert lookup.query["fieldSelector"] == [f"involvedObject.uid={uid},source=gpufleet-dispatch"]
+    clock.t += 601
+    result = c.run_once()
+    (d,) = [d for d in result.decisions if d.workload.name == name]
+    assert d.reason == "DeadlinePassed" and d.clusters == ("gcp-usc1-a3mega",)  # not back to aws-use1-p5
+
+
+def test_the_fake_refuses_field_selectors_the_api_server_does_not_support(fleet):
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api_client(fleet.hub.kubeconfig()))
+    assert core.list_event_for_all_namespaces(field_selector="source=x,involvedObject.uid=y").items == []
+    with pytest.raises(ApiException) as err:
+        core.list_event_for_all_namespaces(field_selector="message=x")
+    assert err.value.status == 400 and "field label not supported: message" in err.value.body
 
 
 def test_workers_are_read_through_their_secrets_and_healthz_and_metrics_answer(fleet):
