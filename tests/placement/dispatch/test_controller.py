@@ -416,6 +416,45 @@ def test_the_fake_refuses_field_selectors_the_api_server_does_not_support(fleet)
     assert err.value.status == 400 and "field label not supported: message" in err.value.body
 
 
+def test_the_rbac_allows_every_call_the_controller_makes_and_grants_nothing_it_does_not_use(fleet):
+    """The rendered hub and worker RBAC against the requests of an end-to-end run: leader election from no
+    Lease, worker kubeconfigs (one through MultiKueue's Secret), caches, the start-up Event recall, a
+    nomination and its Event, a renewal."""
+    from rbac import Authorizer, calls
+
+    from infra.k8s import dispatcher as dp
+
+    fleet.kueue.start()
+    c = fleet.controller("replica-a", lease=dp.LEASE).start()
+    wait_for(c.leading, timeout=10)
+    name = fleet.submit("rbac")
+    wait_for(lambda: fleet.cluster_of(name), timeout=10)
+    wait_for(lambda: fleet.events("Nominated"))
+    renewals = len([r for r in fleet.hub.requests if r.method == "PUT" and "/leases/" in r.path])
+    wait_for(lambda: len([r for r in fleet.hub.requests if r.method == "PUT" and "/leases/" in r.path]) > renewals)
+    c.stop()
+
+    hub = Authorizer(dp.hub_cluster_rules(), {"kueue-system": dp.hub_namespace_rules(KEYS)})
+    with fleet.hub.lock:
+        hub_calls = calls(r for r in fleet.hub.requests if r.agent.startswith("gpufleet-dispatch/"))
+    refused = sorted({str(a) for a in hub_calls if not hub.allows(a)})
+    assert not refused, refused
+    assert {a.kind for a in hub_calls} == hub.granted()  # and every verb it grants was needed
+    secrets = {a.name for a in hub_calls if a.resource == "secrets"}
+    assert {"gpufleet-dispatch-aws-use1-p5", "multikueue-gcp-euw4-a3high"} <= secrets  # own, and the fallback
+    # A name-limited rule allows neither reading another Secret nor listing them.
+    from rbac import Attributes
+
+    assert not hub.allows(Attributes("get", "", "secrets", "kueue-system", "kueue-webhook-server-cert"))
+    assert not hub.allows(Attributes("list", "", "secrets", "kueue-system", ""))
+    assert not hub.allows(Attributes("get", "", "secrets", "team-a", "gpufleet-dispatch-aws-use1-p5"))
+
+    worker = Authorizer(dp.worker_reader_rules(), {})
+    worker_calls = [a for api in fleet.workers.values() for a in calls(list(api.requests))]
+    assert worker_calls and all(worker.allows(a) for a in worker_calls)
+    assert {a.kind for a in worker_calls} == worker.granted()
+
+
 def test_workers_are_read_through_their_secrets_and_healthz_and_metrics_answer(fleet):
     fleet.kueue.start()
     c = fleet.controller("solo", lease=None).start()
