@@ -85,15 +85,16 @@ def from_event(event: Mapping[str, Any], component: str) -> tuple[str, float, Me
 
 
 def recall(events: Iterable[Mapping[str, Any]], component: str) -> dict[str, Memory]:
-    """Workload uid -> the memory of the newest Event ``component`` recorded on it (by ``recorded-at``, then
-    the Event's name, so replicas with the same Events agree)."""
-    newest: dict[str, tuple[float, str, Memory]] = {}
+    """Workload uid -> the memory of the newest Event ``component`` recorded on it: by ``recorded-at``; on a
+    tie the later nomination and the longer list of tried workers (both only grow within a round), then the
+    Event's name, so replicas reading the same Events agree."""
+    newest: dict[str, tuple[tuple[float, float, int, str], Memory]] = {}
     for ev in events:
         found = from_event(ev, component)
         if found is None:
             continue
         uid, recorded, mem = found
-        name = str((ev.get("metadata") or {}).get("name") or "")
-        if uid not in newest or (recorded, name) > newest[uid][:2]:
-            newest[uid] = (recorded, name, mem)
-    return {uid: mem for uid, (_, _, mem) in newest.items()}
+        rank = (recorded, mem.since, len(mem.tried), str((ev.get("metadata") or {}).get("name") or ""))
+        if uid not in newest or rank > newest[uid][0]:
+            newest[uid] = (rank, mem)
+    return {uid: mem for uid, (_, mem) in newest.items()}

@@ -45,6 +45,9 @@ def test_the_newest_event_of_each_workload_wins():
               event("u2", other, 50.0)]
     assert memory.recall(events, COMPONENT) == {"u1": moved, "u2": other}
     assert memory.recall(reversed(events), COMPONENT) == {"u1": moved, "u2": other}
+    # Recorded in the same instant: the later nomination of the round wins, whatever the Events' names.
+    tied = [event("u1", moved, 100.0, name="x.a"), event("u1", first, 100.0, name="x.z")]
+    assert memory.recall(tied, COMPONENT) == {"u1": moved}
 
 
 def test_events_of_others_or_without_a_readable_memory_are_ignored():
