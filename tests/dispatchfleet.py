@@ -18,6 +18,8 @@ from infra.k8s import kueue_objects as ko
 from infra.outputs import node_pool_output, training_service_account_output
 from placement.dispatch.controller import Controller, Options
 from placement.dispatch.model import Pricing, Settings
+from placement.dispatch.prices import LivePrices
+from placement.dispatch.telemetry import Metrics
 from placement.fleet.kube import api_client
 from placement.fleet.manifests import (
     GROUP_ANNOTATION,
@@ -116,13 +118,14 @@ class Fleet:
         self.kueue.reserve(wl, "aws-use1-p5-spot")
         return f"job-{name}"
 
-    def controller(self, identity: str, clock: Callable[[], float] = time.time, **kw: Any) -> Controller:
+    def controller(self, identity: str, clock: Callable[[], float] = time.time, prices: LivePrices | None = None,
+                   metrics: Metrics | None = None, **kw: Any) -> Controller:
         opts: dict[str, Any] = dict(
             fleet=load_fleet(str(self.fleet_file)), pricing=Pricing(tuple(load_catalog([]).offers)),
             identity=identity, lease="gpufleet-dispatch", settings=Settings(deadline_s=600), resync_s=0.5,
             debounce_s=0.05, lease_duration_s=3, renew_deadline_s=2, retry_period_s=1, watch_timeout_s=3)
         opts.update(kw)
-        c = Controller(api_client(self.hub.kubeconfig()), Options(**opts), clock=clock)
+        c = Controller(api_client(self.hub.kubeconfig()), Options(**opts), metrics, clock=clock, prices=prices)
         self.controllers.append(c)
         return c
 

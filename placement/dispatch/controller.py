@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement import kueue as ko
 from placement.dispatch import memory as remembered
@@ -58,6 +58,9 @@ from placement.fleet.kube import (
 )
 from placement.fleet.manifests import JOB_LABEL, JOBSET_GROUP, JOBSET_VERSION
 from placement.fleet.stacks import ClusterStack
+
+if TYPE_CHECKING:
+    from placement.dispatch.prices import LivePrices
 
 log = logging.getLogger("gpufleet.dispatch")
 
@@ -121,12 +124,14 @@ class Controller:
     """One dispatcher replica. :meth:`start` runs it in threads; :meth:`run_once` does one pass and returns."""
 
     def __init__(self, hub_api: Any, options: Options, metrics: Metrics | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, prices: LivePrices | None = None) -> None:
         self.hub_api = hub_api
         self.options = options
         hub_api.user_agent = f"{COMPONENT}/{options.identity}"  # the API server's audit log names the replica
         self.metrics = metrics or Metrics()
         self.clock = clock
+        self.prices = prices  # live prices (--live), refreshed in their own thread; else options.pricing
+        self.metrics.prices_age.set_function(self.prices_age)
         self.memory: dict[str, Memory] = {}
         self.fleet = {c.stack: c for c in options.fleet}
         self._kick = threading.Event()
@@ -148,9 +153,11 @@ class Controller:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> Controller:
-        """Start the informers, the election and the reconcile loop (daemon threads)."""
+        """Start the informers, the live prices, the election and the reconcile loop (daemon threads)."""
         for name, inf in self.hub.items():
             self._spawn(inf.run, f"hub-{name}", self._stop)
+        if self.prices is not None:
+            self._spawn(self.prices.run, "prices", self._stop)
         if self.options.lease:
             self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
                                    lease_duration_s=self.options.lease_duration_s,
@@ -185,6 +192,15 @@ class Controller:
         if leading:
             self._recall_all = True  # another replica may have moved Workloads on since this one last led
             self._kick.set()
+
+    def pricing(self) -> Pricing:
+        """The prices a pass decides with: the live ones in use (never waiting for a cloud), else the catalog's."""
+        return self.prices.current() if self.prices is not None else self.options.pricing
+
+    def prices_age(self) -> float:
+        """Seconds since the oldest price in use was read (NaN when unknown: a CSV catalog without a date)."""
+        read_at = self.pricing().read_at
+        return max(self.clock() - read_at, 0.0) if read_at is not None else float("nan")
 
     def leading(self) -> bool:
         return self.elector.leading() if self.elector is not None else not self.options.lease
@@ -348,14 +364,14 @@ class Controller:
             started = time.perf_counter()
             workloads, raw, workers = self.snapshots()
             self.recall(workloads)
-            result = decide(workloads, workers, self.options.pricing, self.clock(), self.options.settings,
-                            dict(self.memory))
+            pricing = self.pricing()
+            result = decide(workloads, workers, pricing, self.clock(), self.options.settings, dict(self.memory))
             self.metrics.pending.set(sum(1 for d in result.decisions if d.reason != ADMITTED))
             for a in result.admitted:
                 self.metrics.time_to_admission.observe(a.seconds)
             memory = {uid: m for uid, m in self.memory.items() if uid in result.keep}
             for d in result.decisions:
-                ok = self._carry_out(d, raw.get(d.workload.uid))
+                ok = self._carry_out(d, raw.get(d.workload.uid), pricing.source)
                 if d.memory is not None and (d.action != "nominate" or ok):
                     memory[d.workload.uid] = d.memory
             self.memory = memory
@@ -415,11 +431,11 @@ class Controller:
                     extra={"selector": selector, "error": why})
         return None
 
-    def _carry_out(self, d: Decision, obj: Mapping[str, Any] | None) -> bool:
+    def _carry_out(self, d: Decision, obj: Mapping[str, Any] | None, prices: str = "catalog") -> bool:
         from kubernetes.client.exceptions import ApiException
 
         wl = d.workload
-        fields = {"workload": wl.key, "reason": d.reason, "clusters": list(d.clusters)}
+        fields = {"workload": wl.key, "reason": d.reason, "clusters": list(d.clusters), "prices": prices}
         if d.action == "hold":
             if d.event is not None:
                 self._event(wl, d)
@@ -493,9 +509,12 @@ class Controller:
     def run_once(self) -> PassResult:
         """List everything once, take the Lease if one is configured and free, and run one pass.
 
-        Raises the client's errors when the hub does not answer (the command exits 1)."""
+        Raises the client's errors when the hub does not answer (the command exits 1). With live prices, asks
+        the clouds once first (bounded by their per-call timeouts)."""
         for inf in self.hub.values():
             inf.relist()
+        if self.prices is not None:
+            self.prices.refresh()
         self.sync_workers(watch=False)
         if self.options.lease and not self.options.dry_run:
             self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
@@ -525,6 +544,13 @@ def summarize(result: PassResult) -> list[dict[str, Any]]:
                                  "wait_hours": round(s.wait_hours, 3) if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
+
+
+def prices_doc(controller: Controller) -> dict[str, Any]:
+    """Where the prices of the pass came from (``--once`` output): source, age and per fleet region."""
+    p = controller.pricing()
+    age = controller.prices_age()
+    return {"source": p.source, "age_s": None if age != age else round(age, 1), "regions": dict(p.regions)}
 
 
 def worker_problems(controller: Controller) -> Sequence[str]:

@@ -176,10 +176,16 @@ class Settings:
 
 @dataclass(frozen=True)
 class Pricing:
-    """Catalog offers (optionally overlaid with live prices) the engine prices each worker's pools with."""
+    """Catalog offers (optionally overlaid with live prices) the engine prices each worker's pools with.
+
+    ``source``: ``catalog``, ``live`` or ``live+catalog``; ``read_at``: when the oldest price in use was read
+    (epoch seconds: the oldest live answer, else the catalog's as-of date; None unknown); ``regions``: per
+    fleet ``cloud/region`` where its prices come from (live, kept, catalog; :mod:`placement.dispatch.prices`)."""
 
     offers: tuple[Offer, ...]
     source: str = "catalog"
+    read_at: float | None = None
+    regions: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

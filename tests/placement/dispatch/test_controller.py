@@ -319,6 +319,44 @@ def test_the_rbac_allows_every_call_the_controller_makes_and_grants_nothing_it_d
     assert {a.kind for a in worker_calls} == worker.granted()
 
 
+def test_live_prices_come_in_the_background_and_move_the_choice(fleet):
+    import threading
+    from dataclasses import replace
+
+    from placement.catalog import Catalog
+    from placement.dispatch.prices import LivePrices, LiveSettings
+    from placement.fleet.outputs import load_fleet
+    from placement.inputs import load_catalog
+    from placement.live import LiveResult, Source
+    from placement.quotas import QuotaTable
+
+    gate = threading.Event()
+
+    def clouds(request: Any, catalog: Catalog) -> LiveResult:
+        gate.wait(20)  # a slow cloud
+        dear = tuple(replace(o, spot_price=o.spot_price * 10 if o.spot_price else None,
+                             price=o.price * 10 if o.price else None, price_source="aws-spot")
+                     if (o.cloud, o.region) == ("aws", "us-east-1") else o for o in catalog.offers)
+        return LiveResult(catalog=Catalog(dear, catalog.as_of, catalog.source), quotas=QuotaTable({}),
+                          sources=[Source("aws", "ec2:spot-prices", "", "ok"), Source("gcp", "billing:skus", "", "ok")])
+
+    metrics = Metrics()
+    catalog = load_catalog([])
+    prices = LivePrices(catalog, load_fleet(str(fleet.fleet_file)), LiveSettings(refresh_s=3600), metrics, fetch=clouds)
+    c = fleet.controller("solo", lease=None, prices=prices, metrics=metrics).start()
+    near = {"uri": "s3://d/x", "region": "us-east-1", "size_gb": 2000}
+    first = fleet.submit("before", dataset=near)
+    assert wait_for(lambda: fleet.nominated().get(first), timeout=10) == ("aws-use1-p5",)  # on catalog prices
+    wait_for(lambda: c.passes > 0)
+    assert c.pricing().source == "catalog"  # the pass went on while the clouds were slow
+    gate.set()
+    wait_for(lambda: c.pricing().source == "live")
+    second = fleet.submit("after", dataset=near)
+    assert wait_for(lambda: fleet.nominated().get(second), timeout=10) != ("aws-use1-p5",)  # 10x dearer now
+    assert metrics.price_refreshes.labels("ok")._value.get() == 1
+    assert 0 <= c.prices_age() < 60
+
+
 def test_workers_are_read_through_their_secrets_and_healthz_and_metrics_answer(fleet):
     fleet.kueue.start()
     c = fleet.controller("solo", lease=None).start()
@@ -357,6 +395,8 @@ def test_dispatch_command_exit_codes(fleet, tmp_path, capsys):
     bad.write_text(json.dumps({"Not A Key": outputs("aws-use1-p5")}))
     for argv, needle in ((["--fleet", str(bad)], "Not A Key"),
                          (["--wait-usd-per-gpu-hour", "-1"], "--wait-usd-per-gpu-hour"),
+                         (["--live", "--live-refresh-seconds", "0"], "--live-refresh-seconds"),
+                         (["--live", "--timeout", "-1"], "--timeout"),
                          (["--lease", "x", "--lease-duration-seconds", "2"], "--lease-duration-seconds"),
                          (["--fleet", str(tmp_path / "missing.json")], "not found")):
         code = main([*base, *argv])
