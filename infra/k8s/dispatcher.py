@@ -72,12 +72,23 @@ def kubeconfig_secret_name(key: str) -> str:
 
 def container_args(cfg: DispatchConfig) -> list[str]:
     """``placement dispatch`` arguments: in-cluster, leader election on Lease ``gpufleet-dispatch`` in
-    kueue-system, the mounted fleet file, metrics on 9090, and the configured deadline (seconds) and price
-    of waiting (USD per GPU-hour)."""
-    return ["dispatch", "--in-cluster", "--namespace", NAMESPACE, "--lease", LEASE,
+    kueue-system, the mounted fleet file, metrics on 9090, the configured deadline (seconds) and price
+    of waiting (USD per GPU-hour), and ``--live`` when ``hub.dispatch.live`` asks for live prices."""
+    args = ["dispatch", "--in-cluster", "--namespace", NAMESPACE, "--lease", LEASE,
             "--fleet", f"{FLEET_DIR}/{FLEET_KEY}", "--metrics-port", str(METRICS_PORT),
             "--admission-deadline-seconds", str(cfg.admission_deadline_seconds),
             "--wait-usd-per-gpu-hour", str(float(cfg.wait_usd_per_gpu_hour))]
+    return [*args, "--live"] if cfg.live else args
+
+
+def service_account_metadata(cfg: DispatchConfig) -> dict[str, Any]:
+    """ServiceAccount ``gpufleet-dispatch``'s metadata: with ``hub.dispatch.serviceAccountAnnotations`` (the
+    cloud identity ``--live`` reads prices with: ``eks.amazonaws.com/role-arn``,
+    ``iam.gke.io/gcp-service-account``)."""
+    meta = _meta(NAME, NAMESPACE)
+    if cfg.service_account_annotations:
+        meta["annotations"] = dict(cfg.service_account_annotations)
+    return meta
 
 
 def _rule(group: str, resources: Sequence[str], verbs: Sequence[str],
@@ -245,7 +256,8 @@ class Dispatcher(pulumi.ComponentResource):
             return ResourceOptions(parent=self, provider=provider, depends_on=[*args.depends_on, *deps])
 
         meta = {n: manifest(_meta(n, NAMESPACE)) for n in (NAME, FLEET_CONFIGMAP, METRICS_SERVICE)}
-        account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=meta[NAME], opts=child())
+        account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=manifest(service_account_metadata(args.cfg)),
+                                             opts=child())
         subject = manifest([{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}])
         cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-clusterrole", metadata=manifest(_meta(NAME)),
                                                rules=manifest(hub_cluster_rules()), opts=child())

@@ -421,6 +421,27 @@ def test_dispatcher_deployment_follows_the_contract(external: mockrun.RunResult)
     assert [(p["name"], p["port"]) for p in service.inputs["spec"]["ports"]] == [("metrics", 9090)]
 
 
+def test_live_prices_add_the_flag_and_the_cloud_identity_goes_on_the_service_account(
+        fabricated_outputs: dict[str, dict[str, Any]], hub_cfg: StackConfig, external: mockrun.RunResult) -> None:
+    role = "arn:aws:iam::123456789012:role/gpufleet-dispatch"
+    hub = {"workers": list(hub_cfg.hub.workers), "dispatcher": "External",
+           "egressCidrs": list(hub_cfg.hub.egress_cidrs),
+           "dispatch": {"image": IMAGE, "live": True,
+                        "serviceAccountAnnotations": {"eks.amazonaws.com/role-arn": role}}}
+    live = mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
+    (deploy,) = named(live, APPS + "Deployment", "gpufleet-dispatch")
+    (container,) = deploy.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["args"][-1] == "--live" and container["args"].count("--live") == 1
+    (account,) = named(live, CORE + "ServiceAccount", "gpufleet-dispatch")
+    assert account.inputs["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role}
+    assert account.inputs["metadata"]["namespace"] == "kueue-system"
+    # Off by default: catalog prices, and no annotation on the account.
+    (plain,) = named(external, APPS + "Deployment", "gpufleet-dispatch")
+    assert "--live" not in plain.inputs["spec"]["template"]["spec"]["containers"][0]["args"]
+    (plain_account,) = named(external, CORE + "ServiceAccount", "gpufleet-dispatch")
+    assert not plain_account.inputs["metadata"].get("annotations")
+
+
 def test_dispatcher_waits_for_kueue_jobset_and_the_worker_secrets(external: mockrun.RunResult) -> None:
     (deploy,) = named(external, APPS + "Deployment", "gpufleet-dispatch")
     releases = releases_of(external)
