@@ -11,6 +11,8 @@ snapshots (:mod:`placement.dispatch.snapshot`) -> :func:`placement.dispatch.deci
 nomination a server-side apply of ``workloads/status`` as ``kueue-admission`` with force and the
 Workload's resourceVersion (a 409 means it changed: the next pass decides again), and an Event. Only the
 replica holding the Lease writes, and only while its lease is fresh; the standby keeps its caches warm.
+Prices are the catalog's (``Options.pricing``) or, with ``--live``, those a
+:class:`~placement.dispatch.prices.LivePrices` keeps current in its own thread: a pass never waits for a cloud.
 
 What the dispatcher remembers per Workload (the workers tried in this round, when the nomination started,
 what it last reported) lives in memory and, durably, on the Events it records: each carries that memory as
