@@ -29,6 +29,7 @@ forgotten.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -552,7 +553,7 @@ def prices_doc(controller: Controller) -> dict[str, Any]:
     """Where the prices of the pass came from (``--once`` output): source, age and per fleet region."""
     p = controller.pricing()
     age = controller.prices_age()
-    return {"source": p.source, "age_s": None if age != age else round(age, 1), "regions": dict(p.regions)}
+    return {"source": p.source, "age_s": None if math.isnan(age) else round(age, 1), "regions": dict(p.regions)}
 
 
 def worker_problems(controller: Controller) -> Sequence[str]:
