@@ -130,8 +130,10 @@ def hub_namespace_rules(worker_keys: Sequence[str]) -> list[dict[str, Any]]:
     the Lease through which one replica leads, as the ``kubernetes`` client's ``LeaseLock`` uses it
     (``read_namespaced_lease``, ``replace_namespaced_lease`` on the Lease by name; ``create_namespaced_lease``,
     which RBAC cannot limit to a name). The fleet file is read from its mount, never through the API."""
+    # No worker, no Secret rule: a rule without resourceNames would grant every Secret of the namespace.
+    secrets = [_rule("", ["secrets"], ["get"], secret_names(worker_keys))] if worker_keys else []
     return [
-        _rule("", ["secrets"], ["get"], secret_names(worker_keys)),
+        *secrets,
         _rule("coordination.k8s.io", ["leases"], ["get", "update"], [LEASE]),
         _rule("coordination.k8s.io", ["leases"], ["create"]),
     ]

@@ -487,6 +487,8 @@ def test_dispatcher_hub_rbac_is_least_privilege_with_the_lease(external: mockrun
     ]
     hub_secrets = {r.inputs["metadata"]["name"] for r in external.of_type(CORE + "Secret") if on_hub(r)}
     assert set(role.inputs["rules"][0]["resourceNames"]) == hub_secrets  # exactly the kubeconfigs the stack makes
+    # Never a Secret rule without names, which would grant every Secret in kueue-system.
+    assert not [r for r in dispatcher.hub_namespace_rules([]) if "secrets" in r["resources"]]
     subject = [{"kind": "ServiceAccount", "name": "gpufleet-dispatch", "namespace": "kueue-system"}]
     (cluster_binding,) = named(external, RBAC + "ClusterRoleBinding", "gpufleet-dispatch")
     assert cluster_binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
