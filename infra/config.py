@@ -169,7 +169,10 @@ class DispatchConfig:
     ``image`` is built from ``placement/dispatch/Dockerfile``; ``admission_deadline_seconds`` is how long a
     nominated worker may take to admit before the next-best one is tried (seconds);
     ``wait_usd_per_gpu_hour`` prices the expected wait for admission (USD per GPU-hour);
-    ``resources`` is the container's Kubernetes ``resources`` (requests/limits) or None.
+    ``resources`` is the container's Kubernetes ``resources`` (requests/limits) or None; ``live`` runs it
+    with ``--live`` (live spot prices and offerings, read with the pod's cloud identity);
+    ``service_account_annotations`` go on its ServiceAccount, to bind that identity (IRSA role ARN, GKE
+    Workload Identity).
     """
 
     image: str | None = None
@@ -177,6 +180,8 @@ class DispatchConfig:
     admission_deadline_seconds: int = 300
     wait_usd_per_gpu_hour: float = 2.0
     resources: Mapping[str, Mapping[str, str]] | None = None
+    live: bool = False
+    service_account_annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -331,12 +336,31 @@ def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
 
 
 DOCKER_BUILD = "docker build -f placement/dispatch/Dockerfile -t <image> ."
+# An annotation key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
+_ANNOTATION_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def _annotations(value: Any, path: str) -> Mapping[str, str]:
+    """Kubernetes annotations: ``prefix/name`` keys (the prefix optional, a DNS subdomain) to string values."""
+    out: dict[str, str] = {}
+    for k, v in _mapping(value, path).items():
+        key = str(k)
+        prefix, _, name = key.rpartition("/")
+        if not _ANNOTATION_NAME.match(name) or (prefix and (len(prefix) > 253 or not _ANNOTATION_PREFIX.match(prefix))):
+            raise ConfigError(_key(f"{path}.{key}"), "is not an annotation key: [prefix/]name, the prefix a DNS "
+                                                     "subdomain, the name at most 63 letters, digits, '-', '_', '.'")
+        if not isinstance(v, str):
+            raise ConfigError(_key(f"{path}.{key}"), f"must be a string (quote it), got {v!r}")
+        out[key] = v
+    return out
 
 
 def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     path = "hub.dispatch"
     raw = _mapping(value, path)
-    _unknown_keys(raw, {"image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour", "resources"}, path)
+    _unknown_keys(raw, {"image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour", "resources", "live",
+                        "serviceAccountAnnotations"}, path)
     image = raw.get("image")
     if image is not None:
         image = _str(image, f"{path}.image")
@@ -355,6 +379,9 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
                                         f"{path}.admissionDeadlineSeconds", minimum=1),
         wait_usd_per_gpu_hour=_float(raw.get("waitUsdPerGpuHour", 2.0), f"{path}.waitUsdPerGpuHour"),
         resources=_resources(raw.get("resources"), f"{path}.resources"),
+        live=_bool(raw.get("live", False), f"{path}.live"),
+        service_account_annotations=_annotations(raw.get("serviceAccountAnnotations"),
+                                                 f"{path}.serviceAccountAnnotations"),
     )
 
 

@@ -106,9 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--via-hub", action="store_true",
                    help="send a portable job to the MultiKueue hub's all-workers queue; placement dispatch picks the "
                         "worker of its fabric group")
-    s.add_argument("--wait-usd-per-gpu-hour", type=float, metavar="USD",
-                   help="with --via-hub: this job's price of waiting for placement dispatch (default: the "
-                        "dispatcher's --wait-usd-per-gpu-hour)")
     s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
     _add_data_flags(s, live=False)

@@ -153,10 +153,6 @@ def _run(args: argparse.Namespace) -> int:
     from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml
     from placement.jobspec import parse_job
 
-    wait_price = getattr(args, "wait_usd_per_gpu_hour", None)
-    if wait_price is not None and (not args.via_hub or not math.isfinite(wait_price) or wait_price < 0):
-        raise UsageError("--wait-usd-per-gpu-hour: a non-negative USD amount, and only with --via-hub "
-                         "(it prices this job's waiting for placement dispatch)")
     job_doc = load_yaml(args.job, "job spec")
     job = parse_job(job_doc)
     stacks = load_stacks(args.stacks, args.stack)
@@ -178,7 +174,7 @@ def _run(args: argparse.Namespace) -> int:
         target = Target(job=job, candidate=choice.ranked[i], existing=existing, via_hub=args.via_hub)
         if args.via_hub:
             group = portable_group(job, target.candidate, existing, stacks.clusters, hub)
-            obj, per_worker, warnings = render_portable(job, job_doc, target.candidate, existing, group, wait_price)
+            obj, per_worker, warnings = render_portable(job, job_doc, target.candidate, existing, group)
             manifest = [*(d for m in group.members for d in per_worker[m.key]), obj]
             if hub is None:
                 warnings.append(f"--via-hub without a hub stack: assuming the hub has LocalQueue {existing.queue} in "

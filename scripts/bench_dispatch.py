@@ -6,7 +6,9 @@ ClusterQueue/LocalQueues/Workloads/ResourceFlavors) + the decision (every worker
 engine's cost and the price of waiting, the burst ordered and spread). Fleets are generated from the
 embedded catalog's H100 offers (each worker: a spot and an on-demand pool of one shape in one zone, some
 work admitted and some queued); Workloads ask 8-32 GPUs with datasets in different clouds and regions.
-Prints the median of ``--runs`` runs (in a fresh memo each: no cost is reused between runs) per fleet size.
+Prints the median of ``--runs`` runs (in a fresh memo each: no cost is reused between runs) per fleet size,
+and the time a new leader takes to rebuild its memory of every Workload from the Events the pass recorded
+(``recall s``: parsing the listed Events, not the LIST itself).
 
     python scripts/bench_dispatch.py [--workloads 1000] [--workers 5 10 20 40] [--runs 5]
 """
@@ -26,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from placement import kueue as ko  # noqa: E402
 from placement.catalog import embedded_catalog  # noqa: E402
-from placement.dispatch import snapshot  # noqa: E402
+from placement.dispatch import memory, snapshot  # noqa: E402
+from placement.dispatch.controller import COMPONENT  # noqa: E402
 from placement.dispatch.decide import decide  # noqa: E402
 from placement.dispatch.model import Pricing  # noqa: E402
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION  # noqa: E402
@@ -116,7 +119,8 @@ def hub(n: int, keys: list[str], rng: random.Random) -> tuple[list[dict[str, Any
 
 
 def one_pass(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], clusters: list[ClusterStack],
-             objects: dict[str, dict[str, list[dict[str, Any]]]], pricing: Pricing) -> tuple[float, float, int]:
+             objects: dict[str, dict[str, list[dict[str, Any]]]],
+             pricing: Pricing) -> tuple[float, float, int, float]:
     keys = [c.stack for c in clusters]
     started = time.perf_counter()
     checks = {QUEUE: QUEUE}
@@ -133,7 +137,14 @@ def one_pass(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], c
     snap = time.perf_counter() - started
     result = decide(wls, workers, pricing, NOW)
     total = time.perf_counter() - started
-    return snap, total, sum(1 for d in result.decisions if d.action == "nominate")
+    events = [{"metadata": {"name": f"{d.workload.name}.e", "annotations": memory.as_annotations(d.memory, NOW)},
+               "involvedObject": {"kind": "Workload", "uid": d.workload.uid}, "source": {"component": COMPONENT}}
+              for d in result.decisions if d.memory is not None]
+    started = time.perf_counter()
+    recalled = memory.recall(events, COMPONENT)
+    recall = time.perf_counter() - started
+    assert len(recalled) == len(events)
+    return snap, total, sum(1 for d in result.decisions if d.action == "nominate"), recall
 
 
 def main() -> int:
@@ -144,7 +155,7 @@ def main() -> int:
     args = ap.parse_args()
     pricing = Pricing(tuple(embedded_catalog().offers))
     print(f"one dispatch pass, {args.workloads} waiting Workloads, median of {args.runs} runs")
-    print(f"{'workers':>8} {'snapshots s':>12} {'decision s':>11} {'pass s':>8} {'nominated':>10}")
+    print(f"{'workers':>8} {'snapshots s':>12} {'decision s':>11} {'pass s':>8} {'nominated':>10} {'recall s':>9}")
     for n in args.workers:
         rng = random.Random(n)
         clusters, objects = fleet(n, rng)
@@ -152,7 +163,8 @@ def main() -> int:
         runs = [one_pass(raw, owners, clusters, objects, pricing) for _ in range(args.runs)]
         snap = statistics.median(r[0] for r in runs)
         total = statistics.median(r[1] for r in runs)
-        print(f"{n:>8} {snap:>12.3f} {total - snap:>11.3f} {total:>8.3f} {runs[0][2]:>10}")
+        recall = statistics.median(r[3] for r in runs)
+        print(f"{n:>8} {snap:>12.3f} {total - snap:>11.3f} {total:>8.3f} {runs[0][2]:>10} {recall:>9.3f}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """A small Kubernetes API server for tests (threaded ``http.server``), and a tiny simulated Kueue.
 
-:class:`FakeApi` speaks what the official Python client needs: get/list (label selectors), watch as a
+:class:`FakeApi` speaks what the official Python client needs: get/list (label selectors; field selectors
+on Events as the API server supports them), watch as a
 chunked stream of JSON events from a resourceVersion (410 Gone once compacted), create (409 AlreadyExists),
 replace with optimistic concurrency (409 Conflict), delete, JSON merge patch and server-side apply with
 ``managedFields`` per field manager on ``status`` (conflicts unless forced; an apply drops the fields its
@@ -41,6 +42,13 @@ KINDS = {"workloads": "Workload", "clusterqueues": "ClusterQueue", "localqueues"
          "multikueueclusters": "MultiKueueCluster", "multikueueconfigs": "MultiKueueConfig", "jobs": "Job",
          "jobsets": "JobSet", "leases": "Lease", "events": "Event", "secrets": "Secret", "configmaps": "ConfigMap",
          "persistentvolumes": "PersistentVolume", "persistentvolumeclaims": "PersistentVolumeClaim"}
+
+
+# Field selectors the API server supports on core/v1 Events (pkg/apis/core/v1 field label conversion).
+EVENT_FIELDS = ("metadata.name", "metadata.namespace", "involvedObject.kind", "involvedObject.namespace",
+                "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion",
+                "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent", "source",
+                "type")
 
 
 def now_rfc3339(t: float | None = None) -> str:
@@ -484,11 +492,40 @@ class FakeApi:
                 return False
         return True
 
+    @staticmethod
+    def _field_terms(gvp: GVP, selector: str | None) -> list[tuple[str, bool, str]]:
+        """``(label, equal, value)`` terms of a field selector; a label the API server does not support for the
+        resource is refused as it refuses it (400). Events: the labels of core/v1's field label conversion."""
+        terms = []
+        for term in (selector or "").split(","):
+            if not term:
+                continue
+            neg = "!=" in term
+            label, _, value = term.partition("!=" if neg else "==" if "==" in term else "=")
+            allowed = EVENT_FIELDS if gvp == ("", "v1", "events") else ("metadata.name", "metadata.namespace")
+            if label not in allowed:
+                raise ApiError(400, "BadRequest", f'Unable to find "{gvp[1]}, Resource={gvp[2]}" that match label '
+                                                  f"selector \"\", field selector \"{selector}\": field label not "
+                                                  f"supported: {label}")
+            terms.append((label, not neg, value))
+        return terms
+
+    @staticmethod
+    def _field(obj: dict[str, Any], label: str) -> str:
+        if label == "source":  # the API server's event field: source.component, else reportingComponent
+            return str((obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "")
+        value: Any = obj
+        for part in label.split("."):
+            value = (value or {}).get(part) if isinstance(value, dict) else None
+        return "" if value is None else str(value)
+
     def _list(self, gvp: GVP, ns: str, query: dict[str, list[str]]) -> dict[str, Any]:
         selector = query.get("labelSelector", [None])[0]
+        fields = self._field_terms(gvp, query.get("fieldSelector", [None])[0])
         with self.lock:
             items = [copy.deepcopy(o) for (ons, _), o in sorted(self.objects.get(gvp, {}).items())
-                     if (not ns or ons == ns) and self._selected(o, selector)]
+                     if (not ns or ons == ns) and self._selected(o, selector)
+                     and all((self._field(o, label) == value) == eq for label, eq, value in fields)]
             rv = str(self.rv)
         kind = KINDS.get(gvp[2], gvp[2])
         return {"apiVersion": f"{gvp[0]}/{gvp[1]}" if gvp[0] else gvp[1], "kind": f"{kind}List",

@@ -6,9 +6,10 @@ own (``placement.kueue.DISPATCHERS["External"]``): that controller writes
 ``gpufleet-dispatch`` in ``kueue-system`` (two replicas, one leading through a Lease), with:
 
 * ServiceAccount ``gpufleet-dispatch`` and the least RBAC it needs on the hub (:func:`hub_cluster_rules`,
-  :func:`hub_namespace_rules`): read Workloads and their queues, admission checks and MultiKueue
-  objects, patch ``workloads/status``, read the jobs that own Workloads, write Events; in
-  ``kueue-system`` read Secrets (worker kubeconfigs) and ConfigMaps and hold the Lease;
+  :func:`hub_namespace_rules`), verb for verb what the controller calls: list and watch Workloads,
+  ClusterQueues, AdmissionChecks, MultiKueue objects and the jobs that own Workloads, patch
+  ``workloads/status``, create and list Events; in ``kueue-system`` get each worker's two kubeconfig
+  Secrets by name, and get/update the Lease by name (create cannot be limited by name);
 * ConfigMap ``gpufleet-fleet`` (key ``fleet.json``, mounted read-only at ``/etc/gpufleet``): every
   worker's stack outputs without secrets (:func:`fleet_entry`), the document ``placement submit --stacks``
   reads;
@@ -34,6 +35,7 @@ from pulumi import Input, Output, ResourceOptions
 
 from infra.config import DispatchConfig
 from placement.kueue import API_GROUP, KUEUE_NAMESPACE
+from placement.kueue import kubeconfig_secret_name as multikueue_secret_name
 
 NAME = "gpufleet-dispatch"
 NAMESPACE = KUEUE_NAMESPACE
@@ -58,7 +60,8 @@ FLEET_OUTPUTS = ("cloud", "region", "clusterName", "nodePools", "kueue", "checkp
                  "trainingServiceAccount")
 OPTIONAL_FLEET_OUTPUTS = ("gpuNetworks",)
 
-_READ = ["get", "list", "watch"]
+# The controller's caches are list + watch (placement.fleet.kube.Informer): it never gets one object of these.
+_LIST_WATCH = ["list", "watch"]
 
 
 def kubeconfig_secret_name(key: str) -> str:
@@ -69,51 +72,77 @@ def kubeconfig_secret_name(key: str) -> str:
 
 def container_args(cfg: DispatchConfig) -> list[str]:
     """``placement dispatch`` arguments: in-cluster, leader election on Lease ``gpufleet-dispatch`` in
-    kueue-system, the mounted fleet file, metrics on 9090, and the configured deadline (seconds) and price
-    of waiting (USD per GPU-hour)."""
-    return ["dispatch", "--in-cluster", "--namespace", NAMESPACE, "--lease", LEASE,
+    kueue-system, the mounted fleet file, metrics on 9090, the configured deadline (seconds) and price
+    of waiting (USD per GPU-hour), and ``--live`` when ``hub.dispatch.live`` asks for live prices."""
+    args = ["dispatch", "--in-cluster", "--namespace", NAMESPACE, "--lease", LEASE,
             "--fleet", f"{FLEET_DIR}/{FLEET_KEY}", "--metrics-port", str(METRICS_PORT),
             "--admission-deadline-seconds", str(cfg.admission_deadline_seconds),
             "--wait-usd-per-gpu-hour", str(float(cfg.wait_usd_per_gpu_hour))]
+    return [*args, "--live"] if cfg.live else args
 
 
-def _rule(group: str, resources: Sequence[str], verbs: Sequence[str]) -> dict[str, Any]:
-    return {"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+def service_account_metadata(cfg: DispatchConfig) -> dict[str, Any]:
+    """ServiceAccount ``gpufleet-dispatch``'s metadata: with ``hub.dispatch.serviceAccountAnnotations`` (the
+    cloud identity ``--live`` reads prices with: ``eks.amazonaws.com/role-arn``,
+    ``iam.gke.io/gcp-service-account``)."""
+    meta = _meta(NAME, NAMESPACE)
+    if cfg.service_account_annotations:
+        meta["annotations"] = dict(cfg.service_account_annotations)
+    return meta
+
+
+def _rule(group: str, resources: Sequence[str], verbs: Sequence[str],
+          names: Sequence[str] = ()) -> dict[str, Any]:
+    rule: dict[str, Any] = {"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+    if names:
+        rule["resourceNames"] = list(names)
+    return rule
 
 
 def hub_cluster_rules() -> list[dict[str, Any]]:
-    """ClusterRole ``gpufleet-dispatch`` on the hub.
+    """ClusterRole ``gpufleet-dispatch`` on the hub: exactly the calls ``placement dispatch`` makes.
 
-    Nominating is a server-side apply of ``workloads/status`` (field manager ``kueue-admission``), so
-    ``patch`` there and nothing else writes a Kueue object. The jobs that own Workloads are read for the
-    annotations ``placement submit`` writes; Events record why a Workload moved.
+    Its caches list and watch (all namespaces) the Workloads, ClusterQueues, AdmissionChecks,
+    MultiKueueClusters and MultiKueueConfigs, and the Jobs/JobSets that own Workloads (for the annotations
+    ``placement submit`` writes). Nominating is a server-side apply of ``workloads/status`` (field manager
+    ``kueue-admission``): ``patch`` there is its only write to a Kueue object. Events (core/v1) are created
+    on the Workloads they explain and listed (field selectors ``source``, ``involvedObject.uid``) to recall
+    the memory they carry.
     """
     return [
-        _rule(API_GROUP, ["workloads"], _READ),
-        _rule(API_GROUP, ["workloads/status"], ["get", "patch"]),
-        _rule(API_GROUP, ["clusterqueues", "localqueues", "admissionchecks", "multikueueclusters",
-                          "multikueueconfigs"], _READ),
-        _rule("batch", ["jobs"], _READ),
-        _rule("jobset.x-k8s.io", ["jobsets"], _READ),
-        _rule("", ["events"], ["create", "patch"]),
-        _rule("events.k8s.io", ["events"], ["create", "patch"]),
+        _rule(API_GROUP, ["workloads", "clusterqueues", "admissionchecks", "multikueueclusters",
+                          "multikueueconfigs"], _LIST_WATCH),
+        _rule(API_GROUP, ["workloads/status"], ["patch"]),
+        _rule("batch", ["jobs"], _LIST_WATCH),
+        _rule("jobset.x-k8s.io", ["jobsets"], _LIST_WATCH),
+        _rule("", ["events"], ["create", "list"]),
     ]
 
 
-def hub_namespace_rules() -> list[dict[str, Any]]:
-    """Role ``gpufleet-dispatch`` in kueue-system: the worker kubeconfig Secrets, the fleet ConfigMap, and
-    the Lease through which one replica leads."""
+def secret_names(worker_keys: Sequence[str]) -> list[str]:
+    """The hub Secrets the dispatcher may read: per worker its own read-only kubeconfig
+    (``gpufleet-dispatch-<key>``) and MultiKueue's (``multikueue-<key>``, its fallback)."""
+    return [n for key in sorted(worker_keys) for n in (kubeconfig_secret_name(key), multikueue_secret_name(key))]
+
+
+def hub_namespace_rules(worker_keys: Sequence[str]) -> list[dict[str, Any]]:
+    """Role ``gpufleet-dispatch`` in kueue-system: get the kubeconfig Secrets of ``worker_keys`` by name, and
+    the Lease through which one replica leads, as the ``kubernetes`` client's ``LeaseLock`` uses it
+    (``read_namespaced_lease``, ``replace_namespaced_lease`` on the Lease by name; ``create_namespaced_lease``,
+    which RBAC cannot limit to a name). The fleet file is read from its mount, never through the API."""
+    # No worker, no Secret rule: a rule without resourceNames would grant every Secret of the namespace.
+    secrets = [_rule("", ["secrets"], ["get"], secret_names(worker_keys))] if worker_keys else []
     return [
-        _rule("", ["secrets"], _READ),
-        _rule("", ["configmaps"], _READ),
-        _rule("coordination.k8s.io", ["leases"], [*_READ, "create", "update", "patch"]),
+        *secrets,
+        _rule("coordination.k8s.io", ["leases"], ["get", "update"], [LEASE]),
+        _rule("coordination.k8s.io", ["leases"], ["create"]),
     ]
 
 
 def worker_reader_rules() -> list[dict[str, Any]]:
-    """ClusterRole ``gpufleet-dispatch-reader`` on each worker: read its queues and Workloads, nothing else."""
-    kinds = ["clusterqueues", "localqueues", "workloads", "resourceflavors"]
-    return [_rule(API_GROUP, [*kinds, *[f"{k}/status" for k in kinds]], _READ)]
+    """ClusterRole ``gpufleet-dispatch-reader`` on each worker: list and watch its queues, Workloads and
+    ResourceFlavors (their status comes with them), nothing else."""
+    return [_rule(API_GROUP, ["clusterqueues", "localqueues", "workloads", "resourceflavors"], _LIST_WATCH)]
 
 
 def fleet_entry(outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,10 +235,12 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class DispatcherArgs:
     """``cfg`` the hub's ``hub.dispatch`` config (with an image); ``fleet`` the ``fleet.json`` text
-    (:func:`fleet_document` of the workers' outputs); ``depends_on`` the hub's Kueue release and workers."""
+    (:func:`fleet_document` of the workers' outputs); ``worker_keys`` the MultiKueueCluster names (whose
+    kubeconfig Secrets it may read); ``depends_on`` the hub's Kueue release and workers."""
 
     cfg: DispatchConfig
     fleet: Input[str]
+    worker_keys: Sequence[str]
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
@@ -227,7 +258,8 @@ class Dispatcher(pulumi.ComponentResource):
             return ResourceOptions(parent=self, provider=provider, depends_on=[*args.depends_on, *deps])
 
         meta = {n: manifest(_meta(n, NAMESPACE)) for n in (NAME, FLEET_CONFIGMAP, METRICS_SERVICE)}
-        account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=meta[NAME], opts=child())
+        account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=manifest(service_account_metadata(args.cfg)),
+                                             opts=child())
         subject = manifest([{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}])
         cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-clusterrole", metadata=manifest(_meta(NAME)),
                                                rules=manifest(hub_cluster_rules()), opts=child())
@@ -235,8 +267,8 @@ class Dispatcher(pulumi.ComponentResource):
             f"{name}-clusterrolebinding", metadata=manifest(_meta(NAME)),
             role_ref=manifest({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME}),
             subjects=subject, opts=child(account, cluster_role))
-        role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta[NAME], rules=manifest(hub_namespace_rules()),
-                                opts=child())
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta[NAME],
+                                rules=manifest(hub_namespace_rules(args.worker_keys)), opts=child())
         binding = k8s.rbac.v1.RoleBinding(
             f"{name}-rolebinding", metadata=meta[NAME],
             role_ref=manifest({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME}),

@@ -282,7 +282,7 @@ class MultiKueueHub(pulumi.ComponentResource):
                 lambda entries: dp.fleet_document({w.key: e for w, e in zip(self.workers, entries, strict=True)}))
             self.dispatcher = Dispatcher(
                 f"{name}-dispatch",
-                DispatcherArgs(cfg=cfg.hub.dispatch, fleet=fleet,
+                DispatcherArgs(cfg=cfg.hub.dispatch, fleet=fleet, worker_keys=[w.key for w in self.workers],
                                depends_on=[kueue.release, *self.workers, *self.all_workers.values()]),
                 opts=ResourceOptions(parent=self))
         self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues,

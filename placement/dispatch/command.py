@@ -37,9 +37,21 @@ def add_arguments(d: argparse.ArgumentParser) -> None:
                    help="leader identity (default: $POD_NAME, else host-pid)")
     d.add_argument("--catalog", action="append", default=[], metavar="CLOUD=PATH",
                    help="price pools with a SkyPilot-format vms.csv for CLOUD instead of the embedded catalog")
+    live = d.add_argument_group("live prices (needs the 'live' extra: boto3, google-cloud-compute/-billing)")
+    live.add_argument("--live", action="store_true",
+                      help="overlay live spot prices and offerings from AWS and GCP on the catalog, re-read in the "
+                           "background every --live-refresh-seconds (the last good prices are kept on failure)")
+    live.add_argument("--live-refresh-seconds", type=float, default=900.0, metavar="S",
+                      help="with --live: seconds between refreshes (default 900)")
+    live.add_argument("--aws-profile", metavar="NAME", help="AWS profile (default: the standard credential chain, "
+                                                            "e.g. the pod's IRSA role)")
+    live.add_argument("--gcp-project", metavar="ID", help="GCP project (default: from Application Default "
+                                                          "Credentials / GOOGLE_CLOUD_PROJECT)")
+    live.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                      help="per-call timeout of the live queries (default 5)")
     d.add_argument("--wait-usd-per-gpu-hour", type=float, default=2.0, metavar="USD",
-                   help="price of waiting, per GPU the job holds idle, per hour (default 2.0; a job's own "
-                        "gpufleet.io/wait-usd-per-gpu-hour wins)")
+                   help="price of waiting for admission, per GPU of the job, per hour (default 2.0); a job "
+                        "whose spec sets usd_per_hour_of_delay is priced at that instead")
     d.add_argument("--admission-deadline-seconds", type=float, default=300.0, metavar="S",
                    help="move to the next best worker when the nominated one has not admitted by then (default 300)")
     d.add_argument("--default-hours", type=float, default=4.0, metavar="H",
@@ -70,6 +82,8 @@ def _check(args: argparse.Namespace) -> None:
     positive(args.admission_deadline_seconds, "--admission-deadline-seconds")
     positive(args.default_hours, "--default-hours")
     positive(args.resync_seconds, "--resync-seconds")
+    positive(args.live_refresh_seconds, "--live-refresh-seconds")
+    positive(args.timeout, "--timeout")
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError(f"--metrics-port: must be 0..65535, got {args.metrics_port}")
     if args.watch_timeout_seconds < 1:
@@ -94,6 +108,7 @@ def run_dispatch(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from placement.dispatch.controller import Controller, Options
     from placement.dispatch.model import Pricing, Settings
+    from placement.dispatch.prices import LivePrices, LiveSettings, catalog_time
     from placement.dispatch.telemetry import HealthServer, Metrics, setup_logging
     from placement.fleet.kube import api_client, api_message, is_unreachable
     from placement.fleet.outputs import load_fleet
@@ -108,7 +123,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         hub = api_client(path=args.kubeconfig, what="--kubeconfig", default=not args.kubeconfig)
     options = Options(
-        fleet=fleet, pricing=Pricing(tuple(catalog.offers), source=catalog.source), identity=args.identity,
+        fleet=fleet, pricing=Pricing(tuple(catalog.offers), source="catalog", read_at=catalog_time(catalog)),
+        identity=args.identity,
         namespace=args.namespace, lease=args.lease,
         settings=Settings(wait_usd_per_gpu_hour=args.wait_usd_per_gpu_hour,
                           deadline_s=args.admission_deadline_seconds, default_hours=args.default_hours),
@@ -116,7 +132,12 @@ def _run(args: argparse.Namespace) -> int:
         renew_deadline_s=args.renew_deadline_seconds, retry_period_s=args.retry_period_seconds,
         watch_timeout_s=args.watch_timeout_seconds, dry_run=args.dry_run)
     metrics = Metrics()
-    controller = Controller(hub, options, metrics)
+    prices = None
+    if args.live:
+        prices = LivePrices(catalog, fleet, LiveSettings(aws_profile=args.aws_profile, gcp_project=args.gcp_project,
+                                                         timeout_s=args.timeout, refresh_s=args.live_refresh_seconds),
+                            metrics)
+    controller = Controller(hub, options, metrics, prices=prices)
     if args.once:
         from kubernetes.client.exceptions import ApiException
 
@@ -146,14 +167,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _print_once(controller: Any, result: Any, args: argparse.Namespace) -> None:
-    from placement.dispatch.controller import summarize, worker_problems
+    from placement.dispatch.controller import prices_doc, summarize, worker_problems
     from placement.render import SCHEMA, table
 
     rows = summarize(result)
     written = not args.dry_run and controller.leading()
+    prices = prices_doc(controller)
     if args.json:
         doc = {"schema": SCHEMA, "kind": "dispatch", "written": written, "decisions": rows,
-               "workers": worker_problems(controller)}
+               "workers": worker_problems(controller), "prices": prices}
         print(json.dumps(doc, indent=2))
         return
     body = table(("workload", "action", "reason", "worker", "$", "wait h"),
@@ -162,6 +184,9 @@ def _print_once(controller: Any, result: Any, args: argparse.Namespace) -> None:
                    "-" if r["wait_hours"] is None else f"{r['wait_hours']:.2f}"] for r in rows],
                  right={4, 5}) if rows else "(no Workload waits for a nomination)"
     print(body)
+    age = "" if prices["age_s"] is None else f", {prices['age_s'] / 3600:.1f} h old"
+    regions = ", ".join(f"{r} {st}" for r, st in prices["regions"].items())
+    print(f"prices: {prices['source']}{age}" + (f" ({regions})" if regions else ""), file=sys.stderr)
     for problem in worker_problems(controller):
         print(f"worker {problem}", file=sys.stderr)
     if not written:

@@ -11,26 +11,35 @@ snapshots (:mod:`placement.dispatch.snapshot`) -> :func:`placement.dispatch.deci
 nomination a server-side apply of ``workloads/status`` as ``kueue-admission`` with force and the
 Workload's resourceVersion (a 409 means it changed: the next pass decides again), and an Event. Only the
 replica holding the Lease writes, and only while its lease is fresh; the standby keeps its caches warm.
+Prices are the catalog's (``Options.pricing``) or, with ``--live``, those a
+:class:`~placement.dispatch.prices.LivePrices` keeps current in its own thread: a pass never waits for a cloud.
 
-What the dispatcher remembers per Workload (the workers tried in this round, when the nomination started)
-lives in memory: the RBAC of the contract lets it write only ``workloads/status``, which holds no place
-for it. After a restart or a change of leader the nomination's start is read back from the Workload's
-``managedFields`` (the time ``kueue-admission`` last applied it), so a restart never restarts the deadline
-clock; only the list of workers tried earlier in the round is lost, and the next move skips the current one.
+What the dispatcher remembers per Workload (the workers tried in this round, when the nomination started,
+what it last reported) lives in memory and, durably, on the Events it records: each carries that memory as
+annotations (:mod:`placement.dispatch.memory`); the RBAC of the contract lets it write only
+``workloads/status`` and Events. When a replica starts or becomes leader it lists the Events of its own
+component once (field selector ``source=gpufleet-dispatch``) and resumes every waiting Workload from its
+newest one; a waiting Workload met later without memory (nominated, or evicted) is looked up by
+``involvedObject.uid``. Without an Event (expired after the API server's event TTL, 1 h by default) the
+nomination's start is still read back from the Workload's ``managedFields`` (the time ``kueue-admission``
+last applied it), so a restart never restarts the deadline clock; only an older round's tried workers are
+forgotten.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement import kueue as ko
+from placement.dispatch import memory as remembered
 from placement.dispatch import snapshot
 from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, decide
 from placement.dispatch.leader import Elector
@@ -47,10 +56,14 @@ from placement.fleet.kube import (
     apply_workload_status,
     create_event,
     is_unreachable,
+    list_events,
     read_secret_key,
 )
 from placement.fleet.manifests import JOB_LABEL, JOBSET_GROUP, JOBSET_VERSION
 from placement.fleet.stacks import ClusterStack
+
+if TYPE_CHECKING:
+    from placement.dispatch.prices import LivePrices
 
 log = logging.getLogger("gpufleet.dispatch")
 
@@ -58,6 +71,8 @@ DISPATCH_SECRET_PREFIX = "gpufleet-dispatch-"  # gpufleet-dispatch-<key>: the di
 COMPONENT = "gpufleet-dispatch"
 UNHEALTHY_AFTER_S = 300.0  # /healthz fails when the hub has not answered for this long
 WORKER_SYNC_GRACE_S = 10.0  # a newly connected worker is waited for this long before passes go on without it
+RECALL_ONE_BY_ONE = 8  # Workloads without memory a pass looks up one LIST each; more take one cluster-wide LIST
+RECALL_RETRY_S = 30.0  # after a failed Event LIST, passes go on without it for this long before trying again
 
 HUB = {
     "workloads": Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads"),
@@ -112,12 +127,14 @@ class Controller:
     """One dispatcher replica. :meth:`start` runs it in threads; :meth:`run_once` does one pass and returns."""
 
     def __init__(self, hub_api: Any, options: Options, metrics: Metrics | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, prices: LivePrices | None = None) -> None:
         self.hub_api = hub_api
         self.options = options
         hub_api.user_agent = f"{COMPONENT}/{options.identity}"  # the API server's audit log names the replica
         self.metrics = metrics or Metrics()
         self.clock = clock
+        self.prices = prices  # live prices (--live), refreshed in their own thread; else options.pricing
+        self.metrics.prices_age.set_function(self.prices_age)
         self.memory: dict[str, Memory] = {}
         self.fleet = {c.stack: c for c in options.fleet}
         self._kick = threading.Event()
@@ -132,13 +149,18 @@ class Controller:
         self.passes = 0
         self.last_result: PassResult | None = None
         self.written: list[tuple[str, tuple[str, ...]]] = []  # (workload key, clusters) of successful nominations
+        self._recall_all = True  # list this component's Events before the next pass (start, new leadership)
+        self._recall_retry_at = 0.0
+        self._recalled: set[str] = set()  # uids already looked up in Events
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> Controller:
-        """Start the informers, the election and the reconcile loop (daemon threads)."""
+        """Start the informers, the live prices, the election and the reconcile loop (daemon threads)."""
         for name, inf in self.hub.items():
             self._spawn(inf.run, f"hub-{name}", self._stop)
+        if self.prices is not None:
+            self._spawn(self.prices.run, "prices", self._stop)
         if self.options.lease:
             self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
                                    lease_duration_s=self.options.lease_duration_s,
@@ -171,7 +193,17 @@ class Controller:
     def _on_leading(self, leading: bool) -> None:
         self.metrics.leader.set(1 if leading else 0)
         if leading:
+            self._recall_all = True  # another replica may have moved Workloads on since this one last led
             self._kick.set()
+
+    def pricing(self) -> Pricing:
+        """The prices a pass decides with: the live ones in use (never waiting for a cloud), else the catalog's."""
+        return self.prices.current() if self.prices is not None else self.options.pricing
+
+    def prices_age(self) -> float:
+        """Seconds since the oldest price in use was read (NaN when unknown: a CSV catalog without a date)."""
+        read_at = self.pricing().read_at
+        return max(self.clock() - read_at, 0.0) if read_at is not None else float("nan")
 
     def leading(self) -> bool:
         return self.elector.leading() if self.elector is not None else not self.options.lease
@@ -334,14 +366,15 @@ class Controller:
         with self._lock:
             started = time.perf_counter()
             workloads, raw, workers = self.snapshots()
-            result = decide(workloads, workers, self.options.pricing, self.clock(), self.options.settings,
-                            dict(self.memory))
+            self.recall(workloads)
+            pricing = self.pricing()
+            result = decide(workloads, workers, pricing, self.clock(), self.options.settings, dict(self.memory))
             self.metrics.pending.set(sum(1 for d in result.decisions if d.reason != ADMITTED))
             for a in result.admitted:
                 self.metrics.time_to_admission.observe(a.seconds)
             memory = {uid: m for uid, m in self.memory.items() if uid in result.keep}
             for d in result.decisions:
-                ok = self._carry_out(d, raw.get(d.workload.uid))
+                ok = self._carry_out(d, raw.get(d.workload.uid), pricing.source)
                 if d.memory is not None and (d.action != "nominate" or ok):
                     memory[d.workload.uid] = d.memory
             self.memory = memory
@@ -350,11 +383,62 @@ class Controller:
             self.metrics.pass_seconds.observe(time.perf_counter() - started)
             return result
 
-    def _carry_out(self, d: Decision, obj: Mapping[str, Any] | None) -> bool:
+    def recall(self, workloads: Sequence[HubWorkload]) -> None:
+        """Resume from Events what this replica does not remember: on start and on becoming leader, every
+        waiting Workload (one cluster-wide LIST); afterwards a waiting Workload that is nominated or was evicted
+        and that it has no memory of (one LIST by its uid, or one cluster-wide LIST for many)."""
+        waiting = {wl.uid: wl for wl in workloads if wl.waiting_reason() is None}
+        if self._recall_all:
+            if time.monotonic() < self._recall_retry_at:
+                return
+            every = self._events(f"source={COMPONENT}", None)
+            if every is None:
+                return
+            self._recall_all = False
+            found = {uid: m for uid, m in remembered.recall(every, COMPONENT).items() if uid in waiting}
+            self.memory.update(found)
+            self._recalled = set(waiting)
+            log.info("memory recalled from Events", extra={"events": len(every), "workloads": len(found)})
+            return
+        self._recalled &= set(waiting)
+        unknown = [wl for wl in waiting.values() if wl.uid not in self.memory and wl.uid not in self._recalled
+                   and (wl.nominated or wl.evictions)]
+        if not unknown:
+            return
+        events: list[dict[str, Any]] = []
+        for selector, namespace in ([(f"source={COMPONENT}", None)] if len(unknown) > RECALL_ONE_BY_ONE else
+                                    [(f"involvedObject.uid={wl.uid},source={COMPONENT}", wl.namespace)
+                                     for wl in unknown]):
+            page = self._events(selector, namespace)
+            if page is None:
+                return
+            events += page
+        uids = {wl.uid for wl in unknown}
+        self.memory.update({uid: m for uid, m in remembered.recall(events, COMPONENT).items() if uid in uids})
+        self._recalled |= uids
+
+    def _events(self, selector: str, namespace: str | None) -> list[dict[str, Any]] | None:
+        """The hub's Events matching ``selector``; None (and a warning) when the API server does not answer."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return list_events(self.hub_api, selector, namespace)
+        except ApiException as exc:
+            why = f"HTTP {exc.status}: {api_message(exc)}"
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
+            why = exc.__class__.__name__
+        self._recall_retry_at = time.monotonic() + RECALL_RETRY_S
+        log.warning("events not listed: deciding without the memory they carry",
+                    extra={"selector": selector, "error": why})
+        return None
+
+    def _carry_out(self, d: Decision, obj: Mapping[str, Any] | None, prices: str = "catalog") -> bool:
         from kubernetes.client.exceptions import ApiException
 
         wl = d.workload
-        fields = {"workload": wl.key, "reason": d.reason, "clusters": list(d.clusters)}
+        fields = {"workload": wl.key, "reason": d.reason, "clusters": list(d.clusters), "prices": prices}
         if d.action == "hold":
             if d.event is not None:
                 self._event(wl, d)
@@ -404,8 +488,10 @@ class Controller:
         if self.options.dry_run or not self.leading():
             return
         now = _now_rfc3339()
-        body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{wl.name}.{uuid.uuid4().hex[:16]}", "namespace": wl.namespace},
+        meta: dict[str, Any] = {"name": f"{wl.name}.{uuid.uuid4().hex[:16]}", "namespace": wl.namespace}
+        if d.memory is not None:  # what a replica that starts or takes over resumes from
+            meta["annotations"] = remembered.as_annotations(d.memory, self.clock())
+        body = {"apiVersion": "v1", "kind": "Event", "metadata": meta,
                 "involvedObject": {"apiVersion": ko.API_VERSION, "kind": "Workload", "name": wl.name,
                                    "namespace": wl.namespace, "uid": wl.uid},
                 "reason": d.event.reason, "message": d.event.message[:1024], "type": d.event.type,
@@ -426,9 +512,12 @@ class Controller:
     def run_once(self) -> PassResult:
         """List everything once, take the Lease if one is configured and free, and run one pass.
 
-        Raises the client's errors when the hub does not answer (the command exits 1)."""
+        Raises the client's errors when the hub does not answer (the command exits 1). With live prices, asks
+        the clouds once first (bounded by their per-call timeouts)."""
         for inf in self.hub.values():
             inf.relist()
+        if self.prices is not None:
+            self.prices.refresh()
         self.sync_workers(watch=False)
         if self.options.lease and not self.options.dry_run:
             self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
@@ -458,6 +547,13 @@ def summarize(result: PassResult) -> list[dict[str, Any]]:
                                  "wait_hours": round(s.wait_hours, 3) if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
+
+
+def prices_doc(controller: Controller) -> dict[str, Any]:
+    """Where the prices of the pass came from (``--once`` output): source, age and per fleet region."""
+    p = controller.pricing()
+    age = controller.prices_age()
+    return {"source": p.source, "age_s": None if math.isnan(age) else round(age, 1), "regions": dict(p.regions)}
 
 
 def worker_problems(controller: Controller) -> Sequence[str]:

@@ -10,9 +10,9 @@ Score of a worker (USD) = cost + wait:
   the worker's region and the outputs back) of the job on the pool Kueue would admit it to: the first
   flavor, in the worker ClusterQueue's order, that the job may use and that has free quota for it now,
   else the first it may use at all;
-* **wait**: expected hours until admission × the job's GPUs × the price of waiting (USD per GPU-hour:
-  the job's own, else ``--wait-usd-per-gpu-hour``), from :func:`expected_wait_hours` over the flavors
-  the job may use.
+* **wait**: expected hours until admission (:func:`expected_wait_hours` over the flavors the job may
+  use) priced at the job's own ``usd_per_hour_of_delay`` (USD per hour its results are late) when its
+  spec sets one, else at its GPUs × ``--wait-usd-per-gpu-hour`` (USD per GPU-hour).
 
 A flavor the job may use: its pool is in the fleet file with a shape of an accepted accelerator and a
 capacity the job accepts, in the job's fabric group and pool affinity, each pod fits one node, the
@@ -25,6 +25,7 @@ cost, then the worker key. Workloads nominated earlier in the pass count as back
 from __future__ import annotations
 
 import bisect
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -321,10 +322,23 @@ class _Pass:
         releases = [(q.gpus, q.remaining_hours if q.remaining_hours is not None else self.settings.default_hours)
                     for q in queues.running if q.flavors & names and (q.namespace, q.name) != (wl.namespace, wl.name)]
         wait = expected_wait_hours(nominal, used, ahead, req.gpus, releases, self.settings.default_hours)
-        price = wl.wait_price if wl.wait_price is not None else self.settings.wait_usd_per_gpu_hour
         return WorkerScore(worker, True, pool=landing.pool.name, capacity=landing.pool.capacity,
                            cost_usd=landing.candidate.cost.total_usd, wait_hours=wait,
-                           wait_usd=wait * req.gpus * price)
+                           wait_usd=wait * wait_usd_per_hour(wl, self.settings))
+
+
+def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
+    """What an hour of waiting for admission costs this job, USD: its spec's ``usd_per_hour_of_delay`` when
+    set, else its GPUs × ``settings.wait_usd_per_gpu_hour``."""
+    if wl.delay_usd_per_hour is not None:
+        return wl.delay_usd_per_hour
+    return wl.request.gpus * settings.wait_usd_per_gpu_hour
+
+
+def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
+    if wl.delay_usd_per_hour is not None:
+        return f"${wl.delay_usd_per_hour:g}/h (the job's usd_per_hour_of_delay)"
+    return f"{wl.request.gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
 def _rank_key(s: WorkerScore) -> tuple[float, float, str]:
@@ -336,9 +350,9 @@ def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerS
     return min((s for s in scores if s.fits and s.worker not in skip), key=_rank_key, default=None)
 
 
-def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, price: float) -> str:
+def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
-            f"{best.wait_hours:.2f} h x {wl.request.gpus} GPUs x ${price:g}/GPU-h")
+            f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
     runner = min((s for s in scores if s.fits and s.worker != best.worker), key=_rank_key, default=None)
     if runner is not None:
         text += f"; next {runner.worker} ${runner.usd:,.2f}"
@@ -351,11 +365,28 @@ def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
     return "; ".join(f"{s.worker}: {s.reason}" for s in scores if not s.fits)
 
 
+def resume(mem: Memory | None, wl: HubWorkload) -> Memory | None:
+    """The memory to decide ``wl`` with: an eviction since ``mem`` was written ends the round, as an admission
+    does (the worker(s) then nominated are the ones to avoid next). A dispatcher that saw the admission has
+    already reset the round; one that recalled ``mem`` from an Event written before it has not."""
+    if mem is None or wl.evictions <= mem.evictions or not mem.nominated:
+        return mem
+    return replace(mem, nominated=(), tried=frozenset(mem.nominated), first_at=0.0, noted="")
+
+
+def note(kind: str, text: str) -> str:
+    """What ``Memory.noted`` keeps of a reported situation: its kind and a digest of its text (short enough to
+    travel on an Event annotation)."""
+    return f"{kind}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
 def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pricing: Pricing, now: float,
            settings: Settings | None = None, memory: Mapping[str, Memory] | None = None) -> PassResult:
     """One pass over every hub Workload: a :class:`Decision` for each one waiting for a nomination, the
     admissions of Workloads this dispatcher nominated (for the time-to-admission metric), and which
-    memories to keep. ``memory`` is what earlier passes remembered (:class:`Memory` by uid)."""
+    memories to keep. ``memory`` is what earlier passes remembered (:class:`Memory` by uid), or what the
+    controller recalled from the Events of an earlier leader; an eviction since it was written starts a new
+    round (:func:`resume`)."""
     memory = memory or {}
     settings = settings or Settings()
     ps = _Pass(workers, pricing, now, settings)
@@ -364,6 +395,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     keep: set[str] = set()
     holding: list[tuple[HubWorkload, Memory]] = []
     deciding: list[HubWorkload] = []
+    current_memory: dict[str, Memory | None] = {}
     for wl in workloads:
         mem = memory.get(wl.uid)
         if wl.finished:
@@ -379,16 +411,21 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
         if wl.waiting_reason() is not None:
             continue
         keep.add(wl.uid)
+        mem = resume(mem, wl)
         if wl.nominated:
             if mem is None or mem.nominated != wl.nominated:
-                # Nominated by an earlier leader (or by hand): its clock started when the API server recorded it.
-                since = wl.nominated_since if wl.nominated_since is not None else now
-                mem = Memory(nominated=wl.nominated, since=min(since, now), tried=frozenset(wl.nominated),
-                             first_at=min(since, now), evictions=wl.evictions)
+                # Nominated by an earlier leader (or by hand): its clock started when the API server recorded it,
+                # and the workers tried earlier in the round (if remembered) stay tried.
+                since = min(wl.nominated_since if wl.nominated_since is not None else now, now)
+                mem = Memory(nominated=wl.nominated, since=since,
+                             tried=frozenset(wl.nominated) | (mem.tried if mem is not None else frozenset()),
+                             first_at=mem.first_at if mem is not None and mem.first_at else since,
+                             evictions=wl.evictions, noted=mem.noted if mem is not None else "")
             valid = all(n in wl.allowed and (w := ps.workers.get(n)) is not None and w.reachable for n in wl.nominated)
             if valid and now - mem.since < settings.deadline_s:
                 holding.append((wl, mem))
                 continue
+        current_memory[wl.uid] = mem
         deciding.append(wl)
 
     for wl, mem in holding:
@@ -399,9 +436,8 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
 
     deciding.sort(key=lambda w: (-w.priority, w.created, w.key))
     for wl in deciding:
-        mem = memory.get(wl.uid)
+        mem = current_memory.get(wl.uid)
         scores = tuple(ps.score(wl, k) for k in wl.allowed)
-        price = wl.wait_price if wl.wait_price is not None else settings.wait_usd_per_gpu_hour
         current = wl.nominated
         tried = set(mem.tried) if mem is not None else set()
         if current:
@@ -426,7 +462,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
         if best is None:
             if current:
                 message = f"{lead}; no other worker fits, keeping {', '.join(current)}"
-                noted = f"{DEADLINE}:{','.join(current)}"
+                noted = note(DEADLINE, ",".join(current))
                 new = Memory(nominated=current, since=now, tried=frozenset(current), first_at=first_at,
                              evictions=wl.evictions, noted=noted)
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", DEADLINE, message)
@@ -434,7 +470,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 ps_add = current
             else:
                 message = "no worker fits: " + _no_fit(scores, wl)
-                noted = f"{NO_FIT}:{message}"
+                noted = note(NO_FIT, message)
                 new = Memory(nominated=(), since=now, tried=frozenset(tried), first_at=0.0,
                              evictions=wl.evictions, noted=noted)
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", NO_FIT, message)
@@ -443,7 +479,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             for n in ps_add:
                 ps.add_virtual(wl, n)
             continue
-        body = _explain(best, scores, wl, price)
+        body = _explain(best, scores, wl, settings)
         message = f"{lead}; nominated {body}" if lead else f"nominated {body}"
         new = Memory(nominated=(best.worker,), since=now, tried=frozenset(tried | {best.worker}), first_at=first_at,
                      evictions=wl.evictions)

@@ -71,7 +71,8 @@ class HubWorkload:
     job_error: str | None = None
     group: str | None = None
     group_workers: tuple[str, ...] | None = None
-    wait_price: float | None = None  # the job's own USD per GPU-hour of waiting
+    # The job spec's own ``usd_per_hour_of_delay`` (USD per hour its results are late), when it sets one.
+    delay_usd_per_hour: float | None = None
 
     @property
     def key(self) -> str:
@@ -150,11 +151,13 @@ class WorkerState:
 
 @dataclass(frozen=True)
 class Memory:
-    """What the dispatcher remembers of a Workload between passes (in memory, keyed by its uid).
+    """What the dispatcher remembers of a Workload between passes (in memory, keyed by its uid, and on every
+    Event it records: :mod:`placement.dispatch.memory`).
 
     ``since``: when the current nomination started; ``tried``: workers nominated in this round;
-    ``evictions``: the Workload's eviction count when last nominated; ``noted``: the last event recorded,
-    so an unchanged situation is not reported again."""
+    ``first_at``: when the round's first nomination was written (0: none); ``evictions``: the Workload's
+    eviction count when last decided; ``noted``: the situation last reported (kind and digest), so an
+    unchanged one is not reported again."""
 
     nominated: tuple[str, ...]
     since: float
@@ -173,16 +176,23 @@ class Settings:
 
 @dataclass(frozen=True)
 class Pricing:
-    """Catalog offers (optionally overlaid with live prices) the engine prices each worker's pools with."""
+    """Catalog offers (optionally overlaid with live prices) the engine prices each worker's pools with.
+
+    ``source``: ``catalog``, ``live`` or ``live+catalog``; ``read_at``: when the oldest price in use was read
+    (epoch seconds: the oldest live answer, else the catalog's as-of date; None unknown); ``regions``: per
+    fleet ``cloud/region`` where its prices come from (live, kept, catalog; :mod:`placement.dispatch.prices`)."""
 
     offers: tuple[Offer, ...]
     source: str = "catalog"
+    read_at: float | None = None
+    regions: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class WorkerScore:
     """One worker for one Workload: ``usd`` = ``cost_usd`` (the engine's total on ``pool``) + ``wait_usd``
-    (``wait_hours`` × the job's GPUs × the price of waiting). ``fits`` False: never nominated, ``reason``."""
+    (``wait_hours`` × the job's ``usd_per_hour_of_delay`` when its spec sets one, else ``wait_hours`` × its
+    GPUs × ``--wait-usd-per-gpu-hour``). ``fits`` False: never nominated, ``reason`` says why."""
 
     worker: str
     fits: bool

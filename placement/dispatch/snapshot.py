@@ -26,12 +26,7 @@ from placement.dispatch.model import (
     WorkerState,
 )
 from placement.errors import InputError
-from placement.fleet.manifests import (
-    GROUP_ANNOTATION,
-    JOB_SPEC_ANNOTATION,
-    WAIT_PRICE_ANNOTATION,
-    WORKERS_ANNOTATION,
-)
+from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
 from placement.fleet.stacks import ClusterStack
 from placement.jobspec import parse_job
 from placement.kueue import Allocatable
@@ -221,19 +216,17 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
     ann = ((owner or {}).get("metadata") or {}).get("annotations") or {}
     job = None
     job_error = None
+    delay = None
     if JOB_SPEC_ANNOTATION in ann:
         try:
-            job = parse_job(json.loads(ann[JOB_SPEC_ANNOTATION]))
+            doc = json.loads(ann[JOB_SPEC_ANNOTATION])
+            job = parse_job(doc)
+            # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
+            if doc.get("usd_per_hour_of_delay") is not None:
+                delay = job.usd_per_hour_of_delay
         except (ValueError, InputError) as exc:
             job_error = f"{JOB_SPEC_ANNOTATION}: {exc}"
     workers = ann.get(WORKERS_ANNOTATION)
-    price = None
-    if WAIT_PRICE_ANNOTATION in ann:
-        try:
-            price = float(ann[WAIT_PRICE_ANNOTATION])
-            price = price if math.isfinite(price) and price >= 0 else None
-        except ValueError:
-            price = None
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
     evictions = (sum(int(e.get("count") or 0) for e in stats)
                  or int((status.get("requeueState") or {}).get("count") or 0))
@@ -246,7 +239,8 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
         cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
         evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
         needs=needs(wl), job=job, job_error=job_error, group=ann.get(GROUP_ANNOTATION) or None,
-        group_workers=tuple(w for w in workers.split(",") if w) if workers else None, wait_price=price)
+        group_workers=tuple(w for w in workers.split(",") if w) if workers else None,
+        delay_usd_per_hour=delay)
 
 
 def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, Sequence[Mapping[str, Any]]],

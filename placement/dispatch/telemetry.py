@@ -72,6 +72,13 @@ class Metrics:
         self.pending = Gauge("gpufleet_dispatch_pending_workloads", "Hub Workloads waiting for a nomination",
                              registry=r)
         self.leader = Gauge("gpufleet_dispatch_leader", "1 while this replica holds the Lease", registry=r)
+        self.prices_age = Gauge("gpufleet_dispatch_prices_age_seconds", "Age of the oldest price in use: since the "
+                                "clouds answered (--live), else since the catalog's as-of date", registry=r)
+        self.price_regions = Gauge("gpufleet_dispatch_price_regions", "Fleet regions by where their prices come from "
+                                   "(live, kept: the last live answer after a failed refresh, catalog)", ["state"],
+                                   registry=r)
+        self.price_refreshes = Counter("gpufleet_dispatch_price_refreshes", "Live price refreshes by result (ok, "
+                                       "partial, failed)", ["result"], registry=r)
         self.pass_seconds = Histogram("gpufleet_dispatch_pass_seconds", "Duration of one reconcile pass",
                                       buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10), registry=r)
 

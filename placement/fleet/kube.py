@@ -182,6 +182,31 @@ def create_event(api: Any, namespace: str, body: Mapping[str, Any]) -> None:
     client.CoreV1Api(api).create_namespaced_event(namespace, event, _request_timeout=API_TIMEOUT_S)
 
 
+EVENT_PAGE = 500  # Events per LIST page (a busy cluster holds many; the API server pages them)
+
+
+def list_events(api: Any, field_selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """core/v1 Events matching ``field_selector`` (e.g. ``source=<component>``, ``involvedObject.uid=<uid>``),
+    in ``namespace`` or in all namespaces, page by page, as plain dicts (the raw JSON: no model round trip)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"field_selector": field_selector, "limit": EVENT_PAGE,
+                                  "_preload_content": False, "_request_timeout": API_TIMEOUT_S}
+        if token:
+            kwargs["_continue"] = token
+        resp: Any = (core.list_namespaced_event(namespace, **kwargs) if namespace
+                     else core.list_event_for_all_namespaces(**kwargs))
+        doc = json.loads(resp.data or b"{}")
+        items += list(doc.get("items") or [])
+        token = (doc.get("metadata") or {}).get("continue") or None
+        if not token:
+            return items
+
+
 def read_secret_key(api: Any, namespace: str, name: str, key: str) -> str | None:
     """``data[key]`` of a Secret, decoded; None when the Secret or the key does not exist (404)."""
     from kubernetes import client

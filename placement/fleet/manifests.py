@@ -39,7 +39,6 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet"}
 JOB_SPEC_ANNOTATION = "gpufleet.io/job-spec"  # the job's YAML mapping, as JSON
 GROUP_ANNOTATION = "gpufleet.io/fabric-group"  # efa | tcpx | tcpxo | rdma | single-node
 WORKERS_ANNOTATION = "gpufleet.io/workers"  # comma-separated MultiKueueCluster names of the group
-WAIT_PRICE_ANNOTATION = "gpufleet.io/wait-usd-per-gpu-hour"  # the job's own price of waiting
 CLUSTER_ANNOTATION = "gpufleet.io/cluster"  # on storage objects: the worker they are created on
 
 CONTAINER = "trainer"
@@ -469,8 +468,7 @@ def job_spec_annotation(job_doc: Mapping[str, Any]) -> str:
     return json.dumps(job_doc, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candidate, existing: Existing, group: Group,
-                    wait_usd_per_gpu_hour: float | None = None
+def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candidate, existing: Existing, group: Group
                     ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
     """The job for the hub's ``all-workers`` queue, valid on every member of ``group``, and the storage objects
     to create on each member first (by worker key), plus warnings.
@@ -503,8 +501,6 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
     annotations = {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/{candidate.capacity}",
                    JOB_SPEC_ANNOTATION: job_spec_annotation(job_doc), GROUP_ANNOTATION: group.name,
                    WORKERS_ANNOTATION: ",".join(group.keys)}
-    if wait_usd_per_gpu_hour is not None:
-        annotations[WAIT_PRICE_ANNOTATION] = f"{wait_usd_per_gpu_hour:g}"
     meta = {"name": job.name, "namespace": ns,
             "labels": {QUEUE_LABEL: ko.ALL_WORKERS, PRIORITY_LABEL: job.priority, JOB_LABEL: job.name, **MANAGED_BY},
             "annotations": annotations}

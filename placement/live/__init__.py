@@ -81,6 +81,7 @@ class LiveRequest:
     gcp_prices: bool = True  # read Cloud Billing SKUs for GCP on-demand/spot price overlays
     gpus_per_node: int | None = None  # the job's node-size override, for the placement-score node count
     reservations: bool = False  # also read capacity reservations (AWS ODCRs / Capacity Blocks, GCP reservations)
+    quotas: bool = True  # read quota limits and usage (placement dispatch prices only: its quota is Kueue's)
 
 
 @dataclass(frozen=True)

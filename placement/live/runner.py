@@ -161,8 +161,9 @@ def _aws_tasks(request: LiveRequest, regions: list[str], shapes: list[Shape], gp
         tasks.append(Task("aws", "ec2:zones", r, "offerings", "zones", (), scope))
         if pricing:
             continue
-        tasks += [Task("aws", "service-quotas", r, "quotas", "quota", (("code", c),), scope) for c in codes]
-        if classes:
+        if request.quotas:
+            tasks += [Task("aws", "service-quotas", r, "quotas", "quota", (("code", c),), scope) for c in codes]
+        if classes and request.quotas:
             tasks.append(Task("aws", "cloudwatch", r, "usage", "usage", (("classes", classes),), scope))
         if request.reservations:
             tasks.append(Task("aws", "ec2:reservations", r, "reservations", "reservations", (("types", types),),
@@ -182,8 +183,9 @@ def _gcp_tasks(request: LiveRequest, regions: list[str], shapes: list[Shape], pr
         types = tuple(s.name for s in shapes)
         tasks.append(Task("gcp", "compute:reservations", "", "reservations", "reservations",
                           (("machine_types", types),), scope))
-    tasks += [Task("gcp", "compute:regions", r, "quotas", "region_quotas", (("metrics", metrics),), scope)
-              for r in regions]
+    if request.quotas:
+        tasks += [Task("gcp", "compute:regions", r, "quotas", "region_quotas", (("metrics", metrics),), scope)
+                  for r in regions]
     return tasks
 
 

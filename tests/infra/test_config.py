@@ -123,6 +123,7 @@ def test_hub_reachability_and_dispatch_defaults():
     assert cfg.hub.dispatcher == "AllAtOnce" and cfg.hub.dispatch.image is None
     assert (cfg.hub.dispatch.replicas, cfg.hub.dispatch.admission_deadline_seconds,
             cfg.hub.dispatch.wait_usd_per_gpu_hour, cfg.hub.dispatch.resources) == (2, 300, 2.0, None)
+    assert cfg.hub.dispatch.live is False and cfg.hub.dispatch.service_account_annotations == {}
     worker = parse(_with("cluster", {"hubCidrs": ["10.200.0.0/20", "10.200.0.0/20"]}), stack="t")
     assert worker.cluster.hub_cidrs == ("10.200.0.0/20",)
     assert parse(BASE, stack="t").cluster.hub_cidrs == ()
@@ -153,10 +154,35 @@ def test_external_dispatcher_needs_an_image_built_from_the_dockerfile():
     assert d.resources == {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 
 
+def test_live_prices_and_the_dispatchers_cloud_identity():
+    role = "arn:aws:iam::123456789012:role/gpufleet-dispatch"
+    cfg = parse(_hub(dispatcher="External", dispatch={
+        "image": "ghcr.io/acme/placement:1.0", "live": True,
+        "serviceAccountAnnotations": {"eks.amazonaws.com/role-arn": role,
+                                      "iam.gke.io/gcp-service-account": "dispatch@p.iam.gserviceaccount.com"}}),
+        stack="hub")
+    assert cfg.hub.dispatch.live is True
+    assert cfg.hub.dispatch.service_account_annotations == {
+        "eks.amazonaws.com/role-arn": role, "iam.gke.io/gcp-service-account": "dispatch@p.iam.gserviceaccount.com"}
+    for dispatch, key, needle in (
+            ({"live": "yes"}, "gpufleet:hub.dispatch.live", "true or false"),
+            ({"serviceAccountAnnotations": ["eks.amazonaws.com/role-arn"]},
+             "gpufleet:hub.dispatch.serviceAccountAnnotations", "mapping"),
+            ({"serviceAccountAnnotations": {"Bad_Prefix/role": "x"}},
+             "gpufleet:hub.dispatch.serviceAccountAnnotations.Bad_Prefix/role", "DNS subdomain"),
+            ({"serviceAccountAnnotations": {"a/" + "n" * 64: "x"}},
+             "gpufleet:hub.dispatch.serviceAccountAnnotations.a/" + "n" * 64, "at most 63"),
+            ({"serviceAccountAnnotations": {"iam.gke.io/gcp-service-account": 42}},
+             "gpufleet:hub.dispatch.serviceAccountAnnotations.iam.gke.io/gcp-service-account", "must be a string")):
+        with pytest.raises(ConfigError) as err:
+            parse(_hub(dispatcher="External", dispatch={"image": "i:1", **dispatch}), stack="hub")
+        assert str(err.value).startswith(key + ":") and needle in str(err.value) and "\n" not in str(err.value)
+
+
 def test_new_structured_keys_are_described_in_the_project_file():
     described = {k.split(":", 1)[1]: v["description"]
                  for k, v in yaml.safe_load((REPO / "Pulumi.yaml").read_text())["template"]["config"].items()}
     assert "hubCidrs" in described["cluster"]
     for key in ("egressCidrs", "dispatch", "image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
-                "resources"):
+                "resources", "live", "serviceAccountAnnotations"):
         assert key in described["hub"], key

@@ -421,6 +421,27 @@ def test_dispatcher_deployment_follows_the_contract(external: mockrun.RunResult)
     assert [(p["name"], p["port"]) for p in service.inputs["spec"]["ports"]] == [("metrics", 9090)]
 
 
+def test_live_prices_add_the_flag_and_the_cloud_identity_goes_on_the_service_account(
+        fabricated_outputs: dict[str, dict[str, Any]], hub_cfg: StackConfig, external: mockrun.RunResult) -> None:
+    role = "arn:aws:iam::123456789012:role/gpufleet-dispatch"
+    hub = {"workers": list(hub_cfg.hub.workers), "dispatcher": "External",
+           "egressCidrs": list(hub_cfg.hub.egress_cidrs),
+           "dispatch": {"image": IMAGE, "live": True,
+                        "serviceAccountAnnotations": {"eks.amazonaws.com/role-arn": role}}}
+    live = mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
+    (deploy,) = named(live, APPS + "Deployment", "gpufleet-dispatch")
+    (container,) = deploy.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["args"][-1] == "--live" and container["args"].count("--live") == 1
+    (account,) = named(live, CORE + "ServiceAccount", "gpufleet-dispatch")
+    assert account.inputs["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": role}
+    assert account.inputs["metadata"]["namespace"] == "kueue-system"
+    # Off by default: catalog prices, and no annotation on the account.
+    (plain,) = named(external, APPS + "Deployment", "gpufleet-dispatch")
+    assert "--live" not in plain.inputs["spec"]["template"]["spec"]["containers"][0]["args"]
+    (plain_account,) = named(external, CORE + "ServiceAccount", "gpufleet-dispatch")
+    assert not plain_account.inputs["metadata"].get("annotations")
+
+
 def test_dispatcher_waits_for_kueue_jobset_and_the_worker_secrets(external: mockrun.RunResult) -> None:
     (deploy,) = named(external, APPS + "Deployment", "gpufleet-dispatch")
     releases = releases_of(external)
@@ -437,29 +458,37 @@ def rules_of(run: mockrun.RunResult, kind: str, name: str, *, hub: bool = True) 
     return [r.inputs["rules"] for r in named(run, RBAC + kind, name, hub=hub)]
 
 
-def _rule(group: str, resources: list[str], verbs: list[str]) -> dict[str, Any]:
-    return {"apiGroups": [group], "resources": resources, "verbs": verbs}
+def _rule(group: str, resources: list[str], verbs: list[str], names: list[str] | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"apiGroups": [group], "resources": resources, "verbs": verbs}
+    if names:
+        rule["resourceNames"] = names
+    return rule
 
 
-def test_dispatcher_hub_rbac_is_least_privilege_with_the_lease(external: mockrun.RunResult) -> None:
-    read = ["get", "list", "watch"]
+def test_dispatcher_hub_rbac_is_least_privilege_with_the_lease(external: mockrun.RunResult,
+                                                               workers: dict[str, StackConfig]) -> None:
+    # What the controller calls (tests/placement/dispatch checks these rules against its requests).
     assert rules_of(external, "ClusterRole", "gpufleet-dispatch") == [[
-        _rule("kueue.x-k8s.io", ["workloads"], read),
-        _rule("kueue.x-k8s.io", ["workloads/status"], ["get", "patch"]),
-        _rule("kueue.x-k8s.io", ["clusterqueues", "localqueues", "admissionchecks", "multikueueclusters",
-                                 "multikueueconfigs"], read),
-        _rule("batch", ["jobs"], read),
-        _rule("jobset.x-k8s.io", ["jobsets"], read),
-        _rule("", ["events"], ["create", "patch"]),
-        _rule("events.k8s.io", ["events"], ["create", "patch"]),
+        _rule("kueue.x-k8s.io", ["workloads", "clusterqueues", "admissionchecks", "multikueueclusters",
+                                 "multikueueconfigs"], ["list", "watch"]),
+        _rule("kueue.x-k8s.io", ["workloads/status"], ["patch"]),
+        _rule("batch", ["jobs"], ["list", "watch"]),
+        _rule("jobset.x-k8s.io", ["jobsets"], ["list", "watch"]),
+        _rule("", ["events"], ["create", "list"]),
     ]]
     (role,) = named(external, RBAC + "Role", "gpufleet-dispatch")
     assert role.inputs["metadata"]["namespace"] == "kueue-system"
+    keys = sorted(key_of(s) for s in workers)
+    # Each worker's two kubeconfig Secrets by name: never Kueue's webhook certificate or another Secret.
     assert role.inputs["rules"] == [
-        _rule("", ["secrets"], read),
-        _rule("", ["configmaps"], read),
-        _rule("coordination.k8s.io", ["leases"], [*read, "create", "update", "patch"]),
+        _rule("", ["secrets"], ["get"], [n for k in keys for n in (f"gpufleet-dispatch-{k}", f"multikueue-{k}")]),
+        _rule("coordination.k8s.io", ["leases"], ["get", "update"], ["gpufleet-dispatch"]),
+        _rule("coordination.k8s.io", ["leases"], ["create"]),
     ]
+    hub_secrets = {r.inputs["metadata"]["name"] for r in external.of_type(CORE + "Secret") if on_hub(r)}
+    assert set(role.inputs["rules"][0]["resourceNames"]) == hub_secrets  # exactly the kubeconfigs the stack makes
+    # Never a Secret rule without names, which would grant every Secret in kueue-system.
+    assert not [r for r in dispatcher.hub_namespace_rules([]) if "secrets" in r["resources"]]
     subject = [{"kind": "ServiceAccount", "name": "gpufleet-dispatch", "namespace": "kueue-system"}]
     (cluster_binding,) = named(external, RBAC + "ClusterRoleBinding", "gpufleet-dispatch")
     assert cluster_binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
@@ -491,9 +520,8 @@ def test_fleet_file_is_every_workers_outputs_without_secrets(external: mockrun.R
 
 def test_each_worker_gets_a_read_only_dispatcher_identity(external: mockrun.RunResult,
                                                           workers: dict[str, StackConfig]) -> None:
-    expected = [_rule("kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "resourceflavors",
-                                         "clusterqueues/status", "localqueues/status", "workloads/status",
-                                         "resourceflavors/status"], ["get", "list", "watch"])]
+    expected = [_rule("kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "resourceflavors"],
+                      ["list", "watch"])]
     secrets = {r.inputs["metadata"]["name"]: r for r in external.of_type(CORE + "Secret") if on_hub(r)}
     for stack, cfg in workers.items():
         key = key_of(stack)

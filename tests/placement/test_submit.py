@@ -346,7 +346,7 @@ def test_via_hub_renders_one_portable_job_for_the_efa_group(tmp_path, capsys):
     docs["hub"] = _hub_with({"aws-use2-p5": "gpufleet-aws-use2-p5"})
     job, job_doc = job_file(tmp_path, clouds={"allow": ["aws"]})
     code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", docs), "--dry-run", "--json",
-                         "--via-hub", "--wait-usd-per-gpu-hour", "3.5")
+                         "--via-hub")
     assert code == 0, err
     result = json.loads(out)
     chosen = result["chosen"]
@@ -362,7 +362,9 @@ def test_via_hub_renders_one_portable_job_for_the_efa_group(tmp_path, capsys):
     assert json.loads(ann[manifests.JOB_SPEC_ANNOTATION]) == job_doc
     assert ann[manifests.GROUP_ANNOTATION] == "efa"
     assert ann[manifests.WORKERS_ANNOTATION].split(",") == group["workers"]
-    assert ann[manifests.WAIT_PRICE_ANNOTATION] == "3.5"
+    # The job's price of waiting travels in its spec (usd_per_hour_of_delay), not in an annotation of its own.
+    assert set(ann) == {"gpufleet.io/placement", manifests.JOB_SPEC_ANNOTATION, manifests.GROUP_ANNOTATION,
+                        manifests.WORKERS_ANNOTATION}
     pod = pod_of(js)
     assert "nodeSelector" not in pod["spec"]  # the admitting worker's flavor picks the pool
     (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
@@ -447,7 +449,8 @@ def test_via_hub_needs_the_all_workers_queue_on_the_hub(tmp_path, capsys):
     job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
     code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--via-hub")
     assert code == 0 and "uses the AllAtOnce dispatcher" in err
-    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--wait-usd-per-gpu-hour", "2")
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--via-hub",
+                         "--wait-usd-per-gpu-hour", "2")  # removed: the job spec's usd_per_hour_of_delay says it
     assert code == 2 and "--wait-usd-per-gpu-hour" in err and len(err.strip().splitlines()) == 1
 
 

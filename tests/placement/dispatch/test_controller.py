@@ -13,141 +13,14 @@ from typing import Any
 
 import pytest
 import yaml
-from kubefake import WORKLOADS, FakeApi, FakeKueue, secret, wait_for
+from dispatchfleet import KEYS, NS, Clock, Fleet, outputs
+from kubefake import WORKLOADS, wait_for
 
-from infra.config import load_stack_file
-from infra.k8s import kueue_objects as ko
-from infra.outputs import node_pool_output, training_service_account_output
 from placement.cli import main
 from placement.dispatch import snapshot
-from placement.dispatch.controller import Controller, Options
-from placement.dispatch.model import Pricing, Settings
+from placement.dispatch.model import Settings
 from placement.dispatch.telemetry import HealthServer, Metrics
 from placement.fleet.kube import api_client, apply_workload_status
-from placement.fleet.manifests import (
-    GROUP_ANNOTATION,
-    JOB_LABEL,
-    JOB_SPEC_ANNOTATION,
-    WORKERS_ANNOTATION,
-    per_node_requests,
-)
-from placement.fleet.outputs import load_fleet
-from placement.inputs import load_catalog
-from placement.shapes import shape_book
-
-STACKS = Path(__file__).resolve().parents[3] / "stacks"
-KEYS = ("aws-use1-p5", "gcp-usc1-a3mega", "gcp-euw4-a3high")
-NS = "team-a"
-GVP = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
-       "WorkloadPriorityClass": "workloadpriorityclasses", "Topology": "topologies",
-       "MultiKueueCluster": "multikueueclusters", "MultiKueueConfig": "multikueueconfigs",
-       "AdmissionCheck": "admissionchecks"}
-
-
-def outputs(key: str) -> dict[str, Any]:
-    """A worker stack's outputs as the fleet file holds them (no kubeconfig)."""
-    cfg = load_stack_file(str(STACKS / f"Pulumi.{key}.yaml"))
-    scheme = "s3" if cfg.cloud == "aws" else "gs"
-    return {"cloud": cfg.cloud, "region": cfg.region, "clusterName": cfg.cluster_name,
-            "nodePools": [node_pool_output(p) for p in cfg.node_pools],
-            "trainingServiceAccount": training_service_account_output(cfg),
-            "kueue": {"clusterQueue": ko.cluster_queue_name(cfg),
-                      "localQueues": [{"namespace": q["metadata"]["namespace"], "name": q["metadata"]["name"]}
-                                      for q in ko.local_queues(cfg)]},
-            "checkpointUri": f"{scheme}://{cfg.cluster_name}-ckpt/checkpoints", "checkpointFilesystem": None}
-
-
-def put(api: FakeApi, obj: dict[str, Any]) -> None:
-    api.create(("kueue.x-k8s.io", "v1beta2", GVP[obj["kind"]]), obj)
-
-
-class Fleet:
-    """A hub and three workers with the objects the stacks create, and the simulated Kueue."""
-
-    def __init__(self, tmp_path: Path, *, fallback: str | None = "gcp-euw4-a3high") -> None:
-        self.hub = FakeApi("hub")
-        self.workers = {k: FakeApi(k) for k in KEYS}
-        hub_cfg = load_stack_file(str(STACKS / "Pulumi.hub.yaml"))
-        for k, api in self.workers.items():
-            for obj in ko.worker_objects(load_stack_file(str(STACKS / f"Pulumi.{k}.yaml"))):
-                put(api, obj)
-            text = yaml.safe_dump(api.kubeconfig(token=f"{k}-token"))
-            # The dispatcher's own read-only Secret; one worker has only MultiKueue's (the fallback).
-            if k != fallback:
-                self.hub.create(("", "v1", "secrets"), secret(f"gpufleet-dispatch-{k}", "kueue-system",
-                                                              {"kubeconfig": text}))
-            self.hub.create(("", "v1", "secrets"), secret(ko.kubeconfig_secret_name(k), "kueue-system",
-                                                          {"kubeconfig": text}))
-            put(self.hub, ko.multikueue_cluster(k, ko.kubeconfig_secret_name(k)))
-        workers = [ko.worker_from_outputs(f"org/gpufleet/{k}", outputs(k)) for k in KEYS]
-        for obj in ko.hub_all_workers_objects(workers, hub_cfg).values():
-            put(self.hub, obj)
-        self.fleet_file = tmp_path / "fleet.json"
-        self.fleet_file.write_text(json.dumps({k: outputs(k) for k in KEYS}))
-        self.hub_kubeconfig = tmp_path / "hub.kubeconfig"
-        self.hub_kubeconfig.write_text(yaml.safe_dump(self.hub.kubeconfig()))
-        self.kueue = FakeKueue(self.hub, self.workers)
-        self.controllers: list[Controller] = []
-        group = [(k, p) for k in KEYS for p in outputs(k)["nodePools"]]
-        self.pools = sorted({p["name"] for _, p in group})
-        shapes = [shape_book().get(p["instanceType"]) for _, p in group]
-        reqs = [per_node_requests(s, 8) for s in shapes if s is not None]
-        self.cpu, self.memory = min(r[0] for r in reqs), min(r[1] for r in reqs)
-
-    def submit(self, name: str, *, gpus: int = 8, priority: int = 1000, hours: float = 10,
-               dataset: dict[str, Any] | None = None) -> str:
-        """What `submit --via-hub` creates on the hub (a Job with its annotations) and the Workload Kueue makes
-        for it, with quota reserved in all-workers and the MultiKueue check Pending."""
-        spec: dict[str, Any] = {"name": name, "accelerator": "H100", "gpus": gpus, "hours": hours, "team": NS}
-        if dataset:
-            spec["data"] = {"dataset": dataset}
-        job = self.hub.create(("batch", "v1", "jobs"), {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": NS, "labels": {JOB_LABEL: name},
-                         "annotations": {JOB_SPEC_ANNOTATION: json.dumps(spec), GROUP_ANNOTATION: "single-node",
-                                         WORKERS_ANNOTATION: ",".join(KEYS)}},
-            "spec": {"suspend": True}})
-        template = {"spec": {"containers": [{"name": "trainer", "resources": {"requests": {
-            "nvidia.com/gpu": str(gpus), "cpu": f"{self.cpu}m", "memory": f"{self.memory}Mi"}}}],
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": self.pools}]}]}}}}}
-        wl = self.hub.create(WORKLOADS, {
-            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
-            "metadata": {"name": f"job-{name}", "namespace": NS,
-                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
-                                              "uid": job["metadata"]["uid"], "controller": True}]},
-            "spec": {"queueName": "all-workers", "priority": priority,
-                     "podSets": [{"name": "main", "count": 1, "template": template}]}})
-        self.kueue.reserve(wl, "aws-use1-p5-spot")
-        return f"job-{name}"
-
-    def controller(self, identity: str, **kw: Any) -> Controller:
-        opts: dict[str, Any] = dict(
-            fleet=load_fleet(str(self.fleet_file)), pricing=Pricing(tuple(load_catalog([]).offers)),
-            identity=identity, lease="gpufleet-dispatch", settings=Settings(deadline_s=600), resync_s=0.5,
-            debounce_s=0.05, lease_duration_s=3, renew_deadline_s=2, retry_period_s=1, watch_timeout_s=3)
-        opts.update(kw)
-        c = Controller(api_client(self.hub.kubeconfig()), Options(**opts))
-        self.controllers.append(c)
-        return c
-
-    def nominated(self) -> dict[str, tuple[str, ...]]:
-        return {w["metadata"]["name"]: tuple((w.get("status") or {}).get("nominatedClusterNames") or ())
-                for w in self.hub.list(WORKLOADS)}
-
-    def cluster_of(self, name: str) -> str | None:
-        wl = self.hub.get(WORKLOADS, NS, name)
-        return None if wl is None else (wl.get("status") or {}).get("clusterName")
-
-    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
-        return [e for e in self.hub.list(("", "v1", "events")) if reason is None or e["reason"] == reason]
-
-    def close(self) -> None:
-        for c in self.controllers:
-            c.stop()
-        self.kueue.stop()
-        for api in (self.hub, *self.workers.values()):
-            api.close()
 
 
 @pytest.fixture
@@ -333,6 +206,157 @@ def test_a_crashed_leaders_lease_is_taken_over(fleet):
         "gpufleet-dispatch/replica-b"}
 
 
+def test_a_new_leader_resumes_the_round_from_the_events_and_never_goes_back(fleet):
+    fleet.kueue.admit = {k: False for k in KEYS}  # no worker ever admits: every nomination misses the deadline
+    fleet.kueue.start()
+    clock = Clock()
+    a = fleet.controller("replica-a", clock=clock).start()
+    wait_for(a.leading, timeout=10)
+    name = fleet.submit("resume", dataset={"uri": "s3://d/x", "region": "us-east-1", "size_gb": 20000})
+    (first,) = wait_for(lambda: fleet.nominated().get(name), timeout=10)
+    wait_for(lambda: fleet.events("Nominated"))  # recorded at the time of the nomination, not after the jump
+    clock.t += 601  # past the 600 s deadline: a moves on to the next best
+    (second,) = wait_for(lambda: (lambda n: n if n and n != (first,) else None)(fleet.nominated().get(name)))
+    (moved,) = wait_for(lambda: fleet.events("DeadlinePassed"))
+    assert moved["metadata"]["annotations"]["gpufleet.io/tried"] == ",".join(sorted({first, second}))
+    a.stop()  # a crash: no memory handed over, the Lease expires
+
+    b = fleet.controller("replica-b", clock=clock).start()
+    wait_for(lambda: b.leading() and b.passes > 0, timeout=15)
+    wl = fleet.hub.get(WORKLOADS, NS, name)
+    assert wl is not None and b.memory[wl["metadata"]["uid"]].tried == {first, second}
+    listed = [r.query.get("fieldSelector") for r in fleet.hub.requests
+              if r.method == "GET" and r.path == "/api/v1/events" and r.agent == "gpufleet-dispatch/replica-b"]
+    assert listed == [["source=gpufleet-dispatch"]]  # one LIST of its own Events on taking over
+    clock.t += 601  # the second worker misses its deadline too
+    (third,) = wait_for(lambda: (lambda n: n if n and n != (second,) else None)(fleet.nominated().get(name)))
+    assert third not in (first, second)  # the one worker not tried in this round, not back to the first
+    last = wait_for(lambda: [e for e in fleet.events("DeadlinePassed") if third in e["message"]])
+    assert last[0]["reportingInstance"] == "replica-b" and f"{second} did not admit" in last[0]["message"]
+
+
+def test_a_nominated_workload_met_without_memory_is_looked_up_by_its_uid(fleet):
+    from placement.dispatch import memory
+    from placement.dispatch.model import Memory
+
+    clock = Clock()
+    c = fleet.controller("solo", lease=None, clock=clock)
+    c.run_once()  # the start-up recall: no Event yet
+    name = fleet.submit("found")
+    wl = fleet.hub.get(WORKLOADS, NS, name)
+    assert wl is not None
+    uid = wl["metadata"]["uid"]
+    # Another replica nominated it to gcp-euw4-a3high after trying aws-use1-p5, and recorded so; this one never saw it.
+    fleet.hub.apply_status(WORKLOADS, NS, name, {"status": snapshot.nomination(wl, ["gcp-euw4-a3high"])["status"]},
+                           "kueue-admission", True)
+    mem = Memory(nominated=("gcp-euw4-a3high",), since=clock(), tried=frozenset({"aws-use1-p5", "gcp-euw4-a3high"}),
+                 first_at=clock() - 700)
+    fleet.hub.create(("", "v1", "events"), {
+        "metadata": {"name": f"{name}.other", "namespace": NS, "annotations": memory.as_annotations(mem, clock())},
+        "involvedObject": {"kind": "Workload", "name": name, "namespace": NS, "uid": uid},
+        "source": {"component": "gpufleet-dispatch"}, "reason": "DeadlinePassed", "message": "moved"})
+    fleet.hub.create(("", "v1", "events"), {  # an Event of someone else on the same Workload
+        "metadata": {"name": f"{name}.kueue", "namespace": NS},
+        "involvedObject": {"kind": "Workload", "name": name, "namespace": NS, "uid": uid},
+        "source": {"component": "kueue-admission"}, "reason": "QuotaReserved", "message": "reserved"})
+    c.run_once()
+    assert c.memory[uid] == mem
+    (lookup,) = [r for r in fleet.hub.requests if r.method == "GET" and r.path == f"/api/v1/namespaces/{NS}/events"]
+    assert lookup.query["fieldSelector"] == [f"involvedObject.uid={uid},source=gpufleet-dispatch"]
+    clock.t += 601
+    result = c.run_once()
+    (d,) = [d for d in result.decisions if d.workload.name == name]
+    assert d.reason == "DeadlinePassed" and d.clusters == ("gcp-usc1-a3mega",)  # not back to aws-use1-p5
+
+
+def test_the_fake_refuses_field_selectors_the_api_server_does_not_support(fleet):
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api_client(fleet.hub.kubeconfig()))
+    assert core.list_event_for_all_namespaces(field_selector="source=x,involvedObject.uid=y").items == []
+    with pytest.raises(ApiException) as err:
+        core.list_event_for_all_namespaces(field_selector="message=x")
+    assert err.value.status == 400 and "field label not supported: message" in err.value.body
+
+
+def test_the_rbac_allows_every_call_the_controller_makes_and_grants_nothing_it_does_not_use(fleet):
+    """The rendered hub and worker RBAC against the requests of an end-to-end run: leader election from no
+    Lease, worker kubeconfigs (one through MultiKueue's Secret), caches, the start-up Event recall, a
+    nomination and its Event, a renewal."""
+    from rbac import Authorizer, calls
+
+    from infra.k8s import dispatcher as dp
+
+    fleet.kueue.start()
+    c = fleet.controller("replica-a", lease=dp.LEASE).start()
+    wait_for(c.leading, timeout=10)
+    name = fleet.submit("rbac")
+    wait_for(lambda: fleet.cluster_of(name), timeout=10)
+    wait_for(lambda: fleet.events("Nominated"))
+    renewals = len([r for r in fleet.hub.requests if r.method == "PUT" and "/leases/" in r.path])
+    wait_for(lambda: len([r for r in fleet.hub.requests if r.method == "PUT" and "/leases/" in r.path]) > renewals)
+    c.stop()
+
+    hub = Authorizer(dp.hub_cluster_rules(), {"kueue-system": dp.hub_namespace_rules(KEYS)})
+    with fleet.hub.lock:
+        hub_calls = calls(r for r in fleet.hub.requests if r.agent.startswith("gpufleet-dispatch/"))
+    refused = sorted({str(a) for a in hub_calls if not hub.allows(a)})
+    assert not refused, refused
+    assert {a.kind for a in hub_calls} == hub.granted()  # and every verb it grants was needed
+    secrets = {a.name for a in hub_calls if a.resource == "secrets"}
+    assert {"gpufleet-dispatch-aws-use1-p5", "multikueue-gcp-euw4-a3high"} <= secrets  # own, and the fallback
+    # A name-limited rule allows neither reading another Secret nor listing them.
+    from rbac import Attributes
+
+    assert not hub.allows(Attributes("get", "", "secrets", "kueue-system", "kueue-webhook-server-cert"))
+    assert not hub.allows(Attributes("list", "", "secrets", "kueue-system", ""))
+    assert not hub.allows(Attributes("get", "", "secrets", "team-a", "gpufleet-dispatch-aws-use1-p5"))
+
+    worker = Authorizer(dp.worker_reader_rules(), {})
+    worker_calls = [a for api in fleet.workers.values() for a in calls(list(api.requests))]
+    assert worker_calls and all(worker.allows(a) for a in worker_calls)
+    assert {a.kind for a in worker_calls} == worker.granted()
+
+
+def test_live_prices_come_in_the_background_and_move_the_choice(fleet):
+    import threading
+    from dataclasses import replace
+
+    from placement.catalog import Catalog
+    from placement.dispatch.prices import LivePrices, LiveSettings
+    from placement.fleet.outputs import load_fleet
+    from placement.inputs import load_catalog
+    from placement.live import LiveResult, Source
+    from placement.quotas import QuotaTable
+
+    gate = threading.Event()
+
+    def clouds(request: Any, catalog: Catalog) -> LiveResult:
+        gate.wait(20)  # a slow cloud
+        dear = tuple(replace(o, spot_price=o.spot_price * 10 if o.spot_price else None,
+                             price=o.price * 10 if o.price else None, price_source="aws-spot")
+                     if (o.cloud, o.region) == ("aws", "us-east-1") else o for o in catalog.offers)
+        return LiveResult(catalog=Catalog(dear, catalog.as_of, catalog.source), quotas=QuotaTable({}),
+                          sources=[Source("aws", "ec2:spot-prices", "", "ok"), Source("gcp", "billing:skus", "", "ok")])
+
+    metrics = Metrics()
+    catalog = load_catalog([])
+    prices = LivePrices(catalog, load_fleet(str(fleet.fleet_file)), LiveSettings(refresh_s=3600), metrics, fetch=clouds)
+    c = fleet.controller("solo", lease=None, prices=prices, metrics=metrics).start()
+    near = {"uri": "s3://d/x", "region": "us-east-1", "size_gb": 2000}
+    first = fleet.submit("before", dataset=near)
+    assert wait_for(lambda: fleet.nominated().get(first), timeout=10) == ("aws-use1-p5",)  # on catalog prices
+    wait_for(lambda: c.passes > 0)
+    assert c.pricing().source == "catalog"  # the pass went on while the clouds were slow
+    gate.set()
+    wait_for(lambda: c.pricing().source == "live")
+    second = fleet.submit("after", dataset=near)
+    assert wait_for(lambda: fleet.nominated().get(second), timeout=10) != ("aws-use1-p5",)  # 10x dearer now
+    assert metrics.price_refreshes.labels("ok")._value.get() == 1
+    assert 0 <= c.prices_age() < 60
+
+
 def test_workers_are_read_through_their_secrets_and_healthz_and_metrics_answer(fleet):
     fleet.kueue.start()
     c = fleet.controller("solo", lease=None).start()
@@ -371,6 +395,8 @@ def test_dispatch_command_exit_codes(fleet, tmp_path, capsys):
     bad.write_text(json.dumps({"Not A Key": outputs("aws-use1-p5")}))
     for argv, needle in ((["--fleet", str(bad)], "Not A Key"),
                          (["--wait-usd-per-gpu-hour", "-1"], "--wait-usd-per-gpu-hour"),
+                         (["--live", "--live-refresh-seconds", "0"], "--live-refresh-seconds"),
+                         (["--live", "--timeout", "-1"], "--timeout"),
                          (["--lease", "x", "--lease-duration-seconds", "2"], "--lease-duration-seconds"),
                          (["--fleet", str(tmp_path / "missing.json")], "not found")):
         code = main([*base, *argv])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from factories import offer
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -278,7 +279,72 @@ def test_no_fit_is_reported_once_until_it_changes():
 def test_the_jobs_own_price_of_waiting_overrides_the_default():
     prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 10.5)}
     workers = [worker("a", "us-east-1", reserved_nodes=4), worker("b", "us-east-2")]
-    (d,) = decide([workload("job", 8, wait_price=0.0)], workers, pricing(prices), NOW).decisions
+    (d,) = decide([workload("job", 8, delay_usd_per_hour=0.0)], workers, pricing(prices), NOW).decisions
     assert d.clusters == ("a",)  # waiting is free for this job: the cheaper worker, 2 h later
     (d,) = decide([workload("job", 8)], workers, pricing(prices), NOW).decisions
     assert d.clusters == ("b",)
+
+
+@settings(max_examples=30, deadline=None)
+@given(gpus=st.sampled_from([8, 16, 32]), rate=st.floats(0, 500), per_gpu=st.floats(0, 10))
+def test_the_wait_is_priced_per_job_hour_when_the_spec_sets_a_delay_rate_else_per_gpu_hour(gpus, rate, per_gpu):
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 12.0)}
+    workers = [worker("a", "us-east-1", reserved_nodes=4, queued=pending("a", 2)), worker("b", "us-east-2")]
+    s = Settings(wait_usd_per_gpu_hour=per_gpu)
+    (own,) = decide([workload("job", gpus, delay_usd_per_hour=rate)], workers, pricing(prices), NOW, s).decisions
+    (default,) = decide([workload("job", gpus)], workers, pricing(prices), NOW, s).decisions
+    for sc in own.scores:
+        assert sc.wait_usd == pytest.approx(sc.wait_hours * rate)  # the job's rate, whatever its GPUs
+    for sc in default.scores:
+        assert sc.wait_usd == pytest.approx(sc.wait_hours * gpus * per_gpu)
+    waiting = next(sc for sc in own.scores if sc.worker == "a")
+    assert waiting.wait_hours > 0
+    assert own.event is not None and "usd_per_hour_of_delay" in own.event.message
+
+
+def test_a_job_that_values_its_time_leaves_the_cheap_busy_worker():
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 14.0)}
+    workers = [worker("a", "us-east-1", reserved_nodes=4), worker("b", "us-east-2")]
+    s = Settings(wait_usd_per_gpu_hour=0.0)  # the dispatcher's default alone would never move it
+    (cheap,) = decide([workload("job", 8)], workers, pricing(prices), NOW, s).decisions
+    (urgent,) = decide([workload("job", 8, delay_usd_per_hour=500.0)], workers, pricing(prices), NOW, s).decisions
+    assert cheap.clusters == ("a",) and urgent.clusters == ("b",)
+
+
+def test_a_round_recalled_from_an_event_goes_on_to_the_next_untried_worker():
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 20.0), "c": ("us-west-2", 30.0)}
+    workers = [worker(k, r) for k, (r, _) in prices.items()]
+    s = Settings(deadline_s=300)
+    wl = workload("job", allowed=("a", "b", "c"))
+    # What the DeadlinePassed Event of the move a -> b carried, read back by a new leader.
+    recalled = Memory(nominated=("b",), since=NOW - 400, tried=frozenset({"a", "b"}), first_at=NOW - 800)
+    on_b = replace(wl, nominated=("b",), nominated_since=NOW - 400)
+    (d,) = decide([on_b], workers, pricing(prices), NOW, s, {wl.uid: recalled}).decisions
+    assert d.clusters == ("c",) and d.reason == "DeadlinePassed"
+    assert d.memory is not None and d.memory.tried == {"a", "b", "c"} and d.memory.first_at == NOW - 800
+    (forgetful,) = decide([on_b], workers, pricing(prices), NOW, s).decisions
+    assert forgetful.clusters == ("a",)  # what a leader without the Event's memory does
+
+
+def test_an_eviction_after_the_recalled_event_starts_a_new_round_away_from_the_evicting_worker():
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 20.0), "c": ("us-west-2", 30.0)}
+    workers = [worker(k, r) for k, (r, _) in prices.items()]
+    wl = workload("job", allowed=("a", "b", "c"))
+    # Nominated to b after a was tried; b admitted it (no Event for that), then evicted it.
+    recalled = Memory(nominated=("b",), since=NOW - 900, tried=frozenset({"a", "b"}), first_at=NOW - 1200)
+    evicted = replace(wl, evictions=1)
+    (d,) = decide([evicted], workers, pricing(prices), NOW, memory={wl.uid: recalled}).decisions
+    assert d.reason == "Renominated" and d.clusters == ("a",)  # a new round: only b, which evicted it, is avoided
+    assert d.memory is not None and d.memory.tried == {"a", "b"} and d.memory.first_at == NOW
+
+
+def test_a_nomination_made_elsewhere_keeps_the_workers_tried_earlier_in_the_round():
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 20.0), "c": ("us-west-2", 30.0)}
+    workers = [worker(k, r) for k, (r, _) in prices.items()]
+    s = Settings(deadline_s=300)
+    wl = workload("job", allowed=("a", "b", "c"))
+    mem = Memory(nominated=("a",), since=NOW - 1000, tried=frozenset({"a"}), first_at=NOW - 1000)
+    # Another writer moved it to c (its Event lost); once c misses the deadline, b is next, not a again.
+    on_c = replace(wl, nominated=("c",), nominated_since=NOW - 400)
+    (d,) = decide([on_c], workers, pricing(prices), NOW, s, {wl.uid: mem}).decisions
+    assert d.clusters == ("b",) and d.memory is not None and d.memory.tried == {"a", "b", "c"}

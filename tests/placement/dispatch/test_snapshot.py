@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from placement.dispatch import snapshot
-from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WAIT_PRICE_ANNOTATION, WORKERS_ANNOTATION
+from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
 from placement.kueue import Allocatable
 
 
@@ -61,8 +61,9 @@ def hub_workload(**status: Any) -> dict[str, Any]:
 
 
 OWNER = {"metadata": {"annotations": {
-    JOB_SPEC_ANNOTATION: json.dumps({"name": "x", "accelerator": "H100", "gpus": 16, "hours": 5}),
-    GROUP_ANNOTATION: "efa", WORKERS_ANNOTATION: "w1,w2", WAIT_PRICE_ANNOTATION: "3"}}}
+    JOB_SPEC_ANNOTATION: json.dumps({"name": "x", "accelerator": "H100", "gpus": 16, "hours": 5,
+                                     "usd_per_hour_of_delay": 30}),
+    GROUP_ANNOTATION: "efa", WORKERS_ANNOTATION: "w1,w2"}}}
 CHECKS = {"all-workers": "all-workers"}
 CONFIGS = {"all-workers": ("w1", "w2", "w3")}
 
@@ -74,9 +75,22 @@ def test_a_hub_workload_with_its_owners_annotations():
         "team-a/job-x", 500, "Pending", ("w1", "w2", "w3"), ("w1",))
     assert wl.nominated_since == snapshot.parse_time("2026-11-23T10:05:00Z")
     assert wl.job is not None and wl.job.gpus == 16 and wl.group == "efa" and wl.group_workers == ("w1", "w2")
-    assert wl.wait_price == 3.0 and wl.evictions == 1 and wl.waiting_reason() is None
+    assert wl.delay_usd_per_hour == 30.0 and wl.evictions == 1 and wl.waiting_reason() is None
     (need,) = wl.needs
     assert need.count == 2 and need.per_pod == Allocatable(150_000, 1024, 8, 0)  # the reserved usage, per pod
+
+
+def test_the_jobs_price_of_waiting_is_its_delay_rate_only_when_its_spec_sets_one():
+    cq = {"all-workers": frozenset({"all-workers"})}
+
+    def owner(**extra: Any) -> dict[str, Any]:
+        spec = {"name": "x", "accelerator": "H100", "gpus": 16, "hours": 5, **extra}
+        return {"metadata": {"annotations": {JOB_SPEC_ANNOTATION: json.dumps(spec)}}}
+
+    unset = snapshot.hub_workload(hub_workload(), owner(), CHECKS, CONFIGS, cq)
+    zero = snapshot.hub_workload(hub_workload(), owner(usd_per_hour_of_delay=0), CHECKS, CONFIGS, cq)
+    assert unset is not None and unset.delay_usd_per_hour is None  # the dispatcher's per-GPU default applies
+    assert zero is not None and zero.delay_usd_per_hour == 0.0  # set to 0: waiting is free for this job
 
 
 def test_only_workloads_of_a_cluster_queue_with_a_multikueue_check():

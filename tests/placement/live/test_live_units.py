@@ -288,3 +288,20 @@ def test_reservation_tasks_only_when_asked() -> None:
     assert {("aws", "ec2:reservations"), ("gcp", "compute:reservations")} <= ops
     ops = {(t.cloud, t.service) for t in build_tasks(LiveRequest(**base), cat)}
     assert not {s for _, s in ops if "reservations" in s}
+
+
+def test_quota_tasks_only_when_asked() -> None:
+    from placement.live import LiveRequest
+    from placement.live.runner import build_tasks
+
+    cat = Catalog(offers=(offer("aws", "us-east-1", "use1-az1", "p5.48xlarge", 55.0, 20.0),
+                          offer("gcp", "us-central1", "us-central1-a", "a3-highgpu-8g", 88.0, 30.0)),
+                  as_of="x", source="test")
+    base = dict(accelerators=("H100",), target_nodes=1, aws_profile=None, gcp_project="p", refresh=False,
+                offline=True, timeout_s=1, progress=False)
+    quota_services = {("aws", "service-quotas"), ("aws", "cloudwatch"), ("gcp", "compute:regions")}
+    assert quota_services <= {(t.cloud, t.service) for t in build_tasks(LiveRequest(**base), cat)}
+    prices_only = {(t.cloud, t.service) for t in build_tasks(LiveRequest(**base, quotas=False), cat)}
+    assert not prices_only & quota_services  # placement dispatch: no quota calls, no quota permissions
+    assert {("aws", "ec2:spot-prices"), ("aws", "ec2:offerings"), ("gcp", "billing:skus"),
+            ("gcp", "compute:acceleratorTypes")} <= prices_only

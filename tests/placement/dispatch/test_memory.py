@@ -1,0 +1,62 @@
+"""The dispatcher's memory on its Events: written as annotations, read back, the newest Event per Workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from placement.dispatch import memory
+from placement.dispatch.model import Memory
+
+COMPONENT = "gpufleet-dispatch"
+keys = st.lists(st.from_regex(r"[a-z][a-z0-9-]{0,20}", fullmatch=True), max_size=4, unique=True)
+times = st.floats(0, 4e9, allow_nan=False)
+
+
+def event(uid: str, mem: Memory, recorded: float, *, name: str = "e", component: str = COMPONENT,
+          kind: str = "Workload") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "team-a", "annotations": memory.as_annotations(mem, recorded)},
+            "involvedObject": {"kind": kind, "uid": uid, "name": "job-x", "namespace": "team-a"},
+            "source": {"component": component}, "reason": "Nominated"}
+
+
+@given(nominated=keys, tried=keys, since=times, first_at=times, evictions=st.integers(0, 99),
+       noted=st.sampled_from(["", "NoWorkerFits:0123456789abcdef"]), recorded=times)
+def test_a_memory_survives_the_round_trip_through_event_annotations(nominated, tried, since, first_at, evictions,
+                                                                    noted, recorded):
+    mem = Memory(nominated=tuple(nominated), since=round(since, 3), tried=frozenset(tried),
+                 first_at=round(first_at, 3), evictions=evictions, noted=noted)
+    ann = memory.as_annotations(mem, recorded)
+    assert all(isinstance(v, str) for v in ann.values())  # annotation values are strings
+    found = memory.from_event(event("u1", mem, recorded), COMPONENT)
+    assert found is not None
+    uid, at, back = found
+    assert uid == "u1" and abs(at - recorded) < 1e-3
+    assert back == mem
+
+
+def test_the_newest_event_of_each_workload_wins():
+    first = Memory(nominated=("a",), since=100.0, tried=frozenset({"a"}), first_at=100.0)
+    moved = Memory(nominated=("b",), since=400.0, tried=frozenset({"a", "b"}), first_at=100.0)
+    other = Memory(nominated=("c",), since=50.0, tried=frozenset({"c"}), first_at=50.0)
+    events = [event("u1", moved, 400.0, name="x.2"), event("u1", first, 100.0, name="x.1"),
+              event("u2", other, 50.0)]
+    assert memory.recall(events, COMPONENT) == {"u1": moved, "u2": other}
+    assert memory.recall(reversed(events), COMPONENT) == {"u1": moved, "u2": other}
+    # Recorded in the same instant: the later nomination of the round wins, whatever the Events' names.
+    tied = [event("u1", moved, 100.0, name="x.a"), event("u1", first, 100.0, name="x.z")]
+    assert memory.recall(tied, COMPONENT) == {"u1": moved}
+
+
+def test_events_of_others_or_without_a_readable_memory_are_ignored():
+    mem = Memory(nominated=("a",), since=100.0, tried=frozenset({"a"}), first_at=100.0)
+    broken = event("u4", mem, 10.0)
+    broken["metadata"]["annotations"][memory.SINCE] = "yesterday"
+    partial = event("u5", mem, 10.0)
+    del partial["metadata"]["annotations"][memory.TRIED]
+    events = [event("u1", mem, 10.0, component="kubelet"), event("u2", mem, 10.0, kind="Pod"),
+              {"metadata": {"name": "plain"}, "involvedObject": {"kind": "Workload", "uid": "u3"},
+               "source": {"component": COMPONENT}}, broken, partial]
+    assert memory.recall(events, COMPONENT) == {}
