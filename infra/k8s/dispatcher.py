@@ -35,7 +35,6 @@ from pulumi import Input, Output, ResourceOptions
 
 from infra.config import DispatchConfig
 from placement.kueue import API_GROUP, KUEUE_NAMESPACE
-from placement.kueue import kubeconfig_secret_name as multikueue_secret_name
 
 NAME = "gpufleet-dispatch"
 NAMESPACE = KUEUE_NAMESPACE
@@ -121,8 +120,11 @@ def hub_cluster_rules() -> list[dict[str, Any]]:
 
 def secret_names(worker_keys: Sequence[str]) -> list[str]:
     """The hub Secrets the dispatcher may read: per worker its own read-only kubeconfig
-    (``gpufleet-dispatch-<key>``) and MultiKueue's (``multikueue-<key>``, its fallback)."""
-    return [n for key in sorted(worker_keys) for n in (kubeconfig_secret_name(key), multikueue_secret_name(key))]
+    (``gpufleet-dispatch-<key>``), which this stack always creates before the Deployment.
+
+    MultiKueue's ``multikueue-<key>`` (the dispatcher's fallback on hubs built otherwise) holds a token that
+    can create and delete on the worker; granting it would make the dispatcher a writer on every worker."""
+    return [kubeconfig_secret_name(key) for key in sorted(worker_keys)]
 
 
 def hub_namespace_rules(worker_keys: Sequence[str]) -> list[dict[str, Any]]:

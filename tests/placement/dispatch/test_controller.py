@@ -280,14 +280,26 @@ def test_the_fake_refuses_field_selectors_the_api_server_does_not_support(fleet)
     assert err.value.status == 400 and "field label not supported: message" in err.value.body
 
 
-def test_the_rbac_allows_every_call_the_controller_makes_and_grants_nothing_it_does_not_use(fleet):
+@pytest.fixture
+def own_secrets_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fleet]:
+    """The fleet as the hub stack deploys it: every worker has the dispatcher's own read-only Secret."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    f = Fleet(tmp_path, fallback=None)
+    yield f
+    f.close()
+
+
+def test_the_rbac_allows_every_call_the_controller_makes_and_grants_nothing_it_does_not_use(
+        own_secrets_fleet: Fleet) -> None:
     """The rendered hub and worker RBAC against the requests of an end-to-end run: leader election from no
     Lease, worker kubeconfigs (one through MultiKueue's Secret), caches, the start-up Event recall, a
     nomination and its Event, a renewal."""
-    from rbac import Authorizer, calls
+    from rbac import Attributes, Authorizer, calls
 
     from infra.k8s import dispatcher as dp
 
+    fleet = own_secrets_fleet
     fleet.kueue.start()
     c = fleet.controller("replica-a", lease=dp.LEASE).start()
     wait_for(c.leading, timeout=10)
@@ -305,10 +317,10 @@ def test_the_rbac_allows_every_call_the_controller_makes_and_grants_nothing_it_d
     assert not refused, refused
     assert {a.kind for a in hub_calls} == hub.granted()  # and every verb it grants was needed
     secrets = {a.name for a in hub_calls if a.resource == "secrets"}
-    assert {"gpufleet-dispatch-aws-use1-p5", "multikueue-gcp-euw4-a3high"} <= secrets  # own, and the fallback
+    assert secrets == {f"gpufleet-dispatch-{k}" for k in KEYS}  # each worker through its read-only Secret
+    # MultiKueue's Secrets carry write-capable tokens: the dispatcher may not read them.
+    assert not hub.allows(Attributes("get", "", "secrets", "kueue-system", "multikueue-aws-use1-p5"))
     # A name-limited rule allows neither reading another Secret nor listing them.
-    from rbac import Attributes
-
     assert not hub.allows(Attributes("get", "", "secrets", "kueue-system", "kueue-webhook-server-cert"))
     assert not hub.allows(Attributes("list", "", "secrets", "kueue-system", ""))
     assert not hub.allows(Attributes("get", "", "secrets", "team-a", "gpufleet-dispatch-aws-use1-p5"))
