@@ -9,7 +9,10 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; th
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 extra=${1:-}
-stamp=".venv/.installed-${extra:-base}-$(sha256sum pyproject.toml | cut -c1-16)"
+hash=$(sha256sum pyproject.toml | cut -c1-16)
+stamp=".venv/.installed-${extra:-base}-$hash"
+# The dev extra includes every other one: after ./scripts/test, the demo and the preview need no install.
+[ -f ".venv/.installed-dev-$hash" ] && stamp=".venv/.installed-dev-$hash"
 if [ ! -f "$stamp" ]; then
   echo "setting up .venv (${extra:-base}) ..." >&2
   log=.venv/install.log
