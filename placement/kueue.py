@@ -201,3 +201,14 @@ def hub_flavor_name(key: str, capacity_kind: str) -> str:
 def kubeconfig_secret_name(key: str) -> str:
     """The hub Secret (namespace kueue-system) holding the kubeconfig MultiKueue uses for worker ``key``."""
     return f"multikueue-{key}"
+
+
+# ``placement dispatch`` on the hub: its name (Deployment, ServiceAccount, Lease, Event source) and the Secret
+# with its read-only kubeconfig for each worker. The hub stack creates them; the controller reads them.
+DISPATCH_NAME = "gpufleet-dispatch"
+
+
+def dispatch_secret_name(key: str) -> str:
+    """The hub Secret (namespace kueue-system, key ``kubeconfig``) with the dispatcher's read-only kubeconfig
+    for worker ``key`` (the MultiKueueCluster name)."""
+    return f"{DISPATCH_NAME}-{key}"

@@ -34,9 +34,10 @@ import pulumi_kubernetes as k8s
 from pulumi import Input, Output, ResourceOptions
 
 from infra.config import DispatchConfig
-from placement.kueue import API_GROUP, KUEUE_NAMESPACE
+from placement.kueue import API_GROUP, DISPATCH_NAME, KUEUE_NAMESPACE
+from placement.kueue import dispatch_secret_name as kubeconfig_secret_name
 
-NAME = "gpufleet-dispatch"
+NAME = DISPATCH_NAME
 NAMESPACE = KUEUE_NAMESPACE
 CONTAINER = "dispatch"
 LEASE = NAME
@@ -61,12 +62,6 @@ OPTIONAL_FLEET_OUTPUTS = ("gpuNetworks",)
 
 # The controller's caches are list + watch (placement.fleet.kube.Informer): it never gets one object of these.
 _LIST_WATCH = ["list", "watch"]
-
-
-def kubeconfig_secret_name(key: str) -> str:
-    """The hub Secret (namespace kueue-system, key ``kubeconfig``) with the dispatcher's read-only
-    kubeconfig for worker ``key`` (the MultiKueueCluster name)."""
-    return f"{NAME}-{key}"
 
 
 def container_args(cfg: DispatchConfig) -> list[str]:

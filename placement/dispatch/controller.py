@@ -67,8 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpufleet.dispatch")
 
-DISPATCH_SECRET_PREFIX = "gpufleet-dispatch-"  # gpufleet-dispatch-<key>: the dispatcher's read-only worker kubeconfig
-COMPONENT = "gpufleet-dispatch"
+COMPONENT = ko.DISPATCH_NAME
 UNHEALTHY_AFTER_S = 300.0  # /healthz fails when the hub has not answered for this long
 WORKER_SYNC_GRACE_S = 10.0  # a newly connected worker is waited for this long before passes go on without it
 RECALL_ONE_BY_ONE = 8  # Workloads without memory a pass looks up one LIST each; more take one cluster-wide LIST
@@ -95,7 +94,7 @@ class Options:
     pricing: Pricing
     identity: str
     namespace: str = ko.KUEUE_NAMESPACE
-    lease: str | None = "gpufleet-dispatch"
+    lease: str | None = ko.DISPATCH_NAME
     settings: Settings = field(default_factory=Settings)
     resync_s: float = 30.0
     debounce_s: float = 0.2
@@ -256,7 +255,7 @@ class Controller:
     def _worker_kubeconfig(self, mkc: Mapping[str, Any]) -> tuple[str, str] | None:
         key = str((mkc.get("metadata") or {}).get("name"))
         ns = self.options.namespace
-        own = DISPATCH_SECRET_PREFIX + key
+        own = ko.dispatch_secret_name(key)
         text = read_secret_key(self.hub_api, ns, own, ko.MULTIKUEUE_KUBECONFIG_KEY)
         if text is not None:
             return text, own
@@ -279,7 +278,7 @@ class Controller:
             try:
                 found = self._worker_kubeconfig(mkc)
                 if found is None:
-                    self.worker_errors[key] = (f"no Secret {DISPATCH_SECRET_PREFIX}{key} nor the MultiKueueCluster's "
+                    self.worker_errors[key] = (f"no Secret {ko.dispatch_secret_name(key)} nor the MultiKueueCluster's "
                                                f"kubeconfig Secret in {self.options.namespace}")
                     continue
                 text, source = found
