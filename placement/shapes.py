@@ -17,6 +17,8 @@ from placement.errors import InputError
 Cloud = Literal["aws", "gcp"]
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp")
 FABRIC_KINDS = ("none", "efa", "tcpx", "tcpxo", "rdma")
+# GKE node boot disk types a GCP shape may name (Compute Engine disk types GKE accepts for node boot disks).
+GCP_BOOT_DISKS = ("pd-balanced", "pd-ssd", "pd-standard", "hyperdisk-balanced")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Shape:
     gpu_vpcs: int = 0
     rdma_subnets: int = 0
     local_ssds: int = 0
+    # The GKE node boot disk type: some series attach Hyperdisk only (A3 Ultra, A4).
+    boot_disk: str = "pd-balanced"
 
     @property
     def multi_node(self) -> bool:
@@ -158,6 +162,9 @@ def _shape(row: dict[str, Any], where: str) -> Shape:
             raise InputError(f"{where}.cloud", f"must be one of {', '.join(CLOUDS)}")
         if fabric["kind"] not in FABRIC_KINDS:
             raise InputError(f"{where}.fabric.kind", f"must be one of {', '.join(FABRIC_KINDS)}")
+        boot_disk = str(gcp.get("boot_disk", "pd-balanced"))
+        if boot_disk not in GCP_BOOT_DISKS:
+            raise InputError(f"{where}.gcp.boot_disk", f"must be one of {', '.join(GCP_BOOT_DISKS)}, got {boot_disk!r}")
         return Shape(
             name=str(row["name"]),
             cloud=row["cloud"],
@@ -175,6 +182,7 @@ def _shape(row: dict[str, Any], where: str) -> Shape:
             gpu_vpcs=int(gcp.get("gpu_vpcs", 0)),
             rdma_subnets=int(gcp.get("rdma_subnets", 0)),
             local_ssds=int(gcp.get("local_ssds", 0)),
+            boot_disk=boot_disk,
         )
     except KeyError as exc:
         raise InputError(f"{where}.{exc.args[0]}", "is required in the shape row") from None

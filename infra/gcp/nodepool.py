@@ -76,7 +76,7 @@ class GpuNodePool(pulumi.ComponentResource):
             ephemeral_storage_local_ssd_config=(
                 gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(local_ssd_count=shape.local_ssds)
                 if shape.local_ssds > 0 else None),
-            disk_type="pd-balanced", disk_size_gb=200,
+            disk_type=shape.boot_disk, disk_size_gb=200,
             service_account=args.service_account, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             labels=node_labels(pool),

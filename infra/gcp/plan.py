@@ -18,10 +18,14 @@ from typing import Literal
 
 from infra.config import ConfigError, NodePoolConfig, StackConfig
 
-# gVNIC GPU VPCs: GKE's GPUDirect-TCPX/TCPXO and A3 Ultra/A4 guides create them with MTU 8244.
+# gVNIC GPU VPCs of A3 High / A3 Mega (GPUDirect-TCPX/TCPXO): GKE's guides and the Cluster Toolkit
+# A3 Mega blueprint create them with MTU 8244.
 GVNIC_MTU = 8244
 # RoCE VPCs (RDMA network profile) carry RDMA traffic with the largest MTU GCP offers.
 RDMA_MTU = 8896
+# The gVNIC VPC of A3 Ultra / A4 (the RDMA family) uses the same 8896 as its RoCE VPC, as the Cluster
+# Toolkit A3 Ultra and A4 blueprints do (their vpc module's default MTU).
+RDMA_GVNIC_MTU = 8896
 # Each GPU subnet holds one NIC per node; a /24 leaves room for 250 nodes on one fabric.
 GPU_SUBNET_PREFIX = 24
 # Private services access range (Managed Lustre / Filestore peering), carved from the top of gpuCidrBase.
@@ -164,7 +168,7 @@ def plan_gpu_networks(cfg: StackConfig) -> GpuNetworkPlan:
         # A3 Ultra / A4 guides name the gVNIC network gvnic-1 and the RDMA ones rdma-0..rdma-7.
         vpcs.append(GpuVpcPlan(
             key=f"gvnic{i}", vpc_name=_gcp_name(f"{name}-gvnic{i}"), group="rdma", device_mode="NetDevice",
-            mtu=GVNIC_MTU, network_profile=None,
+            mtu=RDMA_GVNIC_MTU, network_profile=None,
             subnets=(GpuSubnetPlan(gke_name=f"gvnic-{i}", subnet_name=_gcp_name(f"{name}-gvnic{i}"),
                                    cidr=next(cidrs)),)))
     if rdma_subnets and rdma_zone is not None:

@@ -33,6 +33,7 @@ BUCKET = "gcp:storage/bucket:Bucket"
 PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
 GKE_NETWORK = "kubernetes:networking.gke.io/v1:Network"
 GVNIC_MTU = 8244
+RDMA_MTU = 8896  # A3 Ultra / A4: the RoCE VPC and, per the Cluster Toolkit blueprints, their gVNIC VPC
 TAGS = {"owner": "ml-platform", "cost-center": "cc-4242"}
 KMS_KEY = "projects/sec-prj/locations/us-central1/keyRings/ckpt/cryptoKeys/ckpt"
 
@@ -158,7 +159,8 @@ def test_a3_ultra_gets_a_gvnic_vpc_and_a_roce_vpc_with_eight_subnets(rdma: tuple
     roce = [v for v in vpcs if "networkProfile" in v.inputs]
     gvnic = [v for v in vpcs if "networkProfile" not in v.inputs]
     assert len(gvnic) == shape.gpu_vpcs and len(roce) == 1
-    assert all(v.inputs["mtu"] == GVNIC_MTU for v in gvnic)
+    assert all(v.inputs["mtu"] == RDMA_MTU for v in gvnic)
+    assert roce[0].inputs["mtu"] == RDMA_MTU
     assert roce[0].inputs["networkProfile"] == "projects/gpufleet-dev/global/networkProfiles/us-central1-b-vpc-roce"
     assert len(_subnets_of(result, roce[0])) == shape.rdma_subnets
     nics = _gpu_pools(result)["h200-res"].inputs["networkConfig"]["additionalNodeNetworkConfigs"]
@@ -169,6 +171,14 @@ def test_a3_ultra_gets_a_gvnic_vpc_and_a_roce_vpc_with_eight_subnets(rdma: tuple
     modes = sorted(p.inputs["spec"]["deviceMode"] for p in result.of_type(PARAM_SET))
     assert modes == ["NetDevice"] * shape.gpu_vpcs + ["RDMA"] * shape.rdma_subnets
     assert cfg.node_pools[0].zone == "us-central1-b"
+
+
+def test_boot_disk_type_follows_the_machine_series(any_run: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = any_run
+    pools = _gpu_pools(result)
+    for pool in cfg.node_pools:
+        want = "hyperdisk-balanced" if pool.shape.name in ("a3-ultragpu-8g", "a4-highgpu-8g") else "pd-balanced"
+        assert pools[pool.name].inputs["nodeConfig"]["diskType"] == want == pool.shape.boot_disk
 
 
 def test_single_node_shape_gets_no_gpu_networks_or_compact_placement(

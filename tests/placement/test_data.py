@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import csv
 import re
+from importlib import resources
 
 import pytest
+import yaml
 
 from placement.catalog import embedded_catalog, parse_skypilot_csv
 from placement.egress import egress_book, transfer_rate
-from placement.shapes import shape_book
+from placement.errors import InputError
+from placement.shapes import parse_shapes, shape_book
 
 REQUIRED = {
     "p4d.24xlarge",
@@ -43,6 +46,23 @@ def test_every_required_shape_is_defined_with_quota_keys():
             assert s.gpu_vpcs == s.fabric_nics
         if s.fabric == "rdma":
             assert s.rdma_subnets == s.fabric_nics and s.gpu_vpcs == 1
+
+
+def test_gcp_boot_disk_is_hyperdisk_on_a3_ultra_and_a4_only():
+    book = shape_book()
+    # A3 Ultra and A4 attach Hyperdisk only; a pd-balanced boot disk fails at node creation.
+    for s in book.for_cloud("gcp"):
+        series = s.name.rsplit("-", 1)[0]
+        assert s.boot_disk == ("hyperdisk-balanced" if series in ("a3-ultragpu", "a4-highgpu") else "pd-balanced")
+
+
+def test_unknown_boot_disk_is_rejected_naming_the_field():
+    doc = yaml.safe_load(resources.files("placement.data").joinpath("shapes.yaml").read_text())
+    row = next(r for r in doc["shapes"] if r["name"] == "a4-highgpu-8g")
+    row["gcp"]["boot_disk"] = "pd-extreme"
+    with pytest.raises(InputError) as err:
+        parse_shapes(doc)
+    assert "gcp.boot_disk" in err.value.field
 
 
 def test_embedded_catalog_covers_eight_regions_per_cloud_and_known_shapes():
