@@ -10,6 +10,7 @@ This module imports no Pulumi SDK at import time so it can be unit-tested and re
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import re
 from collections.abc import Mapping
@@ -98,6 +99,31 @@ class NetworkConfig:
 
 
 @dataclass(frozen=True)
+class MaintenanceConfig:
+    """GKE maintenance policy: when GKE may upgrade, and the exclusion that keeps GPU nodes from draining.
+
+    ``exclusion`` (default on) adds a ``NO_MINOR_OR_NODE_UPGRADES`` maintenance exclusion from
+    ``exclusion_start``: GKE then neither upgrades node versions (no drain of a training node) nor the
+    control plane's minor version; control plane patches still apply. ``exclusion_end`` is an RFC 3339 UTC
+    time at most :data:`MAX_EXCLUSION_DAYS` after the start, or ``None``: until the end of support of the
+    cluster's minor version (GKE's ``UNTIL_END_OF_SUPPORT``). ``window_*`` is the recurring maintenance window
+    (RFC 3339 start/end of the first occurrence, RFC 5545 RRULE) in which allowed upgrades run, or ``None``.
+    """
+
+    exclusion: bool = True
+    exclusion_start: str = "2026-01-01T00:00:00Z"
+    exclusion_end: str | None = None
+    window_start: str | None = None
+    window_end: str | None = None
+    window_recurrence: str | None = None
+
+
+# GKE limits: an exclusion with an end time spans at most 180 days; a window lasts at least 4 hours.
+MAX_EXCLUSION_DAYS = 180
+MIN_WINDOW_HOURS = 4
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """Control plane settings. ``kubernetes_version`` pins EKS; ``release_channel``/``gke_version`` GKE."""
 
@@ -113,6 +139,8 @@ class ClusterConfig:
     hub_cidrs: tuple[str, ...] = ()
     # GKE: refuse `pulumi destroy` of the control plane until this is set to false and applied.
     deletion_protection: bool = True
+    # GKE: maintenance window and the no-upgrade exclusion that protects running training.
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
 
 @dataclass(frozen=True)
@@ -385,6 +413,55 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     )
 
 
+def _rfc3339(value: Any, path: str) -> str:
+    """An RFC 3339 UTC time such as 2026-01-01T00:00:00Z (what GKE returns, so no permanent diff)."""
+    text = _str(value, path)
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", text):
+        raise ConfigError(_key(path), f"must be an RFC 3339 UTC time such as 2026-01-01T00:00:00Z, got {value!r}")
+    try:
+        datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise ConfigError(_key(path), f"is not a valid date and time: {value!r}") from None
+    return text
+
+
+def _hours_between(start: str, end: str) -> float:
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    delta = datetime.datetime.strptime(end, fmt) - datetime.datetime.strptime(start, fmt)
+    return delta.total_seconds() / 3600
+
+
+def _maintenance(value: Any) -> MaintenanceConfig:
+    path = "cluster.maintenance"
+    raw = _mapping(value, path)
+    _unknown_keys(raw, {"exclusion", "exclusionStart", "exclusionEnd", "window"}, path)
+    start = _rfc3339(raw.get("exclusionStart", MaintenanceConfig.exclusion_start), f"{path}.exclusionStart")
+    end_raw = raw.get("exclusionEnd", "untilEndOfSupport")
+    end: str | None = None
+    if end_raw != "untilEndOfSupport":
+        end = _rfc3339(end_raw, f"{path}.exclusionEnd")
+        hours = _hours_between(start, end)
+        if not 0 < hours <= MAX_EXCLUSION_DAYS * 24:
+            raise ConfigError(_key(f"{path}.exclusionEnd"),
+                              f"must lie after exclusionStart and at most {MAX_EXCLUSION_DAYS} days later (GKE's limit "
+                              "for a NO_MINOR_OR_NODE_UPGRADES exclusion with an end time); or set untilEndOfSupport")
+    win = _mapping(raw.get("window"), f"{path}.window")
+    _unknown_keys(win, {"start", "end", "recurrence"}, f"{path}.window")
+    w_start = w_end = recurrence = None
+    if win:
+        w_start = _rfc3339(win.get("start"), f"{path}.window.start")
+        w_end = _rfc3339(win.get("end"), f"{path}.window.end")
+        if _hours_between(w_start, w_end) < MIN_WINDOW_HOURS:
+            raise ConfigError(_key(f"{path}.window.end"),
+                              f"must be at least {MIN_WINDOW_HOURS} hours after window.start (GKE's shortest window)")
+        recurrence = _str(win.get("recurrence"), f"{path}.window.recurrence")
+        if not recurrence.startswith("FREQ="):
+            raise ConfigError(_key(f"{path}.window.recurrence"),
+                              f"must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU, got {recurrence!r}")
+    return MaintenanceConfig(exclusion=_bool(raw.get("exclusion", True), f"{path}.exclusion"), exclusion_start=start,
+                             exclusion_end=end, window_start=w_start, window_end=w_end, window_recurrence=recurrence)
+
+
 def _unknown_keys(section: Mapping[str, Any], allowed: set[str], path: str) -> None:
     extra = sorted(set(section) - allowed)
     if extra:
@@ -527,6 +604,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "adminPrincipals",
             "deletionProtection",
             "hubCidrs",
+            "maintenance",
         },
         "cluster",
     )
@@ -555,6 +633,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
         hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
+        maintenance=_maintenance(cl.get("maintenance")),
     )
 
     # AWS: EKS access entries take IAM role or user ARNs (not assumed-role session ARNs).

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.config import ClusterConfig
+from infra.config import ClusterConfig, MaintenanceConfig
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from infra.gcp.plan import service_account_id
 
@@ -19,6 +19,16 @@ SYSTEM_MACHINE_TYPE = "e2-standard-4"
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GKE_NETWORKING_API = "networking.gke.io/v1"
+# The upgrade scope that keeps GKE from upgrading (and so draining) nodes while still patching the control plane.
+GPU_EXCLUSION_SCOPE = "NO_MINOR_OR_NODE_UPGRADES"
+GPU_EXCLUSION_NAME = "gpufleet-no-node-upgrades"
+# Daily window (UTC, HH:MM) when no recurring window is configured: the Terraform/Pulumi provider wants a
+# window next to the exclusions, as the Cluster Toolkit's gke-cluster module always sets one.
+DEFAULT_DAILY_WINDOW = "03:00"
+# GKE metrics the Cluster Toolkit A3 Ultra / A4 blueprints enable (its gke-cluster defaults plus DCGM, the GPU
+# health and utilisation metrics of NVIDIA's DCGM exporter, which GKE runs when DCGM is on).
+MONITORING_COMPONENTS = ("SYSTEM_COMPONENTS", "POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "STORAGE", "HPA",
+                         "CADVISOR", "KUBELET", "JOBSET", "DCGM")
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,13 @@ class GkeCluster(pulumi.ComponentResource):
             datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=True,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=cl.release_channel),
+            # A release channel forbids auto_upgrade=false on node pools; this exclusion is how node upgrades
+            # (each one drains a training node) wait until the operator lifts it.
+            maintenance_policy=maintenance_policy(cl.maintenance),
+            # GPU health: DCGM metrics (XID errors, ECC, throttling) through Managed Service for Prometheus.
+            monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
+                enable_components=list(MONITORING_COMPONENTS),
+                managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True)),
             # With a channel, a pinned version is a floor: GKE still upgrades within the channel.
             min_master_version=cl.gke_version,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
@@ -155,6 +172,27 @@ class GkeCluster(pulumi.ComponentResource):
 
         self.register_outputs({"cluster": self.cluster.id, "kubeconfig": self.kubeconfig,
                                "gkeNetworks": list(self.gke_networks)})
+
+
+def maintenance_policy(m: MaintenanceConfig) -> gcp.container.ClusterMaintenancePolicyArgs:
+    """The cluster's maintenance window and, unless turned off, the ``NO_MINOR_OR_NODE_UPGRADES`` exclusion."""
+    exclusions = []
+    if m.exclusion:
+        exclusions.append(gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+            exclusion_name=GPU_EXCLUSION_NAME, start_time=m.exclusion_start, end_time=m.exclusion_end,
+            exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                scope=GPU_EXCLUSION_SCOPE,
+                # Exactly one of end_time and end_time_behavior.
+                end_time_behavior=None if m.exclusion_end else "UNTIL_END_OF_SUPPORT")))
+    if m.window_start and m.window_end and m.window_recurrence:
+        return gcp.container.ClusterMaintenancePolicyArgs(
+            recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+                start_time=m.window_start, end_time=m.window_end, recurrence=m.window_recurrence),
+            maintenance_exclusions=exclusions)
+    return gcp.container.ClusterMaintenancePolicyArgs(
+        daily_maintenance_window=gcp.container.ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
+            start_time=DEFAULT_DAILY_WINDOW),
+        maintenance_exclusions=exclusions)
 
 
 def render_kubeconfig(project: str, region: str, cluster_name: str, endpoint: str, ca_certificate: str | None) -> str:

@@ -68,7 +68,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 type=shape.gke_accelerator, count=shape.gpus,
                 gpu_driver_installation_config=(
                     gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                        gpu_driver_version="LATEST")))],
+                        gpu_driver_version="DEFAULT")))],
             spot=pool.capacity == "SPOT",
             reservation_affinity=reservation,
             # The GPU NICs are gVNIC devices; without gVNIC on the node they do not come up.

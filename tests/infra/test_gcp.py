@@ -229,7 +229,7 @@ def test_gpu_pools_capacity_placement_and_zone(any_run: tuple[StackConfig, RunRe
         assert node["machineType"] == pool.shape.name
         assert node["guestAccelerators"] == [{
             "type": pool.shape.gke_accelerator, "count": pool.shape.gpus,
-            "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": "DEFAULT"}}]
         assert node.get("spot", False) is (pool.capacity == "SPOT")
         if pool.capacity == "RESERVATION":
             assert node["reservationAffinity"] == {"consumeReservationType": "SPECIFIC_RESERVATION",
@@ -267,6 +267,65 @@ def test_cluster_is_private_multinetwork_gke(stack: tuple[StackConfig, RunResult
     assert c["deletionProtection"] is True
     system = [p for p in result.of_type(NODE_POOL) if p.inputs["name"] == "system"]
     assert len(system) == 1 and "guestAccelerators" not in system[0].inputs["nodeConfig"]
+
+
+def test_node_upgrades_wait_behind_a_maintenance_exclusion(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = stack
+    (cluster,) = result.of_type(CLUSTER)
+    policy = cluster.inputs["maintenancePolicy"]
+    (exclusion,) = policy["maintenanceExclusions"]
+    assert exclusion["exclusionOptions"]["scope"] == "NO_MINOR_OR_NODE_UPGRADES"
+    assert exclusion["startTime"] == cfg.cluster.maintenance.exclusion_start
+    # Exactly one of an end time and UNTIL_END_OF_SUPPORT.
+    assert ("endTime" in exclusion) != ("endTimeBehavior" in exclusion["exclusionOptions"])
+    assert "dailyMaintenanceWindow" in policy or "recurringWindow" in policy
+    # A release channel forbids auto_upgrade=false: pools keep it on and the exclusion holds the upgrades.
+    for pool in result.of_type(NODE_POOL):
+        assert pool.inputs["management"]["autoUpgrade"] is True
+
+
+def test_maintenance_window_and_dated_exclusion_from_config() -> None:
+    override = {"cluster": {"maintenance": {
+        "exclusionStart": "2026-03-01T00:00:00Z", "exclusionEnd": "2026-08-01T00:00:00Z",
+        "window": {"start": "2026-03-07T02:00:00Z", "end": "2026-03-07T10:00:00Z",
+                   "recurrence": "FREQ=WEEKLY;BYDAY=SA"}}}}
+    (cluster,) = run_stack(USC1, config_override=override).of_type(CLUSTER)
+    policy = cluster.inputs["maintenancePolicy"]
+    assert policy["recurringWindow"] == {"startTime": "2026-03-07T02:00:00Z", "endTime": "2026-03-07T10:00:00Z",
+                                         "recurrence": "FREQ=WEEKLY;BYDAY=SA"}
+    (exclusion,) = policy["maintenanceExclusions"]
+    assert exclusion["endTime"] == "2026-08-01T00:00:00Z"
+    assert exclusion["exclusionOptions"] == {"scope": "NO_MINOR_OR_NODE_UPGRADES"}
+    (off,) = run_stack(USC1, config_override={"cluster": {"maintenance": {"exclusion": False}}}).of_type(CLUSTER)
+    assert off.inputs["maintenancePolicy"].get("maintenanceExclusions", []) == []
+
+
+@pytest.mark.parametrize(("maintenance", "key"), [
+    ({"exclusionEnd": "2026-12-31T00:00:00Z"}, "cluster.maintenance.exclusionEnd"),  # > 180 days
+    ({"exclusionStart": "2026-01-01T00:00:00Z", "exclusionEnd": "2025-12-01T00:00:00Z"},
+     "cluster.maintenance.exclusionEnd"),
+    ({"exclusionStart": "tomorrow"}, "cluster.maintenance.exclusionStart"),
+    ({"window": {"start": "2026-01-03T02:00:00Z", "end": "2026-01-03T04:00:00Z", "recurrence": "FREQ=DAILY"}},
+     "cluster.maintenance.window.end"),
+    ({"window": {"start": "2026-01-03T02:00:00Z", "end": "2026-01-03T08:00:00Z", "recurrence": "weekly"}},
+     "cluster.maintenance.window.recurrence"),
+    ({"exclusionScope": "NO_UPGRADES"}, "cluster.maintenance.exclusionScope"),
+])
+def test_bad_maintenance_config_names_the_key(maintenance: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _stack_cfg(USC1, {"cluster": {"maintenance": maintenance}})
+    assert err.value.field == f"gpufleet:{key}"
+
+
+def test_gpu_health_dcgm_metrics_and_auto_repair(any_run: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = any_run
+    (cluster,) = result.of_type(CLUSTER)
+    monitoring = cluster.inputs["monitoringConfig"]
+    assert "DCGM" in monitoring["enableComponents"]
+    assert monitoring["managedPrometheus"]["enabled"] is True  # DCGM metrics go through it
+    pools = _gpu_pools(result)
+    for pool in cfg.node_pools:
+        assert pools[pool.name].inputs["management"]["autoRepair"] is True
 
 
 def test_public_endpoint_is_limited_to_the_configured_cidrs(filestore: tuple[StackConfig, RunResult]) -> None:
