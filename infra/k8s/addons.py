@@ -39,16 +39,22 @@ EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
 EFA_DEVICE_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
 EFA_DEVICE_PLUGIN_VERSION = "v0.5.5"
 
-# Google's published GPUDirect installers (the manifests GKE's documentation applies). Each DaemonSet
-# selects nodes by cloud.google.com/gke-accelerator, so it is inert on other pools.
-_GKE_MANIFESTS = "https://raw.githubusercontent.com/GoogleCloudPlatform/container-engine-accelerators/master"
-GKE_FABRIC_MANIFESTS: dict[str, tuple[str, ...]] = {
-    "tcpx": (f"{_GKE_MANIFESTS}/gpudirect-tcpx/nccl-tcpx-installer.yaml",
-             f"{_GKE_MANIFESTS}/nri_device_injector/nri-device-injector.yaml"),
-    "tcpxo": (f"{_GKE_MANIFESTS}/gpudirect-tcpxo/nccl-tcpxo-installer.yaml",
-              f"{_GKE_MANIFESTS}/nri_device_injector/nri-device-injector.yaml"),
-    "rdma": (f"{_GKE_MANIFESTS}/gpudirect-rdma/nccl-rdma-installer.yaml",),
-}
+# Google's published GPUDirect installers (the manifests GKE's documentation applies), each pinned to a commit
+# in placement/data/gpudirect.yaml together with the RxDM sidecar `placement submit` pairs with it. Each
+# DaemonSet selects nodes by cloud.google.com/gke-accelerator, so it is inert on other pools.
+
+
+def gke_fabric_installers(fabric_kinds: Sequence[str]) -> list[tuple[str, str]]:
+    """``(name, pinned URL)`` of every installer the fabric kinds need, each once, in first-use order."""
+    from placement.gpudirect import gpudirect_book
+
+    out: dict[str, str] = {}
+    for kind in fabric_kinds:
+        row = gpudirect_book().get(kind)
+        for inst in row.installers if row else ():
+            out.setdefault(inst.name, inst.url)
+    return list(out.items())
+
 
 _GPU_TOLERATION_ANY_VALUE = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -268,13 +274,7 @@ class ClusterAddons(pulumi.ComponentResource):
                 ))
         else:
             # GKE installs the NVIDIA driver and device plugin itself; GPUDirect needs Google's installers.
-            urls: list[str] = []
-            for pool in cfg.node_pools:
-                for url in GKE_FABRIC_MANIFESTS.get(pool.shape.fabric, ()):
-                    if url not in urls:
-                        urls.append(url)
-            for url in urls:
-                part = url.rsplit("/", 1)[-1].removesuffix(".yaml")
+            for part, url in gke_fabric_installers([p.shape.fabric for p in cfg.node_pools]):
                 self.device_plugins.append(k8s.yaml.v2.ConfigFile(
                     f"{name}-{part}", file=url, opts=child(depends_on=after_pools)))
 

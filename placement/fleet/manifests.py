@@ -61,10 +61,13 @@ JOBSET_MAX_RESTARTS = 3  # multi node: whole-group restarts from the last checkp
 # GKE GPUDirect: what Google's TCPX / TCPXO / RDMA manifests (GoogleCloudPlatform/container-engine-accelerators,
 # gpudirect-*/nccl-test*.yaml) put in a training pod, keyed by the shape's fabric kind. The RxDM daemon runs
 # as a native sidecar (an init container with restartPolicy Always) so the Job completes when training exits.
+# Its image, NCCL_LIB_DIR and the NCCL env script come from placement/data/gpudirect.yaml, the table that also
+# pins the installers the stack applies (placement.gpudirect).
 NVIDIA_LIB_HOST = "/home/kubernetes/bin/nvidia/lib64"
 NVIDIA_LIB = "/usr/local/nvidia/lib64"
-TCPXO_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev:v1.0.9"
-TCPX_RXDM_IMAGE = "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev:v2.0.12"
+# The trainer runs `<shell> -c <prelude> <CONTAINER> <command...>`: the prelude sources the fabric's NCCL env
+# script, then execs the user's command with its arguments untouched. Google's scripts are bash.
+NCCL_ENV_SHELL = "/bin/bash"
 
 
 @dataclass(frozen=True)
@@ -138,15 +141,45 @@ def _device_list(gpus: int, extra: Sequence[str]) -> str:
     return "".join(f"- path: {p}\n" for p in paths)
 
 
+def nccl_command(fabric_kind: str, command: Sequence[str]) -> list[str]:
+    """The trainer's command on a GKE GPUDirect fabric: source Google's NCCL env script (TCPXO
+    ``nccl-env-profile.sh``, RDMA ``set_nccl_env.sh``) then exec ``command``; ``command`` itself when the
+    fabric has no script (TCPX: its settings are plain env) or the job gives no command (the image's own
+    entrypoint must source it then)."""
+    from placement.gpudirect import fabric
+
+    script = fabric(fabric_kind).env_script
+    if script is None or not command:
+        return list(command)
+    prelude = f'source "{script}" && exec "$@"'
+    return [NCCL_ENV_SHELL, "-c", prelude, CONTAINER, *command]
+
+
+def _nccl_warnings(fabric_kind: str, job: JobSpec) -> list[str]:
+    """A job without a command on a fabric whose NCCL settings come from a script: the image must source it."""
+    from placement.gpudirect import fabric
+
+    if fabric_kind not in ("tcpx", "tcpxo", "rdma") or job.command:
+        return []
+    script = fabric(fabric_kind).env_script
+    return [f"{job.name} has no command: its image's entrypoint must source {script} before NCCL starts "
+            f"({fabric_kind} runs at a fraction of its bandwidth without it)"] if script else []
+
+
 def _gpudirect(shape: Shape, nets: Sequence[str]) -> dict[str, Any]:
     """Pod additions for a GKE GPUDirect shape: annotations, sidecars, volumes, trainer env and mounts."""
+    from placement.gpudirect import fabric
+
     s = shape
+    row = fabric(s.fabric)
     interfaces = [{"interfaceName": "eth0", "network": "default"}]
     interfaces += [{"interfaceName": f"eth{i}", "network": n} for i, n in enumerate(nets, start=1)]
     out: dict[str, Any] = {
         "annotations": {"networking.gke.io/default-interface": "eth0",
                         "networking.gke.io/interfaces": json.dumps(interfaces)},
-        "sidecars": [], "volumes": [], "env": [{"name": "LD_LIBRARY_PATH", "value": NVIDIA_LIB}], "mounts": [],
+        "sidecars": [], "volumes": [], "mounts": [],
+        "env": [{"name": "LD_LIBRARY_PATH", "value": NVIDIA_LIB}, {"name": "NCCL_LIB_DIR", "value": row.nccl_lib_dir},
+                *({"name": k, "value": v} for k, v in row.nccl_env.items())],
     }
     host = {"sys": "/sys", "proc-sys": "/proc/sys"}
     daemon_mounts = [{"name": "nvidia-lib", "mountPath": NVIDIA_LIB}, {"name": "sys", "mountPath": "/hostsysfs"},
@@ -155,7 +188,7 @@ def _gpudirect(shape: Shape, nets: Sequence[str]) -> dict[str, Any]:
         out["annotations"]["devices.gke.io/container.tcpxo-daemon"] = _device_list(
             s.gpus, ["/dev/dmabuf_import_helper"])
         out["sidecars"].append({
-            "name": "tcpxo-daemon", "image": TCPXO_RXDM_IMAGE, "restartPolicy": "Always",
+            "name": "tcpxo-daemon", "image": row.rxdm_image, "restartPolicy": "Always",
             "command": ["/bin/sh", "-c"],
             "args": ["set -ex\nchmod 755 /fts/entrypoint_rxdm_container.sh\n/fts/entrypoint_rxdm_container.sh "
                      f"--num_hops=2 --num_nics={len(nets)} --uid= --alsologtostderr"],
@@ -169,7 +202,7 @@ def _gpudirect(shape: Shape, nets: Sequence[str]) -> dict[str, Any]:
     elif s.fabric == "tcpx":
         out["annotations"]["devices.gke.io/container.tcpx-daemon"] = _device_list(s.gpus, [])
         out["sidecars"].append({
-            "name": "tcpx-daemon", "image": TCPX_RXDM_IMAGE, "restartPolicy": "Always",
+            "name": "tcpx-daemon", "image": row.rxdm_image, "restartPolicy": "Always",
             "command": ["/tcpgpudmarxd/build/app/tcpgpudmarxd", "--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd",
                         "--uds_path", "/run/tcpx", "--setup_param", "--verbose 128 2 0 "],
             "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
@@ -310,8 +343,9 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
         raise InputError("name", f"at most {63 - len(f'-{REPLICATED_JOB}-0-{plan.nodes - 1}')} characters for a "
                          f"{plan.nodes}-node job (pod host names are <name>-{REPLICATED_JOB}-0-<rank>)")
     container: dict[str, Any] = {"name": CONTAINER, "image": job.image}
+    gpudirect = plan.fabric in ("tcpx", "tcpxo", "rdma") and plan.gpu_vpcs_shape is not None
     if job.command:
-        container["command"] = list(job.command)
+        container["command"] = nccl_command(plan.fabric, job.command) if gpudirect else list(job.command)
     env = _env(plan)
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
@@ -321,7 +355,7 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
         mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR, **({"subPath": sub} if sub else {})})
         volumes.append(dict(plan.storage.volume))
     annotations = {**plan.storage.annotations, **pod_annotations}
-    if plan.fabric in ("tcpx", "tcpxo", "rdma") and plan.gpu_vpcs_shape is not None:
+    if gpudirect and plan.gpu_vpcs_shape is not None:
         gd = _gpudirect(plan.gpu_vpcs_shape, plan.networks)
         annotations.update(gd["annotations"])
         env += gd["env"]
@@ -393,6 +427,8 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
         # scale carry no Topology, nor do the hub's flavors (README.md (Kueue on every cluster, the MultiKueue hub)).
         pod_annotations[PREFERRED_TOPOLOGY] = ko.TOPOLOGY_LEVELS[cl.cloud][0]
     warnings += _account_warnings(cl, ns)
+    if cl.cloud == "gcp":
+        warnings += _nccl_warnings(fabric, job)
     o = target.candidate.offer
     meta = {"name": name, "namespace": ns,
             "labels": {QUEUE_LABEL: ex.queue, PRIORITY_LABEL: job.priority, JOB_LABEL: name, **MANAGED_BY},
@@ -497,6 +533,7 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
         storage=storage, scheduling={"affinity": affinity, "tolerations": [dict(ko.GPU_TOLERATION)]})
     for m in group.members:
         warnings += _account_warnings(m.cluster, ns)
+    warnings += _nccl_warnings(fabric, job)
     o = candidate.offer
     annotations = {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/{candidate.capacity}",
                    JOB_SPEC_ANNOTATION: job_spec_annotation(job_doc), GROUP_ANNOTATION: group.name,

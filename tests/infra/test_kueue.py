@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -376,6 +377,27 @@ def test_addons_device_plugins_per_platform(addon_runs: dict[str, Any]) -> None:
     assert any(f.endswith("gpudirect-tcpxo/nccl-tcpxo-installer.yaml") for f in files)
     assert any(f.endswith("nri_device_injector/nri-device-injector.yaml") for f in files)
     assert not addon_runs["aws"].of_type("kubernetes:yaml/v2:ConfigFile")
+
+
+def test_gpudirect_installers_are_pinned_to_a_commit(addon_runs: dict[str, Any]) -> None:
+    from placement.gpudirect import fabric
+
+    files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")]
+    assert files
+    for url in files:
+        # .../container-engine-accelerators/<40-hex commit>/<path>: a branch such as master moves under a cluster.
+        commit = url.split("container-engine-accelerators/", 1)[1].split("/", 1)[0]
+        assert re.fullmatch(r"[0-9a-f]{40}", commit), url
+    assert set(files) == {i.url for i in fabric("tcpxo").installers}
+
+
+def test_a_stack_of_every_gpudirect_fabric_applies_each_installer_once() -> None:
+    from infra.k8s.addons import gke_fabric_installers
+
+    got = gke_fabric_installers(["tcpx", "tcpxo", "rdma", "none", "tcpxo"])
+    names = [n for n, _ in got]
+    assert names == ["nccl-tcpx-installer", "nri-device-injector", "nccl-tcpxo-installer", "nccl-rdma-installer"]
+    assert len({u for _, u in got}) == len(got)
 
 
 @pytest.mark.parametrize("which", ["aws", "gcp"])

@@ -24,6 +24,7 @@ from infra.config import StackConfig, load_stack_file
 from infra.gcp.plan import plan_gpu_networks
 from infra.k8s import kueue_objects as ko
 from infra.outputs import node_pool_output, training_service_account_output
+from placement import gpudirect
 from placement.catalog import embedded_catalog
 from placement.cli import main
 from placement.engine import candidates
@@ -284,6 +285,14 @@ def test_gke_a3mega_gets_gpudirect_tcpxo_networks_and_gcs_fuse(tmp_path, capsys)
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     env = env_of(container)
     assert env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
+    # The RxDM daemon paired with the pinned installer, and Google's NCCL env sourced before the user's command.
+    tcpxo = gpudirect.fabric("tcpxo")
+    assert daemon["image"] == tcpxo.rxdm_image
+    assert env["NCCL_LIB_DIR"] == "/usr/local/nvidia/lib64" == env["LD_LIBRARY_PATH"]
+    shell, flag, prelude, argv0, *user = container["command"]
+    assert (shell, flag, argv0, user) == ("/bin/bash", "-c", "trainer", ["torchrun", "train.py"])
+    assert prelude.startswith('source "/usr/local/nvidia/lib64/nccl-env-profile.sh" && ')
+    assert prelude.endswith('exec "$@"')
     # Checkpoints: the bucket through the GCS FUSE CSI driver (Workload Identity), at the stack's prefix.
     assert ann["gke-gcsfuse/volumes"] == "true"
     vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
