@@ -40,10 +40,13 @@ KEYS = (
     "tags",
 )
 
-Capacity = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK", "RESERVATION"]
+# FLEX_START (GCP, `capacity: flex-start`): a GKE flex-start node pool with queued provisioning (Dynamic
+# Workload Scheduler). It scales from zero when a Kueue ProvisioningRequest admission check obtains all the
+# nodes of a job at once; no reservation. Priced and placed as on-demand (the catalog has no flex-start price).
+Capacity = Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK", "RESERVATION", "FLEX_START"]
 _CAPACITIES: dict[str, tuple[str, ...]] = {
     "aws": ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK"),
-    "gcp": ("ON_DEMAND", "SPOT", "RESERVATION"),
+    "gcp": ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START"),
 }
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -79,8 +82,14 @@ class NodePoolConfig:
 
     @property
     def capacity_kind(self) -> Literal["spot", "on-demand"]:
-        """The placement engine's capacity name: reservations and capacity blocks are on-demand priced."""
+        """The placement engine's capacity name: reservations, capacity blocks and flex-start are on-demand
+        priced."""
         return "spot" if self.capacity == "SPOT" else "on-demand"
+
+    @property
+    def queued(self) -> bool:
+        """True for a GKE flex-start pool: nodes come only through a ProvisioningRequest (Kueue's admission check)."""
+        return self.capacity == "FLEX_START"
 
     @property
     def multi_node(self) -> bool:
@@ -500,6 +509,8 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     min_nodes = _int(pool.get("minNodes", 0), f"{path}.minNodes")
     max_nodes = _int(pool.get("maxNodes", 1), f"{path}.maxNodes", minimum=1)
     desired = _int(pool.get("desiredNodes", min_nodes), f"{path}.desiredNodes")
+    if capacity == "FLEX_START":
+        _check_flex_start(pool, path, min_nodes, desired)
     if min_nodes > max_nodes:
         raise ConfigError(_key(f"{path}.minNodes"), f"({min_nodes}) must not exceed maxNodes ({max_nodes})")
     if not min_nodes <= desired <= max_nodes:
@@ -528,6 +539,17 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
         zone=zone,
         reservation=str(reservation) if reservation else None,
     )
+
+
+def _check_flex_start(pool: Mapping[str, Any], path: str, min_nodes: int, desired: int) -> None:
+    """GKE's rules for a queued-provisioning flex-start pool: no reservation, scale from zero."""
+    if pool.get("reservation"):
+        raise ConfigError(_key(f"{path}.reservation"), "must not be set when capacity is flex-start: Dynamic Workload "
+                          "Scheduler obtains the nodes without a reservation (use capacity RESERVATION for one)")
+    if min_nodes or desired:
+        raise ConfigError(_key(f"{path}.minNodes" if min_nodes else f"{path}.desiredNodes"),
+                          "must be 0 when capacity is flex-start: the pool scales from zero as Kueue's "
+                          "ProvisioningRequests are granted")
 
 
 def _check_gcp_offer(itype: str, region: str, zone: str, path: str) -> None:

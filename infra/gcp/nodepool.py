@@ -53,6 +53,10 @@ class GpuNodePool(pulumi.ComponentResource):
         if pool.capacity == "RESERVATION":
             reservation = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
                 consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[str(pool.reservation)])
+        elif pool.queued:
+            # Flex-start nodes come from Dynamic Workload Scheduler, never from a reservation (GKE rejects any other).
+            reservation = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type="NO_RESERVATION")
 
         network_config = None
         if args.attachments:
@@ -70,6 +74,9 @@ class GpuNodePool(pulumi.ComponentResource):
                     gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
                         gpu_driver_version="DEFAULT")))],
             spot=pool.capacity == "SPOT",
+            # Flex-start with queued provisioning: nodes only through a ProvisioningRequest, all of a job's at once;
+            # GKE taints them cloud.google.com/gke-queued=true:NoSchedule (the pool's Kueue flavor tolerates it).
+            flex_start=True if pool.queued else None,
             reservation_affinity=reservation,
             # The GPU NICs are gVNIC devices; without gVNIC on the node they do not come up.
             gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True) if args.attachments else None,
@@ -93,10 +100,17 @@ class GpuNodePool(pulumi.ComponentResource):
             initial_node_count=pool.desired_nodes,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes,
-                # Spot capacity comes and goes; let the autoscaler take whatever is free in the zone.
-                location_policy="ANY" if pool.capacity == "SPOT" else "BALANCED"),
-            placement_policy=(gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if pool.multi_node else None),
-            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                # Spot and flex-start capacity come and go; let the autoscaler take whatever is free in the zone.
+                location_policy="ANY" if pool.capacity in ("SPOT", "FLEX_START") else "BALANCED"),
+            # GKE refuses COMPACT placement with queued provisioning (the Cluster Toolkit checks the same); DWS
+            # provisions a job's nodes together instead.
+            placement_policy=(gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
+                              if pool.multi_node and not pool.queued else None),
+            queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if pool.queued else None,
+            # Auto-repair replaces a node whose GPU health checks fail; flex-start pools must run without it (GKE
+            # and the Cluster Toolkit require auto_repair false there). auto_upgrade stays on: a release channel
+            # forbids turning it off, and the cluster's maintenance exclusion holds node upgrades.
+            management=gcp.container.NodePoolManagementArgs(auto_repair=not pool.queued, auto_upgrade=True),
             # No spare GPUs to surge into: upgrade one node at a time in place.
             upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(max_surge=0, max_unavailable=1),
             network_config=network_config,

@@ -285,7 +285,10 @@ class ClusterAddons(pulumi.ComponentResource):
             deps: list[pulumi.Resource] = list(after_kueue)
             # Flavors before the queue that names them, the queue before its LocalQueues.
             if obj["kind"] == "ClusterQueue":
-                deps += [r for k, r in created.items() if k.startswith(("resourceflavor-", "topology-"))]
+                deps += [r for k, r in created.items()
+                         if k.startswith(("resourceflavor-", "topology-", "admissioncheck-"))]
+            if obj["kind"] == "AdmissionCheck":
+                deps += [r for k, r in created.items() if k.startswith("provisioningrequestconfig-")]
             if obj["kind"] == "ResourceFlavor":
                 deps += [r for k, r in created.items() if k.startswith("topology-")]
             if obj["kind"] == "LocalQueue":

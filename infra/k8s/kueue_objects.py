@@ -54,6 +54,17 @@ __all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "GPU_TAINT", "GPU_TOLERA
            "hub_flavor_name", "kubeconfig_secret_name", "tas_enabled", "topology_name", "worker_key"]
 
 
+# GKE flex-start with queued provisioning (Dynamic Workload Scheduler): Kueue's ProvisioningRequest admission
+# check asks GKE for all of a workload's nodes at once and admits it only once they are granted. Kueue v0.19.2
+# has no feature gate for it: it starts the check's controller when the autoscaling.x-k8s.io ProvisioningRequest
+# API is served, which GKE does on the versions that offer flex-start.
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+FLEX_START_CHECK = "flex-start"  # the AdmissionCheck and its ProvisioningRequestConfig
+QUEUED_TAINT_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Equal", "value": "true",
+                           "effect": "NoSchedule"}
+
+
 def pool_quota(pool: NodePoolConfig) -> Allocatable:
     """A pool's nominal quota: ``max_nodes`` nodes of its shape."""
     return allocatable(pool.shape).scaled(pool.max_nodes)
@@ -89,7 +100,8 @@ def flavor_name(pool: NodePoolConfig) -> str:
 
 def pool_scheduling(pool: NodePoolConfig) -> dict[str, Any]:
     """Node selector and tolerations that put a pod on ``pool`` (what its ResourceFlavor injects)."""
-    return {"nodeSelector": {POOL_LABEL: pool.name}, "tolerations": [dict(GPU_TOLERATION)]}
+    tolerations = [dict(GPU_TOLERATION), *([dict(QUEUED_TAINT_TOLERATION)] if pool.queued else [])]
+    return {"nodeSelector": {POOL_LABEL: pool.name}, "tolerations": tolerations}
 
 
 def ordered_pools(cfg: StackConfig) -> list[NodePoolConfig]:
@@ -123,7 +135,8 @@ def topology(cloud: str) -> dict[str, Any]:
 
 def resource_flavor(pool: NodePoolConfig, cloud: str) -> dict[str, Any]:
     """One flavor per node pool: selects the pool's nodes and tolerates the GPU taint."""
-    spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": [dict(GPU_TOLERATION)]}
+    # GKE taints queued-provisioning nodes; admitted pods get that toleration from the flavor too.
+    spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": pool_scheduling(pool)["tolerations"]}
     if uses_topology(pool):
         spec["topologyName"] = topology_name(cloud)
     return _obj("ResourceFlavor", flavor_name(pool), spec,
@@ -163,7 +176,29 @@ def cluster_queue(cfg: StackConfig) -> dict[str, Any]:
         "preemption": preemption_policy(),
         "flavorFungibility": flavor_fungibility(),
     }
+    queued = [flavor_name(p) for p in pools if p.queued]
+    if queued:
+        # Only workloads assigned a flex-start flavor wait for a ProvisioningRequest; the other flavors admit as before.
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": FLEX_START_CHECK, "onFlavors": queued}]}
     return _obj("ClusterQueue", cluster_queue_name(cfg), spec)
+
+
+def provisioning_request_config() -> dict[str, Any]:
+    """GKE queued provisioning for the flex-start flavors. Only pod sets asking for GPUs get a
+    ProvisioningRequest; Kueue's default retry strategy (3 tries, 60 s doubling to 30 min) then deactivates a
+    workload GKE cannot provision, rather than holding its quota."""
+    return _obj("ProvisioningRequestConfig", FLEX_START_CHECK, {
+        "provisioningClassName": QUEUED_PROVISIONING_CLASS,
+        "managedResources": [RES_GPU],
+    })
+
+
+def provisioning_admission_check() -> dict[str, Any]:
+    """The AdmissionCheck the ClusterQueue applies to its flex-start flavors."""
+    return _obj("AdmissionCheck", FLEX_START_CHECK, {
+        "controllerName": PROVISIONING_CONTROLLER,
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": FLEX_START_CHECK},
+    })
 
 
 def local_queue(name: str, namespace: str, cluster_queue_ref: str) -> dict[str, Any]:
@@ -197,6 +232,8 @@ def worker_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     if any(uses_topology(p) for p in cfg.node_pools):
         objs.append(topology(cfg.cloud))
     objs += [resource_flavor(p, cfg.cloud) for p in cfg.node_pools]
+    if any(p.queued for p in cfg.node_pools):
+        objs += [provisioning_request_config(), provisioning_admission_check()]
     objs.append(cluster_queue(cfg))
     objs += local_queues(cfg)
     return objs

@@ -181,6 +181,41 @@ def test_boot_disk_type_follows_the_machine_series(any_run: tuple[StackConfig, R
         assert pools[pool.name].inputs["nodeConfig"]["diskType"] == want == pool.shape.boot_disk
 
 
+FLEX_OVERRIDE: dict[str, Any] = {
+    "gpuZone": "us-central1-b",
+    "nodePools": [{"name": "h200-flex", "instanceType": "a3-ultragpu-8g", "capacity": "flex-start", "maxNodes": 8}],
+}
+
+
+def test_flex_start_pool_is_queued_provisioning_from_zero() -> None:
+    result = run_stack(USC1, config_override=FLEX_OVERRIDE)
+    pool = _gpu_pools(result)["h200-flex"].inputs
+    node = pool["nodeConfig"]
+    assert pool["queuedProvisioning"] == {"enabled": True}
+    assert node["flexStart"] is True and node.get("spot", False) is False
+    assert node["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert pool["autoscaling"]["totalMinNodeCount"] == 0 and pool["autoscaling"]["totalMaxNodeCount"] == 8
+    assert pool["autoscaling"]["locationPolicy"] == "ANY"
+    assert pool["initialNodeCount"] == 0
+    # GKE rejects COMPACT placement and auto-repair on queued flex-start pools.
+    assert "placementPolicy" not in pool
+    assert pool["management"] == {"autoRepair": False, "autoUpgrade": True}
+    assert node["diskType"] == "hyperdisk-balanced"
+    assert result.outputs["nodePools"][0]["capacityType"] == "FLEX_START"
+
+
+@pytest.mark.parametrize(("pool", "key"), [
+    ({"reservation": "h200-block-1"}, "nodePools[0].reservation"),
+    ({"minNodes": 1}, "nodePools[0].minNodes"),
+    ({"desiredNodes": 2}, "nodePools[0].desiredNodes"),
+])
+def test_flex_start_pool_rules(pool: dict[str, Any], key: str) -> None:
+    override = {**FLEX_OVERRIDE, "nodePools": [{**FLEX_OVERRIDE["nodePools"][0], **pool}]}
+    with pytest.raises(ConfigError) as err:
+        _stack_cfg(USC1, override)
+    assert err.value.field == f"gpufleet:{key}"
+
+
 def test_single_node_shape_gets_no_gpu_networks_or_compact_placement(
         filestore: tuple[StackConfig, RunResult]) -> None:
     _, result = filestore

@@ -39,6 +39,8 @@ GCP_RAW: dict[str, Any] = {
     "nodePools": [
         {"name": "mega-spot", "instanceType": "a3-megagpu-8g", "capacity": "SPOT", "maxNodes": 3},  # from zero
         {"name": "mega-od", "instanceType": "a3-megagpu-8g", "capacity": "ON_DEMAND", "minNodes": 2, "maxNodes": 2},
+        # GKE flex-start with queued provisioning: admitted through the ProvisioningRequest admission check.
+        {"name": "mega-flex", "instanceType": "a3-megagpu-8g", "capacity": "flex-start", "maxNodes": 4},
     ],
     "kueue": {"teams": ["team-a"], "flavorOrder": ["spot", "on-demand"]},
     "tags": TAGS,
@@ -257,8 +259,9 @@ def test_manager_config_dispatcher() -> None:
 def test_every_rendered_object_validates(validator: CRDValidator, aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
     for cfg in (aws_cfg, gcp_cfg):
         objs = ko.worker_objects(cfg)
+        flex = {"ProvisioningRequestConfig", "AdmissionCheck"} if any(p.queued for p in cfg.node_pools) else set()
         assert {o["kind"] for o in objs} == {"WorkloadPriorityClass", "Topology", "ResourceFlavor", "ClusterQueue",
-                                             "LocalQueue"}
+                                             "LocalQueue", *flex}
         for obj in objs:
             assert validator.validate(obj) == [], (obj["kind"], obj["metadata"]["name"])
     # Every CEL rule these objects reached was evaluated, not skipped.
@@ -441,3 +444,47 @@ def test_addons_install_jobset_before_kueue_and_the_queues(which: str, addon_run
     # The queues (which MultiKueue and `placement submit` send JobSets to) come after JobSet too.
     queues = [r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/v1beta2:")]
     assert queues and all(run.depends_on(q, jobset) for q in queues)
+
+
+# ------------------------------------------------------------------------------------------- flex-start
+
+
+def test_flex_start_flavor_goes_through_the_provisioning_request_check(gcp_cfg: StackConfig,
+                                                                       validator: CRDValidator) -> None:
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in ko.worker_objects(gcp_cfg)}
+    flex = [p.name for p in gcp_cfg.node_pools if p.queued]
+    assert flex == ["mega-flex"]
+    prc = objs[("ProvisioningRequestConfig", ko.FLEX_START_CHECK)]
+    assert prc["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    assert prc["spec"]["managedResources"] == ["nvidia.com/gpu"]
+    check = objs[("AdmissionCheck", ko.FLEX_START_CHECK)]
+    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/provisioning-request"
+    assert check["spec"]["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig",
+                                           "name": prc["metadata"]["name"]}
+    cq = objs[("ClusterQueue", ko.cluster_queue_name(gcp_cfg))]
+    # Only the flex-start flavor waits for a ProvisioningRequest; spot and on-demand admit without one.
+    assert cq["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": check["metadata"]["name"], "onFlavors": flex}]}
+    assert "admissionChecks" not in cq["spec"]
+    flavor = objs[("ResourceFlavor", "mega-flex")]
+    assert ko.QUEUED_TAINT_TOLERATION in flavor["spec"]["tolerations"]
+    assert ko.QUEUED_TAINT_TOLERATION not in objs[("ResourceFlavor", "mega-od")]["spec"]["tolerations"]
+    for obj in (prc, check, cq, flavor):
+        assert validator.validate(obj) == [], obj["kind"]
+    # The schema would catch a class name that is not a DNS subdomain.
+    assert validator.validate(_break(prc, ["spec", "provisioningClassName"], "Queued Provisioning"))
+
+
+def test_no_flex_start_pool_no_provisioning_objects(aws_cfg: StackConfig) -> None:
+    objs = ko.worker_objects(aws_cfg)
+    assert not [o for o in objs if o["kind"] in ("ProvisioningRequestConfig", "AdmissionCheck")]
+    cq = next(o for o in objs if o["kind"] == "ClusterQueue")
+    assert "admissionChecksStrategy" not in cq["spec"]
+
+
+def test_addons_create_the_provisioning_config_then_check_then_queue(addon_runs: dict[str, Any]) -> None:
+    run = addon_runs["gcp"]
+    by_kind = {r.type.rsplit(":", 1)[1]: r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io")}
+    prc, check, cq = by_kind["ProvisioningRequestConfig"], by_kind["AdmissionCheck"], by_kind["ClusterQueue"]
+    assert run.depends_on(check, prc) and run.depends_on(cq, check)
+
