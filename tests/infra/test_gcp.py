@@ -107,15 +107,19 @@ def test_every_gcp_stack_file_is_covered() -> None:
 def test_gpu_vpcs_and_node_nics_match_the_shape(stack: tuple[StackConfig, RunResult]) -> None:
     cfg, result = stack
     vpcs = _gpu_vpcs(result)
+    rdma = any(p.shape.rdma_subnets for p in cfg.node_pools)
     needed = max(p.shape.gpu_vpcs for p in cfg.node_pools)
-    assert needed > 0 and all(p.shape.rdma_subnets == 0 for p in cfg.node_pools)
-    assert len(vpcs) == needed
+    assert needed > 0
+    assert len(vpcs) == needed + (1 if rdma else 0)
     vpc_names = {v.inputs["name"] for v in vpcs}
     for vpc in vpcs:
-        assert vpc.inputs["mtu"] == GVNIC_MTU
+        roce = "networkProfile" in vpc.inputs
+        assert roce is (rdma and vpc.inputs["name"].endswith("-rdma"))
+        # TCPX/TCPXO gVNIC VPCs 8244; the RDMA family's gVNIC and RoCE VPCs 8896.
+        assert vpc.inputs["mtu"] == (RDMA_MTU if rdma else GVNIC_MTU)
         assert vpc.inputs["autoCreateSubnetworks"] is False
-        assert "networkProfile" not in vpc.inputs
-        assert len(_subnets_of(result, vpc)) == 1
+        want_subnets = max(p.shape.rdma_subnets for p in cfg.node_pools) if roce else 1
+        assert len(_subnets_of(result, vpc)) == want_subnets
     pools = _gpu_pools(result)
     for pool in cfg.node_pools:
         nics = pools[pool.name].inputs["networkConfig"]["additionalNodeNetworkConfigs"]

@@ -303,6 +303,39 @@ def test_gke_a3mega_gets_gpudirect_tcpxo_networks_and_gcs_fuse(tmp_path, capsys)
     assert env["CHECKPOINT_URI"] == bucket_uri and env["CHECKPOINT_DIR"] == "/checkpoints"
 
 
+def test_gke_a4_rdma_pod_sources_set_nccl_env_before_the_command(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {"gcp-use4-a4": outputs("gcp-use4-a4")})
+    job, _ = job_file(tmp_path, accelerator="B200", gpus=16)
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    pod = pod_of(result["manifest"][-1])
+    assert "initContainers" not in pod["spec"]  # gIB: no RxDM daemon
+    interfaces = json.loads(pod["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    assert [i["network"] for i in interfaces[1:]] == ["gvnic-1", *(f"rdma-{i}" for i in range(8))]
+    (container,) = pod["spec"]["containers"]
+    env = env_of(container)
+    rdma = gpudirect.fabric("rdma")
+    assert env["NCCL_LIB_DIR"] == rdma.nccl_lib_dir == "/usr/local/nvidia/lib64"
+    assert container["command"] == ["/bin/bash", "-c", 'source "/usr/local/gib/scripts/set_nccl_env.sh" && exec "$@"',
+                                    "trainer", "torchrun", "train.py"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {"/usr/local/gib", "/usr/local/nvidia"} <= mounts  # where the script and NCCL_LIB_DIR live
+    assert not [w for w in result["warnings"] if "no command" in w]
+
+
+def test_gpudirect_job_without_a_command_keeps_the_entrypoint_and_warns(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {"gcp-usc1-a3mega": outputs("gcp-usc1-a3mega")})
+    job, _ = job_file(tmp_path, command=[])
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    (container,) = pod_of(result["manifest"][-1])["spec"]["containers"]
+    assert "command" not in container  # the image's entrypoint runs
+    assert env_of(container)["NCCL_LIB_DIR"] == "/usr/local/nvidia/lib64"
+    assert [w for w in result["warnings"] if "nccl-env-profile.sh" in w]
+
+
 def test_json_chooses_the_cheapest_existing_cluster(tmp_path, capsys):
     stacks = write(tmp_path, "stacks.yaml", yaml.safe_dump({s: outputs(s) for s in WORKERS}))
     job, doc = job_file(tmp_path, accelerator=["H100", "A100"], gpus=16, team=None,
