@@ -657,6 +657,9 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
         maintenance=_maintenance(cl.get("maintenance")),
     )
+    if cloud == "aws" and cl.get("maintenance") is not None:
+        raise ConfigError(_key("cluster.maintenance"), "is GKE only (EKS managed node groups are upgraded only "
+                          "when the stack changes their version); remove it from this AWS stack")
 
     # AWS: EKS access entries take IAM role or user ARNs (not assumed-role session ARNs).
     for principal in cluster.admin_principals if cloud == "aws" else ():

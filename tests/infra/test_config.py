@@ -186,3 +186,15 @@ def test_new_structured_keys_are_described_in_the_project_file():
     for key in ("egressCidrs", "dispatch", "image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
                 "resources", "live", "serviceAccountAnnotations"):
         assert key in described["hub"], key
+
+
+@pytest.mark.parametrize(("path", "value", "key"), [
+    # GKE-only settings on an AWS stack are refused, not silently dropped.
+    ("cluster.maintenance", {"exclusion": True}, "gpufleet:cluster.maintenance"),
+    ("nodePools.0.capacity", "flex-start", "gpufleet:nodePools[0].capacity"),
+])
+def test_gke_only_settings_are_refused_on_aws(path, value, key):
+    assert parse(BASE, stack="t").cloud == "aws"
+    with pytest.raises(ConfigError) as err:
+        parse(_with(path, value), stack="t")
+    assert str(err.value).startswith(key + ":")
