@@ -35,6 +35,8 @@ SOFT_DELETE_DAYS = (7, 90)
 LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)
 LUSTRE_MIN_GIB = 9000
 FILESTORE_ZONAL_MIN_GIB = 1024
+# The first GKE version with flex-start node pools (GKE's flex-start documentation).
+FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
 
 DeviceMode = Literal["NetDevice", "RDMA"]
 Group = Literal["gpudirect", "rdma"]
@@ -202,7 +204,18 @@ def check_gcp_config(cfg: StackConfig) -> GpuNetworkPlan:
                                                    str(ck.kms_key)):
         raise ConfigError(_key("checkpoint.kmsKey"),
                           "must be a Cloud KMS key name projects/P/locations/L/keyRings/R/cryptoKeys/K")
+    for i, pool in enumerate(cfg.node_pools):
+        if pool.queued and cfg.cluster.gke_version and _gke_version(cfg.cluster.gke_version) < _gke_version(
+                FLEX_START_MIN_GKE):
+            raise ConfigError(_key("cluster.gkeVersion"),
+                              f"{cfg.cluster.gke_version} is older than {FLEX_START_MIN_GKE}, the first GKE version "
+                              f"with flex-start node pools (nodePools[{i}] {pool.name!r} is flex-start)")
     return plan_gpu_networks(cfg)
+
+
+def _gke_version(version: str) -> tuple[int, ...]:
+    """``1.32.2-gke.1652000`` (or a prefix such as ``1.33``) as comparable numbers; a prefix sorts first."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
 
 
 _LABEL_BAD = re.compile(r"[^a-z0-9_-]")

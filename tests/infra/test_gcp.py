@@ -208,6 +208,22 @@ def test_flex_start_pool_is_queued_provisioning_from_zero() -> None:
     assert result.outputs["nodePools"][0]["capacityType"] == "FLEX_START"
 
 
+def test_flex_start_needs_a_gke_version_that_has_it() -> None:
+    from infra.gcp.plan import check_gcp_config
+
+    for version, ok in (("1.31.6-gke.1020000", False), ("1.32.2-gke.1500000", False), ("1.32.2-gke.1652000", True),
+                        ("1.33", True)):
+        cfg = _stack_cfg(USC1, {**FLEX_OVERRIDE, "cluster": {"gkeVersion": version}})
+        if ok:
+            check_gcp_config(cfg)
+        else:
+            with pytest.raises(ConfigError) as err:
+                check_gcp_config(cfg)
+            assert err.value.field == "gpufleet:cluster.gkeVersion"
+    # The same versions are fine without a flex-start pool.
+    check_gcp_config(_stack_cfg(USC1, {"cluster": {"gkeVersion": "1.31.6-gke.1020000"}}))
+
+
 @pytest.mark.parametrize(("pool", "key"), [
     ({"reservation": "h200-block-1"}, "nodePools[0].reservation"),
     ({"minNodes": 1}, "nodePools[0].minNodes"),
