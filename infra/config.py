@@ -53,6 +53,8 @@ _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # network.azCount: no AWS region has more Availability Zones than this.
 MAX_AZ_COUNT = 6
+# A Google Cloud project ID (at most 30 characters, a letter first); legacy ones carry an "example.com:" prefix.
+_GCP_PROJECT = re.compile(r"([a-z0-9][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{0,29}")
 # Nodes in one pool: GKE's limit per node pool and zone, far above any GPU pool this toolkit sizes.
 MAX_POOL_NODES = 1000
 
@@ -237,7 +239,8 @@ class StackConfig:
 
 
 def _key(path: str) -> str:
-    return f"{NAMESPACE}:{path}"
+    # A key path holds the user's own mapping keys: cut, like values, so an error stays one readable line.
+    return f"{NAMESPACE}:{path if len(path) <= 200 else path[:197] + '...'}"
 
 
 def _require(raw: Mapping[str, Any], key: str) -> Any:
@@ -270,7 +273,7 @@ def _str(value: Any, path: str, *, numbers: bool = False) -> str:
     if numbers and ((isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18)
                     or (isinstance(value, float) and math.isfinite(value))):
         value = str(value)
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value.strip():
         raise ConfigError(_key(path), f"must be a non-empty string (quote it in YAML), got {_show(value)}")
     if _CONTROL.search(value):
         raise ConfigError(_key(path), f"must be one line without control characters, got {_show(value)}")
@@ -335,7 +338,7 @@ def _cidr(value: Any, path: str) -> str:
     try:
         return str(ipaddress.ip_network(_str(value, path)))
     except ValueError:
-        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {value!r}") from None
+        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {_show(value)}") from None
 
 
 # Tags the stacks set themselves on every resource (infra/aws/layout.py resource_tags, infra/gcp/plan.py
@@ -417,10 +420,10 @@ def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
         cidr = _cidr(c, path)
         net = ipaddress.ip_network(cidr)
         if net.version != 4:
-            raise ConfigError(_key(path), f"{c!r} is not IPv4; EKS public access CIDRs and GKE authorized "
+            raise ConfigError(_key(path), f"{_show(c)} is not IPv4; EKS public access CIDRs and GKE authorized "
                                           "networks take IPv4 CIDRs only")
         if net.prefixlen == 0:
-            raise ConfigError(_key(path), f"{c!r} is the whole internet; list the hub's own egress ranges")
+            raise ConfigError(_key(path), f"{_show(c)} is the whole internet; list the hub's own egress ranges")
         if cidr not in out:
             out.append(cidr)
     return tuple(out)
@@ -481,7 +484,7 @@ def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
         for name, amount in amounts.items():
             if isinstance(amount, bool) or not _QUANTITY.fullmatch(str(amount)):
                 raise ConfigError(_key(f"{path}.{part}.{name}"),
-                                  f"must be a Kubernetes quantity such as 500m or 256Mi, got {amount!r}")
+                                  f"must be a Kubernetes quantity such as 500m or 256Mi, got {_show(amount)}")
             out.setdefault(part, {})[name] = str(amount)
     return out
 
@@ -503,7 +506,7 @@ def _annotations(value: Any, path: str) -> Mapping[str, str]:
             raise ConfigError(_key(f"{path}.{key}"), "is not an annotation key: [prefix/]name, the prefix a DNS "
                                                      "subdomain, the name at most 63 letters, digits, '-', '_', '.'")
         if not isinstance(v, str):
-            raise ConfigError(_key(f"{path}.{key}"), f"must be a string (quote it), got {v!r}")
+            raise ConfigError(_key(f"{path}.{key}"), f"must be a string (quote it), got {_show(v)}")
         out[key] = v
     return out
 
@@ -517,7 +520,7 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     if image is not None:
         image = _str(image, f"{path}.image")
         if any(ch.isspace() for ch in image):
-            raise ConfigError(_key(f"{path}.image"), f"{image!r} is not an image reference")
+            raise ConfigError(_key(f"{path}.image"), f"{_show(image)} is not an image reference")
     if dispatcher == "External" and not image:
         raise ConfigError(
             _key(f"{path}.image"),
@@ -647,6 +650,9 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     project = _opt_str(raw.get("project"), "project")
     if cloud == "gcp" and not project:
         raise ConfigError(_key("project"), "is required on GCP stacks (the Google Cloud project ID)")
+    if project is not None and not _GCP_PROJECT.fullmatch(project):
+        raise ConfigError(_key("project"), f"{_show(project)} is not a Google Cloud project ID: lower-case letters, "
+                                           "digits and '-', starting with a letter, at most 30 characters")
     cluster_name = _str(raw.get("clusterName", f"gpufleet-{stack}"), "clusterName")
     if not _NAME.fullmatch(cluster_name):
         raise ConfigError(_key("clusterName"), "must be lower-case letters, digits and '-', at most 40 characters")
@@ -758,8 +764,10 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     if fs_kind == "fsx" and throughput not in (125, 250, 500, 1000):
         raise ConfigError(_key("checkpoint.filesystem.throughputMbpsPerTib"), "must be 125, 250, 500 or 1000")
     prefix = _str(ck.get("prefix", "checkpoints"), "checkpoint.prefix").strip("/")
-    if not prefix:
-        raise ConfigError(_key("checkpoint.prefix"), "must be a non-empty key prefix such as checkpoints")
+    # Object keys are at most 1024 bytes (S3, GCS); the prefix leaves room for the run and step names.
+    if not prefix or len(prefix.encode()) > 256 or prefix != prefix.strip():
+        raise ConfigError(_key("checkpoint.prefix"), "must be a key prefix such as checkpoints: at most 256 bytes, "
+                                                     f"no leading or trailing spaces, got {_show(prefix)}")
     checkpoint = CheckpointConfig(
         prefix=prefix,
         noncurrent_version_days=_int(

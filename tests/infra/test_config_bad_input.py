@@ -337,3 +337,12 @@ def test_unknown_region_is_refused(base: dict[str, Any], region: str, hint: str 
     assert "placement/data/regions.yaml" in message
     if hint:
         assert f"did you mean {hint}" in message
+
+
+@pytest.mark.parametrize(("base", "path", "value"), [
+    (GCP, "project", " "), (GCP, "project", "10.0.0.0/8"), (GCP, "project", "p" * 31), (GCP, "project", "My-Project"),
+    (AWS, "checkpoint.prefix", " "), (AWS, "checkpoint.prefix", "c" * 257), (AWS, "checkpoint.prefix", " ckpt"),
+    (AWS, "tags.owner", "   "), (AWS, "region", " "), (AWS, "nodePools.0.zone", "\t"),
+], ids=_case_id)
+def test_blank_and_unbounded_strings_are_refused(base: dict[str, Any], path: str, value: str) -> None:
+    refused(changed(base, path, value), key_of(path))
