@@ -264,7 +264,7 @@ def _show(value: Any) -> str:
     try:
         text = repr(value)
     except ValueError:  # an int of more digits than Python prints
-        return f"a {type(value).__name__} too long to show"
+        return "a number too long to show"
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
@@ -482,10 +482,11 @@ def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
         amounts = _mapping(amounts, f"{path}.{part}")
         _unknown_keys(amounts, {"cpu", "memory"}, f"{path}.{part}")
         for name, amount in amounts.items():
-            if isinstance(amount, bool) or not _QUANTITY.fullmatch(str(amount)):
+            text = _str(amount, f"{path}.{part}.{name}", numbers=True)
+            if not _QUANTITY.fullmatch(text):
                 raise ConfigError(_key(f"{path}.{part}.{name}"),
                                   f"must be a Kubernetes quantity such as 500m or 256Mi, got {_show(amount)}")
-            out.setdefault(part, {})[name] = str(amount)
+            out.setdefault(part, {})[name] = text
     return out
 
 

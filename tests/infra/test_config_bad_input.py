@@ -207,12 +207,19 @@ def test_bad_worker_reference_stops_the_hub_before_any_resource(monkeypatch: pyt
 # ----------------------------------------------------------------------------------- 4. AWS pool offers
 
 
-def test_aws_pool_zone_without_an_offer_of_its_type_is_refused() -> None:
-    offers = [o for o in embedded_catalog().offers if o.cloud == "aws" and o.region == "us-east-1"]
+def unoffered_aws_zone(region: str = "us-east-1") -> tuple[str, str, list[str], set[tuple[str, str]]]:
+    """A P-family type and a regular zone ID of ``region`` the embedded catalog has no offer of it in; also the
+    region's zone IDs and its (type, zone) offers."""
+    offers = [o for o in embedded_catalog().offers if o.cloud == "aws" and o.region == region]
     offered = {(o.instance_type, o.zone) for o in offers}
     zones = sorted({o.zone for o in offers if is_aws_zone_id(o.zone) and "-az" in o.zone and o.zone.count("-") == 1})
     itype, zone = next((t, z) for t in sorted({o.instance_type for o in offers}) for z in zones
                        if (t, z) not in offered and t.startswith("p"))
+    return itype, zone, zones, offered
+
+
+def test_aws_pool_zone_without_an_offer_of_its_type_is_refused() -> None:
+    itype, zone, zones, offered = unoffered_aws_zone()
     raw = changed(changed(AWS, "gpuZone", zone), "nodePools", [
         {"name": "gpu", "instanceType": itype, "capacity": "ON_DEMAND", "minNodes": 0, "maxNodes": 1}])
     raw["checkpoint"] = {"filesystem": {"kind": "none"}}
@@ -346,3 +353,40 @@ def test_unknown_region_is_refused(base: dict[str, Any], region: str, hint: str 
 ], ids=_case_id)
 def test_blank_and_unbounded_strings_are_refused(base: dict[str, Any], path: str, value: str) -> None:
     refused(changed(base, path, value), key_of(path))
+
+
+# ------------------------------------------------------------- the issue's cases, end to end under the mocks
+
+
+def _issue_cases() -> list[tuple[str, dict[str, Any], str]]:
+    itype, zone, _, _ = unoffered_aws_zone()
+    pool = {"name": "gpu", "instanceType": itype, "capacity": "ON_DEMAND", "minNodes": 0, "maxNodes": 1, "zone": zone}
+    p5_pools = AWS["nodePools"]
+    return [
+        ("aws-use1-p5", {"nodePools": [{**p5_pools[0], "maxNodes": math.inf}]}, "nodePools[0].maxNodes"),
+        ("aws-use1-p5", {"nodePools": [{**p5_pools[0], "maxNodes": 10**30}]}, "nodePools[0].maxNodes"),
+        ("aws-use1-p5", {"nodePools": [{**p5_pools[0], "zone": ["use1-az6"]}]}, "nodePools[0].zone"),
+        ("gcp-usc1-a3mega", {"cluster": {"gkeVersion": ["1.33"]}}, "cluster.gkeVersion"),
+        ("hub", {"hub": {**HUB["hub"], "workers": [{"stack": "org/gpufleet/aws-use1-p5"}]}}, "hub.workers[0]"),
+        ("hub", {"hub": {**HUB["hub"], "workers": ["org/gpufleet/aws-use1-p6"]}}, "hub.workers[0]"),
+        ("aws-use1-p5", {"nodePools": [pool], "checkpoint": {"filesystem": {"kind": "none"}}},
+         "nodePools[0].instanceType"),
+        ("gcp-usc1-a3mega", {"network": {**GCP["network"], "podsCidr": "10.0.0.0/14"}}, "network.podsCidr"),
+        ("aws-use1-p5", {"kueue": {"cohort": "GPU_fleet"}}, "kueue.cohort"),
+        ("aws-use1-p5", {"tags": {**TAGS, "env": ""}}, "tags.env"),
+        ("aws-use1-p5", {"kueue": {"teams": ["team-a", "team-a"]}}, "kueue.teams[1]"),
+        ("aws-use1-p5", {"region": "us-east-9"}, "region"),
+    ]
+
+
+@pytest.mark.parametrize(("stack", "override", "key"), _issue_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_issue_cases_stop_the_program_with_one_line_before_any_resource(
+        monkeypatch: pytest.MonkeyPatch, stack: str, override: dict[str, Any], key: str) -> None:
+    monkeypatch.setattr(mockrun, "RunResult", _Recorded)
+    _Recorded.last = None
+    with pytest.raises(pulumi.RunError) as err:
+        mockrun.run_stack(str(STACKS / f"Pulumi.{stack}.yaml"), config_override=override)
+    message = str(err.value)
+    assert message.startswith(f"invalid stack config: gpufleet:{key}: "), message
+    assert "\n" not in message and len(message) < 500
+    assert _Recorded.last is not None and _Recorded.last.resources == []

@@ -25,10 +25,12 @@ from infra.config import ConfigError, StackConfig, parse
 REPO = Path(__file__).resolve().parents[2]
 STACK_FILES = sorted((REPO / "stacks").glob("Pulumi.*.yaml"))
 
-# What a hand-edited YAML file or `pulumi config set --path` can put where a value belongs.
+DELETE = object()  # a mutation that removes the key instead of replacing its value
+# What a hand-edited YAML file or `pulumi config set --path` can put where a value belongs (or leave out).
 BROKEN: tuple[Any, ...] = (
     math.inf, -math.inf, math.nan, 10**400, 1e300, -1, -(2**63), 0, 2**31, True, False, None, "", " ", "x\n",
     "9" * 5000, ["a"], ["a", "b"], [], {"a": 1}, {}, {1: "x"}, [{"a": [1]}], "inf", "-1", "10.0.0.0/8",
+    DELETE,
 )
 Path_ = tuple[str | int, ...]
 
@@ -39,6 +41,35 @@ def stack_raw(path: Path) -> dict[str, Any]:
 
 
 STACKS = {p.name.removeprefix("Pulumi.").removesuffix(".yaml"): stack_raw(p) for p in STACK_FILES}
+# The example files leave optional keys out; these variants set them, so the sweep breaks those too.
+_FULL = {
+    "aws-use1-p5": {
+        "nodePools": [*STACKS["aws-use1-p5"]["nodePools"],
+                      {"name": "block", "instanceType": "p5.48xlarge", "capacity": "CAPACITY_BLOCK",
+                       "reservation": "cr-0123456789abcdef0", "minNodes": 2, "desiredNodes": 2, "maxNodes": 2,
+                       "zone": "use1-az6"}],
+        "network": {"vpcCidr": "10.0.0.0/16", "azCount": 3, "servicesCidr": "172.20.0.0/16"},
+        "cluster": {"kubernetesVersion": "1.33", "publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"],
+                    "adminPrincipals": ["arn:aws:iam::123456789012:role/Platform"], "hubCidrs": ["10.200.0.0/20"]},
+        "kueue": {"version": "0.19.2", "cohort": "ml.gpufleet", "teams": ["team-a", "team-b"],
+                  "flavorOrder": ["spot", "on-demand"]},
+    },
+    "gcp-euw4-a3high": {
+        "cluster": {"releaseChannel": "STABLE", "gkeVersion": "1.33.5-gke.1080000", "deletionProtection": False,
+                    "publicAccess": False},
+        "checkpoint": {"prefix": "ckpt", "noncurrentVersionDays": 30, "softDeleteDays": 14,
+                       "kmsKey": "projects/p/locations/europe-west4/keyRings/r/cryptoKeys/k",
+                       "filesystem": {"kind": "lustre", "capacityGb": 18000, "throughputMbpsPerTib": 500}},
+    },
+    "hub": {
+        "hub": {**STACKS["hub"]["hub"], "dispatcher": "External", "dispatch": {
+            "image": "registry.example.com/gpufleet/placement:0.1.0", "replicas": 2, "admissionDeadlineSeconds": 300,
+            "waitUsdPerGpuHour": 2.0, "live": True,
+            "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+            "serviceAccountAnnotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/d"}}},
+    },
+}
+STACKS.update({f"{name}+full": {**STACKS[name], **extra} for name, extra in _FULL.items()})
 
 
 def value_paths(node: Any, path: Path_ = ()) -> Iterator[Path_]:
@@ -61,7 +92,10 @@ def mutated(raw: dict[str, Any], path: Path_, value: Any) -> dict[str, Any]:
     node: Any = out
     for part in path[:-1]:
         node = node[part]
-    node[path[-1]] = copy.deepcopy(value)
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = copy.deepcopy(value)
     return out
 
 
@@ -82,7 +116,7 @@ def plan(cfg: StackConfig) -> None:
 def parses_or_names_a_key(raw: dict[str, Any], stack: str) -> bool:
     """True when ``raw`` is accepted (and planned); False when refused with a proper config error."""
     try:
-        plan(parse(raw, stack=stack))
+        plan(parse(raw, stack=stack.replace("+", "-")))
     except ConfigError as exc:
         message = str(exc)
         assert message.startswith("gpufleet:") and "\n" not in message and len(message) < 600, message
