@@ -321,7 +321,7 @@ def _mapping(value: Any, path: str) -> Mapping[str, Any]:
         raise ConfigError(_key(path), f"must be a mapping of keys to values, got {_show(value)}")
     for k in value:
         if not isinstance(k, str):
-            raise ConfigError(_key(f"{path}.{k}"), "keys must be strings (quote the key in YAML)")
+            raise ConfigError(_key(f"{path}.{_show(k)}"), "keys must be strings (quote the key in YAML)")
     return value
 
 
