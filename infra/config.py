@@ -239,7 +239,9 @@ class StackConfig:
 
 
 def _key(path: str) -> str:
-    # A key path holds the user's own mapping keys: cut, like values, so an error stays one readable line.
+    # A key path holds the user's own mapping keys: escaped and cut, like values, so an error stays one
+    # readable line.
+    path = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", path)
     return f"{NAMESPACE}:{path if len(path) <= 200 else path[:197] + '...'}"
 
 

@@ -143,6 +143,12 @@ def test_non_string_mapping_keys_are_refused() -> None:
     refused(changed(AWS, "network", {1: "x", "vpcCidr": "10.0.0.0/16"}), "gpufleet:network.1")
 
 
+def test_a_key_with_a_newline_is_named_on_one_line() -> None:
+    # Found by the hypothesis sweep: an unknown key is named in the error, so it is escaped there.
+    message = refused(changed(AWS, "nodePools.0", {"\n": 0}), "gpufleet:nodePools[0].\\x0a")
+    assert "is not a known key" in message
+
+
 # ------------------------------------------------------------------------------ 3. hub worker references
 
 
