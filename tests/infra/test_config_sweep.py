@@ -140,8 +140,30 @@ def test_every_value_of_every_stack_broken_every_way() -> None:
             pytest.fail(f"{name} {'.'.join(map(str, path))} = {value!r:.60}: {type(exc).__name__}: {exc!s:.200}")
         accepted += ok
         refused += not ok
+        if ok and must_refuse(leaf(STACKS[name], path), value):
+            pytest.fail(f"{name} {'.'.join(map(str, path))} = {value!r:.60} was accepted")
     # Both outcomes occur: the mutations reach the checks, and some (e.g. 0 minNodes) are valid.
     assert accepted > 0 and refused > 10 * accepted
+
+
+def leaf(raw: dict[str, Any], path: Path_) -> Any:
+    node: Any = raw
+    for part in path:
+        node = node[part]
+    return node
+
+
+def must_refuse(original: Any, value: Any) -> bool:
+    """Replacements no key may accept, whatever it means: a list or mapping where a string or number was, and a
+    non-finite, boolean or out-of-range value where a number was. (Every key is read through a typed accessor;
+    one read with ``str()`` or ``int()`` fails here as soon as an example stack sets it.)"""
+    number = isinstance(original, (int, float)) and not isinstance(original, bool)
+    if (isinstance(original, str) or number) and isinstance(value, (list, dict)):
+        return True
+    if number:
+        return isinstance(value, bool) or (isinstance(value, (int, float)) and not -(2**31) <= value < 2**31) \
+            or (isinstance(value, float) and math.isnan(value))
+    return False
 
 
 @st.composite
