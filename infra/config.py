@@ -894,7 +894,7 @@ def _this_project() -> tuple[Path, str] | None:
     root = Path(__file__).resolve().parents[1]
     try:
         doc = yaml.safe_load((root / "Pulumi.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         return None
