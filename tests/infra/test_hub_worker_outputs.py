@@ -7,6 +7,7 @@ before any resource; see test_config_bad_input.py).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
 from collections.abc import Iterator
@@ -92,8 +93,16 @@ def worker_outputs() -> Iterator[dict[str, dict[str, Any]]]:
 def test_a_worker_without_its_pool_shapes_stops_the_hub_with_one_line(
         worker_outputs: dict[str, dict[str, Any]]) -> None:
     worker_outputs[STACK]["nodePools"] = [{"name": "h100-spot"}]
-    with pytest.raises(pulumi.RunError) as err:
-        mockrun.run_stack(str(HUB_STACK))
+    try:
+        with pytest.raises(pulumi.RunError) as err:
+            mockrun.run_stack(str(HUB_STACK))
+    finally:
+        # The run stopped with registrations in flight: end them here, not as warnings when the loop is dropped.
+        loop = asyncio.get_event_loop()
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     message = str(err.value)
     assert message.startswith(f"invalid worker stack outputs: worker stack {STACK}: output nodePools[0].instanceType")
     assert "\n" not in message
