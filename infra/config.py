@@ -10,16 +10,20 @@ This module imports no Pulumi SDK at import time so it can be unit-tested and re
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import difflib
 import ipaddress
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from placement.errors import InputError
 from placement.shapes import Shape, shape_book
-from placement.zones import zone_in_region
+from placement.zones import is_aws_zone_id, known_regions, zone_in_region
 
 NAMESPACE = "gpufleet"
 # Every top-level stack config key, all declared in Pulumi.yaml.
@@ -49,6 +53,14 @@ _CAPACITIES: dict[str, tuple[str, ...]] = {
     "gcp": ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START"),
 }
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+# A Kubernetes DNS-1123 subdomain (the Kueue CRDs' name pattern), without its 253-character bound.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# network.azCount: no AWS region has more Availability Zones than this.
+MAX_AZ_COUNT = 6
+# A Google Cloud project ID (at most 30 characters, a letter first); legacy ones carry an "example.com:" prefix.
+_GCP_PROJECT = re.compile(r"([a-z0-9][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{0,29}")
+# Nodes in one pool: GKE's limit per node pool and zone, far above any GPU pool this toolkit sizes.
+MAX_POOL_NODES = 1000
 
 
 # Address space a VPC, a peering or a VPN carries (RFC 1918, the RFC 6598 shared range clouds also use inside
@@ -264,7 +276,10 @@ class StackConfig:
 
 
 def _key(path: str) -> str:
-    return f"{NAMESPACE}:{path}"
+    # A key path holds the user's own mapping keys: escaped and cut, like values, so an error stays one
+    # readable line.
+    path = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", path)
+    return f"{NAMESPACE}:{path if len(path) <= 200 else path[:197] + '...'}"
 
 
 def _require(raw: Mapping[str, Any], key: str) -> Any:
@@ -274,21 +289,59 @@ def _require(raw: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-def _str(value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(_key(path), "must be a non-empty string")
+# The typed accessors below are the only way a config value is read: each refuses every other YAML/JSON type
+# (a list or mapping where a string belongs, a boolean where a number belongs, .inf/.nan, numbers beyond
+# what the clouds' and Kubernetes' 32-bit fields take) with one line naming the key, never a traceback.
+INT32_MAX = 2**31 - 1
+# Longest value repr put in an error line: a pasted blob must not become a screenful.
+_SHOWN = 60
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _show(value: Any) -> str:
+    """``repr(value)`` cut to :data:`_SHOWN` characters, for error lines."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python prints
+        return "a number too long to show"
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def _str(value: Any, path: str, *, numbers: bool = False) -> str:
+    """A non-empty single-line string. ``numbers``: also take a finite YAML number (``1.33``) as its text."""
+    if numbers and ((isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18)
+                    or (isinstance(value, float) and math.isfinite(value))):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(_key(path), f"must be a non-empty string (quote it in YAML), got {_show(value)}")
+    if _CONTROL.search(value):
+        raise ConfigError(_key(path), f"must be one line without control characters, got {_show(value)}")
     return value
 
 
-def _int(value: Any, path: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ConfigError(_key(path), f"must be a whole number >= {minimum}")
-    try:
+def _opt_str(value: Any, path: str) -> str | None:
+    """An optional string key: unset (None) stays None, anything else must be a non-empty string."""
+    return None if value is None else _str(value, path)
+
+
+def _int(value: Any, path: str, *, minimum: int = 0, maximum: int = INT32_MAX) -> int:
+    """A whole number in ``minimum..maximum``: an int, an integral finite float (2.0) or such a string."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
         number = int(value)
-    except ValueError:
-        raise ConfigError(_key(path), f"must be a whole number >= {minimum}, got {value!r}") from None
-    if number != float(value) or number < minimum:
-        raise ConfigError(_key(path), f"must be a whole number >= {minimum}, got {value!r}")
+    elif isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:  # also digit strings longer than Python converts
+            try:
+                parsed = float(value)
+            except ValueError:
+                parsed = math.nan
+            number = int(parsed) if math.isfinite(parsed) and parsed.is_integer() else None
+    if number is None or not minimum <= number <= maximum:
+        raise ConfigError(_key(path), f"must be a whole number from {minimum} to {maximum}, got {_show(value)}")
     return number
 
 
@@ -297,30 +350,106 @@ def _bool(value: Any, path: str) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    raise ConfigError(_key(path), "must be true or false")
+    raise ConfigError(_key(path), f"must be true or false, got {_show(value)}")
 
 
 def _mapping(value: Any, path: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(_key(path), "must be a mapping of keys to values")
+        raise ConfigError(_key(path), f"must be a mapping of keys to values, got {_show(value)}")
+    for k in value:
+        if not isinstance(k, str):
+            raise ConfigError(_key(f"{path}.{_show(k)}"), "keys must be strings (quote the key in YAML)")
     return value
 
 
 def _strings(value: Any, path: str) -> tuple[str, ...]:
+    """A list of non-empty strings; an entry of another type is named by its index."""
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(_key(path), "must be a list of strings")
-    return tuple(value)
+    if not isinstance(value, list):
+        raise ConfigError(_key(path), f"must be a list of strings, got {_show(value)}")
+    return tuple(_str(v, f"{path}[{i}]") for i, v in enumerate(value))
 
 
 def _cidr(value: Any, path: str) -> str:
     try:
         return str(ipaddress.ip_network(_str(value, path)))
     except ValueError:
-        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {value!r}") from None
+        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {_show(value)}") from None
+
+
+# Tags the stacks set themselves on every resource (infra/aws/layout.py resource_tags, infra/gcp/plan.py
+# gcp_labels, the GPU node groups' gpufleet.io/ tags): a user tag of that key would be overwritten silently.
+_OWN_TAGS = {"aws": ("Name", "gpufleet-stack", "gpufleet-cluster", "gpufleet.io/"), "gcp": ("gpufleet-stack",)}
+# Per-resource tag limits less the tags the stacks add: AWS 50 tags (5 ours), GCP 64 labels (1 ours).
+_MAX_TAGS = {"aws": 45, "gcp": 63}
+# AWS tag keys (1..128) and values (..256): letters, digits, spaces and _ . : / = + - @; no "aws:" prefix.
+_AWS_TAG = re.compile(r"[\w .:/=+\-@]*")
+# GCP labels: keys 1..63 starting with a lower-case letter, values ..63; lower-case letters, digits, _ and -.
+_GCP_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_GCP_LABEL_VALUE = re.compile(r"[a-z0-9_-]{1,63}")
+
+
+def _tags(value: Any, cloud: str) -> dict[str, str]:
+    """``gpufleet:tags``: non-empty string values (numbers taken as their text) within the cloud's tag or label
+    rules (GCP stacks put them on resources as labels, unchanged), owner and cost-center required."""
+    tags: dict[str, str] = {}
+    for k, v in _mapping(value, "tags").items():
+        path = f"tags.{k}"
+        if v is None or v == "":
+            raise ConfigError(_key(path), "has an empty value; give it a value or remove the tag")
+        text = _str(v, path, numbers=True)
+        if any(k == own or (own.endswith("/") and k.startswith(own)) for own in _OWN_TAGS[cloud]):
+            raise ConfigError(_key(path), "is set by the stack itself on every resource; remove it or rename it")
+        if cloud == "aws":
+            if not 1 <= len(k) <= 128 or not _AWS_TAG.fullmatch(k) or k.lower().startswith("aws:"):
+                raise ConfigError(_key(path), "is not an AWS tag key: 1-128 letters, digits, spaces and "
+                                              "_ . : / = + - @, not starting with aws:")
+            if len(text) > 256 or not _AWS_TAG.fullmatch(text):
+                raise ConfigError(_key(path), f"value {_show(text)} is not an AWS tag value: at most 256 letters, "
+                                              "digits, spaces and _ . : / = + - @")
+        else:
+            if not _GCP_LABEL_KEY.fullmatch(k):
+                raise ConfigError(_key(path), "is not a GCP label key (tags are labels on GCP): at most 63 lower-case "
+                                              "letters, digits, '_' and '-', starting with a letter")
+            if not _GCP_LABEL_VALUE.fullmatch(text):
+                raise ConfigError(_key(path), f"value {_show(text)} is not a GCP label value (tags are labels on "
+                                              "GCP): at most 63 lower-case letters, digits, '_' and '-'")
+        tags[k] = text
+    if len(tags) > _MAX_TAGS[cloud]:
+        raise ConfigError(_key("tags"), f"has {len(tags)} tags; {cloud} resources take at most {_MAX_TAGS[cloud]} "
+                                        "besides the ones the stack sets")
+    for required in ("owner", "cost-center"):
+        if not tags.get(required):
+            raise ConfigError(
+                _key(f"tags.{required}"), "is required: every taggable resource carries owner and cost-center"
+            )
+    return tags
+
+
+def _check_ranges(network: NetworkConfig, cloud: str) -> None:
+    """The address ranges one cluster routes are IPv4 and pairwise disjoint: a node sends each packet to the
+    first range that holds its destination, so an overlap silently blackholes pods, services or GPU traffic.
+
+    AWS uses the VPC and the EKS service range (pods take VPC addresses); GKE also the pods range and the GPU
+    networks, whose gVNIC and RDMA subnets are all carved from ``gpuCidrBase`` (disjoint by construction).
+    """
+    ranges = [("network.vpcCidr", network.vpc_cidr)]
+    if cloud == "gcp":
+        ranges.append(("network.podsCidr", network.pods_cidr))
+    ranges.append(("network.servicesCidr", network.services_cidr))
+    if cloud == "gcp":
+        ranges.append(("network.gpuCidrBase", network.gpu_cidr_base))
+    for j, (key, cidr) in enumerate(ranges):
+        net = ipaddress.ip_network(cidr)
+        if net.version != 4:
+            raise ConfigError(_key(key), f"must be an IPv4 CIDR block such as 10.0.0.0/16, got {cidr}")
+        for other_key, other in ranges[:j]:
+            if net.overlaps(ipaddress.ip_network(other)):
+                raise ConfigError(_key(key), f"{cidr} overlaps gpufleet:{other_key} ({other}); the ranges a "
+                                             "cluster routes must be disjoint: pick a block outside it")
 
 
 def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
@@ -330,28 +459,55 @@ def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
         cidr = _cidr(c, path)
         net = ipaddress.ip_network(cidr)
         if net.version != 4:
-            raise ConfigError(_key(path), f"{c!r} is not IPv4; EKS public access CIDRs and GKE authorized "
+            raise ConfigError(_key(path), f"{_show(c)} is not IPv4; EKS public access CIDRs and GKE authorized "
                                           "networks take IPv4 CIDRs only")
         if net.prefixlen == 0:
-            raise ConfigError(_key(path), f"{c!r} is the whole internet; list the hub's own egress ranges")
+            raise ConfigError(_key(path), f"{_show(c)} is the whole internet; list the hub's own egress ranges")
         if cidr not in out:
             out.append(cidr)
     return tuple(out)
 
 
-def _float(value: Any, path: str, *, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ConfigError(_key(path), f"must be a number >= {minimum:g}")
-    try:
-        number = float(value)
-    except ValueError:
-        raise ConfigError(_key(path), f"must be a number >= {minimum:g}, got {value!r}") from None
-    if not number >= minimum or number == float("inf"):
-        raise ConfigError(_key(path), f"must be a number >= {minimum:g}, got {value!r}")
+def _float(value: Any, path: str, *, minimum: float = 0.0, maximum: float = 1e6) -> float:
+    """A finite number in ``minimum..maximum`` (a YAML/JSON number or its string); never inf, nan or a bool."""
+    number = math.nan
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError, OverflowError):  # OverflowError: an int beyond a float's range
+            number = float(value)
+    if not minimum <= number <= maximum:  # also false for nan
+        raise ConfigError(_key(path), f"must be a number from {minimum:g} to {maximum:g}, got {_show(value)}")
     return number
 
 
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+# A fully qualified Pulumi stack org/project/stack: each part letters, digits, '-', '_', '.'.
+_PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
+# MultiKueueConfig.spec.clusters in the Kueue v1beta2 CRD (the hub's all-workers config lists every worker).
+MAX_HUB_WORKERS = 20
+
+
+def _worker_refs(value: Any, path: str) -> tuple[str, ...]:
+    """A hub's worker stacks: fully qualified ``org/project/stack``, each stack name a DNS-1123 label (it names
+    the hub's objects for that worker), no stack name twice, at most :data:`MAX_HUB_WORKERS`."""
+    refs = _strings(value, path)
+    keys: list[str] = []
+    for i, ref in enumerate(refs):
+        parts = ref.split("/")
+        if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
+            raise ConfigError(_key(f"{path}[{i}]"), f"{_show(ref)} must be a fully qualified stack org/project/stack "
+                                                    "such as acme/gpufleet/aws-use1-p5")
+        key = parts[2]
+        if len(key) > 63 or not _DNS_SUBDOMAIN.fullmatch(key) or "." in key:
+            raise ConfigError(_key(f"{path}[{i}]"), f"stack name {_show(key)} names the hub's objects for this worker, "
+                                                    "so it must be a DNS-1123 label (lower-case letters, digits, '-')")
+        if key in keys:
+            raise ConfigError(_key(f"{path}[{i}]"), f"two workers share the stack name {key!r}; list each worker once")
+        keys.append(key)
+    if len(refs) > MAX_HUB_WORKERS:
+        raise ConfigError(_key(path), f"lists {len(refs)} workers; a MultiKueueConfig takes at most {MAX_HUB_WORKERS}")
+    return refs
+
+
+_QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?")
 
 
 def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
@@ -365,10 +521,11 @@ def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
         amounts = _mapping(amounts, f"{path}.{part}")
         _unknown_keys(amounts, {"cpu", "memory"}, f"{path}.{part}")
         for name, amount in amounts.items():
-            if isinstance(amount, bool) or not _QUANTITY.match(str(amount)):
+            text = _str(amount, f"{path}.{part}.{name}", numbers=True)
+            if not _QUANTITY.fullmatch(text):
                 raise ConfigError(_key(f"{path}.{part}.{name}"),
-                                  f"must be a Kubernetes quantity such as 500m or 256Mi, got {amount!r}")
-            out.setdefault(part, {})[name] = str(amount)
+                                  f"must be a Kubernetes quantity such as 500m or 256Mi, got {_show(amount)}")
+            out.setdefault(part, {})[name] = text
     return out
 
 
@@ -384,11 +541,12 @@ def _annotations(value: Any, path: str) -> Mapping[str, str]:
     for k, v in _mapping(value, path).items():
         key = str(k)
         prefix, _, name = key.rpartition("/")
-        if not _ANNOTATION_NAME.match(name) or (prefix and (len(prefix) > 253 or not _ANNOTATION_PREFIX.match(prefix))):
+        if not _ANNOTATION_NAME.fullmatch(name) or (prefix and (len(prefix) > 253
+                                                              or not _ANNOTATION_PREFIX.fullmatch(prefix))):
             raise ConfigError(_key(f"{path}.{key}"), "is not an annotation key: [prefix/]name, the prefix a DNS "
                                                      "subdomain, the name at most 63 letters, digits, '-', '_', '.'")
         if not isinstance(v, str):
-            raise ConfigError(_key(f"{path}.{key}"), f"must be a string (quote it), got {v!r}")
+            raise ConfigError(_key(f"{path}.{key}"), f"must be a string (quote it), got {_show(v)}")
         out[key] = v
     return out
 
@@ -402,7 +560,7 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     if image is not None:
         image = _str(image, f"{path}.image")
         if any(ch.isspace() for ch in image):
-            raise ConfigError(_key(f"{path}.image"), f"{image!r} is not an image reference")
+            raise ConfigError(_key(f"{path}.image"), f"{_show(image)} is not an image reference")
     if dispatcher == "External" and not image:
         raise ConfigError(
             _key(f"{path}.image"),
@@ -426,11 +584,11 @@ def _rfc3339(value: Any, path: str) -> str:
     """An RFC 3339 UTC time such as 2026-01-01T00:00:00Z (what GKE returns, so no permanent diff)."""
     text = _str(value, path)
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", text):
-        raise ConfigError(_key(path), f"must be an RFC 3339 UTC time such as 2026-01-01T00:00:00Z, got {value!r}")
+        raise ConfigError(_key(path), f"must be an RFC 3339 UTC time such as 2026-01-01T00:00:00Z, got {_show(value)}")
     try:
         datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
-        raise ConfigError(_key(path), f"is not a valid date and time: {value!r}") from None
+        raise ConfigError(_key(path), f"is not a valid date and time: {_show(value)}") from None
     return text
 
 
@@ -466,7 +624,7 @@ def _maintenance(value: Any) -> MaintenanceConfig:
         recurrence = _str(win.get("recurrence"), f"{path}.window.recurrence")
         if not recurrence.startswith("FREQ="):
             raise ConfigError(_key(f"{path}.window.recurrence"),
-                              f"must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU, got {recurrence!r}")
+                              f"must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU, got {_show(recurrence)}")
     return MaintenanceConfig(exclusion=_bool(raw.get("exclusion", True), f"{path}.exclusion"), exclusion_start=start,
                              exclusion_end=end, window_start=w_start, window_end=w_end, window_recurrence=recurrence)
 
@@ -487,48 +645,47 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
         pool, {"name", "instanceType", "capacity", "minNodes", "desiredNodes", "maxNodes", "zone", "reservation"}, path
     )
     name = _str(pool.get("name"), f"{path}.name")
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ConfigError(_key(f"{path}.name"), "must be lower-case letters, digits and '-', at most 40 characters")
     itype = _str(pool.get("instanceType"), f"{path}.instanceType")
     shape = shape_book().get(itype)
     if shape is None or shape.cloud != cloud:
         known = ", ".join(s.name for s in shape_book().for_cloud(cloud))
-        raise ConfigError(_key(f"{path}.instanceType"), f"unknown {cloud} GPU shape {itype!r}; known: {known}")
-    capacity = str(pool.get("capacity", "ON_DEMAND")).upper().replace("-", "_")
+        raise ConfigError(_key(f"{path}.instanceType"), f"unknown {cloud} GPU shape {_show(itype)}; known: {known}")
+    capacity = _str(pool.get("capacity", "ON_DEMAND"), f"{path}.capacity").upper().replace("-", "_")
     if capacity not in _CAPACITIES[cloud]:
         raise ConfigError(_key(f"{path}.capacity"), f"must be one of {', '.join(_CAPACITIES[cloud])}")
-    reservation = pool.get("reservation")
+    reservation = _opt_str(pool.get("reservation"), f"{path}.reservation")
     if capacity in ("CAPACITY_BLOCK", "RESERVATION") and not reservation:
         raise ConfigError(_key(f"{path}.reservation"), f"is required when capacity is {capacity}")
     # AWS: the launch template targets the Capacity Block by its reservation ID.
-    if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", str(reservation)):
+    if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", reservation):
         raise ConfigError(
             _key(f"{path}.reservation"),
-            f"must be a capacity reservation ID such as cr-0123456789abcdef0, got {reservation!r}",
+            f"must be a capacity reservation ID such as cr-0123456789abcdef0, got {_show(reservation)}",
         )
-    min_nodes = _int(pool.get("minNodes", 0), f"{path}.minNodes")
-    max_nodes = _int(pool.get("maxNodes", 1), f"{path}.maxNodes", minimum=1)
-    desired = _int(pool.get("desiredNodes", min_nodes), f"{path}.desiredNodes")
+    min_nodes = _int(pool.get("minNodes", 0), f"{path}.minNodes", maximum=MAX_POOL_NODES)
+    max_nodes = _int(pool.get("maxNodes", 1), f"{path}.maxNodes", minimum=1, maximum=MAX_POOL_NODES)
+    desired = _int(pool.get("desiredNodes", min_nodes), f"{path}.desiredNodes", maximum=MAX_POOL_NODES)
     if capacity == "FLEX_START":
         _check_flex_start(pool, path, min_nodes, desired)
     if min_nodes > max_nodes:
         raise ConfigError(_key(f"{path}.minNodes"), f"({min_nodes}) must not exceed maxNodes ({max_nodes})")
     if not min_nodes <= desired <= max_nodes:
         raise ConfigError(_key(f"{path}.desiredNodes"), f"({desired}) must lie between minNodes and maxNodes")
-    zone = pool.get("zone") or gpu_zone
+    zone = _opt_str(pool.get("zone"), f"{path}.zone") or gpu_zone
     if not zone:
         raise ConfigError(_key(f"{path}.zone"), "is required when gpufleet:gpuZone is not set")
     if not zone_in_region(cloud, zone, region):
         raise ConfigError(
-            _key(f"{path}.zone" if pool.get("zone") else "gpuZone"), f"zone {zone!r} is not in region {region!r}"
+            _key(f"{path}.zone" if pool.get("zone") else "gpuZone"), f"zone {_show(zone)} is not in region {region!r}"
         )
     if max_nodes > 1 and not shape.multi_node:
         raise ConfigError(
             _key(f"{path}.maxNodes"),
             f"{itype} has no multi-node GPU fabric; set maxNodes to 1 or pick an EFA/GPUDirect shape",
         )
-    if cloud == "gcp":
-        _check_gcp_offer(itype, region, zone, f"{path}.instanceType")
+    _check_offer(cloud, itype, region, zone, f"{path}.instanceType")
     return NodePoolConfig(
         name=name,
         shape=shape,
@@ -537,7 +694,7 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
         desired_nodes=desired,
         max_nodes=max_nodes,
         zone=zone,
-        reservation=str(reservation) if reservation else None,
+        reservation=reservation,
     )
 
 
@@ -552,15 +709,24 @@ def _check_flex_start(pool: Mapping[str, Any], path: str, min_nodes: int, desire
                           "ProvisioningRequests are granted")
 
 
-def _check_gcp_offer(itype: str, region: str, zone: str, path: str) -> None:
-    """GCP machine types exist only in some zones; the embedded catalog says which."""
+def _check_offer(cloud: str, itype: str, region: str, zone: str, path: str) -> None:
+    """Machine types exist only in some zones; the embedded catalog (read through ``placement``) says which.
+
+    AWS zone names (us-east-1a) point at a different physical zone in each account, so for them only the
+    region is checked; zone IDs (use1-az6) and GCP zones are checked exactly. A catalog row without a zone
+    (its zone is its region) vouches for the whole region.
+    """
     from placement.catalog import embedded_catalog
 
-    zones = {o.zone for o in embedded_catalog().offers if o.instance_type == itype and o.region == region}
+    zones = {o.zone for o in embedded_catalog().offers
+             if o.cloud == cloud and o.instance_type == itype and o.region == region}
+    if region in zones or (zones and cloud == "aws" and not is_aws_zone_id(zone)):
+        return
     if zone not in zones:
         where = ", ".join(sorted(zones)) or "no zone of this region"
         raise ConfigError(
-            _key(path), f"{itype} is not offered in {zone} per the embedded catalog (offered in: {where})"
+            _key(path), f"{itype} is not offered in {zone} per the embedded catalog (offered in: {where}); "
+                        "pick one of those zones (gpufleet:gpuZone / the pool's zone) or another instance type"
         )
 
 
@@ -571,22 +737,30 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     """
     allowed = set(KEYS)
     _unknown_keys(raw, allowed, "")
-    role = str(raw.get("role", "worker"))
+    role = _str(raw.get("role", "worker"), "role")
     if role not in ("worker", "hub"):
         raise ConfigError(_key("role"), "must be worker or hub")
-    cloud = str(_require(raw, "cloud"))
+    cloud = _str(_require(raw, "cloud"), "cloud")
     if cloud not in _CAPACITIES:
         raise ConfigError(_key("cloud"), "must be aws or gcp")
     region = _str(_require(raw, "region"), "region")
-    project = raw.get("project")
+    if region not in known_regions()[cloud]:
+        near = difflib.get_close_matches(region, sorted(known_regions()[cloud]), n=1)
+        raise ConfigError(_key("region"), f"{_show(region)} is not a known {cloud} region"
+                          + (f"; did you mean {near[0]}?" if near else "")
+                          + " (regions: placement/data/regions.yaml; a new region is a line there)")
+    project = _opt_str(raw.get("project"), "project")
     if cloud == "gcp" and not project:
         raise ConfigError(_key("project"), "is required on GCP stacks (the Google Cloud project ID)")
+    if project is not None and not _GCP_PROJECT.fullmatch(project):
+        raise ConfigError(_key("project"), f"{_show(project)} is not a Google Cloud project ID: lower-case letters, "
+                                           "digits and '-', starting with a letter, at most 30 characters")
     cluster_name = _str(raw.get("clusterName", f"gpufleet-{stack}"), "clusterName")
-    if not _NAME.match(cluster_name):
+    if not _NAME.fullmatch(cluster_name):
         raise ConfigError(_key("clusterName"), "must be lower-case letters, digits and '-', at most 40 characters")
-    gpu_zone = raw.get("gpuZone")
-    if gpu_zone is not None and not zone_in_region(cloud, str(gpu_zone), region):
-        raise ConfigError(_key("gpuZone"), f"zone {gpu_zone!r} is not in region {region!r}")
+    gpu_zone = _opt_str(raw.get("gpuZone"), "gpuZone")
+    if gpu_zone is not None and not zone_in_region(cloud, gpu_zone, region):
+        raise ConfigError(_key("gpuZone"), f"zone {_show(gpu_zone)} is not in region {region!r}")
 
     pools_raw = raw.get("nodePools") or []
     if not isinstance(pools_raw, list):
@@ -597,7 +771,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     names = [p.name for p in pools]
     for i, name in enumerate(names):
         if name in names[:i]:
-            raise ConfigError(_key(f"nodePools[{i}].name"), f"duplicate pool name {name!r}")
+            raise ConfigError(_key(f"nodePools[{i}].name"), f"duplicate pool name {name!r}; pool names must differ")
     multi_zones = {p.zone for p in pools if p.multi_node}
     if gpu_zone is None and len(multi_zones) > 1:
         raise ConfigError(
@@ -608,11 +782,12 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     _unknown_keys(net, {"vpcCidr", "azCount", "podsCidr", "servicesCidr", "gpuCidrBase"}, "network")
     network = NetworkConfig(
         vpc_cidr=_cidr(net.get("vpcCidr", NetworkConfig.vpc_cidr), "network.vpcCidr"),
-        az_count=_int(net.get("azCount", 2), "network.azCount", minimum=2),
+        az_count=_int(net.get("azCount", 2), "network.azCount", minimum=2, maximum=MAX_AZ_COUNT),
         pods_cidr=_cidr(net.get("podsCidr", NetworkConfig.pods_cidr), "network.podsCidr"),
         services_cidr=_cidr(net.get("servicesCidr", NetworkConfig.services_cidr), "network.servicesCidr"),
         gpu_cidr_base=_cidr(net.get("gpuCidrBase", NetworkConfig.gpu_cidr_base), "network.gpuCidrBase"),
     )
+    _check_ranges(network, cloud)
 
     cl = _mapping(raw.get("cluster"), "cluster")
     _unknown_keys(
@@ -640,16 +815,21 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             _key("cluster.publicAccessCidrs"),
             "list the CIDRs allowed to reach the public API endpoint (publicAccess is true)",
         )
-    channel = str(cl.get("releaseChannel", "REGULAR")).upper()
+    channel = _str(cl.get("releaseChannel", "REGULAR"), "cluster.releaseChannel").upper()
     if channel not in ("RAPID", "REGULAR", "STABLE", "EXTENDED"):
         raise ConfigError(_key("cluster.releaseChannel"), "must be RAPID, REGULAR, STABLE or EXTENDED")
-    version = str(cl.get("kubernetesVersion", "1.33"))
+    version = _str(cl.get("kubernetesVersion", "1.33"), "cluster.kubernetesVersion", numbers=True)
     if not re.fullmatch(r"1\.\d{2}", version):
-        raise ConfigError(_key("cluster.kubernetesVersion"), f"must be a minor version such as 1.33, got {version!r}")
+        raise ConfigError(_key("cluster.kubernetesVersion"),
+                          f"must be a minor version such as \"1.33\" (quoted), got {_show(version)}")
+    gke_version = _opt_str(cl.get("gkeVersion"), "cluster.gkeVersion")
+    if gke_version is not None and not re.fullmatch(r"latest|1\.\d+(\.\d+(-gke\.\d+)?)?", gke_version):
+        raise ConfigError(_key("cluster.gkeVersion"), "must be a GKE version such as 1.33, 1.33.5-gke.1080000 or "
+                                                      f"latest, got {_show(gke_version)}")
     cluster = ClusterConfig(
         kubernetes_version=version,
         release_channel=channel,
-        gke_version=cl.get("gkeVersion"),
+        gke_version=gke_version,
         public_access=public,
         public_access_cidrs=cidrs,
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
@@ -666,14 +846,14 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         if not re.fullmatch(r"arn:aws[-a-z]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", principal):
             raise ConfigError(
                 _key("cluster.adminPrincipals"),
-                f"{principal!r} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)",
+                f"{_show(principal)} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)",
             )
 
     ck = _mapping(raw.get("checkpoint"), "checkpoint")
     _unknown_keys(ck, {"prefix", "noncurrentVersionDays", "softDeleteDays", "kmsKey", "filesystem"}, "checkpoint")
     fs = _mapping(ck.get("filesystem"), "checkpoint.filesystem")
     _unknown_keys(fs, {"kind", "capacityGb", "throughputMbpsPerTib"}, "checkpoint.filesystem")
-    fs_kind = str(fs.get("kind", "none"))
+    fs_kind = _str(fs.get("kind", "none"), "checkpoint.filesystem.kind")
     fs_allowed = ("none", "fsx") if cloud == "aws" else ("none", "lustre", "filestore")
     if fs_kind not in fs_allowed:
         raise ConfigError(_key("checkpoint.filesystem.kind"), f"must be one of {', '.join(fs_allowed)} on {cloud}")
@@ -690,16 +870,18 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     throughput = _int(fs.get("throughputMbpsPerTib", 250), "checkpoint.filesystem.throughputMbpsPerTib", minimum=1)
     if fs_kind == "fsx" and throughput not in (125, 250, 500, 1000):
         raise ConfigError(_key("checkpoint.filesystem.throughputMbpsPerTib"), "must be 125, 250, 500 or 1000")
-    prefix = str(ck.get("prefix", "checkpoints")).strip("/")
-    if not prefix:
-        raise ConfigError(_key("checkpoint.prefix"), "must be a non-empty key prefix such as checkpoints")
+    prefix = _str(ck.get("prefix", "checkpoints"), "checkpoint.prefix").strip("/")
+    # Object keys are at most 1024 bytes (S3, GCS); the prefix leaves room for the run and step names.
+    if not prefix or len(prefix.encode()) > 256 or prefix != prefix.strip():
+        raise ConfigError(_key("checkpoint.prefix"), "must be a key prefix such as checkpoints: at most 256 bytes, "
+                                                     f"no leading or trailing spaces, got {_show(prefix)}")
     checkpoint = CheckpointConfig(
         prefix=prefix,
         noncurrent_version_days=_int(
             ck.get("noncurrentVersionDays", 30), "checkpoint.noncurrentVersionDays", minimum=1
         ),
         soft_delete_days=_int(ck.get("softDeleteDays", 7), "checkpoint.softDeleteDays", minimum=0),
-        kms_key=ck.get("kmsKey"),
+        kms_key=_opt_str(ck.get("kmsKey"), "checkpoint.kmsKey"),
         filesystem=FilesystemConfig(
             kind=fs_kind,  # type: ignore[arg-type]
             capacity_gb=capacity_gb,
@@ -714,34 +896,42 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         service_account=_str(tr.get("serviceAccount", "trainer"), "training.serviceAccount"),
     )
     # Both name Kubernetes objects (a Namespace, a ServiceAccount) and appear in IAM subjects.
-    if not _NAME.match(training.namespace):
-        raise ConfigError(_key("training.namespace"), f"{training.namespace!r} is not a valid namespace name")
+    if not _NAME.fullmatch(training.namespace):
+        raise ConfigError(_key("training.namespace"), f"{_show(training.namespace)} is not a valid namespace name")
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", training.service_account):
         raise ConfigError(
             _key("training.serviceAccount"),
-            f"{training.service_account!r} is not a valid service account name (a DNS-1123 label)",
+            f"{_show(training.service_account)} is not a valid service account name (a DNS-1123 label)",
         )
 
     kq = _mapping(raw.get("kueue"), "kueue")
     _unknown_keys(kq, {"version", "cohort", "teams", "flavorOrder"}, "kueue")
-    kversion = str(kq.get("version", "0.19.2"))
+    kversion = _str(kq.get("version", "0.19.2"), "kueue.version")
     if not re.fullmatch(r"0\.19\.\d+", kversion):
-        raise ConfigError(_key("kueue.version"), f"must be a Kueue v0.19.x release such as 0.19.2, got {kversion!r}")
+        raise ConfigError(_key("kueue.version"),
+                          f"must be a Kueue v0.19.x release such as 0.19.2, got {_show(kversion)}")
     order = _strings(kq.get("flavorOrder"), "kueue.flavorOrder") or ("on-demand", "spot")
     if sorted(order) != ["on-demand", "spot"]:
         raise ConfigError(_key("kueue.flavorOrder"), "must list on-demand and spot once each, in the order to try")
     teams = _strings(kq.get("teams"), "kueue.teams") or ("team-a",)
-    for t in teams:
-        if not _NAME.match(t):
-            raise ConfigError(_key("kueue.teams"), f"{t!r} is not a valid namespace name")
-    kueue = KueueConfig(
-        version=kversion, cohort=_str(kq.get("cohort", "gpufleet"), "kueue.cohort"), teams=teams, flavor_order=order
-    )
+    for i, t in enumerate(teams):
+        # A team is a namespace (holding its LocalQueues) and a label value on it: a DNS-1123 label.
+        if not _NAME.fullmatch(t):
+            raise ConfigError(_key(f"kueue.teams[{i}]"), f"{_show(t)} is not a valid namespace name: lower-case "
+                                                         "letters, digits and '-', at most 40 characters")
+        if t in teams[:i]:
+            raise ConfigError(_key(f"kueue.teams[{i}]"), f"team {t!r} is listed twice; list each team once")
+    cohort = _str(kq.get("cohort", "gpufleet"), "kueue.cohort")
+    # ClusterQueue.spec.cohortName in the Kueue v1beta2 CRD: a DNS-1123 subdomain of at most 253 characters.
+    if len(cohort) > 253 or not _DNS_SUBDOMAIN.fullmatch(cohort):
+        raise ConfigError(_key("kueue.cohort"), f"{_show(cohort)} is not a cohort name: lower-case letters, "
+                                                "digits, '-' and '.', starting and ending with a letter or digit")
+    kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order)
 
     hb = _mapping(raw.get("hub"), "hub")
     _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch"}, "hub")
-    workers = _strings(hb.get("workers"), "hub.workers")
-    dispatcher = str(hb.get("dispatcher", "AllAtOnce"))
+    workers = _worker_refs(hb.get("workers"), "hub.workers")
+    dispatcher = _str(hb.get("dispatcher", "AllAtOnce"), "hub.dispatcher")
     if dispatcher not in ("AllAtOnce", "Incremental", "External"):
         raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
     egress = _ipv4_cidrs(hb.get("egressCidrs"), "hub.egressCidrs")
@@ -758,13 +948,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "over peering/VPN, or NAT addresses) and authorise them on every worker in gpufleet:cluster.hubCidrs",
         )
 
-    tags_raw = _mapping(raw.get("tags"), "tags")
-    tags = {str(k): str(v) for k, v in tags_raw.items()}
-    for required in ("owner", "cost-center"):
-        if not tags.get(required):
-            raise ConfigError(
-                _key(f"tags.{required}"), "is required: every taggable resource carries owner and cost-center"
-            )
+    tags = _tags(raw.get("tags"), cloud)
 
     return StackConfig(
         cloud=cloud,  # type: ignore[arg-type]
@@ -772,7 +956,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         region=region,
         cluster_name=cluster_name,
         gpu_zone=gpu_zone,
-        project=str(project) if project else None,
+        project=project,
         node_pools=pools,
         network=network,
         cluster=cluster,
@@ -799,7 +983,52 @@ def from_pulumi() -> StackConfig:
             value = cfg.get(key)
         if value is not None:
             raw[key] = value
-    return parse(raw, stack=pulumi.get_stack())
+    parsed = parse(raw, stack=pulumi.get_stack())
+    project = _this_project()
+    if project is not None:
+        check_worker_stacks(parsed, *project)
+    return parsed
+
+
+def _this_project() -> tuple[Path, str] | None:
+    """(stack config directory, project name) of the Pulumi project this package belongs to, from its
+    ``Pulumi.yaml``; None when the package runs outside a checkout of it."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        doc = yaml.safe_load((root / "Pulumi.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+        return None
+    return root / str(doc.get("stackConfigDir") or "."), doc["name"]
+
+
+def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str) -> None:
+    """On a hub, every worker of this project (``org/<project>/<stack>``) must be a worker stack of it: its
+    ``Pulumi.<stack>.yaml`` is in ``stacks_dir`` and does not say ``role: hub``. Stacks of other projects are
+    not known here. Raises :class:`ConfigError` naming ``gpufleet:hub.workers[i]``."""
+    import yaml
+
+    for i, ref in enumerate(cfg.hub.workers):
+        _, ref_project, stack = ref.split("/")
+        if ref_project != project:
+            continue
+        path = stacks_dir / f"Pulumi.{stack}.yaml"
+        where = _key(f"hub.workers[{i}]")
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(where, f"project {project} has no stack {stack!r} ({path.name} is not in "
+                                     f"{stacks_dir.name}/): fix the name or create and bring up that worker "
+                                     "stack first") from None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(where, f"cannot read {path.name} ({type(exc).__name__}); fix that stack file") from None
+        config = doc.get("config") if isinstance(doc, dict) else None
+        role = config.get(_key("role"), "worker") if isinstance(config, dict) else "worker"
+        if role != "worker":
+            raise ConfigError(where, f"stack {stack!r} is a {_show(role)} stack, not a worker; list worker stacks only")
 
 
 def load_stack_file(path: str) -> StackConfig:
@@ -813,4 +1042,8 @@ def load_stack_file(path: str) -> StackConfig:
     config = doc.get("config") or {}
     raw = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(NAMESPACE + ":")}
     stack = os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
-    return parse(raw, stack=stack)
+    parsed = parse(raw, stack=stack)
+    project = _this_project()
+    if project is not None:
+        check_worker_stacks(parsed, Path(path).resolve().parent, project[1])
+    return parsed

@@ -132,6 +132,15 @@ def _worker_identity(name: str, account: str, role_name: str, rules: list[dict[s
     )
 
 
+def _worker_of(stack: str, outputs: Mapping[str, Any]) -> ko.Worker:
+    """The worker read from its stack outputs; a missing or malformed output stops `pulumi up` with one line
+    naming the worker stack and the output (RunError), not a traceback."""
+    try:
+        return ko.worker_from_outputs(stack, outputs)
+    except ValueError as exc:
+        raise pulumi.RunError(f"invalid worker stack outputs: {exc}") from None
+
+
 def api_access_of(outputs: Any) -> dict[str, Any] | None:
     """A worker's ``apiAccess`` output as exported (:func:`infra.outputs.api_access_output`), or None."""
     return dict(outputs) if isinstance(outputs, Mapping) else None
@@ -160,8 +169,7 @@ class MultiKueueWorker(pulumi.ComponentResource):
         required = {k: ref.require_output(k) for k in ("cloud", "region", "clusterName", "nodePools")}
         optional = {k: ref.get_output(k) for k in (*dp.FLEET_OUTPUTS, *dp.OPTIONAL_FLEET_OUTPUTS)
                     if k not in required}
-        self.worker: Output[ko.Worker] = Output.all(**required).apply(
-            lambda o: ko.worker_from_outputs(args.stack, o))
+        self.worker: Output[ko.Worker] = Output.all(**required).apply(lambda o: _worker_of(args.stack, o))
         self.fleet_entry: Output[dict[str, Any]] = Output.all(**required, **optional).apply(dp.fleet_entry)
         self.api_access: Output[dict[str, Any] | None] = ref.get_output("apiAccess").apply(api_access_of)
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)

@@ -299,18 +299,41 @@ class Worker:
 
 
 def worker_from_outputs(stack: str, outputs: Mapping[str, Any]) -> Worker:
-    """Parse a worker stack's outputs (``clusterName``, ``cloud``, ``nodePools``) into a :class:`Worker`."""
+    """Parse a worker stack's outputs (``clusterName``, ``cloud``, ``nodePools``) into a :class:`Worker`.
+
+    Raises :class:`ValueError` naming the worker stack and the output when one is missing or malformed (an
+    older or hand-edited stack): the hub sizes its quotas from these, so it never guesses.
+    """
     from placement.shapes import shape_book
 
+    def bad(what: str) -> ValueError:
+        return ValueError(f"worker stack {stack}: output {what}; run `pulumi up` on that worker stack first")
+
+    cluster_name, cloud, raw_pools = (outputs.get(k) for k in ("clusterName", "cloud", "nodePools"))
+    if not isinstance(cluster_name, str) or not cluster_name:
+        raise bad("clusterName is missing or not a cluster name")
+    if cloud not in ("aws", "gcp"):
+        raise bad("cloud is missing or not aws/gcp")
+    if not isinstance(raw_pools, list):
+        raise bad("nodePools is missing or not a list")
     pools = []
-    for raw in outputs.get("nodePools") or []:
-        shape = shape_book().get(str(raw["instanceType"]))
+    for i, raw in enumerate(raw_pools):
+        if not isinstance(raw, Mapping):
+            raise bad(f"nodePools[{i}] is not a mapping")
+        shape = shape_book().get(str(raw.get("instanceType")))
         if shape is None:
-            raise ValueError(f"worker {stack}: unknown instance type {raw['instanceType']!r} in nodePools")
-        pools.append(WorkerPool(name=str(raw["name"]), shape=shape, capacity_kind=str(raw["capacity"]),
-                                max_nodes=int(raw["maxNodes"])))
-    return Worker(key=worker_key(stack), cluster_name=str(outputs["clusterName"]), cloud=str(outputs["cloud"]),
-                  pools=tuple(pools))
+            raise bad(f"nodePools[{i}].instanceType is missing or not a shape of placement/data/shapes.yaml")
+        name, capacity, max_nodes = raw.get("name"), raw.get("capacity"), raw.get("maxNodes")
+        if not isinstance(name, str) or not name:
+            raise bad(f"nodePools[{i}].name is missing")
+        if capacity not in ("spot", "on-demand"):
+            raise bad(f"nodePools[{i}].capacity is missing or not spot/on-demand")
+        # Stack outputs carry numbers as JSON/protobuf doubles: 4 arrives as 4.0.
+        if (isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, float))
+                or not (0 < max_nodes <= 100_000 and float(max_nodes).is_integer())):
+            raise bad(f"nodePools[{i}].maxNodes is missing or not a positive whole number")
+        pools.append(WorkerPool(name=name, shape=shape, capacity_kind=capacity, max_nodes=int(max_nodes)))
+    return Worker(key=worker_key(stack), cluster_name=cluster_name, cloud=cloud, pools=tuple(pools))
 
 
 def hub_resource_flavor(key: str, capacity_kind: str) -> dict[str, Any]:
