@@ -59,6 +59,31 @@ def is_private_cidr(cidr: str) -> bool:
     return any(net.version == p.version and net.subnet_of(p) for p in PRIVATE_RANGES)  # type: ignore[arg-type]
 
 
+# The FSx for Lustre deployment type the stack creates (infra/aws/checkpoint.py), SSD storage.
+FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
+# Storage capacities FSx for Lustre accepts at create, per SSD deployment type (CreateFileSystem
+# StorageCapacity, FSx API reference): the listed first sizes, then multiples of the step, in GB (GiB).
+FSX_SSD_CAPACITY: Mapping[str, tuple[tuple[int, ...], int]] = {
+    "PERSISTENT_2": ((1200, 2400), 2400),
+    "PERSISTENT_1": ((1200, 2400), 2400),
+    "SCRATCH_2": ((1200, 2400), 2400),
+    "SCRATCH_1": ((1200, 2400), 3600),
+}
+
+
+def fsx_capacity_valid(deployment_type: str, capacity_gb: int) -> bool:
+    """Whether FSx for Lustre creates an SSD file system of ``deployment_type`` with ``capacity_gb`` GB."""
+    first, step = FSX_SSD_CAPACITY[deployment_type]
+    return capacity_gb in first or (capacity_gb > 0 and capacity_gb % step == 0)
+
+
+def fsx_valid_sizes(deployment_type: str) -> str:
+    """The sizes of :func:`fsx_capacity_valid` in words, for error messages."""
+    first, step = FSX_SSD_CAPACITY[deployment_type]
+    after = [n * step for n in range(1, 4) if n * step > max(first)][:2]
+    return f"{', '.join(map(str, first))}, then multiples of {step} GB ({', '.join(map(str, after))}, ...)"
+
+
 class ConfigError(InputError):
     """An invalid stack config value; ``field`` is the full key, e.g. ``gpufleet:nodePools[0].maxNodes``."""
 
@@ -579,10 +604,10 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             f"is required when checkpoint.filesystem.kind is {fs_kind} (the filesystem lives in the GPU zone)",
         )
     capacity_gb = _int(fs.get("capacityGb", 1200), "checkpoint.filesystem.capacityGb", minimum=1)
-    if fs_kind == "fsx" and capacity_gb % 1200:
-        raise ConfigError(
-            _key("checkpoint.filesystem.capacityGb"), "FSx for Lustre PERSISTENT_2 takes multiples of 1200 GB"
-        )
+    if fs_kind == "fsx" and not fsx_capacity_valid(FSX_DEPLOYMENT_TYPE, capacity_gb):
+        raise ConfigError(_key("checkpoint.filesystem.capacityGb"),
+                          f"{capacity_gb} is not a size FSx for Lustre {FSX_DEPLOYMENT_TYPE} SSD accepts: "
+                          f"{fsx_valid_sizes(FSX_DEPLOYMENT_TYPE)}")
     throughput = _int(fs.get("throughputMbpsPerTib", 250), "checkpoint.filesystem.throughputMbpsPerTib", minimum=1)
     if fs_kind == "fsx" and throughput not in (125, 250, 500, 1000):
         raise ConfigError(_key("checkpoint.filesystem.throughputMbpsPerTib"), "must be 125, 250, 500 or 1000")

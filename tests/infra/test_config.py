@@ -186,3 +186,27 @@ def test_new_structured_keys_are_described_in_the_project_file():
     for key in ("egressCidrs", "dispatch", "image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
                 "resources", "live", "serviceAccountAnnotations"):
         assert key in described["hub"], key
+
+
+@pytest.mark.parametrize(("gb", "ok"), [(1200, True), (2400, True), (3600, False), (4800, True), (6000, False),
+                                        (7200, True), (600, False), (1000, False)])
+def test_fsx_capacity_follows_the_persistent_2_ssd_sizes(gb, ok):
+    raw = _with("checkpoint.filesystem", {"kind": "fsx", "capacityGb": gb})
+    if ok:
+        assert parse(raw, stack="t").checkpoint.filesystem.capacity_gb == gb
+        return
+    with pytest.raises(ConfigError) as err:
+        parse(raw, stack="t")
+    message = str(err.value)
+    assert message.startswith("gpufleet:checkpoint.filesystem.capacityGb:") and "\n" not in message
+    assert "1200, 2400, then multiples of 2400" in message
+
+
+def test_fsx_capacity_rules_per_ssd_deployment_type():
+    from infra.config import fsx_capacity_valid
+
+    for kind in ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"):
+        assert [g for g in range(1200, 12001, 1200) if fsx_capacity_valid(kind, g)] == [1200, 2400, 4800, 7200,
+                                                                                        9600, 12000]
+    assert [g for g in range(1200, 12001, 1200) if fsx_capacity_valid("SCRATCH_1", g)] == [1200, 2400, 3600, 7200,
+                                                                                        10800]
