@@ -439,7 +439,11 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     reservation = pool.get("reservation")
     if capacity in ("CAPACITY_BLOCK", "RESERVATION") and not reservation:
         raise ConfigError(_key(f"{path}.reservation"), f"is required when capacity is {capacity}")
-    # AWS: the launch template targets the Capacity Block by its reservation ID.
+    # AWS: the launch template targets the Capacity Block or On-Demand Capacity Reservation by its ID;
+    # spot instances never run in a capacity reservation.
+    if cloud == "aws" and reservation and capacity == "SPOT":
+        raise ConfigError(_key(f"{path}.reservation"), "spot instances cannot use a capacity reservation; remove it "
+                                                       "or set capacity to ON_DEMAND (an ODCR) or CAPACITY_BLOCK")
     if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", str(reservation)):
         raise ConfigError(
             _key(f"{path}.reservation"),

@@ -53,6 +53,18 @@ def nodeadm_user_data(raid0_instance_store: bool) -> str | None:
     return base64.b64encode(text.encode()).decode()
 
 
+def reservation_target(reservation: str | None
+                       ) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None:
+    """Launch into exactly this capacity reservation (``cr-...``): a Capacity Block, or an On-Demand Capacity
+    Reservation on an ON_DEMAND pool (without the target, instances would only use an ``open`` ODCR by chance
+    and never a ``targeted`` one). ``None`` when the pool has no reservation."""
+    if not reservation:
+        return None
+    return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+        capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+            capacity_reservation_id=reservation))
+
+
 def efa_interfaces(network_cards: int, security_group_ids: list[pulumi.Input[str]]
                    ) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
     """One interface per network card: card 0 / device 0 ``efa`` (EFA with ENA, the node's IP), every other card
@@ -109,7 +121,7 @@ class GpuNodeGroupArgs:
 class GpuNodeGroup(pulumi.ComponentResource):
     """A managed node group for one pool: single GPU subnet (one zone), NVIDIA AL2023 AMI, GPU taint and labels,
     and a launch template with the EFA interfaces, the cluster placement group, IMDSv2, RAID0 instance store and
-    Capacity Block targeting where the pool asks for it.
+    reservation targeting (Capacity Block or On-Demand Capacity Reservation) where the pool asks for it.
     """
 
     launch_template: aws.ec2.LaunchTemplate
@@ -141,11 +153,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             if args.placement_group is not None else None,
             instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
             if block else None,
-            capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                capacity_reservation_target=aws.ec2.
-                LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                    capacity_reservation_id=pool.reservation))
-            if block else None,
+            capacity_reservation_specification=reservation_target(pool.reservation),
             metadata_options=imdsv2_metadata(),
             block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                 device_name="/dev/xvda",

@@ -402,6 +402,8 @@ def mixed_run() -> RunResult:
         {"name": "l40s", "instanceType": "g6e.xlarge", "minNodes": 0, "maxNodes": 1, "zone": "us-east-1b"},
         {"name": "h200-block", "instanceType": "p5en.48xlarge", "capacity": "CAPACITY_BLOCK",
          "reservation": "cr-0123456789abcdef0", "minNodes": 0, "maxNodes": 2},
+        {"name": "h100-odcr", "instanceType": "p5.48xlarge", "capacity": "ON_DEMAND",
+         "reservation": "cr-0fedcba9876543210", "minNodes": 2, "maxNodes": 2},
     ]})
 
 
@@ -428,6 +430,29 @@ def test_capacity_block_pool_targets_its_reservation(mixed_run: RunResult) -> No
     assert mixed_run.of_type(PG) == []
 
 
+def test_on_demand_pool_targets_its_capacity_reservation(mixed_run: RunResult) -> None:
+    ng = pool_node_group(mixed_run, "h100-odcr")
+    assert ng.inputs["capacityType"] == "ON_DEMAND"
+    lt = launch_template_of(mixed_run, ng)
+    target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == "cr-0fedcba9876543210"
+    assert "instanceMarketOptions" not in lt.inputs, "an ODCR is plain on-demand, not the capacity-block market"
+    assert len(lt.inputs["networkInterfaces"]) == 32
+    # The reservation decides where the instances go; our placement group would make the launch fail.
+    assert "placement" not in lt.inputs
+
+
+def test_pools_without_a_reservation_target_none(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    for pool in cfg.node_pools:
+        lt = launch_template_of(run, pool_node_group(run, pool.name))
+        spec = lt.inputs.get("capacityReservationSpecification")
+        if pool.reservation:
+            assert spec["capacityReservationTarget"]["capacityReservationId"] == pool.reservation
+        else:
+            assert spec is None
+
+
 # ------------------------------------------------------------------ invalid configs
 
 
@@ -446,6 +471,8 @@ INVALID = [
      "gpufleet:nodePools[0].maxNodes"),
     ("fsx-without-gpu-zone", {"gpuZone": None, "nodePools": _pool(zone="use1-az6")}, "gpufleet:gpuZone"),
     ("capacity-block-bad-reservation", {"nodePools": _pool(capacity="CAPACITY_BLOCK", reservation="block-1")},
+     "gpufleet:nodePools[0].reservation"),
+    ("spot-pool-with-reservation", {"nodePools": _pool(capacity="SPOT", reservation="cr-0123456789abcdef0")},
      "gpufleet:nodePools[0].reservation"),
     ("admin-not-an-iam-arn", {"cluster": {"adminPrincipals": ["alice@example.com"]}},
      "gpufleet:cluster.adminPrincipals"),
