@@ -25,6 +25,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.aws.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, pool_labels
+from infra.aws.iam import pod_identity_trust_policy
 from infra.aws.layout import resource_tags, uses_efa
 from infra.config import ConfigError, NodePoolConfig, StackConfig
 
@@ -89,15 +90,6 @@ def node_template_tags(pool: NodePoolConfig) -> dict[str, str]:
 def asg_tags(cluster_name: str, pool: NodePoolConfig) -> dict[str, str]:
     """Every tag the autoscaler needs on the ASG of ``pool``'s node group."""
     return {**discovery_tags(cluster_name), **node_template_tags(pool)}
-
-
-def pod_identity_trust_policy() -> str:
-    """Trust policy of a role assumed through EKS Pod Identity (the agent also tags the session)."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-                       "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-    })
 
 
 def autoscaler_policy(cluster_name: str, partition: str, region: str, account_id: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from infra.aws.iam import irsa_trust_policy, service_trust_policy
+from infra.aws.iam import irsa_trust_policy, pod_identity_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
 from infra.config import StackConfig
 from infra.outputs import public_endpoint_cidrs
@@ -27,8 +27,17 @@ AFTER_NODES_ADDONS = ("coredns",)
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 FSX_CSI_NAMESPACE = "kube-system"
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly",
-                 "AmazonSSMManagedInstanceCore")
+# No AmazonEKS_CNI_Policy: with IMDS closed to pods (hop limit 1) the node role is what a node's own
+# processes use, and the VPC CNI gets its network rights from its own Pod Identity role (VPC_CNI_POLICY).
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore")
+VPC_CNI_ADDON = "vpc-cni"
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"  # kube-system/aws-node, the add-on's DaemonSet
+VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
+# The EKS node monitoring agent: turns GPU XID errors, kernel, network and storage faults into node conditions
+# that node auto-repair acts on. Pinned (EKS add-on versions: `aws eks describe-addon-versions --addon-name
+# eks-node-monitoring-agent --kubernetes-version <minor>`); its DaemonSet tolerates every taint.
+NODE_MONITORING_ADDON = "eks-node-monitoring-agent"
+NODE_MONITORING_ADDON_VERSION = "v1.4.0-eksbuild.2"
 
 
 @dataclass(frozen=True)
@@ -43,9 +52,11 @@ class EksClusterArgs:
 
 
 def imdsv2_metadata() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
-    """IMDSv2 only; hop limit 2 so containers behind the node's network namespace still reach IMDS."""
+    """IMDSv2 only, hop limit 1: the node and its host-network pods (VPC CNI, kube-proxy, Pod Identity agent,
+    node monitoring agent) reach IMDS, pods in their own network namespace do not, so no pod can take the
+    node role's credentials. Pods that call AWS get their own role (Pod Identity or IRSA)."""
     return aws.ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled", http_tokens="required",
-                                                     http_put_response_hop_limit=2)
+                                                     http_put_response_hop_limit=1)
 
 
 def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -185,9 +196,26 @@ class EksCluster(pulumi.ComponentResource):
         ]
         self.node_role_arn = node_role.arn
 
+        # The VPC CNI's own role, bound to kube-system/aws-node through EKS Pod Identity (the agent add-on is
+        # installed next to it): assigning ENIs and IPs is no longer a right of every process on the node.
+        cni_role = aws.iam.Role(f"{name}-vpc-cni", assume_role_policy=pod_identity_trust_policy(),
+                                description=f"VPC CNI (kube-system/{VPC_CNI_SERVICE_ACCOUNT}) of {cfg.cluster_name}",
+                                tags=tags("vpc-cni"), opts=child)
+        cni_attach = aws.iam.RolePolicyAttachment(f"{name}-vpc-cni", role=cni_role.name,
+                                                  policy_arn=f"{arn_prefix}:iam::aws:policy/{VPC_CNI_POLICY}",
+                                                  opts=child)
+        self.vpc_cni_role_arn = cni_role.arn
+
         self.before_nodes = [*node_attachments]
         for addon in BEFORE_NODES_ADDONS:
-            self.before_nodes.append(self._addon(name, cfg, args.stack, addon))
+            if addon == VPC_CNI_ADDON:
+                self.before_nodes.append(self._addon(
+                    name, cfg, args.stack, addon,
+                    pod_identity=[aws.eks.AddonPodIdentityAssociationArgs(
+                        role_arn=cni_role.arn, service_account=VPC_CNI_SERVICE_ACCOUNT)],
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[cni_attach])))
+            else:
+                self.before_nodes.append(self._addon(name, cfg, args.stack, addon))
 
         system_lt = aws.ec2.LaunchTemplate(
             f"{name}-system-lt",
@@ -227,6 +255,8 @@ class EksCluster(pulumi.ComponentResource):
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group])
         for addon in AFTER_NODES_ADDONS:
             self._addon(name, cfg, args.stack, addon, opts=after)
+        # GPU node groups run with node auto-repair (GpuNodeGroup), which acts on the conditions this agent sets.
+        self._addon(name, cfg, args.stack, NODE_MONITORING_ADDON, version=NODE_MONITORING_ADDON_VERSION, opts=after)
 
         fsx_role = aws.iam.Role(
             f"{name}-fsx-csi",
@@ -254,14 +284,17 @@ class EksCluster(pulumi.ComponentResource):
         })
 
     def _addon(self, name: str, cfg: StackConfig, stack: str, addon: str,
-               service_account_role_arn: pulumi.Input[str] | None = None,
+               service_account_role_arn: pulumi.Input[str] | None = None, version: str | None = None,
+               pod_identity: list[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
                opts: pulumi.ResourceOptions | None = None) -> aws.eks.Addon:
-        """A managed add-on at the default version for the cluster's Kubernetes version."""
+        """A managed add-on at ``version``, or at the default version for the cluster's Kubernetes version."""
         return aws.eks.Addon(
             f"{name}-{addon}",
             cluster_name=self.cluster.name,
             addon_name=addon,
+            addon_version=version,
             service_account_role_arn=service_account_role_arn,
+            pod_identity_associations=pod_identity,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=resource_tags(cfg, stack, f"{name}-{addon}"),

@@ -140,7 +140,53 @@ def test_every_launch_template_requires_imdsv2(stack: tuple[StackConfig, RunResu
     for lt in lts:
         meta = lt.inputs["metadataOptions"]
         assert meta["httpTokens"] == "required"
-        assert int(meta["httpPutResponseHopLimit"]) == 2
+        # 1: pods in their own network namespace cannot reach IMDS and take the node role.
+        assert int(meta["httpPutResponseHopLimit"]) == 1
+
+
+ADDON = "aws:eks/addon:Addon"
+ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+ROLE = "aws:iam/role:Role"
+
+
+def role_of(run: RunResult, arn: str) -> Registered:
+    """The role a mocked ARN (``arn:mock:<type>:<name>``) points at."""
+    role = run.named(arn.rsplit(":", 1)[-1])
+    assert role.type == ROLE
+    return role
+
+
+def attached_policies(run: RunResult, role: Registered) -> set[str]:
+    """Names of the managed policies attached to ``role`` (the mocks name a role after its resource)."""
+    return {a.inputs["policyArn"].rsplit("/", 1)[-1] for a in run.of_type(ATTACH) if a.inputs["role"] == role.name}
+
+
+def test_vpc_cni_has_its_own_pod_identity_role_and_the_node_role_no_cni_rights(
+        stack: tuple[StackConfig, RunResult]) -> None:
+    _, run = stack
+    (cni,) = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "vpc-cni"]
+    (assoc,) = cni.inputs["podIdentityAssociations"]
+    assert assoc["serviceAccount"] == "aws-node"
+    cni_role = role_of(run, assoc["roleArn"])
+    trust = json.loads(cni_role.inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert attached_policies(run, cni_role) == {"AmazonEKS_CNI_Policy"}
+    # Pod Identity needs its agent on every node.
+    assert "eks-pod-identity-agent" in {a.inputs["addonName"] for a in run.of_type(ADDON)}
+    node_roles = {ng.inputs["nodeRoleArn"] for ng in run.of_type(NG)}
+    assert len(node_roles) == 1
+    (node_role_ref,) = node_roles
+    node_policies = attached_policies(run, role_of(run, node_role_ref))
+    assert "AmazonEKSWorkerNodePolicy" in node_policies
+    assert "AmazonEKS_CNI_Policy" not in node_policies
+
+
+def test_node_monitoring_agent_is_pinned_where_node_repair_is_on(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    repaired = [pool_node_group(run, p.name) for p in cfg.node_pools]
+    assert all(ng.inputs["nodeRepairConfig"]["enabled"] is True for ng in repaired)
+    (agent,) = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "eks-node-monitoring-agent"]
+    assert agent.inputs.get("addonVersion", "").startswith("v"), "the agent is pinned to an add-on version"
 
 
 def test_gpu_node_groups_capacity_labels_taint_and_local_nvme(stack: tuple[StackConfig, RunResult]) -> None:
