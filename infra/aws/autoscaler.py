@@ -28,6 +28,7 @@ from infra.aws.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, pool_labels
 from infra.aws.iam import pod_identity_trust_policy
 from infra.aws.layout import resource_tags, uses_efa
 from infra.config import ConfigError, NodePoolConfig, StackConfig
+from placement.kueue import EFA_HUGEPAGES_MIB, RES_HUGEPAGES
 
 CHART = "cluster-autoscaler"
 CHART_REPO = "https://kubernetes.github.io/autoscaler"
@@ -77,13 +78,15 @@ def discovery_tags(cluster_name: str) -> dict[str, str]:
 
 def node_template_tags(pool: NodePoolConfig) -> dict[str, str]:
     """ASG tags that describe a node of ``pool`` before one exists: node labels, the GPU taint, and extended
-    resources in counts per node (GPUs, and EFA devices: one per network card, as the launch template wires).
+    resources in counts per node (GPUs, and EFA devices: one per network card, as the launch template wires,
+    plus the 2 MiB huge pages EFA nodes reserve, which every EFA pod requests).
     """
     tags = {f"{TAG_PREFIX}/node-template/label/{k}": v for k, v in pool_labels(pool).items()}
     tags[f"{TAG_PREFIX}/node-template/taint/{GPU_TAINT_KEY}"] = f"{GPU_TAINT_VALUE}:{GPU_TAINT_EFFECT}"
     tags[f"{TAG_PREFIX}/node-template/resources/{GPU_RESOURCE}"] = str(pool.shape.gpus)
     if uses_efa(pool):
         tags[f"{TAG_PREFIX}/node-template/resources/{EFA_RESOURCE}"] = str(pool.shape.network_cards)
+        tags[f"{TAG_PREFIX}/node-template/resources/{RES_HUGEPAGES}"] = f"{EFA_HUGEPAGES_MIB}Mi"
     return tags
 
 

@@ -293,6 +293,8 @@ def _resources(plan: PodPlan) -> dict[str, Any]:
     limits = {ko.RES_GPU: _quantity(plan.gpus_per_node)}
     if plan.efa:
         requests[ko.RES_EFA] = limits[ko.RES_EFA] = _quantity(plan.efa)
+        # Huge page requests must equal their limits; the node reserves this much (placement.kueue).
+        requests[ko.RES_HUGEPAGES] = limits[ko.RES_HUGEPAGES] = f"{ko.EFA_HUGEPAGES_MIB}Mi"
     return {"requests": requests, "limits": limits}
 
 

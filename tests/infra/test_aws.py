@@ -215,6 +215,24 @@ def test_gpu_node_groups_capacity_labels_taint_and_local_nvme(stack: tuple[Stack
             assert node_config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
 
 
+def test_efa_nodes_reserve_the_huge_pages_efa_pods_request(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    for pool in cfg.node_pools:
+        lt = launch_template_of(run, pool_node_group(run, pool.name))
+        data = lt.inputs.get("userData")
+        mime = email.message_from_string(base64.b64decode(data).decode()) if data else None
+        scripts = [str(p.get_payload()) for p in mime.walk()
+                   if p.get_content_type() == "text/x-shellscript"] if mime else []
+        if pool.shape.fabric != "efa":
+            assert scripts == []
+            continue
+        (script,) = scripts
+        assert script.startswith("#!/bin/bash")
+        # 2560 pages x 2 MiB = the 5120Mi of hugepages-2Mi every EFA pod requests, set now and on reboot.
+        assert "sysctl -w vm.nr_hugepages=2560" in script
+        assert "vm.nr_hugepages = 2560" in script and "/etc/sysctl.d/" in script
+
+
 # ------------------------------------------------------------------ network and cluster
 
 

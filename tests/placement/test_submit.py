@@ -163,8 +163,10 @@ def test_multi_node_aws_renders_jobset_with_efa_fsx_and_queue(tmp_path, capsys):
     res = container["resources"]
     p5 = shape_book().get("p5.48xlarge")
     assert p5 is not None and p5.fabric_nics == 32
-    assert res["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    # EFA pods take the 2 MiB huge pages libfabric needs; huge page requests equal their limits.
+    assert res["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "hugepages-2Mi": "5120Mi"}
     assert res["requests"]["nvidia.com/gpu"] == "8" and res["requests"]["vpc.amazonaws.com/efa"] == "32"
+    assert res["requests"]["hugepages-2Mi"] == "5120Mi"
     env = env_of(container)
     assert env["GPUFLEET_JOB"] == "llm-ft"
     assert env["CHECKPOINT_URI"] == outputs(stack)["checkpointUri"]
@@ -373,7 +375,8 @@ def test_via_hub_renders_one_portable_job_for_the_efa_group(tmp_path, capsys):
                                          "values": sorted(p["name"] for p in docs["aws-use1-p5"]["nodePools"])}]
     assert manifests.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})  # hub flavors: no TAS
     (container,) = pod["spec"]["containers"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32",
+                                                "hugepages-2Mi": "5120Mi"}
     # One worker has FSx and the other only S3: nothing is mounted; each worker's ConfigMap names its bucket.
     env = env_of(container)
     assert "CHECKPOINT_URI" not in env and "CHECKPOINT_DIR" not in env and env["FI_PROVIDER"] == "efa"
