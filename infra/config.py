@@ -136,6 +136,10 @@ class ClusterConfig:
     # the EKS cluster security group / GKE master authorized networks, and on the public allow-list when
     # public_access is true. IPv4 only (what both endpoints take).
     hub_cidrs: tuple[str, ...] = ()
+    # CIDRs operators (kubectl, CI runners, `pulumi up`) reach the private API endpoint from, over VPN / peering
+    # / a bastion subnet: the same 443 rule (EKS cluster security group) / GKE master authorized network as
+    # hub_cidrs, and the public ones on the public allow-list too. IPv4 only; empty by default.
+    operator_cidrs: tuple[str, ...] = ()
     # GKE: refuse `pulumi destroy` of the control plane until this is set to false and applied.
     deletion_protection: bool = True
 
@@ -321,7 +325,7 @@ def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
             raise ConfigError(_key(path), f"{c!r} is not IPv4; EKS public access CIDRs and GKE authorized "
                                           "networks take IPv4 CIDRs only")
         if net.prefixlen == 0:
-            raise ConfigError(_key(path), f"{c!r} is the whole internet; list the hub's own egress ranges")
+            raise ConfigError(_key(path), f"{c!r} is the whole internet; list the hub's or operators' own ranges")
         if cidr not in out:
             out.append(cidr)
     return tuple(out)
@@ -556,6 +560,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "adminPrincipals",
             "deletionProtection",
             "hubCidrs",
+            "operatorCidrs",
         },
         "cluster",
     )
@@ -583,6 +588,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         public_access_cidrs=cidrs,
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
         hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
+        operator_cidrs=_ipv4_cidrs(cl.get("operatorCidrs"), "cluster.operatorCidrs"),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
     )
 

@@ -46,15 +46,22 @@ def api_access_output(cfg: StackConfig) -> dict[str, Any]:
         "publicEndpoint": public,
         "publicAccessCidrs": list(cfg.cluster.public_access_cidrs) if public else [],
         "hubCidrs": list(cfg.cluster.hub_cidrs),
+        "operatorCidrs": list(cfg.cluster.operator_cidrs),
     }
 
 
+def endpoint_cidrs(cfg: StackConfig) -> list[str]:
+    """Every CIDR authorised on the private endpoint (EKS cluster security group on 443, GKE master authorized
+    networks): ``hubCidrs``, then the ``operatorCidrs`` not already listed."""
+    cidrs = list(cfg.cluster.hub_cidrs)
+    return cidrs + [c for c in cfg.cluster.operator_cidrs if c not in cidrs]
+
+
 def public_endpoint_cidrs(cfg: StackConfig) -> list[str]:
-    """The public endpoint's allow-list: ``publicAccessCidrs`` then the public hub CIDRs not already in it
-    (a private range never reaches a public endpoint, and EKS refuses one in its allow-list)."""
+    """The public endpoint's allow-list: ``publicAccessCidrs`` then the public hub and operator CIDRs not already
+    in it (a private range never reaches a public endpoint, and EKS refuses one in its allow-list)."""
     cidrs = list(cfg.cluster.public_access_cidrs)
-    return cidrs + [c for c in cfg.cluster.hub_cidrs
-                    if c not in cidrs and not is_private_cidr(c)]
+    return cidrs + [c for c in endpoint_cidrs(cfg) if c not in cidrs and not is_private_cidr(c)]
 
 
 def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, checkpoint_uri: Any,

@@ -12,7 +12,7 @@ import pulumi_aws as aws
 from infra.aws.iam import irsa_trust_policy, pod_identity_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
 from infra.config import StackConfig
-from infra.outputs import public_endpoint_cidrs
+from infra.outputs import endpoint_cidrs, public_endpoint_cidrs
 
 # Controllers (Kueue, the FSx CSI controller, CoreDNS) run here, never on GPU nodes.
 SYSTEM_INSTANCE_TYPE = "m7i.xlarge"
@@ -172,6 +172,16 @@ class EksCluster(pulumi.ComponentResource):
                 description="Kubernetes API for the MultiKueue hub (gpufleet:cluster.hubCidrs)",
                 tags=tags(f"hub-{cidr.replace('/', '-')}"), opts=child)
             for cidr in cfg.cluster.hub_cidrs
+        ]
+        # Operators (kubectl, CI, `pulumi up`) over VPN / peering / a bastion subnet: the cluster security group
+        # lets in nothing but itself otherwise, so the private endpoint is unreachable from the rest of the VPC.
+        self.operator_ingress = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-operator-{cidr.replace('/', '-')}", security_group_id=self.cluster_security_group_id,
+                cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
+                description="Kubernetes API for operators (gpufleet:cluster.operatorCidrs)",
+                tags=tags(f"operator-{cidr.replace('/', '-')}"), opts=child)
+            for cidr in endpoint_cidrs(cfg) if cidr not in cfg.cluster.hub_cidrs
         ]
 
         oidc = aws.iam.OpenIdConnectProvider(f"{name}-oidc", url=self.oidc_issuer,

@@ -268,11 +268,15 @@ def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackC
 SG_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 
-def hub_rules(run: RunResult) -> dict[str, Registered]:
-    """Ingress rules on the EKS cluster security group (the mocks name it after the cluster resource), by CIDR."""
+def hub_sg(run: RunResult) -> str:
+    """The EKS cluster security group (the mocks name it after the cluster resource)."""
     (eks,) = run.of_type("aws:eks/cluster:Cluster")
-    cluster_sg = f"sg-{eks.name}-cluster"
-    return {r.inputs["cidrIpv4"]: r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == cluster_sg}
+    return f"sg-{eks.name}-cluster"
+
+
+def hub_rules(run: RunResult) -> dict[str, Registered]:
+    """Ingress rules on the EKS cluster security group, by CIDR."""
+    return {r.inputs["cidrIpv4"]: r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)}
 
 
 def test_hub_cidrs_reach_the_private_endpoint_on_443(stack: tuple[StackConfig, RunResult]) -> None:
@@ -283,7 +287,24 @@ def test_hub_cidrs_reach_the_private_endpoint_on_443(stack: tuple[StackConfig, R
     for rule in rules.values():
         assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 443, 443)
     assert run.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": False, "publicAccessCidrs": [],
-                                        "hubCidrs": list(cfg.cluster.hub_cidrs)}
+                                        "hubCidrs": list(cfg.cluster.hub_cidrs),
+                                        "operatorCidrs": list(cfg.cluster.operator_cidrs)}
+
+
+def test_operator_cidrs_reach_the_private_endpoint_on_443_once() -> None:
+    cluster = {"hubCidrs": ["10.200.0.0/20"], "operatorCidrs": ["172.20.0.0/16", "10.200.0.0/20"]}
+    run = run_stack(BASE_STACK, config_override={"cluster": cluster})
+    rules = [r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)]
+    # One rule per CIDR: EKS refuses a duplicate rule, and the hub's range is already open.
+    assert sorted(r.inputs["cidrIpv4"] for r in rules) == ["10.200.0.0/20", "172.20.0.0/16"]
+    for rule in rules:
+        assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 443, 443)
+    assert run.outputs["apiAccess"]["operatorCidrs"] == ["172.20.0.0/16", "10.200.0.0/20"]
+    # A public operator range on a public endpoint also lands on its allow-list.
+    public = run_stack(BASE_STACK, config_override={"cluster": {
+        "publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"], "operatorCidrs": ["198.51.100.9/32"]}})
+    (eks,) = public.of_type("aws:eks/cluster:Cluster")
+    assert eks.inputs["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.9/32"]
 
 
 def test_public_endpoint_allows_public_hub_cidrs_too() -> None:

@@ -36,6 +36,7 @@ def test_valid_config_round_trips():
     (pool,) = cfg.node_pools
     assert pool.shape.name == "p5.48xlarge" and pool.capacity_kind == "spot" and pool.zone == "use1-az6"
     assert cfg.cluster_name == "gpufleet-t"
+    assert cfg.cluster.operator_cidrs == () and cfg.cluster.hub_cidrs == ()  # nothing authorised by default
 
 
 def _with(path: str, value):
@@ -70,6 +71,9 @@ BAD = [
     ("cluster.hubCidrs", ["fd00::/8"], "gpufleet:cluster.hubCidrs"),
     ("cluster.hubCidrs", "10.200.0.0/20", "gpufleet:cluster.hubCidrs"),
     ("cluster.hubCidrs", ["10.200.0.0/33"], "gpufleet:cluster.hubCidrs"),
+    ("cluster.operatorCidrs", ["0.0.0.0/0"], "gpufleet:cluster.operatorCidrs"),
+    ("cluster.operatorCidrs", ["fd00::/8"], "gpufleet:cluster.operatorCidrs"),
+    ("cluster.operatorCidrs", ["vpn"], "gpufleet:cluster.operatorCidrs"),
     ("hub.egressCidrs", ["not-a-cidr"], "gpufleet:hub.egressCidrs"),
     ("hub.dispatch.replicas", 0, "gpufleet:hub.dispatch.replicas"),
     ("hub.dispatch.admissionDeadlineSeconds", 0, "gpufleet:hub.dispatch.admissionDeadlineSeconds"),

@@ -268,7 +268,8 @@ def test_public_endpoint_is_limited_to_the_configured_cidrs(filestore: tuple[Sta
     assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["198.51.100.0/24"]
     assert c["deletionProtection"] is False
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True,
-                                           "publicAccessCidrs": ["198.51.100.0/24"], "hubCidrs": []}
+                                           "publicAccessCidrs": ["198.51.100.0/24"], "hubCidrs": [],
+                                           "operatorCidrs": []}
     assert c["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
 
 
@@ -285,7 +286,8 @@ def test_hub_cidrs_are_master_authorized_networks(stack: tuple[StackConfig, RunR
     (cluster,) = result.of_type(CLUSTER)
     assert cluster.inputs["privateClusterConfig"]["masterGlobalAccessConfig"] == {"enabled": True}
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": False,
-                                           "publicAccessCidrs": [], "hubCidrs": list(cfg.cluster.hub_cidrs)}
+                                           "publicAccessCidrs": [], "hubCidrs": list(cfg.cluster.hub_cidrs),
+                                           "operatorCidrs": list(cfg.cluster.operator_cidrs)}
 
 
 def test_public_endpoint_authorises_the_hub_once() -> None:
@@ -293,6 +295,15 @@ def test_public_endpoint_authorises_the_hub_once() -> None:
                "hubCidrs": ["198.51.100.0/24", "192.0.2.10/32", "10.200.0.0/20"]}
     result = run_stack(USC1, config_override={"cluster": cluster})
     assert authorized(result) == ["198.51.100.0/24", "192.0.2.10/32", "10.200.0.0/20"]
+
+
+def test_operator_cidrs_are_master_authorized_networks_once() -> None:
+    cluster = {"hubCidrs": ["10.200.0.0/20"], "operatorCidrs": ["172.20.0.0/16", "10.200.0.0/20"]}
+    result = run_stack(USC1, config_override={"cluster": cluster})
+    cfg_subnet = authorized(result)[0]
+    # The private endpoint: the cluster subnet, the hub, then the operators' VPN range (the hub's range once).
+    assert authorized(result) == [cfg_subnet, "10.200.0.0/20", "172.20.0.0/16"]
+    assert result.outputs["apiAccess"]["operatorCidrs"] == ["172.20.0.0/16", "10.200.0.0/20"]
 
 
 def test_network_has_private_google_access_router_and_nat(stack: tuple[StackConfig, RunResult]) -> None:
