@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from infra.aws.iam import irsa_trust_policy, pod_identity_trust_policy, service_trust_policy
+from infra.aws.iam import pod_identity_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
 from infra.config import StackConfig
 from infra.outputs import endpoint_cidrs, public_endpoint_cidrs
@@ -24,9 +24,6 @@ CONTROL_PLANE_LOG_RETENTION_DAYS = 90
 BEFORE_NODES_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 # Their pods need a node to run on; EKS waits for them to become ACTIVE.
 AFTER_NODES_ADDONS = ("coredns",)
-FSX_CSI_ADDON = "aws-fsx-csi-driver"
-FSX_CSI_NAMESPACE = "kube-system"
-FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 # No AmazonEKS_CNI_Policy: with IMDS closed to pods (hop limit 1) the node role is what a node's own
 # processes use, and the VPC CNI gets its network rights from its own Pod Identity role (VPC_CNI_POLICY).
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore")
@@ -79,7 +76,7 @@ def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, region: str)
 
 class EksCluster(pulumi.ComponentResource):
     """An EKS cluster with a pinned version, private endpoint by default, API authentication mode, KMS-encrypted
-    secrets, an IAM OIDC provider, the core managed add-ons plus the FSx CSI driver, cluster-admin access
+    secrets, an IAM OIDC provider, the core managed add-ons plus the node monitoring agent, cluster-admin access
     entries and a small system node group.
     """
 
@@ -267,18 +264,6 @@ class EksCluster(pulumi.ComponentResource):
             self._addon(name, cfg, args.stack, addon, opts=after)
         # GPU node groups run with node auto-repair (GpuNodeGroup), which acts on the conditions this agent sets.
         self._addon(name, cfg, args.stack, NODE_MONITORING_ADDON, version=NODE_MONITORING_ADDON_VERSION, opts=after)
-
-        fsx_role = aws.iam.Role(
-            f"{name}-fsx-csi",
-            assume_role_policy=irsa_trust_policy(oidc.arn, self.oidc_issuer,
-                                                 [(FSX_CSI_NAMESPACE, FSX_CSI_SERVICE_ACCOUNT)]),
-            description="FSx CSI controller (IRSA): creates and mounts FSx for Lustre volumes",
-            tags=tags("fsx-csi"), opts=child)
-        fsx_attach = aws.iam.RolePolicyAttachment(f"{name}-fsx-csi", role=fsx_role.name,
-                                                  policy_arn=f"{arn_prefix}:iam::aws:policy/AmazonFSxFullAccess",
-                                                  opts=child)
-        self._addon(name, cfg, args.stack, FSX_CSI_ADDON, service_account_role_arn=fsx_role.arn,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, fsx_attach]))
 
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(eks.name, eks.endpoint, eks.certificate_authority)
                                                .apply(lambda a: kubeconfig_json(a[0], a[1], _ca_data(a[2]),

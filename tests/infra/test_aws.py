@@ -259,10 +259,29 @@ def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackC
     assert eks.inputs["vpcConfig"]["endpointPrivateAccess"] is True
     assert eks.inputs["vpcConfig"]["endpointPublicAccess"] is cfg.cluster.public_access
     addons = {a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")}
-    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver"} <= addons
-    (fsx_csi,) = [a for a in run.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-fsx-csi-driver"]
-    assert fsx_csi.inputs["serviceAccountRoleArn"]
+    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "eks-node-monitoring-agent"} <= addons
     assert len(run.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")) == 1
+
+
+def test_fsx_csi_driver_is_pinned_with_its_own_role_where_fsx_is(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    releases = [r for r in run.of_type("kubernetes:helm.sh/v3:Release")
+                if r.inputs.get("chart") == "aws-fsx-csi-driver"]
+    if cfg.checkpoint.filesystem.kind != "fsx":
+        assert releases == []
+        return
+    (release,) = releases
+    assert release.inputs["version"] == "1.17.0"
+    assert release.inputs["repositoryOpts"]["repo"] == "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
+    values = release.inputs["values"]
+    assert values["image"]["tag"] == "v1.9.0"
+    assert values["node"]["tolerateAllTaints"] is True, "the node plugin must run on the tainted GPU nodes"
+    assert values["controller"]["region"] == cfg.region  # no IMDS for pods: the region is given
+    sa = values["controller"]["serviceAccount"]
+    role = role_of(run, sa["annotations"]["eks.amazonaws.com/role-arn"])
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (subject,) = [v for k, v in trust["Statement"][0]["Condition"]["StringEquals"].items() if k.endswith(":sub")]
+    assert subject == f"system:serviceaccount:kube-system:{sa['name']}"
 
 
 SG_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -458,6 +477,7 @@ def test_fsx_lustre_tier_when_configured(stack: tuple[StackConfig, RunResult]) -
     if cfg.checkpoint.filesystem.kind != "fsx":
         assert filesystems == []
         assert run.outputs["checkpointFilesystem"] is None
+        assert run.of_type("kubernetes:core/v1:PersistentVolumeClaim") == []
         return
     (fs,) = filesystems
     assert fs.inputs["deploymentType"] == "PERSISTENT_2"
@@ -475,6 +495,18 @@ def test_fsx_lustre_tier_when_configured(stack: tuple[StackConfig, RunResult]) -
     for policy in ("autoImportPolicy", "autoExportPolicy"):
         assert sorted(dra.inputs["s3"][policy]["events"]) == ["CHANGED", "DELETED", "NEW"]
     assert run.outputs["checkpointFilesystem"]["kind"] == "fsx"
+    # Every training namespace has the claim, bound to a static PV on this file system.
+    assert run.outputs["checkpointFilesystem"]["claimName"] == "gpufleet-checkpoints"
+    pvs = {p.inputs["spec"]["claimRef"]["namespace"]: p for p in run.of_type("kubernetes:core/v1:PersistentVolume")}
+    pvcs = {c.inputs["metadata"]["namespace"]: c for c in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    assert set(pvs) == set(pvcs) == set(cfg.training_namespaces)
+    for ns, pv in pvs.items():
+        csi = pv.inputs["spec"]["csi"]
+        assert csi["driver"] == "fsx.csi.aws.com" and csi["volumeHandle"] == f"{fs.name}-id"
+        assert csi["volumeAttributes"]["dnsname"] == run.outputs["checkpointFilesystem"]["dnsName"]
+        assert csi["volumeAttributes"]["mountname"] == run.outputs["checkpointFilesystem"]["mountName"]
+        assert pvcs[ns].inputs["metadata"]["name"] == "gpufleet-checkpoints"
+        assert pvcs[ns].inputs["spec"]["volumeName"] == pv.inputs["metadata"]["name"]
 
 
 # ------------------------------------------------------------------ other shapes and capacity kinds

@@ -398,6 +398,37 @@ def test_training_ksa_in_every_team_namespace_names_the_google_service_account(
             "created on the cluster's provider"
 
 
+def claims_by_namespace(result: RunResult) -> dict[str, tuple[dict, dict]]:
+    """(PV spec, PVC spec) per namespace the stack put the checkpoint claim in."""
+    pvs = {p.inputs["spec"]["claimRef"]["namespace"]: p.inputs["spec"]
+           for p in result.of_type("kubernetes:core/v1:PersistentVolume")}
+    return {c.inputs["metadata"]["namespace"]: (pvs[c.inputs["metadata"]["namespace"]], c.inputs["spec"])
+            for c in result.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+            if c.inputs["metadata"]["name"] == "gpufleet-checkpoints"}
+
+
+def test_lustre_and_filestore_are_claims_in_every_training_namespace(
+        rdma: tuple[StackConfig, RunResult], filestore: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = rdma
+    claims = claims_by_namespace(result)
+    assert set(claims) == set(cfg.training_namespaces)
+    (lustre,) = result.of_type("gcp:lustre/instance:Instance")
+    for pv, _ in claims.values():
+        assert pv["csi"]["driver"] == "lustre.csi.storage.gke.io"
+        assert pv["csi"]["volumeHandle"] == f"{cfg.project}/{cfg.gpu_zone}/{lustre.inputs['instanceId']}"
+        assert pv["csi"]["volumeAttributes"]["filesystem"] == lustre.inputs["filesystem"]
+    assert result.outputs["checkpointFilesystem"]["claimName"] == "gpufleet-checkpoints"
+    cfg, result = filestore
+    claims = claims_by_namespace(result)
+    assert set(claims) == set(cfg.training_namespaces)
+    (instance,) = result.of_type("gcp:filestore/instance:Instance")
+    share = instance.inputs["fileShares"]["name"]
+    for pv, _ in claims.values():
+        assert pv["csi"]["driver"] == "filestore.csi.storage.gke.io"
+        assert pv["csi"]["volumeHandle"] == f"modeInstance/{cfg.gpu_zone}/{instance.inputs['name']}/{share}"
+        assert pv["csi"]["volumeAttributes"]["volume"] == share
+
+
 def test_lustre_tier_with_private_services_access_and_cmek(rdma: tuple[StackConfig, RunResult]) -> None:
     cfg, result = rdma
     (lustre,) = result.of_type("gcp:lustre/instance:Instance")
