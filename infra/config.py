@@ -140,6 +140,9 @@ class ClusterConfig:
     # / a bastion subnet: the same 443 rule (EKS cluster security group) / GKE master authorized network as
     # hub_cidrs, and the public ones on the public allow-list too. IPv4 only; empty by default.
     operator_cidrs: tuple[str, ...] = ()
+    # EKS: the AMI release every managed node group runs (e.g. 1.33.5-20251120). None: EKS picks the newest at
+    # create and keeps it until this is set or the launch template changes.
+    ami_release_version: str | None = None
     # GKE: refuse `pulumi destroy` of the control plane until this is set to false and applied.
     deletion_protection: bool = True
 
@@ -329,6 +332,20 @@ def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
         if cidr not in out:
             out.append(cidr)
     return tuple(out)
+
+
+def _ami_release(value: Any, kubernetes_version: str) -> str | None:
+    """An EKS AMI release version (``<minor>.<patch>-<YYYYMMDD>``) of the cluster's Kubernetes minor, or None."""
+    if value is None:
+        return None
+    path = "cluster.amiReleaseVersion"
+    release = _str(value, path)
+    if not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", release) or not release.startswith(kubernetes_version + "."):
+        raise ConfigError(_key(path), f"must be an EKS AMI release of Kubernetes {kubernetes_version} such as "
+                                      f"{kubernetes_version}.5-20251120 (`aws ssm get-parameter --name /aws/service/"
+                                      f"eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/x86_64/nvidia/"
+                                      f"recommended/release_version`), got {release!r}")
+    return release
 
 
 def _float(value: Any, path: str, *, minimum: float = 0.0) -> float:
@@ -561,6 +578,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "deletionProtection",
             "hubCidrs",
             "operatorCidrs",
+            "amiReleaseVersion",
         },
         "cluster",
     )
@@ -589,6 +607,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
         hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
         operator_cidrs=_ipv4_cidrs(cl.get("operatorCidrs"), "cluster.operatorCidrs"),
+        ami_release_version=_ami_release(cl.get("amiReleaseVersion"), version),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
     )
 

@@ -247,6 +247,7 @@ class EksCluster(pulumi.ComponentResource):
             node_role_arn=node_role.arn,
             subnet_ids=args.subnet_ids,
             ami_type="AL2023_x86_64_STANDARD",
+            release_version=cfg.cluster.ami_release_version,
             capacity_type="ON_DEMAND",
             instance_types=[SYSTEM_INSTANCE_TYPE],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=SYSTEM_NODES, desired_size=SYSTEM_NODES,

@@ -192,6 +192,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             # One subnet: every node of the pool in one AZ, the AZ of its placement group and filesystem.
             subnet_ids=[args.subnet_id],
             ami_type=GPU_AMI_TYPE,
+            # Pinned (gpufleet:cluster.amiReleaseVersion): nodes change AMI only when this value does.
+            release_version=cfg.cluster.ami_release_version,
             capacity_type=pool.capacity,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=pool.min_nodes,
                                                               desired_size=pool.desired_nodes,

@@ -263,6 +263,17 @@ def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackC
     assert len(run.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")) == 1
 
 
+def test_ami_release_is_pinned_on_every_node_group_when_configured() -> None:
+    pinned = run_stack(BASE_STACK, config_override={"cluster": {"amiReleaseVersion": "1.33.5-20251120"}})
+    groups = pinned.of_type(NG)
+    assert len(groups) >= 2 and all(g.inputs["releaseVersion"] == "1.33.5-20251120" for g in groups)
+    for g in groups:
+        # Rolling updates replace one node at a time; nothing else moves a GPU node group.
+        assert int(g.inputs["updateConfig"]["maxUnavailable"]) == 1
+    unpinned = run_stack(BASE_STACK)
+    assert all("releaseVersion" not in g.inputs for g in unpinned.of_type(NG))
+
+
 def test_fsx_csi_driver_is_pinned_with_its_own_role_where_fsx_is(stack: tuple[StackConfig, RunResult]) -> None:
     cfg, run = stack
     releases = [r for r in run.of_type("kubernetes:helm.sh/v3:Release")

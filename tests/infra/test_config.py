@@ -74,6 +74,8 @@ BAD = [
     ("cluster.operatorCidrs", ["0.0.0.0/0"], "gpufleet:cluster.operatorCidrs"),
     ("cluster.operatorCidrs", ["fd00::/8"], "gpufleet:cluster.operatorCidrs"),
     ("cluster.operatorCidrs", ["vpn"], "gpufleet:cluster.operatorCidrs"),
+    ("cluster.amiReleaseVersion", "latest", "gpufleet:cluster.amiReleaseVersion"),
+    ("cluster.amiReleaseVersion", "1.32.9-20251120", "gpufleet:cluster.amiReleaseVersion"),
     ("hub.egressCidrs", ["not-a-cidr"], "gpufleet:hub.egressCidrs"),
     ("hub.dispatch.replicas", 0, "gpufleet:hub.dispatch.replicas"),
     ("hub.dispatch.admissionDeadlineSeconds", 0, "gpufleet:hub.dispatch.admissionDeadlineSeconds"),
