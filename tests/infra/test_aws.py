@@ -110,6 +110,11 @@ def test_placement_group_is_cluster_and_node_groups_stay_in_its_zone(stack: tupl
     for pool in cfg.node_pools:
         ng = pool_node_group(run, pool.name)
         lt = launch_template_of(run, ng)
+        if pool.reservation:
+            # Reserved capacity (Capacity Block, ODCR) is placed by the reservation, never by our group.
+            assert "placement" not in lt.inputs
+            assert [subnet_zone(by_id(run, s)) for s in ng.inputs["subnetIds"]] == [pool.zone]
+            continue
         pg = run.named(lt.inputs["placement"]["groupName"])
         assert pg.type == PG
         assert pg.inputs["strategy"] == "cluster"
@@ -120,7 +125,7 @@ def test_placement_group_is_cluster_and_node_groups_stay_in_its_zone(stack: tupl
         assert len(subnets) == 1
         assert all(subnet_zone(s) == pg_zone for s in subnets)
     # One placement group per zone, shared by that zone's pools.
-    assert len(run.of_type(PG)) == len({p.zone for p in cfg.node_pools})
+    assert len(run.of_type(PG)) == len({p.zone for p in cfg.node_pools if not p.reservation})
 
 
 def test_efa_security_group_allows_all_traffic_from_and_to_itself(stack: tuple[StackConfig, RunResult]) -> None:
