@@ -75,6 +75,31 @@ def is_private_cidr(cidr: str) -> bool:
     return any(net.version == p.version and net.subnet_of(p) for p in PRIVATE_RANGES)  # type: ignore[arg-type]
 
 
+# The FSx for Lustre deployment type the stack creates (infra/aws/checkpoint.py), SSD storage.
+FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
+# Storage capacities FSx for Lustre accepts at create, per SSD deployment type (CreateFileSystem
+# StorageCapacity, FSx API reference): the listed first sizes, then multiples of the step, in GB (GiB).
+FSX_SSD_CAPACITY: Mapping[str, tuple[tuple[int, ...], int]] = {
+    "PERSISTENT_2": ((1200, 2400), 2400),
+    "PERSISTENT_1": ((1200, 2400), 2400),
+    "SCRATCH_2": ((1200, 2400), 2400),
+    "SCRATCH_1": ((1200, 2400), 3600),
+}
+
+
+def fsx_capacity_valid(deployment_type: str, capacity_gb: int) -> bool:
+    """Whether FSx for Lustre creates an SSD file system of ``deployment_type`` with ``capacity_gb`` GB."""
+    first, step = FSX_SSD_CAPACITY[deployment_type]
+    return capacity_gb in first or (capacity_gb > 0 and capacity_gb % step == 0)
+
+
+def fsx_valid_sizes(deployment_type: str) -> str:
+    """The sizes of :func:`fsx_capacity_valid` in words, for error messages."""
+    first, step = FSX_SSD_CAPACITY[deployment_type]
+    after = [n * step for n in range(1, 4) if n * step > max(first)][:2]
+    return f"{', '.join(map(str, first))}, then multiples of {step} GB ({', '.join(map(str, after))}, ...)"
+
+
 class ConfigError(InputError):
     """An invalid stack config value; ``field`` is the full key, e.g. ``gpufleet:nodePools[0].maxNodes``."""
 
@@ -158,6 +183,13 @@ class ClusterConfig:
     # the EKS cluster security group / GKE master authorized networks, and on the public allow-list when
     # public_access is true. IPv4 only (what both endpoints take).
     hub_cidrs: tuple[str, ...] = ()
+    # CIDRs operators (kubectl, CI runners, `pulumi up`) reach the private API endpoint from, over VPN / peering
+    # / a bastion subnet: the same 443 rule (EKS cluster security group) / GKE master authorized network as
+    # hub_cidrs, and the public ones on the public allow-list too. IPv4 only; empty by default.
+    operator_cidrs: tuple[str, ...] = ()
+    # EKS: the AMI release every managed node group runs (e.g. 1.33.5-20251120). None: EKS picks the newest at
+    # create and keeps it until this is set or the launch template changes.
+    ami_release_version: str | None = None
     # GKE: refuse `pulumi destroy` of the control plane until this is set to false and applied.
     deletion_protection: bool = True
     # GKE: maintenance window and the no-upgrade exclusion that protects running training.
@@ -462,10 +494,24 @@ def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
             raise ConfigError(_key(path), f"{_show(c)} is not IPv4; EKS public access CIDRs and GKE authorized "
                                           "networks take IPv4 CIDRs only")
         if net.prefixlen == 0:
-            raise ConfigError(_key(path), f"{_show(c)} is the whole internet; list the hub's own egress ranges")
+            raise ConfigError(_key(path), f"{_show(c)} is the whole internet; list the hub's or operators' own ranges")
         if cidr not in out:
             out.append(cidr)
     return tuple(out)
+
+
+def _ami_release(value: Any, kubernetes_version: str) -> str | None:
+    """An EKS AMI release version (``<minor>.<patch>-<YYYYMMDD>``) of the cluster's Kubernetes minor, or None."""
+    if value is None:
+        return None
+    path = "cluster.amiReleaseVersion"
+    release = _str(value, path)
+    if not re.fullmatch(r"\d+\.\d+\.\d+-\d{8}", release) or not release.startswith(kubernetes_version + "."):
+        raise ConfigError(_key(path), f"must be an EKS AMI release of Kubernetes {kubernetes_version} such as "
+                                      f"{kubernetes_version}.5-20251120 (`aws ssm get-parameter --name /aws/service/"
+                                      f"eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/x86_64/nvidia/"
+                                      f"recommended/release_version`), got {release!r}")
+    return release
 
 
 def _float(value: Any, path: str, *, minimum: float = 0.0, maximum: float = 1e6) -> float:
@@ -658,7 +704,11 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     reservation = _opt_str(pool.get("reservation"), f"{path}.reservation")
     if capacity in ("CAPACITY_BLOCK", "RESERVATION") and not reservation:
         raise ConfigError(_key(f"{path}.reservation"), f"is required when capacity is {capacity}")
-    # AWS: the launch template targets the Capacity Block by its reservation ID.
+    # AWS: the launch template targets the Capacity Block or On-Demand Capacity Reservation by its ID;
+    # spot instances never run in a capacity reservation.
+    if cloud == "aws" and reservation and capacity == "SPOT":
+        raise ConfigError(_key(f"{path}.reservation"), "spot instances cannot use a capacity reservation; remove it "
+                                                       "or set capacity to ON_DEMAND (an ODCR) or CAPACITY_BLOCK")
     if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", reservation):
         raise ConfigError(
             _key(f"{path}.reservation"),
@@ -802,6 +852,8 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "deletionProtection",
             "hubCidrs",
             "maintenance",
+            "operatorCidrs",
+            "amiReleaseVersion",
         },
         "cluster",
     )
@@ -834,6 +886,8 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         public_access_cidrs=cidrs,
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
         hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
+        operator_cidrs=_ipv4_cidrs(cl.get("operatorCidrs"), "cluster.operatorCidrs"),
+        ami_release_version=_ami_release(cl.get("amiReleaseVersion"), version),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
         maintenance=_maintenance(cl.get("maintenance")),
     )
@@ -863,10 +917,10 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             f"is required when checkpoint.filesystem.kind is {fs_kind} (the filesystem lives in the GPU zone)",
         )
     capacity_gb = _int(fs.get("capacityGb", 1200), "checkpoint.filesystem.capacityGb", minimum=1)
-    if fs_kind == "fsx" and capacity_gb % 1200:
-        raise ConfigError(
-            _key("checkpoint.filesystem.capacityGb"), "FSx for Lustre PERSISTENT_2 takes multiples of 1200 GB"
-        )
+    if fs_kind == "fsx" and not fsx_capacity_valid(FSX_DEPLOYMENT_TYPE, capacity_gb):
+        raise ConfigError(_key("checkpoint.filesystem.capacityGb"),
+                          f"{capacity_gb} is not a size FSx for Lustre {FSX_DEPLOYMENT_TYPE} SSD accepts: "
+                          f"{fsx_valid_sizes(FSX_DEPLOYMENT_TYPE)}")
     throughput = _int(fs.get("throughputMbpsPerTib", 250), "checkpoint.filesystem.throughputMbpsPerTib", minimum=1)
     if fs_kind == "fsx" and throughput not in (125, 250, 500, 1000):
         raise ConfigError(_key("checkpoint.filesystem.throughputMbpsPerTib"), "must be 125, 250, 500 or 1000")

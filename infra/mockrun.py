@@ -158,6 +158,15 @@ def _mocks(result: RunResult) -> Any:
                 # The token controller fills in token and ca.crt (base64, as the API returns them).
                 state["data"] = {"token": "bW9jay1zZXJ2aWNlLWFjY291bnQtdG9rZW4=", "ca.crt": "bW9jaw==",
                                  **(state.get("data") or {})}
+            # Filesystem addresses the clouds compute; the checkpoint volumes are built from them.
+            if args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+                state.setdefault("dnsName", f"{args.name}.fsx.mock.amazonaws.com")
+                state.setdefault("mountName", "abcdefgh")
+            if args.typ == "gcp:lustre/instance:Instance":
+                state.setdefault("mountPoint", f"10.250.0.2@tcp:/{args.inputs.get('filesystem', 'fs')}")
+            if args.typ == "gcp:filestore/instance:Instance":
+                state["networks"] = [{**n, "ipAddresses": n.get("ipAddresses") or ["10.250.0.3"]}
+                                     for n in state.get("networks") or [{}]]
             if args.typ == "gcp:container/cluster:Cluster":
                 state.setdefault("endpoint", "203.0.113.10")
                 state.setdefault("masterAuth", {"clusterCaCertificate": "bW9jaw=="})

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infra.config import NodePoolConfig, StackConfig, is_private_cidr
+from placement.checkpoint_volumes import CLAIM_NAME
 
 
 def node_pool_output(pool: NodePoolConfig) -> dict[str, Any]:
@@ -46,15 +47,22 @@ def api_access_output(cfg: StackConfig) -> dict[str, Any]:
         "publicEndpoint": public,
         "publicAccessCidrs": list(cfg.cluster.public_access_cidrs) if public else [],
         "hubCidrs": list(cfg.cluster.hub_cidrs),
+        "operatorCidrs": list(cfg.cluster.operator_cidrs),
     }
 
 
+def endpoint_cidrs(cfg: StackConfig) -> list[str]:
+    """Every CIDR authorised on the private endpoint (EKS cluster security group on 443, GKE master authorized
+    networks): ``hubCidrs``, then the ``operatorCidrs`` not already listed."""
+    cidrs = list(cfg.cluster.hub_cidrs)
+    return cidrs + [c for c in cfg.cluster.operator_cidrs if c not in cidrs]
+
+
 def public_endpoint_cidrs(cfg: StackConfig) -> list[str]:
-    """The public endpoint's allow-list: ``publicAccessCidrs`` then the public hub CIDRs not already in it
-    (a private range never reaches a public endpoint, and EKS refuses one in its allow-list)."""
+    """The public endpoint's allow-list: ``publicAccessCidrs`` then the public hub and operator CIDRs not already
+    in it (a private range never reaches a public endpoint, and EKS refuses one in its allow-list)."""
     cidrs = list(cfg.cluster.public_access_cidrs)
-    return cidrs + [c for c in cfg.cluster.hub_cidrs
-                    if c not in cidrs and not is_private_cidr(c)]
+    return cidrs + [c for c in endpoint_cidrs(cfg) if c not in cidrs and not is_private_cidr(c)]
 
 
 def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, checkpoint_uri: Any,
@@ -68,7 +76,9 @@ def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, chec
     pulumi.export("kubeconfig", pulumi.Output.secret(kubeconfig))
     pulumi.export("nodePools", [node_pool_output(p) for p in cfg.node_pools])
     pulumi.export("checkpointUri", checkpoint_uri)
-    pulumi.export("checkpointFilesystem", filesystem)
+    # The claim every training namespace has on it (infra/k8s/storage.py); placement submit mounts it by name.
+    pulumi.export("checkpointFilesystem", None if filesystem is None else pulumi.Output.from_input(filesystem).apply(
+        lambda fs: {**fs, "claimName": CLAIM_NAME} if fs else fs))
     pulumi.export("trainingServiceAccount", training_service_account_output(cfg))
     pulumi.export("apiAccess", api_access_output(cfg))
     for key, value in (extra or {}).items():
@@ -86,8 +96,10 @@ class BuiltCluster:
     """
 
     def __init__(self, kubeconfig: Any, k8s_provider: Any, node_pools: list[Any],
-                 training_identity: Mapping[str, Any] | None = None) -> None:
+                 training_identity: Mapping[str, Any] | None = None, checkpoint_filesystem: Any = None) -> None:
         self.kubeconfig = kubeconfig
         self.k8s_provider = k8s_provider
         self.node_pools = node_pools
         self.training_identity: Mapping[str, Any] = dict(training_identity or {})
+        # The checkpointFilesystem output (``Output[dict]``), None without a filesystem tier.
+        self.checkpoint_filesystem = checkpoint_filesystem

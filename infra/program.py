@@ -37,6 +37,7 @@ def main() -> None:
     # clouds, fed from the pools and the cloud's checkpoint identity.
     addons = ClusterAddons(f"{cfg.cluster_name}-addons",
                            ClusterAddonsArgs(cfg=cfg, platform=cfg.cloud, depends_on=built.node_pools,
-                                             training_identity=built.training_identity),
+                                             training_identity=built.training_identity,
+                                             checkpoint_filesystem=built.checkpoint_filesystem),
                            opts=pulumi.ResourceOptions(provider=built.k8s_provider))
     pulumi.export("kueue", {"clusterQueue": addons.cluster_queue, "localQueues": addons.local_queues})

@@ -36,6 +36,12 @@ RES_CPU = "cpu"
 RES_MEMORY = "memory"
 RES_GPU = "nvidia.com/gpu"
 RES_EFA = "vpc.amazonaws.com/efa"
+RES_HUGEPAGES = "hugepages-2Mi"
+# 2 MiB huge pages every pod on an EFA fabric requests (libfabric's EFA provider registers its bounce
+# buffers in them; AWS's EFA-on-EKS examples request 5120Mi per node-sized pod). EFA nodes reserve exactly
+# this at boot (infra/aws/gpu_nodes.py), the kubelet reports it as allocatable ``hugepages-2Mi`` and
+# takes it out of allocatable memory, and Kueue's quota covers it.
+EFA_HUGEPAGES_MIB = 5120
 
 ALL_WORKERS = "all-workers"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -78,19 +84,22 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 @dataclass(frozen=True)
 class Allocatable:
-    """What one node of a shape offers to pods: CPU in millicores, memory in MiB, GPUs, EFA devices."""
+    """What one node of a shape offers to pods: CPU in millicores, memory in MiB, GPUs, EFA devices and
+    2 MiB huge pages in MiB."""
 
     cpu_millis: int
     memory_mib: int
     gpus: int
     efa: int
+    hugepages_mib: int = 0
 
     def scaled(self, nodes: int) -> Allocatable:
-        return Allocatable(self.cpu_millis * nodes, self.memory_mib * nodes, self.gpus * nodes, self.efa * nodes)
+        return Allocatable(self.cpu_millis * nodes, self.memory_mib * nodes, self.gpus * nodes, self.efa * nodes,
+                           self.hugepages_mib * nodes)
 
     def __add__(self, other: Allocatable) -> Allocatable:
         return Allocatable(self.cpu_millis + other.cpu_millis, self.memory_mib + other.memory_mib,
-                           self.gpus + other.gpus, self.efa + other.efa)
+                           self.gpus + other.gpus, self.efa + other.efa, self.hugepages_mib + other.hugepages_mib)
 
 
 def kube_reserved_cpu_millis(vcpus: int) -> int:
@@ -127,20 +136,24 @@ def allocatable(shape: Shape) -> Allocatable:
     vCPUs / memory minus the system reserve, which is kube-reserved (:func:`kube_reserved_cpu_millis`,
     :func:`kube_reserved_memory_mib`) plus the 100 MiB hard-eviction threshold plus an allowance of
     500m CPU / 1 GiB per node for the DaemonSets every GPU node runs (CNI, kube-proxy, NVIDIA/EFA
-    device plugins, NCCL installers, log and metric agents).
+    device plugins, NCCL installers, log and metric agents). EFA shapes also reserve
+    :data:`EFA_HUGEPAGES_MIB` of 2 MiB huge pages, which the kubelet takes out of allocatable memory.
     """
+    efa = shape.fabric == "efa"
+    hugepages = EFA_HUGEPAGES_MIB if efa else 0
     cpu = shape.vcpus * 1000 - kube_reserved_cpu_millis(shape.vcpus) - DAEMONSET_RESERVE_CPU_MILLIS
     memory = (shape.memory_gib * 1024 - kube_reserved_memory_mib(shape.memory_gib)
-              - EVICTION_HARD_MEMORY_MIB - DAEMONSET_RESERVE_MEMORY_MIB)
+              - EVICTION_HARD_MEMORY_MIB - DAEMONSET_RESERVE_MEMORY_MIB - hugepages)
     return Allocatable(cpu_millis=max(cpu, 0), memory_mib=max(memory, 0), gpus=shape.gpus,
-                       efa=shape.fabric_nics if shape.fabric == "efa" else 0)
+                       efa=shape.fabric_nics if efa else 0, hugepages_mib=hugepages)
 
 
 def covered_resources(shapes: Iterable[Shape]) -> list[str]:
-    """Resources a ClusterQueue covers: cpu, memory, GPUs, plus EFA when any shape has EFA."""
+    """Resources a ClusterQueue covers: cpu, memory, GPUs, plus EFA devices and 2 MiB huge pages when any
+    shape has EFA (EFA pods request both; Kueue does not admit a request for a resource it does not cover)."""
     resources = [RES_CPU, RES_MEMORY, RES_GPU]
     if any(s.fabric == "efa" for s in shapes):
-        resources.append(RES_EFA)
+        resources += [RES_EFA, RES_HUGEPAGES]
     return resources
 
 

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.aws.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs, ScalableGroup, autoscaler_release
 from infra.aws.checkpoint import CheckpointStore, CheckpointStoreArgs
 from infra.aws.cluster import EksCluster, EksClusterArgs
+from infra.aws.fsx_csi import FsxCsiDriver, FsxCsiDriverArgs
 from infra.aws.gpu_nodes import GpuNodeGroup, GpuNodeGroupArgs
 from infra.aws.iam import check_irsa_trust_size
 from infra.aws.layout import (
@@ -118,7 +119,14 @@ def build(cfg: StackConfig) -> BuiltCluster:
                                                                                       strict=True)],
         depends_on=[cluster.system_node_group],
     ), pulumi.ResourceOptions(providers={"aws": provider, "kubernetes": k8s_provider}))
+    if cfg.checkpoint.filesystem.kind == "fsx":
+        # Mounts the stack's file system through the static claims ClusterAddons puts in each namespace.
+        FsxCsiDriver(f"{name}-fsx-csi", FsxCsiDriverArgs(
+            cfg=cfg, stack=stack, partition=partition, oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_issuer=cluster.oidc_issuer, depends_on=[cluster.system_node_group],
+        ), pulumi.ResourceOptions(providers={"aws": provider, "kubernetes": k8s_provider}))
     return BuiltCluster(kubeconfig=cluster.kubeconfig, k8s_provider=k8s_provider,
                         node_pools=[g.node_group for g in groups],
                         # IRSA: the add-ons put this on the training service account of every team namespace.
-                        training_identity={IRSA_ROLE_ANNOTATION: store.training_role_arn})
+                        training_identity={IRSA_ROLE_ANNOTATION: store.training_role_arn},
+                        checkpoint_filesystem=store.filesystem)

@@ -25,8 +25,10 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from infra.aws.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, pool_labels
+from infra.aws.iam import pod_identity_trust_policy
 from infra.aws.layout import resource_tags, uses_efa
 from infra.config import ConfigError, NodePoolConfig, StackConfig
+from placement.kueue import EFA_HUGEPAGES_MIB, RES_HUGEPAGES
 
 CHART = "cluster-autoscaler"
 CHART_REPO = "https://kubernetes.github.io/autoscaler"
@@ -76,28 +78,21 @@ def discovery_tags(cluster_name: str) -> dict[str, str]:
 
 def node_template_tags(pool: NodePoolConfig) -> dict[str, str]:
     """ASG tags that describe a node of ``pool`` before one exists: node labels, the GPU taint, and extended
-    resources in counts per node (GPUs, and EFA devices: one per network card, as the launch template wires).
+    resources in counts per node (GPUs, and EFA devices: one per network card, as the launch template wires,
+    plus the 2 MiB huge pages EFA nodes reserve, which every EFA pod requests).
     """
     tags = {f"{TAG_PREFIX}/node-template/label/{k}": v for k, v in pool_labels(pool).items()}
     tags[f"{TAG_PREFIX}/node-template/taint/{GPU_TAINT_KEY}"] = f"{GPU_TAINT_VALUE}:{GPU_TAINT_EFFECT}"
     tags[f"{TAG_PREFIX}/node-template/resources/{GPU_RESOURCE}"] = str(pool.shape.gpus)
     if uses_efa(pool):
         tags[f"{TAG_PREFIX}/node-template/resources/{EFA_RESOURCE}"] = str(pool.shape.network_cards)
+        tags[f"{TAG_PREFIX}/node-template/resources/{RES_HUGEPAGES}"] = f"{EFA_HUGEPAGES_MIB}Mi"
     return tags
 
 
 def asg_tags(cluster_name: str, pool: NodePoolConfig) -> dict[str, str]:
     """Every tag the autoscaler needs on the ASG of ``pool``'s node group."""
     return {**discovery_tags(cluster_name), **node_template_tags(pool)}
-
-
-def pod_identity_trust_policy() -> str:
-    """Trust policy of a role assumed through EKS Pod Identity (the agent also tags the session)."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
-                       "Action": ["sts:AssumeRole", "sts:TagSession"]}],
-    })
 
 
 def autoscaler_policy(cluster_name: str, partition: str, region: str, account_id: str) -> str:

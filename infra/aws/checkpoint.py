@@ -14,11 +14,10 @@ import pulumi_aws as aws
 
 from infra.aws.iam import irsa_trust_policy
 from infra.aws.layout import resource_tags
-from infra.config import StackConfig
+from infra.config import FSX_DEPLOYMENT_TYPE, StackConfig
 
 # Lustre: 988 for LNet, 1018-1023 for the file servers (AWS FSx for Lustre VPC security guide).
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
-FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
 FSX_LUSTRE_VERSION = "2.15"
 DRA_EVENTS = ["NEW", "CHANGED", "DELETED"]
 INCOMPLETE_UPLOAD_DAYS = 7

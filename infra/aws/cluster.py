@@ -9,10 +9,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from infra.aws.iam import irsa_trust_policy, service_trust_policy
+from infra.aws.iam import pod_identity_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
 from infra.config import StackConfig
-from infra.outputs import public_endpoint_cidrs
+from infra.outputs import endpoint_cidrs, public_endpoint_cidrs
 
 # Controllers (Kueue, the FSx CSI controller, CoreDNS) run here, never on GPU nodes.
 SYSTEM_INSTANCE_TYPE = "m7i.xlarge"
@@ -24,11 +24,17 @@ CONTROL_PLANE_LOG_RETENTION_DAYS = 90
 BEFORE_NODES_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 # Their pods need a node to run on; EKS waits for them to become ACTIVE.
 AFTER_NODES_ADDONS = ("coredns",)
-FSX_CSI_ADDON = "aws-fsx-csi-driver"
-FSX_CSI_NAMESPACE = "kube-system"
-FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly",
-                 "AmazonSSMManagedInstanceCore")
+# No AmazonEKS_CNI_Policy: with IMDS closed to pods (hop limit 1) the node role is what a node's own
+# processes use, and the VPC CNI gets its network rights from its own Pod Identity role (VPC_CNI_POLICY).
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore")
+VPC_CNI_ADDON = "vpc-cni"
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"  # kube-system/aws-node, the add-on's DaemonSet
+VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
+# The EKS node monitoring agent: turns GPU XID errors, kernel, network and storage faults into node conditions
+# that node auto-repair acts on. Pinned (EKS add-on versions: `aws eks describe-addon-versions --addon-name
+# eks-node-monitoring-agent --kubernetes-version <minor>`); its DaemonSet tolerates every taint.
+NODE_MONITORING_ADDON = "eks-node-monitoring-agent"
+NODE_MONITORING_ADDON_VERSION = "v1.4.0-eksbuild.2"
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,11 @@ class EksClusterArgs:
 
 
 def imdsv2_metadata() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
-    """IMDSv2 only; hop limit 2 so containers behind the node's network namespace still reach IMDS."""
+    """IMDSv2 only, hop limit 1: the node and its host-network pods (VPC CNI, kube-proxy, Pod Identity agent,
+    node monitoring agent) reach IMDS, pods in their own network namespace do not, so no pod can take the
+    node role's credentials. Pods that call AWS get their own role (Pod Identity or IRSA)."""
     return aws.ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled", http_tokens="required",
-                                                     http_put_response_hop_limit=2)
+                                                     http_put_response_hop_limit=1)
 
 
 def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, region: str) -> str:
@@ -68,7 +76,7 @@ def kubeconfig_json(cluster_name: str, endpoint: str, ca_data: str, region: str)
 
 class EksCluster(pulumi.ComponentResource):
     """An EKS cluster with a pinned version, private endpoint by default, API authentication mode, KMS-encrypted
-    secrets, an IAM OIDC provider, the core managed add-ons plus the FSx CSI driver, cluster-admin access
+    secrets, an IAM OIDC provider, the core managed add-ons plus the node monitoring agent, cluster-admin access
     entries and a small system node group.
     """
 
@@ -162,6 +170,16 @@ class EksCluster(pulumi.ComponentResource):
                 tags=tags(f"hub-{cidr.replace('/', '-')}"), opts=child)
             for cidr in cfg.cluster.hub_cidrs
         ]
+        # Operators (kubectl, CI, `pulumi up`) over VPN / peering / a bastion subnet: the cluster security group
+        # lets in nothing but itself otherwise, so the private endpoint is unreachable from the rest of the VPC.
+        self.operator_ingress = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-operator-{cidr.replace('/', '-')}", security_group_id=self.cluster_security_group_id,
+                cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
+                description="Kubernetes API for operators (gpufleet:cluster.operatorCidrs)",
+                tags=tags(f"operator-{cidr.replace('/', '-')}"), opts=child)
+            for cidr in endpoint_cidrs(cfg) if cidr not in cfg.cluster.hub_cidrs
+        ]
 
         oidc = aws.iam.OpenIdConnectProvider(f"{name}-oidc", url=self.oidc_issuer,
                                              client_id_lists=["sts.amazonaws.com"], tags=tags("oidc"), opts=child)
@@ -185,9 +203,26 @@ class EksCluster(pulumi.ComponentResource):
         ]
         self.node_role_arn = node_role.arn
 
+        # The VPC CNI's own role, bound to kube-system/aws-node through EKS Pod Identity (the agent add-on is
+        # installed next to it): assigning ENIs and IPs is no longer a right of every process on the node.
+        cni_role = aws.iam.Role(f"{name}-vpc-cni", assume_role_policy=pod_identity_trust_policy(),
+                                description=f"VPC CNI (kube-system/{VPC_CNI_SERVICE_ACCOUNT}) of {cfg.cluster_name}",
+                                tags=tags("vpc-cni"), opts=child)
+        cni_attach = aws.iam.RolePolicyAttachment(f"{name}-vpc-cni", role=cni_role.name,
+                                                  policy_arn=f"{arn_prefix}:iam::aws:policy/{VPC_CNI_POLICY}",
+                                                  opts=child)
+        self.vpc_cni_role_arn = cni_role.arn
+
         self.before_nodes = [*node_attachments]
         for addon in BEFORE_NODES_ADDONS:
-            self.before_nodes.append(self._addon(name, cfg, args.stack, addon))
+            if addon == VPC_CNI_ADDON:
+                self.before_nodes.append(self._addon(
+                    name, cfg, args.stack, addon,
+                    pod_identity=[aws.eks.AddonPodIdentityAssociationArgs(
+                        role_arn=cni_role.arn, service_account=VPC_CNI_SERVICE_ACCOUNT)],
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[cni_attach])))
+            else:
+                self.before_nodes.append(self._addon(name, cfg, args.stack, addon))
 
         system_lt = aws.ec2.LaunchTemplate(
             f"{name}-system-lt",
@@ -212,6 +247,7 @@ class EksCluster(pulumi.ComponentResource):
             node_role_arn=node_role.arn,
             subnet_ids=args.subnet_ids,
             ami_type="AL2023_x86_64_STANDARD",
+            release_version=cfg.cluster.ami_release_version,
             capacity_type="ON_DEMAND",
             instance_types=[SYSTEM_INSTANCE_TYPE],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=SYSTEM_NODES, desired_size=SYSTEM_NODES,
@@ -227,18 +263,8 @@ class EksCluster(pulumi.ComponentResource):
         after = pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group])
         for addon in AFTER_NODES_ADDONS:
             self._addon(name, cfg, args.stack, addon, opts=after)
-
-        fsx_role = aws.iam.Role(
-            f"{name}-fsx-csi",
-            assume_role_policy=irsa_trust_policy(oidc.arn, self.oidc_issuer,
-                                                 [(FSX_CSI_NAMESPACE, FSX_CSI_SERVICE_ACCOUNT)]),
-            description="FSx CSI controller (IRSA): creates and mounts FSx for Lustre volumes",
-            tags=tags("fsx-csi"), opts=child)
-        fsx_attach = aws.iam.RolePolicyAttachment(f"{name}-fsx-csi", role=fsx_role.name,
-                                                  policy_arn=f"{arn_prefix}:iam::aws:policy/AmazonFSxFullAccess",
-                                                  opts=child)
-        self._addon(name, cfg, args.stack, FSX_CSI_ADDON, service_account_role_arn=fsx_role.arn,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_node_group, fsx_attach]))
+        # GPU node groups run with node auto-repair (GpuNodeGroup), which acts on the conditions this agent sets.
+        self._addon(name, cfg, args.stack, NODE_MONITORING_ADDON, version=NODE_MONITORING_ADDON_VERSION, opts=after)
 
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(eks.name, eks.endpoint, eks.certificate_authority)
                                                .apply(lambda a: kubeconfig_json(a[0], a[1], _ca_data(a[2]),
@@ -254,14 +280,17 @@ class EksCluster(pulumi.ComponentResource):
         })
 
     def _addon(self, name: str, cfg: StackConfig, stack: str, addon: str,
-               service_account_role_arn: pulumi.Input[str] | None = None,
+               service_account_role_arn: pulumi.Input[str] | None = None, version: str | None = None,
+               pod_identity: list[aws.eks.AddonPodIdentityAssociationArgs] | None = None,
                opts: pulumi.ResourceOptions | None = None) -> aws.eks.Addon:
-        """A managed add-on at the default version for the cluster's Kubernetes version."""
+        """A managed add-on at ``version``, or at the default version for the cluster's Kubernetes version."""
         return aws.eks.Addon(
             f"{name}-{addon}",
             cluster_name=self.cluster.name,
             addon_name=addon,
+            addon_version=version,
             service_account_role_arn=service_account_role_arn,
+            pod_identity_associations=pod_identity,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             tags=resource_tags(cfg, stack, f"{name}-{addon}"),

@@ -11,6 +11,7 @@ import pulumi_aws as aws
 from infra.aws.cluster import imdsv2_metadata, launch_template_version
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags, uses_efa
 from infra.config import NodePoolConfig, StackConfig
+from placement.kueue import EFA_HUGEPAGES_MIB
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -23,34 +24,61 @@ ROOT_VOLUME_GIB_WITHOUT_INSTANCE_STORE = 500
 _BOUNDARY = "==GPUFLEET-NODEADM=="
 
 
-def nodeadm_user_data(raid0_instance_store: bool) -> str | None:
-    """Base64 MIME multipart user data with a nodeadm ``NodeConfig`` part, or ``None`` when nothing to add.
+HUGEPAGE_SIZE_MIB = 2
+HUGEPAGES_SYSCTL_FILE = "/etc/sysctl.d/90-gpufleet-hugepages.conf"
 
-    EKS merges this with its own ``NodeConfig`` (cluster name, endpoint, CA) for managed node groups that do not
-    set a custom AMI. ``RAID0`` stripes all instance-store NVMe disks and mounts containerd/kubelet state there
-    (the fast local tier for scratch, datasets and checkpoint staging).
+
+def hugepages_script(hugepages_mib: int) -> str:
+    """Shell script reserving ``hugepages_mib`` MiB of 2 MiB huge pages, now and on every boot.
+
+    cloud-init runs it before ``nodeadm-run`` starts the kubelet (that unit is ordered after cloud-final), so
+    the kubelet reports them as allocatable ``hugepages-2Mi``. Neither the EKS AL2023 NVIDIA AMI nor its
+    minimal EFA install reserves any.
     """
-    if not raid0_instance_store:
-        return None
-    text = "\n".join([
-        "MIME-Version: 1.0",
-        f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"',
-        "",
-        f"--{_BOUNDARY}",
-        "Content-Type: application/node.eks.aws",
-        "",
-        "---",
-        "apiVersion: node.eks.aws/v1alpha1",
-        "kind: NodeConfig",
-        "spec:",
-        "  instance:",
-        "    localStorage:",
-        "      strategy: RAID0",
-        "",
-        f"--{_BOUNDARY}--",
+    pages = hugepages_mib // HUGEPAGE_SIZE_MIB
+    return "\n".join([
+        "#!/bin/bash",
+        "set -euo pipefail",
+        f"echo 'vm.nr_hugepages = {pages}' > {HUGEPAGES_SYSCTL_FILE}",
+        f"sysctl -w vm.nr_hugepages={pages}",
         "",
     ])
-    return base64.b64encode(text.encode()).decode()
+
+
+def nodeadm_user_data(raid0_instance_store: bool, hugepages_mib: int = 0) -> str | None:
+    """Base64 MIME multipart user data, or ``None`` when there is nothing to add.
+
+    A nodeadm ``NodeConfig`` part when ``raid0_instance_store``: EKS merges it with its own ``NodeConfig``
+    (cluster name, endpoint, CA) for managed node groups that do not set a custom AMI. ``RAID0`` stripes all
+    instance-store NVMe disks and mounts containerd/kubelet state there (the fast local tier for scratch,
+    datasets and checkpoint staging). A shell script part reserving ``hugepages_mib`` MiB of 2 MiB huge pages
+    (:func:`hugepages_script`) when it is above 0.
+    """
+    parts: list[list[str]] = []
+    if raid0_instance_store:
+        parts.append(["Content-Type: application/node.eks.aws", "", "---", "apiVersion: node.eks.aws/v1alpha1",
+                      "kind: NodeConfig", "spec:", "  instance:", "    localStorage:", "      strategy: RAID0", ""])
+    if hugepages_mib > 0:
+        parts.append(['Content-Type: text/x-shellscript; charset="us-ascii"', "", hugepages_script(hugepages_mib)])
+    if not parts:
+        return None
+    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"', ""]
+    for part in parts:
+        lines += [f"--{_BOUNDARY}", *part]
+    lines += [f"--{_BOUNDARY}--", ""]
+    return base64.b64encode("\n".join(lines).encode()).decode()
+
+
+def reservation_target(reservation: str | None
+                       ) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None:
+    """Launch into exactly this capacity reservation (``cr-...``): a Capacity Block, or an On-Demand Capacity
+    Reservation on an ON_DEMAND pool (without the target, instances would only use an ``open`` ODCR by chance
+    and never a ``targeted`` one). ``None`` when the pool has no reservation."""
+    if not reservation:
+        return None
+    return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+        capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+            capacity_reservation_id=reservation))
 
 
 def efa_interfaces(network_cards: int, security_group_ids: list[pulumi.Input[str]]
@@ -109,7 +137,7 @@ class GpuNodeGroupArgs:
 class GpuNodeGroup(pulumi.ComponentResource):
     """A managed node group for one pool: single GPU subnet (one zone), NVIDIA AL2023 AMI, GPU taint and labels,
     and a launch template with the EFA interfaces, the cluster placement group, IMDSv2, RAID0 instance store and
-    Capacity Block targeting where the pool asks for it.
+    reservation targeting (Capacity Block or On-Demand Capacity Reservation) where the pool asks for it.
     """
 
     launch_template: aws.ec2.LaunchTemplate
@@ -141,17 +169,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
             if args.placement_group is not None else None,
             instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
             if block else None,
-            capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                capacity_reservation_target=aws.ec2.
-                LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                    capacity_reservation_id=pool.reservation))
-            if block else None,
+            capacity_reservation_specification=reservation_target(pool.reservation),
             metadata_options=imdsv2_metadata(),
             block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                 device_name="/dev/xvda",
                 ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(volume_size=root_gib, volume_type="gp3",
                                                                     encrypted="true", delete_on_termination="true"))],
-            user_data=nodeadm_user_data(shape.instance_store_gb > 0),
+            user_data=nodeadm_user_data(shape.instance_store_gb > 0, hugepages_mib=EFA_HUGEPAGES_MIB if efa else 0),
             tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags("node"))
                                 for kind in LAUNCHED_RESOURCE_TYPES],
             update_default_version=True,
@@ -168,6 +192,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             # One subnet: every node of the pool in one AZ, the AZ of its placement group and filesystem.
             subnet_ids=[args.subnet_id],
             ami_type=GPU_AMI_TYPE,
+            # Pinned (gpufleet:cluster.amiReleaseVersion): nodes change AMI only when this value does.
+            release_version=cfg.cluster.ami_release_version,
             capacity_type=pool.capacity,
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=pool.min_nodes,
                                                               desired_size=pool.desired_nodes,

@@ -22,6 +22,15 @@ def service_trust_policy(service: str) -> str:
     })
 
 
+def pod_identity_trust_policy() -> str:
+    """Trust policy of a role assumed through EKS Pod Identity (the agent also tags the session)."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"},
+                       "Action": ["sts:AssumeRole", "sts:TagSession"]}],
+    })
+
+
 def irsa_trust_document(oidc_provider_arn: str, issuer_url: str,
                         service_accounts: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """The IRSA trust policy as a dict: only the ``(namespace, name)`` service accounts may assume the role.

@@ -71,12 +71,14 @@ def uses_efa(pool: NodePoolConfig) -> bool:
 
 
 def needs_placement_group(pool: NodePoolConfig) -> bool:
-    """EFA pools go into a cluster placement group, except Capacity Blocks.
+    """EFA pools go into a cluster placement group, except pools on a reservation (Capacity Blocks and
+    On-Demand Capacity Reservations).
 
     A Capacity Block is already delivered co-located in one UltraCluster, and an instance that targets a
-    reservation cannot also be forced into a placement group the reservation was not created in.
+    reservation cannot also be forced into a placement group the reservation was not created in (an ODCR
+    meant for multi-node EFA is created in its own cluster placement group).
     """
-    return uses_efa(pool) and pool.capacity != "CAPACITY_BLOCK"
+    return uses_efa(pool) and pool.capacity != "CAPACITY_BLOCK" and not pool.reservation
 
 
 def placement_zones(cfg: StackConfig) -> tuple[str, ...]:

@@ -73,4 +73,5 @@ def build(cfg: StackConfig) -> BuiltCluster:
     return BuiltCluster(kubeconfig=cluster.kubeconfig, k8s_provider=cluster.k8s_provider,
                         node_pools=[p.node_pool for p in pools],
                         # Workload Identity: the add-ons put this on the training KSA of every team namespace.
-                        training_identity={"iam.gke.io/gcp-service-account": store.service_account_email})
+                        training_identity={"iam.gke.io/gcp-service-account": store.service_account_email},
+                        checkpoint_filesystem=store.filesystem)

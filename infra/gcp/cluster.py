@@ -94,6 +94,10 @@ class GkeCluster(pulumi.ComponentResource):
         authorized += [gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
             cidr_block=c, display_name=f"hub-{i}") for i, c in enumerate(cl.hub_cidrs)
             if not (cl.public_access and c in cl.public_access_cidrs)]
+        # Operators over VPN / Interconnect / peering (gpufleet:cluster.operatorCidrs), the same way.
+        authorized += [gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+            cidr_block=c, display_name=f"operator-{i}") for i, c in enumerate(cl.operator_cidrs)
+            if c not in cl.hub_cidrs and not (cl.public_access and c in cl.public_access_cidrs)]
 
         self.cluster = gcp.container.Cluster(
             f"{name}-gke", name=args.name, location=args.region, project=args.project,

@@ -22,6 +22,7 @@ from pulumi import Input, Output, ResourceOptions
 
 from infra.config import StackConfig
 from infra.k8s import kueue_objects as ko
+from infra.k8s.storage import CheckpointVolumes, CheckpointVolumesArgs
 from infra.outputs import training_service_account_output
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -192,6 +193,8 @@ class ClusterAddonsArgs:
     platform: Literal["aws", "gcp"]
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     training_identity: Mapping[str, Input[str]] = field(default_factory=dict)
+    # The stack's checkpointFilesystem output (None: no filesystem tier): mounted as a claim in each namespace.
+    checkpoint_filesystem: Input[Mapping[str, Any]] | None = None
 
 
 class ClusterAddons(pulumi.ComponentResource):
@@ -229,6 +232,13 @@ class ClusterAddons(pulumi.ComponentResource):
                           "annotations": dict(args.training_identity)},
                 opts=child(depends_on=[namespace]),
             ))
+
+        self.checkpoint_volumes: CheckpointVolumes | None = None
+        if args.checkpoint_filesystem is not None and cfg.checkpoint.filesystem.kind != "none":
+            self.checkpoint_volumes = CheckpointVolumes(
+                f"{name}-ckpt", CheckpointVolumesArgs(cfg=cfg, filesystem=args.checkpoint_filesystem,
+                                                      namespaces=namespaces),
+                opts=ResourceOptions(parent=self, provider=provider))
 
         self.jobset = JobSetInstall(f"{name}-jobset", JobSetInstallArgs(depends_on=after_pools),
                                     opts=ResourceOptions(parent=self, provider=provider))

@@ -33,6 +33,7 @@ from placement.kueue import (
     RES_CPU,
     RES_EFA,
     RES_GPU,
+    RES_HUGEPAGES,
     RES_MEMORY,
     TOPOLOGY_LEVELS,
     Allocatable,
@@ -50,7 +51,8 @@ from placement.shapes import Shape
 
 __all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "GPU_TAINT", "GPU_TOLERATION", "KUEUE_NAMESPACE",
            "MULTIKUEUE_CONTROLLER", "MULTIKUEUE_KUBECONFIG_KEY", "POOL_LABEL", "PRIORITY_CLASSES", "RES_CPU",
-           "RES_EFA", "RES_GPU", "RES_MEMORY", "TOPOLOGY_LEVELS", "Allocatable", "allocatable", "covered_resources",
+           "RES_EFA", "RES_GPU", "RES_HUGEPAGES", "RES_MEMORY", "TOPOLOGY_LEVELS", "Allocatable", "allocatable",
+           "covered_resources",
            "hub_flavor_name", "kubeconfig_secret_name", "tas_enabled", "topology_name", "worker_key"]
 
 
@@ -73,7 +75,7 @@ def pool_quota(pool: NodePoolConfig) -> Allocatable:
 def quota_entries(quota: Allocatable, covered: Sequence[str]) -> list[dict[str, Any]]:
     """``resources`` of one ClusterQueue flavor, in ``covered`` order (a CRD rule wants every covered one)."""
     values: dict[str, Any] = {RES_CPU: f"{quota.cpu_millis}m", RES_MEMORY: f"{quota.memory_mib}Mi",
-                              RES_GPU: quota.gpus, RES_EFA: quota.efa}
+                              RES_GPU: quota.gpus, RES_EFA: quota.efa, RES_HUGEPAGES: f"{quota.hugepages_mib}Mi"}
     return [{"name": r, "nominalQuota": values[r]} for r in covered]
 
 

@@ -332,6 +332,13 @@ def allowed_hub_cidrs(cluster_config: Mapping[str, Any] | None) -> frozenset[str
     return frozenset(c for c in _config_cidrs(cluster_config, "hubCidrs") if c not in WORLD_CIDRS)
 
 
+def allowed_api_cidrs(cluster_config: Mapping[str, Any] | None) -> frozenset[str]:
+    """``cluster.hubCidrs`` and ``cluster.operatorCidrs``: the ranges the stack config authorises on the
+    Kubernetes API endpoints besides ``publicAccessCidrs`` (never the whole internet)."""
+    operators = frozenset(c for c in _config_cidrs(cluster_config, "operatorCidrs") if c not in WORLD_CIDRS)
+    return allowed_hub_cidrs(cluster_config) | operators
+
+
 def _aws_rule_ports(protocol: Any, from_port: Any, to_port: Any) -> list[int]:
     """The admin ports an AWS rule opens (protocol -1/all opens every port)."""
     proto = str(protocol).lower() if protocol is not None else ""
@@ -383,7 +390,7 @@ def _judge(ports: Iterable[int], sources: list[str], allowed: Collection[str], h
                            "gpufleet:cluster.publicAccess true and the CIDR in cluster.publicAccessCidrs)")
             elif not _within(cidr, [*allowed, *hub]):
                 out.append(f"{where} opens the Kubernetes API (port {port}) to {cidr}, a public range the stack "
-                           "config does not list (allowed in gpufleet:cluster.hubCidrs, or in "
+                           "config does not list (allowed in gpufleet:cluster.hubCidrs or operatorCidrs, or in "
                            "cluster.publicAccessCidrs with publicAccess true)")
     return out
 

@@ -125,7 +125,7 @@ def _public_ingress_policy() -> Any:
         cluster = stack_cluster_config()
         for message in checks.check_public_ingress(args.resource_type, args.props,
                                                    checks.allowed_public_cidrs(cluster),
-                                                   checks.allowed_hub_cidrs(cluster)):
+                                                   checks.allowed_api_cidrs(cluster)):
             report_violation(message, None)
 
     return ResourceValidationPolicy(name=checks.PUBLIC_INGRESS, description=DESCRIPTIONS[checks.PUBLIC_INGRESS],

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement import checkpoint_volumes as cv
 from placement import kueue as ko
 from placement.engine import Candidate
 from placement.errors import InputError
@@ -46,9 +47,9 @@ REPLICATED_JOB = "node"  # JobSet pods are <jobset>-node-0-<rank>; rank 0 is the
 MASTER_PORT = 29500
 CHECKPOINT_DIR = "/checkpoints"
 CHECKPOINT_VOLUME = "checkpoints"
-CHECKPOINT_PVC = "gpufleet-checkpoints"
+CHECKPOINT_PVC = cv.CLAIM_NAME  # what the stack's checkpointFilesystem.claimName names in every team namespace
 CHECKPOINT_CONFIGMAP = "gpufleet-checkpoint"
-FSX_CSI_DRIVER = "fsx.csi.aws.com"
+FSX_CSI_DRIVER = cv.FSX_CSI_DRIVER
 GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 GCS_PV_SIZE = "5Ti"  # a bucket has no size; a PV must state one
@@ -230,27 +231,23 @@ def _gs_bucket(uri: str) -> tuple[str, str]:
 
 
 def _fsx_objects(cl: ClusterStack, ns: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """A static FSx for Lustre PersistentVolume bound to the namespace's PVC, and the DRA sub-path to mount."""
+    """For a stack that predates the stack-made claims (no ``checkpointFilesystem.claimName``): a static FSx for
+    Lustre PersistentVolume bound to the namespace's PVC, and the DRA sub-path to mount."""
+    fs = dict(cl.filesystem or {})
+    fs["capacityGb"] = whole(fs.get("capacityGb", 1200), f"{cl.stack}.checkpointFilesystem.capacityGb", "")
+    pv, pvc = cv.volume_objects(cl.cluster_name, ns, fs, where=f"{cl.stack}.checkpointFilesystem")
+    return pv, pvc, cv.sub_path(fs)
+
+
+def _claim(cl: ClusterStack, ns: str) -> str | None:
+    """The checkpoint claim the stack created in ``ns`` (``checkpointFilesystem.claimName``), if it did."""
     fs = cl.filesystem or {}
-    missing = [k for k in ("id", "dnsName", "mountName") if not fs.get(k)]
-    if missing:
-        raise InputError(f"{cl.stack}.checkpointFilesystem.{missing[0]}", "is required for an FSx mount")
-    pv_name = f"{cl.cluster_name}-ckpt-{ns}"[:253]
-    storage = f"{whole(fs.get('capacityGb', 1200), f'{cl.stack}.checkpointFilesystem.capacityGb', '')}Gi"
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume",
-          "metadata": {"name": pv_name, "labels": dict(MANAGED_BY)},
-          "spec": {"capacity": {"storage": storage}, "volumeMode": "Filesystem",
-                   "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
-                   "storageClassName": "", "mountOptions": ["flock"],
-                   "claimRef": {"namespace": ns, "name": CHECKPOINT_PVC},
-                   "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": str(fs["id"]),
-                           "volumeAttributes": {"dnsname": str(fs["dnsName"]),
-                                                "mountname": str(fs["mountName"])}}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": CHECKPOINT_PVC, "namespace": ns, "labels": dict(MANAGED_BY)},
-           "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
-                    "resources": {"requests": {"storage": storage}}}}
-    return pv, pvc, str(fs.get("path") or "").strip("/")
+    claim = fs.get("claimName")
+    if not claim or fs.get("kind") not in cv.KINDS:
+        return None
+    if cl.service_account is not None and ns not in cl.service_account.namespaces:
+        return None  # the stack made the claim only in its training namespaces
+    return str(claim)
 
 
 def _gcs_objects(cl: ClusterStack, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -276,14 +273,21 @@ def _gcs_objects(cl: ClusterStack, ns: str) -> tuple[dict[str, Any], dict[str, A
 def checkpoint_storage(cl: ClusterStack, ns: str) -> Storage:
     """The checkpoint store of one cluster.
 
-    AWS with FSx for Lustre: a static PersistentVolume (``fsx.csi.aws.com``) bound to the PVC
-    ``gpufleet-checkpoints`` in the namespace, mounted at the DRA path so files land in the bucket.
-    GCP: the bucket through the GCS FUSE CSI driver (inline volume, Workload Identity).
+    A filesystem tier (FSx for Lustre, Managed Lustre, Filestore): the claim the stack made in the namespace
+    (``checkpointFilesystem.claimName``, ``gpufleet-checkpoints``), mounted by name; nothing is created. FSx
+    mounts its data-repository path, so files land in the bucket.
+    Older AWS stacks without the claim: a static PersistentVolume (``fsx.csi.aws.com``) bound to the PVC
+    ``gpufleet-checkpoints``, created by submit.
+    GCP without a filesystem: the bucket through the GCS FUSE CSI driver (inline volume, Workload Identity).
     AWS without FSx: nothing to mount; the job writes to ``CHECKPOINT_URI`` with its IRSA role.
     """
     fs = cl.filesystem or {}
     warnings: list[str] = []
     env = ({"name": "CHECKPOINT_URI", "value": cl.checkpoint_uri},) if cl.checkpoint_uri else ()
+    claim = _claim(cl, ns)
+    if claim:
+        volume = {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
+        return Storage(volume=volume, sub_path=cv.sub_path(fs), env=env)
     if cl.cloud == "aws" and fs.get("kind") == "fsx":
         pv, pvc, sub = _fsx_objects(cl, ns)
         volume = {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": CHECKPOINT_PVC}}
@@ -326,6 +330,8 @@ def _resources(plan: PodPlan) -> dict[str, Any]:
     limits = {ko.RES_GPU: _quantity(plan.gpus_per_node)}
     if plan.efa:
         requests[ko.RES_EFA] = limits[ko.RES_EFA] = _quantity(plan.efa)
+        # Huge page requests must equal their limits; the node reserves this much (placement.kueue).
+        requests[ko.RES_HUGEPAGES] = limits[ko.RES_HUGEPAGES] = f"{ko.EFA_HUGEPAGES_MIB}Mi"
     return {"requests": requests, "limits": limits}
 
 
@@ -448,18 +454,27 @@ def _portable_storage(group: Group, ns: str) -> tuple[Storage, dict[str, list[di
     """Checkpoint storage valid on every member, and the objects to create on each (by worker key).
 
     Every member gets ConfigMap ``gpufleet-checkpoint`` (``CHECKPOINT_URI`` = its own bucket, which its
-    training identity can write) read by the pod through ``envFrom``. When every member can back the PVC
-    ``gpufleet-checkpoints`` the same way (all AWS with FSx for Lustre and the same data-repository path,
-    or all GKE, whose bucket becomes a static GCS FUSE volume) each gets its PV/PVC and the pod mounts it at
-    ``/checkpoints``; otherwise nothing is mounted and the job writes to ``$CHECKPOINT_URI``.
+    training identity can write) read by the pod through ``envFrom``. When every member's stack made the claim
+    ``gpufleet-checkpoints`` in the namespace (``checkpointFilesystem.claimName``) at the same sub-path, the
+    pod mounts it at ``/checkpoints`` and nothing else is created. Otherwise, when every member can back that
+    PVC the same way (all AWS with FSx for Lustre and the same data-repository path, or all GKE, whose bucket
+    becomes a static GCS FUSE volume) each gets its PV/PVC and the pod mounts it; otherwise nothing is mounted
+    and the job writes to ``$CHECKPOINT_URI``.
     """
     per_worker: dict[str, list[dict[str, Any]]] = {}
     warnings: list[str] = []
+    claims = {m.key: _claim(m.cluster, ns) for m in group.members}
+    claimed = all(claims.values()) and len(set(claims.values())) == 1
     fsx = [m for m in group.members if m.cluster.cloud == "aws" and (m.cluster.filesystem or {}).get("kind") == "fsx"]
     gcs = [m for m in group.members if m.cluster.cloud == "gcp" and (m.cluster.checkpoint_uri or "").startswith("gs://")]
-    mounted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    mounted: dict[str, tuple[dict[str, Any], ...]] = {}
     sub_paths: set[str] = set()
-    if len(fsx) == len(group.members):
+    if claimed:
+        # Every member made the same claim in the namespace: mount it by name wherever the job lands.
+        for m in group.members:
+            mounted[m.key] = ()
+            sub_paths.add(cv.sub_path(m.cluster.filesystem or {}))
+    elif len(fsx) == len(group.members):
         for m in fsx:
             pv, pvc, sub = _fsx_objects(m.cluster, ns)
             mounted[m.key] = (pv, pvc)
@@ -468,8 +483,8 @@ def _portable_storage(group: Group, ns: str) -> tuple[Storage, dict[str, list[di
         for m in gcs:
             mounted[m.key] = _gcs_objects(m.cluster, ns)
     if len(sub_paths) > 1:
-        warnings.append("the group's FSx file systems use different data-repository paths; the job writes to "
-                        "$CHECKPOINT_URI instead of mounting /checkpoints")
+        warnings.append("the group's checkpoint file systems mount different paths (FSx data-repository paths); "
+                        "the job writes to $CHECKPOINT_URI instead of mounting /checkpoints")
         mounted = {}
     elif not mounted and len(group.members) > 1:
         warnings.append("the group's workers keep checkpoints differently (FSx, S3, GCS); the job writes to "
@@ -491,7 +506,7 @@ def _portable_storage(group: Group, ns: str) -> tuple[Storage, dict[str, list[di
     annotations: dict[str, str] = {}
     if mounted:
         volume = {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": CHECKPOINT_PVC}}
-        if gcs:
+        if gcs and not claimed:
             annotations[GCSFUSE_ANNOTATION] = "true"
     env_from = ({"configMapRef": {"name": CHECKPOINT_CONFIGMAP, "optional": True}},)
     storage = Storage(volume=volume, sub_path=next(iter(sub_paths), ""), annotations=annotations,

@@ -110,6 +110,11 @@ def test_placement_group_is_cluster_and_node_groups_stay_in_its_zone(stack: tupl
     for pool in cfg.node_pools:
         ng = pool_node_group(run, pool.name)
         lt = launch_template_of(run, ng)
+        if pool.reservation:
+            # Reserved capacity (Capacity Block, ODCR) is placed by the reservation, never by our group.
+            assert "placement" not in lt.inputs
+            assert [subnet_zone(by_id(run, s)) for s in ng.inputs["subnetIds"]] == [pool.zone]
+            continue
         pg = run.named(lt.inputs["placement"]["groupName"])
         assert pg.type == PG
         assert pg.inputs["strategy"] == "cluster"
@@ -120,7 +125,7 @@ def test_placement_group_is_cluster_and_node_groups_stay_in_its_zone(stack: tupl
         assert len(subnets) == 1
         assert all(subnet_zone(s) == pg_zone for s in subnets)
     # One placement group per zone, shared by that zone's pools.
-    assert len(run.of_type(PG)) == len({p.zone for p in cfg.node_pools})
+    assert len(run.of_type(PG)) == len({p.zone for p in cfg.node_pools if not p.reservation})
 
 
 def test_efa_security_group_allows_all_traffic_from_and_to_itself(stack: tuple[StackConfig, RunResult]) -> None:
@@ -140,7 +145,53 @@ def test_every_launch_template_requires_imdsv2(stack: tuple[StackConfig, RunResu
     for lt in lts:
         meta = lt.inputs["metadataOptions"]
         assert meta["httpTokens"] == "required"
-        assert int(meta["httpPutResponseHopLimit"]) == 2
+        # 1: pods in their own network namespace cannot reach IMDS and take the node role.
+        assert int(meta["httpPutResponseHopLimit"]) == 1
+
+
+ADDON = "aws:eks/addon:Addon"
+ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+ROLE = "aws:iam/role:Role"
+
+
+def role_of(run: RunResult, arn: str) -> Registered:
+    """The role a mocked ARN (``arn:mock:<type>:<name>``) points at."""
+    role = run.named(arn.rsplit(":", 1)[-1])
+    assert role.type == ROLE
+    return role
+
+
+def attached_policies(run: RunResult, role: Registered) -> set[str]:
+    """Names of the managed policies attached to ``role`` (the mocks name a role after its resource)."""
+    return {a.inputs["policyArn"].rsplit("/", 1)[-1] for a in run.of_type(ATTACH) if a.inputs["role"] == role.name}
+
+
+def test_vpc_cni_has_its_own_pod_identity_role_and_the_node_role_no_cni_rights(
+        stack: tuple[StackConfig, RunResult]) -> None:
+    _, run = stack
+    (cni,) = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "vpc-cni"]
+    (assoc,) = cni.inputs["podIdentityAssociations"]
+    assert assoc["serviceAccount"] == "aws-node"
+    cni_role = role_of(run, assoc["roleArn"])
+    trust = json.loads(cni_role.inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert attached_policies(run, cni_role) == {"AmazonEKS_CNI_Policy"}
+    # Pod Identity needs its agent on every node.
+    assert "eks-pod-identity-agent" in {a.inputs["addonName"] for a in run.of_type(ADDON)}
+    node_roles = {ng.inputs["nodeRoleArn"] for ng in run.of_type(NG)}
+    assert len(node_roles) == 1
+    (node_role_ref,) = node_roles
+    node_policies = attached_policies(run, role_of(run, node_role_ref))
+    assert "AmazonEKSWorkerNodePolicy" in node_policies
+    assert "AmazonEKS_CNI_Policy" not in node_policies
+
+
+def test_node_monitoring_agent_is_pinned_where_node_repair_is_on(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    repaired = [pool_node_group(run, p.name) for p in cfg.node_pools]
+    assert all(ng.inputs["nodeRepairConfig"]["enabled"] is True for ng in repaired)
+    (agent,) = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "eks-node-monitoring-agent"]
+    assert agent.inputs.get("addonVersion", "").startswith("v"), "the agent is pinned to an add-on version"
 
 
 def test_gpu_node_groups_capacity_labels_taint_and_local_nvme(stack: tuple[StackConfig, RunResult]) -> None:
@@ -169,6 +220,24 @@ def test_gpu_node_groups_capacity_labels_taint_and_local_nvme(stack: tuple[Stack
             assert node_config["spec"]["instance"]["localStorage"]["strategy"] == "RAID0"
 
 
+def test_efa_nodes_reserve_the_huge_pages_efa_pods_request(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    for pool in cfg.node_pools:
+        lt = launch_template_of(run, pool_node_group(run, pool.name))
+        data = lt.inputs.get("userData")
+        mime = email.message_from_string(base64.b64decode(data).decode()) if data else None
+        scripts = [str(p.get_payload()) for p in mime.walk()
+                   if p.get_content_type() == "text/x-shellscript"] if mime else []
+        if pool.shape.fabric != "efa":
+            assert scripts == []
+            continue
+        (script,) = scripts
+        assert script.startswith("#!/bin/bash")
+        # 2560 pages x 2 MiB = the 5120Mi of hugepages-2Mi every EFA pod requests, set now and on reboot.
+        assert "sysctl -w vm.nr_hugepages=2560" in script
+        assert "vm.nr_hugepages = 2560" in script and "/etc/sysctl.d/" in script
+
+
 # ------------------------------------------------------------------ network and cluster
 
 
@@ -195,20 +264,54 @@ def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackC
     assert eks.inputs["vpcConfig"]["endpointPrivateAccess"] is True
     assert eks.inputs["vpcConfig"]["endpointPublicAccess"] is cfg.cluster.public_access
     addons = {a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")}
-    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "aws-fsx-csi-driver"} <= addons
-    (fsx_csi,) = [a for a in run.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-fsx-csi-driver"]
-    assert fsx_csi.inputs["serviceAccountRoleArn"]
+    assert {"vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent", "eks-node-monitoring-agent"} <= addons
     assert len(run.of_type("aws:iam/openIdConnectProvider:OpenIdConnectProvider")) == 1
+
+
+def test_ami_release_is_pinned_on_every_node_group_when_configured() -> None:
+    pinned = run_stack(BASE_STACK, config_override={"cluster": {"amiReleaseVersion": "1.33.5-20251120"}})
+    groups = pinned.of_type(NG)
+    assert len(groups) >= 2 and all(g.inputs["releaseVersion"] == "1.33.5-20251120" for g in groups)
+    for g in groups:
+        # Rolling updates replace one node at a time; nothing else moves a GPU node group.
+        assert int(g.inputs["updateConfig"]["maxUnavailable"]) == 1
+    unpinned = run_stack(BASE_STACK)
+    assert all("releaseVersion" not in g.inputs for g in unpinned.of_type(NG))
+
+
+def test_fsx_csi_driver_is_pinned_with_its_own_role_where_fsx_is(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    releases = [r for r in run.of_type("kubernetes:helm.sh/v3:Release")
+                if r.inputs.get("chart") == "aws-fsx-csi-driver"]
+    if cfg.checkpoint.filesystem.kind != "fsx":
+        assert releases == []
+        return
+    (release,) = releases
+    assert release.inputs["version"] == "1.17.0"
+    assert release.inputs["repositoryOpts"]["repo"] == "https://kubernetes-sigs.github.io/aws-fsx-csi-driver"
+    values = release.inputs["values"]
+    assert values["image"]["tag"] == "v1.9.0"
+    assert values["node"]["tolerateAllTaints"] is True, "the node plugin must run on the tainted GPU nodes"
+    assert values["controller"]["region"] == cfg.region  # no IMDS for pods: the region is given
+    sa = values["controller"]["serviceAccount"]
+    role = role_of(run, sa["annotations"]["eks.amazonaws.com/role-arn"])
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    (subject,) = [v for k, v in trust["Statement"][0]["Condition"]["StringEquals"].items() if k.endswith(":sub")]
+    assert subject == f"system:serviceaccount:kube-system:{sa['name']}"
 
 
 SG_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 
-def hub_rules(run: RunResult) -> dict[str, Registered]:
-    """Ingress rules on the EKS cluster security group (the mocks name it after the cluster resource), by CIDR."""
+def hub_sg(run: RunResult) -> str:
+    """The EKS cluster security group (the mocks name it after the cluster resource)."""
     (eks,) = run.of_type("aws:eks/cluster:Cluster")
-    cluster_sg = f"sg-{eks.name}-cluster"
-    return {r.inputs["cidrIpv4"]: r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == cluster_sg}
+    return f"sg-{eks.name}-cluster"
+
+
+def hub_rules(run: RunResult) -> dict[str, Registered]:
+    """Ingress rules on the EKS cluster security group, by CIDR."""
+    return {r.inputs["cidrIpv4"]: r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)}
 
 
 def test_hub_cidrs_reach_the_private_endpoint_on_443(stack: tuple[StackConfig, RunResult]) -> None:
@@ -219,7 +322,24 @@ def test_hub_cidrs_reach_the_private_endpoint_on_443(stack: tuple[StackConfig, R
     for rule in rules.values():
         assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 443, 443)
     assert run.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": False, "publicAccessCidrs": [],
-                                        "hubCidrs": list(cfg.cluster.hub_cidrs)}
+                                        "hubCidrs": list(cfg.cluster.hub_cidrs),
+                                        "operatorCidrs": list(cfg.cluster.operator_cidrs)}
+
+
+def test_operator_cidrs_reach_the_private_endpoint_on_443_once() -> None:
+    cluster = {"hubCidrs": ["10.200.0.0/20"], "operatorCidrs": ["172.20.0.0/16", "10.200.0.0/20"]}
+    run = run_stack(BASE_STACK, config_override={"cluster": cluster})
+    rules = [r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)]
+    # One rule per CIDR: EKS refuses a duplicate rule, and the hub's range is already open.
+    assert sorted(r.inputs["cidrIpv4"] for r in rules) == ["10.200.0.0/20", "172.20.0.0/16"]
+    for rule in rules:
+        assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 443, 443)
+    assert run.outputs["apiAccess"]["operatorCidrs"] == ["172.20.0.0/16", "10.200.0.0/20"]
+    # A public operator range on a public endpoint also lands on its allow-list.
+    public = run_stack(BASE_STACK, config_override={"cluster": {
+        "publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"], "operatorCidrs": ["198.51.100.9/32"]}})
+    (eks,) = public.of_type("aws:eks/cluster:Cluster")
+    assert eks.inputs["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.9/32"]
 
 
 def test_public_endpoint_allows_public_hub_cidrs_too() -> None:
@@ -373,6 +493,7 @@ def test_fsx_lustre_tier_when_configured(stack: tuple[StackConfig, RunResult]) -
     if cfg.checkpoint.filesystem.kind != "fsx":
         assert filesystems == []
         assert run.outputs["checkpointFilesystem"] is None
+        assert run.of_type("kubernetes:core/v1:PersistentVolumeClaim") == []
         return
     (fs,) = filesystems
     assert fs.inputs["deploymentType"] == "PERSISTENT_2"
@@ -390,6 +511,18 @@ def test_fsx_lustre_tier_when_configured(stack: tuple[StackConfig, RunResult]) -
     for policy in ("autoImportPolicy", "autoExportPolicy"):
         assert sorted(dra.inputs["s3"][policy]["events"]) == ["CHANGED", "DELETED", "NEW"]
     assert run.outputs["checkpointFilesystem"]["kind"] == "fsx"
+    # Every training namespace has the claim, bound to a static PV on this file system.
+    assert run.outputs["checkpointFilesystem"]["claimName"] == "gpufleet-checkpoints"
+    pvs = {p.inputs["spec"]["claimRef"]["namespace"]: p for p in run.of_type("kubernetes:core/v1:PersistentVolume")}
+    pvcs = {c.inputs["metadata"]["namespace"]: c for c in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    assert set(pvs) == set(pvcs) == set(cfg.training_namespaces)
+    for ns, pv in pvs.items():
+        csi = pv.inputs["spec"]["csi"]
+        assert csi["driver"] == "fsx.csi.aws.com" and csi["volumeHandle"] == f"{fs.name}-id"
+        assert csi["volumeAttributes"]["dnsname"] == run.outputs["checkpointFilesystem"]["dnsName"]
+        assert csi["volumeAttributes"]["mountname"] == run.outputs["checkpointFilesystem"]["mountName"]
+        assert pvcs[ns].inputs["metadata"]["name"] == "gpufleet-checkpoints"
+        assert pvcs[ns].inputs["spec"]["volumeName"] == pv.inputs["metadata"]["name"]
 
 
 # ------------------------------------------------------------------ other shapes and capacity kinds
@@ -402,6 +535,8 @@ def mixed_run() -> RunResult:
         {"name": "l40s", "instanceType": "g6e.xlarge", "minNodes": 0, "maxNodes": 1, "zone": "us-east-1b"},
         {"name": "h200-block", "instanceType": "p5en.48xlarge", "capacity": "CAPACITY_BLOCK",
          "reservation": "cr-0123456789abcdef0", "minNodes": 0, "maxNodes": 2},
+        {"name": "h100-odcr", "instanceType": "p5.48xlarge", "capacity": "ON_DEMAND",
+         "reservation": "cr-0fedcba9876543210", "minNodes": 2, "maxNodes": 2},
     ]})
 
 
@@ -428,6 +563,29 @@ def test_capacity_block_pool_targets_its_reservation(mixed_run: RunResult) -> No
     assert mixed_run.of_type(PG) == []
 
 
+def test_on_demand_pool_targets_its_capacity_reservation(mixed_run: RunResult) -> None:
+    ng = pool_node_group(mixed_run, "h100-odcr")
+    assert ng.inputs["capacityType"] == "ON_DEMAND"
+    lt = launch_template_of(mixed_run, ng)
+    target = lt.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target["capacityReservationId"] == "cr-0fedcba9876543210"
+    assert "instanceMarketOptions" not in lt.inputs, "an ODCR is plain on-demand, not the capacity-block market"
+    assert len(lt.inputs["networkInterfaces"]) == 32
+    # The reservation decides where the instances go; our placement group would make the launch fail.
+    assert "placement" not in lt.inputs
+
+
+def test_pools_without_a_reservation_target_none(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    for pool in cfg.node_pools:
+        lt = launch_template_of(run, pool_node_group(run, pool.name))
+        spec = lt.inputs.get("capacityReservationSpecification")
+        if pool.reservation:
+            assert spec["capacityReservationTarget"]["capacityReservationId"] == pool.reservation
+        else:
+            assert spec is None
+
+
 # ------------------------------------------------------------------ invalid configs
 
 
@@ -446,6 +604,8 @@ INVALID = [
      "gpufleet:nodePools[0].maxNodes"),
     ("fsx-without-gpu-zone", {"gpuZone": None, "nodePools": _pool(zone="use1-az6")}, "gpufleet:gpuZone"),
     ("capacity-block-bad-reservation", {"nodePools": _pool(capacity="CAPACITY_BLOCK", reservation="block-1")},
+     "gpufleet:nodePools[0].reservation"),
+    ("spot-pool-with-reservation", {"nodePools": _pool(capacity="SPOT", reservation="cr-0123456789abcdef0")},
      "gpufleet:nodePools[0].reservation"),
     ("admin-not-an-iam-arn", {"cluster": {"adminPrincipals": ["alice@example.com"]}},
      "gpufleet:cluster.adminPrincipals"),

@@ -170,11 +170,14 @@ def test_gpu_asgs_describe_their_nodes_for_scale_from_zero(stack: tuple[StackCon
         assert values[f"{CA}/{cfg.cluster_name}"] == "owned"
         assert values[f"{CA}/node-template/resources/nvidia.com/gpu"] == str(pool.shape.gpus)
         efa = values.get(f"{CA}/node-template/resources/vpc.amazonaws.com/efa")
+        pages = values.get(f"{CA}/node-template/resources/hugepages-2Mi")
         if pool.shape.fabric == "efa":
             assert efa == str(pool.shape.network_cards)
             assert int(efa) == len(_by_id(run, ng.inputs["launchTemplate"]["id"]).inputs["networkInterfaces"])
+            # EFA pods request huge pages: an empty group that did not offer them would never scale up.
+            assert pages == "5120Mi"
         else:
-            assert efa is None
+            assert efa is None and pages is None
         (taint,) = ng.inputs["taints"]
         assert taint["effect"] == "NO_SCHEDULE"
         assert values[f"{CA}/node-template/taint/{taint['key']}"] == f"{taint['value']}:NoSchedule"
@@ -198,5 +201,5 @@ def test_non_efa_pool_advertises_gpus_but_no_efa() -> None:
     assert pool.shape.fabric != "efa"
     tags = node_template_tags(pool)
     assert tags[f"{CA}/node-template/resources/nvidia.com/gpu"] == str(pool.shape.gpus)
-    assert not any(k.endswith("/vpc.amazonaws.com/efa") for k in tags)
+    assert not any(k.endswith("/vpc.amazonaws.com/efa") or k.endswith("/hugepages-2Mi") for k in tags)
     assert tags[f"{CA}/node-template/label/gpufleet.io/pool"] == "l40s"

@@ -36,6 +36,7 @@ def test_valid_config_round_trips():
     (pool,) = cfg.node_pools
     assert pool.shape.name == "p5.48xlarge" and pool.capacity_kind == "spot" and pool.zone == "use1-az6"
     assert cfg.cluster_name == "gpufleet-t"
+    assert cfg.cluster.operator_cidrs == () and cfg.cluster.hub_cidrs == ()  # nothing authorised by default
 
 
 def _with(path: str, value):
@@ -70,6 +71,11 @@ BAD = [
     ("cluster.hubCidrs", ["fd00::/8"], "gpufleet:cluster.hubCidrs"),
     ("cluster.hubCidrs", "10.200.0.0/20", "gpufleet:cluster.hubCidrs"),
     ("cluster.hubCidrs", ["10.200.0.0/33"], "gpufleet:cluster.hubCidrs"),
+    ("cluster.operatorCidrs", ["0.0.0.0/0"], "gpufleet:cluster.operatorCidrs"),
+    ("cluster.operatorCidrs", ["fd00::/8"], "gpufleet:cluster.operatorCidrs"),
+    ("cluster.operatorCidrs", ["vpn"], "gpufleet:cluster.operatorCidrs"),
+    ("cluster.amiReleaseVersion", "latest", "gpufleet:cluster.amiReleaseVersion"),
+    ("cluster.amiReleaseVersion", "1.32.9-20251120", "gpufleet:cluster.amiReleaseVersion"),
     ("hub.egressCidrs", ["not-a-cidr"], "gpufleet:hub.egressCidrs"),
     ("hub.dispatch.replicas", 0, "gpufleet:hub.dispatch.replicas"),
     ("hub.dispatch.admissionDeadlineSeconds", 0, "gpufleet:hub.dispatch.admissionDeadlineSeconds"),
@@ -198,3 +204,27 @@ def test_gke_only_settings_are_refused_on_aws(path, value, key):
     with pytest.raises(ConfigError) as err:
         parse(_with(path, value), stack="t")
     assert str(err.value).startswith(key + ":")
+
+
+@pytest.mark.parametrize(("gb", "ok"), [(1200, True), (2400, True), (3600, False), (4800, True), (6000, False),
+                                        (7200, True), (600, False), (1000, False)])
+def test_fsx_capacity_follows_the_persistent_2_ssd_sizes(gb, ok):
+    raw = _with("checkpoint.filesystem", {"kind": "fsx", "capacityGb": gb})
+    if ok:
+        assert parse(raw, stack="t").checkpoint.filesystem.capacity_gb == gb
+        return
+    with pytest.raises(ConfigError) as err:
+        parse(raw, stack="t")
+    message = str(err.value)
+    assert message.startswith("gpufleet:checkpoint.filesystem.capacityGb:") and "\n" not in message
+    assert "1200, 2400, then multiples of 2400" in message
+
+
+def test_fsx_capacity_rules_per_ssd_deployment_type():
+    from infra.config import fsx_capacity_valid
+
+    for kind in ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"):
+        assert [g for g in range(1200, 12001, 1200) if fsx_capacity_valid(kind, g)] == [1200, 2400, 4800, 7200,
+                                                                                        9600, 12000]
+    assert [g for g in range(1200, 12001, 1200) if fsx_capacity_valid("SCRATCH_1", g)] == [1200, 2400, 3600, 7200,
+                                                                                        10800]

@@ -392,7 +392,8 @@ def test_public_endpoint_is_limited_to_the_configured_cidrs(filestore: tuple[Sta
     assert [b["cidrBlock"] for b in c["masterAuthorizedNetworksConfig"]["cidrBlocks"]] == ["198.51.100.0/24"]
     assert c["deletionProtection"] is False
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True,
-                                           "publicAccessCidrs": ["198.51.100.0/24"], "hubCidrs": []}
+                                           "publicAccessCidrs": ["198.51.100.0/24"], "hubCidrs": [],
+                                           "operatorCidrs": []}
     assert c["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
 
 
@@ -409,7 +410,8 @@ def test_hub_cidrs_are_master_authorized_networks(stack: tuple[StackConfig, RunR
     (cluster,) = result.of_type(CLUSTER)
     assert cluster.inputs["privateClusterConfig"]["masterGlobalAccessConfig"] == {"enabled": True}
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": False,
-                                           "publicAccessCidrs": [], "hubCidrs": list(cfg.cluster.hub_cidrs)}
+                                           "publicAccessCidrs": [], "hubCidrs": list(cfg.cluster.hub_cidrs),
+                                           "operatorCidrs": list(cfg.cluster.operator_cidrs)}
 
 
 def test_public_endpoint_authorises_the_hub_once() -> None:
@@ -417,6 +419,15 @@ def test_public_endpoint_authorises_the_hub_once() -> None:
                "hubCidrs": ["198.51.100.0/24", "192.0.2.10/32", "10.200.0.0/20"]}
     result = run_stack(USC1, config_override={"cluster": cluster})
     assert authorized(result) == ["198.51.100.0/24", "192.0.2.10/32", "10.200.0.0/20"]
+
+
+def test_operator_cidrs_are_master_authorized_networks_once() -> None:
+    cluster = {"hubCidrs": ["10.200.0.0/20"], "operatorCidrs": ["172.20.0.0/16", "10.200.0.0/20"]}
+    result = run_stack(USC1, config_override={"cluster": cluster})
+    cfg_subnet = authorized(result)[0]
+    # The private endpoint: the cluster subnet, the hub, then the operators' VPN range (the hub's range once).
+    assert authorized(result) == [cfg_subnet, "10.200.0.0/20", "172.20.0.0/16"]
+    assert result.outputs["apiAccess"]["operatorCidrs"] == ["172.20.0.0/16", "10.200.0.0/20"]
 
 
 def test_network_has_private_google_access_router_and_nat(stack: tuple[StackConfig, RunResult]) -> None:
@@ -509,6 +520,37 @@ def test_training_ksa_in_every_team_namespace_names_the_google_service_account(
         assert ns in namespaces
         assert ksa.provider and ksa.provider.endswith(f"::{k8s_provider.name}::{k8s_provider.name}-id"), \
             "created on the cluster's provider"
+
+
+def claims_by_namespace(result: RunResult) -> dict[str, tuple[dict, dict]]:
+    """(PV spec, PVC spec) per namespace the stack put the checkpoint claim in."""
+    pvs = {p.inputs["spec"]["claimRef"]["namespace"]: p.inputs["spec"]
+           for p in result.of_type("kubernetes:core/v1:PersistentVolume")}
+    return {c.inputs["metadata"]["namespace"]: (pvs[c.inputs["metadata"]["namespace"]], c.inputs["spec"])
+            for c in result.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+            if c.inputs["metadata"]["name"] == "gpufleet-checkpoints"}
+
+
+def test_lustre_and_filestore_are_claims_in_every_training_namespace(
+        rdma: tuple[StackConfig, RunResult], filestore: tuple[StackConfig, RunResult]) -> None:
+    cfg, result = rdma
+    claims = claims_by_namespace(result)
+    assert set(claims) == set(cfg.training_namespaces)
+    (lustre,) = result.of_type("gcp:lustre/instance:Instance")
+    for pv, _ in claims.values():
+        assert pv["csi"]["driver"] == "lustre.csi.storage.gke.io"
+        assert pv["csi"]["volumeHandle"] == f"{cfg.project}/{cfg.gpu_zone}/{lustre.inputs['instanceId']}"
+        assert pv["csi"]["volumeAttributes"]["filesystem"] == lustre.inputs["filesystem"]
+    assert result.outputs["checkpointFilesystem"]["claimName"] == "gpufleet-checkpoints"
+    cfg, result = filestore
+    claims = claims_by_namespace(result)
+    assert set(claims) == set(cfg.training_namespaces)
+    (instance,) = result.of_type("gcp:filestore/instance:Instance")
+    share = instance.inputs["fileShares"]["name"]
+    for pv, _ in claims.values():
+        assert pv["csi"]["driver"] == "filestore.csi.storage.gke.io"
+        assert pv["csi"]["volumeHandle"] == f"modeInstance/{cfg.gpu_zone}/{instance.inputs['name']}/{share}"
+        assert pv["csi"]["volumeAttributes"]["volume"] == share
 
 
 def test_lustre_tier_with_private_services_access_and_cmek(rdma: tuple[StackConfig, RunResult]) -> None:

@@ -118,7 +118,7 @@ def key_of(stack: str) -> str:
 
 def expected_capacity(cfg: StackConfig, kind: str) -> dict[str, int]:
     """Sum over a worker's pools of one capacity kind of maxNodes x per-node allocatable."""
-    total = {ko.RES_CPU: 0, ko.RES_MEMORY: 0, ko.RES_GPU: 0, ko.RES_EFA: 0}
+    total = {ko.RES_CPU: 0, ko.RES_MEMORY: 0, ko.RES_GPU: 0, ko.RES_EFA: 0, ko.RES_HUGEPAGES: 0}
     for pool in cfg.node_pools:
         if pool.capacity_kind == kind:
             alloc = ko.allocatable(pool.shape)
@@ -126,6 +126,7 @@ def expected_capacity(cfg: StackConfig, kind: str) -> dict[str, int]:
             total[ko.RES_MEMORY] += alloc.memory_mib * pool.max_nodes
             total[ko.RES_GPU] += pool.shape.gpus * pool.max_nodes
             total[ko.RES_EFA] += (pool.shape.fabric_nics if pool.shape.fabric == "efa" else 0) * pool.max_nodes
+            total[ko.RES_HUGEPAGES] += (5120 if pool.shape.fabric == "efa" else 0) * pool.max_nodes
     return total
 
 
@@ -199,6 +200,7 @@ def test_multikueue_objects_per_worker(run: mockrun.RunResult, workers: dict[str
                                           if p.capacity_kind == kind)
         has_efa = any(p.shape.fabric == "efa" for p in cfg.node_pools)
         assert (ko.RES_EFA in cq["resourceGroups"][0]["coveredResources"]) is has_efa
+        assert (ko.RES_HUGEPAGES in cq["resourceGroups"][0]["coveredResources"]) is has_efa
 
 
 def test_all_workers_queue_spans_every_worker(run: mockrun.RunResult, workers: dict[str, StackConfig],

@@ -83,11 +83,15 @@ def expected_allocatable(pool: NodePoolConfig) -> dict[str, int]:
                                                          (math.inf, 0.0025)]))
     mem_reserve = math.ceil(_tiered(shape.memory_gib * 1024, [(4096, 0.25), (4096, 0.20), (8192, 0.10),
                                                               (112 * 1024, 0.06), (math.inf, 0.02)]))
+    efa = shape.fabric == "efa"
+    # EFA nodes reserve 5120 MiB of 2 MiB huge pages at boot; the kubelet takes them out of memory.
+    hugepages = 5120 if efa else 0
     return {
         "cpu": shape.vcpus * 1000 - cpu_reserve - 500,
-        "memory": shape.memory_gib * 1024 - mem_reserve - 100 - 1024,
+        "memory": shape.memory_gib * 1024 - mem_reserve - 100 - 1024 - hugepages,
         "nvidia.com/gpu": shape.gpus,
-        "vpc.amazonaws.com/efa": shape.fabric_nics if shape.fabric == "efa" else 0,
+        "vpc.amazonaws.com/efa": shape.fabric_nics if efa else 0,
+        "hugepages-2Mi": hugepages,
     }
 
 
@@ -157,6 +161,18 @@ def test_efa_resource_only_on_aws_efa_shapes(aws_cfg: StackConfig, gcp_cfg: Stac
 
     no_efa = parse({**AWS_RAW, "nodePools": [{"name": "l4", "instanceType": "g6.xlarge", "maxNodes": 1}]})
     assert ko.RES_EFA not in ko.cluster_queue(no_efa)["spec"]["resourceGroups"][0]["coveredResources"]
+
+
+def test_efa_flavors_cover_the_huge_pages_efa_pods_request(aws_cfg: StackConfig, gcp_cfg: StackConfig) -> None:
+    aws_cq = ko.cluster_queue(aws_cfg)["spec"]["resourceGroups"][0]
+    assert "hugepages-2Mi" in aws_cq["coveredResources"]
+    pools = {p.name: p for p in aws_cfg.node_pools}
+    for flavor in aws_cq["flavors"]:
+        pool = pools[flavor["name"]]
+        pages = next(quantity(r["nominalQuota"]) for r in flavor["resources"] if r["name"] == "hugepages-2Mi")
+        assert pages == (5120 * pool.max_nodes if pool.shape.fabric == "efa" else 0)
+    gcp_cq = ko.cluster_queue(gcp_cfg)["spec"]["resourceGroups"][0]
+    assert "hugepages-2Mi" not in gcp_cq["coveredResources"]
 
 
 # ------------------------------------------------------------------------------------------- flavors

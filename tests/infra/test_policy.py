@@ -293,6 +293,12 @@ def test_public_ranges_reach_the_api_only_when_the_stack_config_lists_them() -> 
     world = {**rule, "cidrIpv4": "0.0.0.0/0"}
     assert checks.check_public_ingress(checks.SG_INGRESS_RULE, world,
                                        hub_cidrs=checks.allowed_hub_cidrs({"hubCidrs": ["0.0.0.0/0"]})) != []
+    # operatorCidrs are authorised the same way (and never the world either).
+    api = checks.allowed_api_cidrs({"hubCidrs": ["10.200.0.0/20"], "operatorCidrs": ["203.0.113.0/24", "0.0.0.0/0"]})
+    assert api == {"10.200.0.0/20", "203.0.113.0/24"}
+    operator_rule = {**rule, "cidrIpv4": "203.0.113.0/24"}
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, operator_rule, hub_cidrs=hub) != []
+    assert checks.check_public_ingress(checks.SG_INGRESS_RULE, operator_rule, hub_cidrs=api) == []
     ssh_world = {**world, "fromPort": 22.0, "toPort": 22.0}
     assert checks.check_public_ingress(checks.SG_INGRESS_RULE, ssh_world, hub_cidrs=hub) != []
     # Private ranges are VPC / peering traffic, not public ingress.

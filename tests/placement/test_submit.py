@@ -164,8 +164,10 @@ def test_multi_node_aws_renders_jobset_with_efa_fsx_and_queue(tmp_path, capsys):
     res = container["resources"]
     p5 = shape_book().get("p5.48xlarge")
     assert p5 is not None and p5.fabric_nics == 32
-    assert res["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    # EFA pods take the 2 MiB huge pages libfabric needs; huge page requests equal their limits.
+    assert res["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "hugepages-2Mi": "5120Mi"}
     assert res["requests"]["nvidia.com/gpu"] == "8" and res["requests"]["vpc.amazonaws.com/efa"] == "32"
+    assert res["requests"]["hugepages-2Mi"] == "5120Mi"
     env = env_of(container)
     assert env["GPUFLEET_JOB"] == "llm-ft"
     assert env["CHECKPOINT_URI"] == outputs(stack)["checkpointUri"]
@@ -415,7 +417,8 @@ def test_via_hub_renders_one_portable_job_for_the_efa_group(tmp_path, capsys):
                                          "values": sorted(p["name"] for p in docs["aws-use1-p5"]["nodePools"])}]
     assert manifests.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})  # hub flavors: no TAS
     (container,) = pod["spec"]["containers"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32",
+                                                "hugepages-2Mi": "5120Mi"}
     # One worker has FSx and the other only S3: nothing is mounted; each worker's ConfigMap names its bucket.
     env = env_of(container)
     assert "CHECKPOINT_URI" not in env and "CHECKPOINT_DIR" not in env and env["FI_PROVIDER"] == "efa"
@@ -450,6 +453,56 @@ def test_via_hub_mounts_checkpoints_when_every_worker_of_the_group_has_fsx(tmp_p
             assert d["spec"]["csi"]["volumeHandle"] == fs["id"]  # each worker mounts its own file system
     assert by_worker == {w: ["ConfigMap", "PersistentVolume", "PersistentVolumeClaim"]
                          for w in ("aws-use1-p5", "aws-use2-p5")}
+
+
+def test_stack_made_claim_is_mounted_by_name_and_submit_creates_no_volume(tmp_path, capsys):
+    doc = outputs("aws-use1-p5")
+    doc["checkpointFilesystem"]["claimName"] = "gpufleet-checkpoints"
+    job, _ = job_file(tmp_path)
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", {"aws-use1-p5": doc}),
+                         "--dry-run")
+    assert code == 0, err
+    (js,) = yaml.safe_load_all(out)  # no PersistentVolume: users need no cluster-wide rights to submit
+    pod = pod_of(js)
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
+    assert vol == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "gpufleet-checkpoints"}}
+    mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "checkpoints")
+    assert mount["subPath"] == "checkpoints"  # the data-repository path, so files reach the bucket
+
+
+def test_gke_filesystem_claim_replaces_the_bucket_mount(tmp_path, capsys):
+    doc = outputs("gcp-usc1-a3mega")
+    doc["checkpointFilesystem"] = {"kind": "lustre", "zone": "us-central1-a", "instance": "c-ckpt",
+                                   "filesystem": "ckpt", "mountPoint": "10.9.0.4@tcp:/ckpt", "capacityGb": 18000,
+                                   "claimName": "gpufleet-checkpoints"}
+    job, _ = job_file(tmp_path)
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", {"gcp-usc1-a3mega": doc}),
+                         "--dry-run")
+    assert code == 0, err
+    (js,) = yaml.safe_load_all(out)
+    pod = pod_of(js)
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
+    assert vol == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "gpufleet-checkpoints"}}
+    assert "gke-gcsfuse/volumes" not in pod["metadata"].get("annotations", {})
+    mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "checkpoints")
+    assert mount == {"name": "checkpoints", "mountPath": "/checkpoints"}
+    assert "warning:" not in err
+
+
+def test_via_hub_mounts_the_stack_made_claims_and_creates_only_config_maps(tmp_path, capsys):
+    docs = {"aws-use1-p5": outputs("aws-use1-p5"), "aws-use2-p5": _second_p5(fsx=True),
+            "hub": _hub_with({"aws-use2-p5": "gpufleet-aws-use2-p5"})}
+    for key in ("aws-use1-p5", "aws-use2-p5"):
+        docs[key]["checkpointFilesystem"]["claimName"] = "gpufleet-checkpoints"
+    job, _ = job_file(tmp_path)
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", docs), "--dry-run", "--json",
+                         "--via-hub")
+    assert code == 0, err
+    result = json.loads(out)
+    pod = pod_of(result["manifest"][-1])
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"] == "checkpoints")
+    assert vol == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "gpufleet-checkpoints"}}
+    assert [d["kind"] for d in result["manifest"][:-1]] == ["ConfigMap", "ConfigMap"]
 
 
 def test_via_hub_single_node_group_spans_clouds_and_gke_fabrics_stay_apart(tmp_path, capsys):
