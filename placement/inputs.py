@@ -7,6 +7,7 @@ imported at module level so ``placement --help`` stays fast; YAML and the core l
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +142,8 @@ def load_catalog(specs: Sequence[str]) -> Catalog:
         if not sep or not path or cloud not in ("aws", "gcp"):
             raise UsageError(f"--catalog: expected CLOUD=PATH with CLOUD aws or gcp, got {spec!r}")
         user = parse_skypilot_csv(_read(path, "--catalog"), cloud, source=path, modified=_modified(path))
+        for line in user.warnings:
+            print(f"placement: warning: {line}", file=sys.stderr)
         catalog = catalog.merged(user, [cloud])
     return catalog
 

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement.errors import InputError, non_negative
+from placement.errors import InputError
+from placement.inputs import non_negative_number, shown
 from placement.shapes import CLOUDS, shape_book
 
 QUOTA_COLUMNS = ("cloud", "region", "quota", "limit", "usage")
@@ -63,16 +64,21 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
         where = f"row {i + 1}"
         if not isinstance(row, Mapping):
             raise InputError(where, "must be a mapping with " + ", ".join(QUOTA_COLUMNS), source=source)
+        if None in row:
+            raise InputError(where, "has more fields than the header", source=source)
         for col in QUOTA_COLUMNS:
             if row.get(col) is None or str(row.get(col)).strip() == "":
                 raise InputError(f"{col} ({where})", "is missing; every row needs " + ",".join(QUOTA_COLUMNS),
                                  source=source)
         cloud = str(row["cloud"]).strip().lower()
         if cloud not in CLOUDS:
-            raise InputError(f"cloud ({where})", f"must be aws or gcp, got {row['cloud']!r}", source=source)
+            raise InputError(f"cloud ({where})", f"must be aws or gcp, got {shown(row['cloud'])}", source=source)
+        for col in ("region", "quota"):
+            if not isinstance(row[col], str):
+                raise InputError(f"{col} ({where})", f"must be a name, got {shown(row[col])}", source=source)
         key = str(row["quota"]).strip()
-        limit = non_negative(row["limit"], f"limit ({where})", source)
-        usage = non_negative(row["usage"], f"usage ({where})", source)
+        limit = non_negative_number(row["limit"], f"limit ({where})", source=source)
+        usage = non_negative_number(row["usage"], f"usage ({where})", source=source)
         if usage > limit:
             raise InputError(f"usage ({where})", f"{usage:g} exceeds limit {limit:g} for {key}; a quota's usage "
                              "cannot be above its limit: re-export the row (limit = the applied quota value)",
@@ -82,12 +88,26 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
                 "a Compute Engine metric such as NVIDIA_H100_GPUS"
             warnings.append(f"{source}: quota ({where}): {key!r} is not a known {cloud} GPU quota (expected "
                             f"{unit}); no candidate will use this row")
-        quotas[(cloud, str(row["region"]).strip(), key)] = Quota(limit=limit, usage=usage)
+        qkey = (cloud, str(row["region"]).strip(), key)
+        quota = Quota(limit=limit, usage=usage)
+        if qkey in quotas:
+            # The same quota twice: which row holds is a guess unless both say the same.
+            if quotas[qkey] != quota:
+                raise InputError(f"quota ({where})", f"{key} in {qkey[1]} is given twice with different values "
+                                 f"(limit {quotas[qkey].limit:g} usage {quotas[qkey].usage:g}, then limit {limit:g} "
+                                 f"usage {usage:g}); keep one row", source=source)
+            warnings.append(f"{source}: quota ({where}): {key} in {qkey[1]} is given twice with the same values; "
+                            "using it once")
+        quotas[qkey] = quota
     return QuotaTable(quotas, warnings=tuple(warnings))
 
 
 def parse_quota_csv(text: str, source: str) -> QuotaTable:
     reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    dup = next((c for i, c in enumerate(header) if c in header[:i]), None)
+    if dup is not None:
+        raise InputError(shown(dup), "column appears twice in the header; keep one", source=source)
     missing = [c for c in QUOTA_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise InputError(missing[0], "column is missing; the header must be " + ",".join(QUOTA_COLUMNS), source=source)

@@ -252,7 +252,7 @@ def test_bad_flags_and_files_exit_2_with_one_line(tmp_path, capsys, argv, needle
             tmp_path,
             "bad.csv",
             "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,"
-            "SpotPrice,Region,AvailabilityZone\np5.48xlarge,H100,8,192,2048,abc,,r,z\n",
+            "SpotPrice,Region,AvailabilityZone\np5.48xlarge,H100,8,192,2048,abc,,us-east-1,use1-az4\n",
         ),
         "no_cols": write(tmp_path, "nocols.csv", "InstanceType,Price\np5.48xlarge,1\n"),
         "bad_quota": write(tmp_path, "q.csv", "cloud,region,quota,limit,usage\naws,us-east-1,L-417A185B,lots,0\n"),
