@@ -110,26 +110,162 @@ def positive_int(value: Any, field: str, *, source: str | None = None, what: str
     return int(number)
 
 
-def _read(path: str, what: str) -> str:
+# Bounds on a user's file, checked before it is parsed: a few hundred bytes of YAML can otherwise expand to
+# gigabytes (aliases) or crash the C loader (nesting), and a wrong path can name a huge file.
+MAX_YAML_BYTES = 16 * 2**20  # job, batch, quota, reservation and stack-output files
+MAX_CSV_BYTES = 512 * 2**20  # catalogs: a full SkyPilot vms.csv is tens of MB
+MAX_YAML_DEPTH = 64  # nested collections; job specs use 4
+MAX_YAML_NODES = 1_000_000  # values after expanding aliases (a shared mapping is counted each time it is used)
+
+
+def _read(path: str, what: str, limit: int = MAX_CSV_BYTES) -> str:
+    """The text of the user's file ``path`` (flag ``what``); any OSError, a non-UTF-8 file or one larger than
+    ``limit`` bytes is a :class:`UsageError` naming the flag."""
+    import os
+
     try:
         with open(path, encoding="utf-8") as fh:
-            return fh.read()
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise UsageError(f"{what}: {shown(path)} is {size / 2**20:.0f} MiB; at most {limit // 2**20} MiB")
+            text = fh.read(limit + 1)  # a pipe or device reports no size
     except FileNotFoundError:
-        raise UsageError(f"{what}: file {path!r} not found") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{what}: cannot read {path!r} ({exc.__class__.__name__})") from None
+        raise UsageError(f"{what}: file {shown(path)} not found") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{what}: {shown(path)} is not UTF-8 text") from None
+    except (OSError, ValueError) as exc:  # EISDIR, ENOTDIR, ENAMETOOLONG, EACCES, ELOOP, embedded NUL ...
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
+        raise UsageError(f"{what}: cannot read {shown(path)} ({reason})") from None
+    if len(text) > limit:
+        raise UsageError(f"{what}: {shown(path)} is larger than {limit // 2**20} MiB")
+    return text
+
+
+def _prescan(text: str, label: str) -> None:
+    """Refuse nesting deeper than :data:`MAX_YAML_DEPTH` from the token stream (the scanner keeps no
+    recursion; the composer that would crash on deep nesting is not run yet)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    opens = (yaml.BlockSequenceStartToken, yaml.BlockMappingStartToken, yaml.FlowSequenceStartToken,
+             yaml.FlowMappingStartToken)
+    closes = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
+    depth = 0
+    try:
+        while loader.check_token():
+            token = loader.get_token()
+            if isinstance(token, opens):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise UsageError(f"{label}: nested more than {MAX_YAML_DEPTH} levels deep at line "
+                                     f"{token.start_mark.line + 1}; flatten it")
+            elif isinstance(token, closes):
+                depth -= 1
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: Any, label: str) -> int:
+    """Nodes of the document with every alias expanded, without expanding it (each node counted once, then
+    reused), refusing more than :data:`MAX_YAML_NODES` (an alias bomb) and an alias to its own ancestor."""
+    import yaml
+
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return []
+
+    size: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if done:
+            open_.discard(nid)
+            size[nid] = 1 + sum(size[id(c)] for c in children(node))
+            if size[nid] > MAX_YAML_NODES:
+                raise UsageError(f"{label}: expands to more than {MAX_YAML_NODES:,} values (YAML aliases, line "
+                                 f"{node.start_mark.line + 1}); write a smaller file")
+            continue
+        if nid in size:
+            continue
+        if nid in open_:
+            raise UsageError(f"{label}: an alias at line {node.start_mark.line + 1} refers to a value that contains "
+                             "it; write the value out")
+        open_.add(nid)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children(node) if id(c) not in size)
+    return size[id(root)]
+
+
+def _strict_loader(label: str) -> type:
+    """The YAML loader for users' files: safe (C when available) and refusing a key given twice."""
+    import yaml
+
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class StrictLoader(base):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # "<<: *base" then an explicit key overrides a merged one, by design
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise UsageError(f"{label}: key {shown(key, 40)} is given twice (lines {seen[key]} and "
+                                         f"{line}); keep one")
+                    seen[key] = line
+                except TypeError:
+                    continue  # an unhashable key: the base class says so
+            return super().construct_mapping(node, deep)
+
+    return StrictLoader
 
 
 def load_yaml(path: str, what: str) -> Any:
+    """One user YAML (or JSON) file: job, batch, quota, reservation, stack-output and fleet files.
+
+    Read with :func:`parse_yaml` after a size check (at most :data:`MAX_YAML_BYTES`).
+    """
+    return parse_yaml(_read(path, what, MAX_YAML_BYTES), f"{what}: {shown(path)}")
+
+
+def parse_yaml(text: str, label: str) -> Any:
+    """YAML text from a user (a file, a kubeconfig in stack outputs); ``label`` starts every error.
+
+    Bounded before it is built: at most :data:`MAX_YAML_DEPTH` levels of nesting (the C loader overflows
+    its stack on deep nesting, checked before composing), at most :data:`MAX_YAML_NODES` values with aliases
+    expanded (a few hundred bytes of aliases would otherwise expand to gigabytes); a key given twice in a
+    mapping is refused. Errors are :class:`UsageError`.
+    """
     import yaml
 
-    text = _read(path, what)
+    if len(text) > MAX_YAML_BYTES:
+        raise UsageError(f"{label}: larger than {MAX_YAML_BYTES // 2**20} MiB")
     try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        _prescan(text, label)
+        loader = _strict_loader(label)(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _expanded_size(node, label)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{what}: {path} is not valid YAML{where}; fix the syntax") from None
+        problem = getattr(exc, "problem", None)
+        detail = f" ({shown(problem, 80)[1:-1]})" if isinstance(problem, str) else ""
+        raise UsageError(f"{label} is not valid YAML{where}{detail}; fix the syntax") from None
+    except RecursionError:
+        raise UsageError(f"{label}: nested too deeply; flatten it") from None
 
 
 def load_catalog(specs: Sequence[str]) -> Catalog:
