@@ -163,7 +163,8 @@ def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:
 
 
 def _emit(doc: dict[str, Any] | None, text: str, as_json: bool) -> None:
-    sys.stdout.write((json.dumps(doc, indent=2) if as_json else text) + "\n")
+    # Strict JSON: NaN / Infinity are not JSON; the core reports an unknown number as null.
+    sys.stdout.write((json.dumps(doc, indent=2, allow_nan=False) if as_json else text) + "\n")
 
 
 # ----------------------------------------------------------------------------- commands
@@ -290,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return EXIT_BAD_INPUT
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
+        return code
     except UsageError as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -300,9 +303,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # stdout closed early (e.g. piped into head): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # stdout closed early (e.g. piped into head): not an error of ours, and nothing to say.
+        _drop_stdout()
         return EXIT_OK
+    except OSError as exc:
+        # Writing the output failed (a full disk: `> /dev/full`), or a path the checks above did not name.
+        where = f" {exc.filename}" if exc.filename else " the output"
+        print(f"placement: error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+        _drop_stdout()
+        return EXIT_BAD_INPUT
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail again at exit."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):  # no real file descriptor (tests' captured stdout)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def run() -> None:
