@@ -689,3 +689,24 @@ def test_via_hub_creates_storage_on_every_worker_of_the_group_and_the_job_on_the
     finally:
         for w in workers.values():
             w.close()
+
+
+@pytest.mark.parametrize("name, gpus, needle", [
+    ("llm-ft\n", 16, "'\\n'"), ("llm_ft", 8, "'_'"), ("1llm", 16, "starts with a digit"), ("j" * 49, 16, "at most 48"),
+])
+def test_dry_run_refuses_names_the_rendered_kind_would_break(tmp_path, capsys, name, gpus, needle):
+    stacks = write(tmp_path, "stacks.json", {s: outputs(s) for s in WORKERS})
+    job, _ = job_file(tmp_path, name=name, gpus=gpus, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err and "is required" not in err
+
+
+def test_dry_run_longest_jobset_name_renders_pod_names_within_63(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {s: outputs(s) for s in WORKERS})
+    job, _ = job_file(tmp_path, name="j" * 48, gpus=16, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 0, err
+    js = list(yaml.safe_load_all(out))[-1]
+    rj = js["spec"]["replicatedJobs"][0]
+    longest = f"{js['metadata']['name']}-{rj['name']}-{rj['replicas'] - 1}-{rj['template']['spec']['completions'] - 1}"
+    assert len(longest + "-abcde") == 63
