@@ -31,9 +31,8 @@ def main() -> int:
     times = []
     for run in range(args.runs):
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/placement/test_fuzz.py",
-                               "--hypothesis-show-statistics"], cwd=ROOT, env=env, capture_output=True, text=True,
-                              check=False)
+        cmd = [sys.executable, "-m", "pytest", "-q", "tests/placement/test_fuzz.py", "--hypothesis-show-statistics"]
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         took = time.perf_counter() - start
         times.append(took)
         if proc.returncode != 0:

@@ -48,7 +48,8 @@ def job_specs(draw: Any) -> dict[str, Any]:
     """Mostly near-valid jobs (so the engine runs), with hostile values and keys mixed in."""
     job: dict[str, Any] = {"name": draw(st.sampled_from(["train", "t1", "a-b"])),
                            "accelerator": draw(st.sampled_from(["H100", ["A100", "H100"], "L4", "a100", "H200"])),
-                           "gpus": draw(st.sampled_from([1, 4, 8, 16, 24, 64])), "hours": draw(st.sampled_from([1, 10.5]))}
+                           "gpus": draw(st.sampled_from([1, 4, 8, 16, 24, 64])),
+                           "hours": draw(st.sampled_from([1, 10.5]))}
     extra = draw(st.one_of(st.just([]), st.lists(st.sampled_from(FIELDS), max_size=3, unique=True)))
     for key in extra:
         if key in ("checkpoint", "spot"):
@@ -104,8 +105,9 @@ def catalog_csvs(draw: Any) -> str:
         region = draw(st.sampled_from(REGIONS[:2] * 3 + REGIONS))
         count = draw(st.one_of(st.just(8), st.just(8), NUMBERS))
         prices = [draw(st.one_of(st.sampled_from(["", "12.5", "0", "40"]), MOSTLY)) for _ in range(2)]
-        rows.append(",".join(cell(v) for v in (itype, accel, count, draw(st.sampled_from([192, 192, 96, 4, 0])), 2048,
-                                               *prices, region, draw(st.sampled_from(ZONES[region][:1] * 3 + ZONES[region])))))
+        vcpus = draw(st.sampled_from([192, 192, 96, 4, 0]))
+        zone = draw(st.sampled_from(ZONES[region][:1] * 3 + ZONES[region]))
+        rows.append(",".join(cell(v) for v in (itype, accel, count, vcpus, 2048, *prices, region, zone)))
     return "\n".join(rows) + "\n"
 
 
