@@ -201,7 +201,7 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     from placement.render import batch_doc, batch_text
 
     jobs = parse_batch(load_yaml(args.jobs, "batch file"))
-    if args.time_limit <= 0:
+    if not 0 < args.time_limit < float("inf"):  # also refuses nan
         raise UsageError("--time-limit: must be a positive number of seconds")
     now = _now(args)
     catalog = load_catalog(args.catalog)

@@ -273,10 +273,15 @@ def load_catalog(specs: Sequence[str]) -> Catalog:
     from placement.catalog import embedded_catalog, parse_skypilot_csv
 
     catalog = embedded_catalog()
+    seen: set[str] = set()
     for spec in specs:
         cloud, sep, path = spec.partition("=")
         if not sep or not path or cloud not in ("aws", "gcp"):
-            raise UsageError(f"--catalog: expected CLOUD=PATH with CLOUD aws or gcp, got {spec!r}")
+            raise UsageError(f"--catalog: expected CLOUD=PATH with CLOUD aws or gcp, got {shown(spec)}")
+        if cloud in seen:
+            # The second would silently replace the first: refuse rather than guess which was meant.
+            raise UsageError(f"--catalog: {cloud} is given twice; give one CSV per cloud")
+        seen.add(cloud)
         user = parse_skypilot_csv(_read(path, "--catalog"), cloud, source=path, modified=_modified(path))
         for line in user.warnings:
             print(f"placement: warning: {line}", file=sys.stderr)

@@ -146,7 +146,13 @@ def _number(value: Any, field: str, *, minimum: float = 0.0, strict: bool = Fals
     """A finite number from YAML (``true``, ``"8"``, ``.inf`` and ``.nan`` are refused), within bounds."""
     kind = "a whole number" if integer else "a number"
     if isinstance(value, str):
-        raise InputError(field, f"must be {kind}, got the string {shown(value)} (drop the quotes)")
+        try:
+            float(value)
+        except ValueError:
+            raise InputError(field, f"must be {kind}, got {shown(value)}") from None
+        # YAML 1.1 reads a quoted number, and an exponent without a dot (1e3), as text.
+        raise InputError(field, f"must be {kind}; YAML read {shown(value)} as text: drop any quotes and write an "
+                         "exponent with a dot (1.0e3)")
     number = finite_number(value, field, what=kind)
     if integer and number != int(number):
         raise InputError(field, f"must be a whole number, got {shown(value)}")

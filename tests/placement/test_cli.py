@@ -552,3 +552,17 @@ def test_a_gcp_catalog_given_as_aws_is_refused(tmp_path, capsys, shared_file):
     gcp = shared_file("catalog-snapshot/gcp_vms.csv")
     code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"aws={gcp}")
     assert code == 2 and out == "" and "line 2" in err and "GCP" in err.upper()
+
+
+def test_a_cloud_given_twice_to_catalog_is_refused(tmp_path, capsys):
+    head = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n"
+    a = write(tmp_path, "a.csv", head + "p5.48xlarge,H100,8,192,2048,98,40,us-east-1,use1-az4\n")
+    code, _, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"aws={a}", "--catalog", f"aws={a}")
+    assert code == 2 and "aws is given twice" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0"])
+def test_time_limit_must_be_a_finite_positive_number(tmp_path, capsys, value):
+    batch = write(tmp_path, "b.yaml", {"jobs": [JOB]})
+    code, _, err = run(capsys, "plan-batch", batch, "--time-limit", value)
+    assert code == 2 and "--time-limit" in err
