@@ -142,7 +142,7 @@ def _where_check(cloud: str, itype: str, region: str, zone: str, shape: Shape | 
     """Refuse a row that cannot be ``cloud``'s: a shape, region or zone of the other cloud, or a zone of another
     region (a GCP catalog given as ``--catalog aws=...`` would otherwise be placed as AWS)."""
     if shape is not None and shape.cloud != cloud:
-        raise InputError(f"InstanceType ({where})", f"{itype!r} is a {shape.cloud} machine type in "
+        raise InputError(f"InstanceType ({where})", f"{shown(itype)} is a {shape.cloud} machine type in "
                          f"placement/data/shapes.yaml, not {cloud}; is this the {shape.cloud} catalog?", source=source)
     if shape is None and (why := instance_type_mismatch(cloud, itype)):
         raise InputError(f"InstanceType ({where})", f"{why}; is this the right cloud's catalog?", source=source)
@@ -182,7 +182,7 @@ def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None 
     whole numbers, prices finite and non-negative) and every row must belong to ``cloud``.
     """
     if cloud not in CLOUDS:
-        raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {cloud!r}", source=source)
+        raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {shown(cloud)}", source=source)
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     dup = next((c for i, c in enumerate(header) if c in header[:i]), None)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml
+from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml, shown
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -237,7 +237,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
     book = shape_book()
     accel = book.canonical_accelerator(args.accelerator)
     if accel not in book.accelerators():
-        raise UsageError(f"--accelerator: unknown accelerator {args.accelerator!r}; known: "
+        raise UsageError(f"--accelerator: unknown accelerator {shown(args.accelerator)}; known: "
                          + ", ".join(sorted(book.accelerators())))
     catalog = load_catalog(args.catalog)
     catalog, _, sources = _live_data(args, catalog, load_quotas(args.quotas), [accel], None)

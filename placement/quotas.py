@@ -86,7 +86,7 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
         if not book.known_quota_key(cloud, key):
             unit = "an EC2 Service Quotas code such as L-417A185B" if cloud == "aws" else \
                 "a Compute Engine metric such as NVIDIA_H100_GPUS"
-            warnings.append(f"{source}: quota ({where}): {key!r} is not a known {cloud} GPU quota (expected "
+            warnings.append(f"{source}: quota ({where}): {shown(key)} is not a known {cloud} GPU quota (expected "
                             f"{unit}); no candidate will use this row")
         qkey = (cloud, str(row["region"]).strip(), key)
         quota = Quota(limit=limit, usage=usage)

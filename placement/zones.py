@@ -51,6 +51,10 @@ _REGION_FORM = {"aws": re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+"), "gc
 _TYPE_FORM = {"aws": re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+"), "gcp": re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)+")}
 
 
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+
+
 def region_mismatch(cloud: str, region: str) -> str | None:
     """Why ``region`` cannot be a region of ``cloud`` (None when it can): a known region of the other cloud, or a
     name not formed like ``cloud``'s regions. A well-formed region not yet in regions.yaml is accepted."""
@@ -61,7 +65,7 @@ def region_mismatch(cloud: str, region: str) -> str | None:
         return f"{region} is a region of {other.upper()}, not of {cloud.upper()}"
     if cloud in _REGION_FORM and not _REGION_FORM[cloud].fullmatch(region):
         example = "us-east-1" if cloud == "aws" else "us-central1"
-        return f"{region!r} is not named like a region of {cloud.upper()} (e.g. {example})"
+        return f"{_shown(region)} is not named like a region of {cloud.upper()} (e.g. {example})"
     return None
 
 
@@ -72,9 +76,9 @@ def instance_type_mismatch(cloud: str, name: str) -> str | None:
         return None
     other = next((c for c, f in _TYPE_FORM.items() if c != cloud and f.fullmatch(name)), None)
     if other:
-        return f"{name!r} is named like a machine type of {other.upper()}, not of {cloud.upper()}"
+        return f"{_shown(name)} is named like a machine type of {other.upper()}, not of {cloud.upper()}"
     example = "p5.48xlarge" if cloud == "aws" else "a3-highgpu-8g"
-    return f"{name!r} is not named like a machine type of {cloud.upper()} (e.g. {example})"
+    return f"{_shown(name)} is not named like a machine type of {cloud.upper()} (e.g. {example})"
 
 
 def is_aws_zone_id(zone: str) -> bool:

@@ -485,6 +485,15 @@ def test_job_no_stack_can_hold_exits_1(tmp_path, capsys):
                        "trainingServiceAccount": {"name": "trainer", "namespaces": "team-a"}}}),
      "s.trainingServiceAccount.namespaces"),
     (json.dumps({"s": {"cloud": "azure", "region": "x", "clusterName": "c", "nodePools": []}}), "s.cloud"),
+    # issue 14: non-finite node counts (JSON's Infinity, YAML's .inf), duplicate keys, alias bombs
+    (json.dumps({"s": {"cloud": "aws", "region": "us-east-1", "clusterName": "c",
+                       "nodePools": [{"name": "p", "instanceType": "p5.48xlarge", "capacity": "spot",
+                                      "zone": "use1-az6", "maxNodes": float("inf")}]}}), "s.nodePools[0].maxNodes"),
+    ("s: {cloud: aws, region: us-east-1, clusterName: c, nodePools: [{name: p, instanceType: p5.48xlarge, "
+     "capacity: spot, zone: use1-az6, maxNodes: .nan}]}", "s.nodePools[0].maxNodes"),
+    ("s: {cloud: aws, cloud: gcp}", "given twice"),
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n"
+                                                        for i in range(1, 8)), "expands to more than"),
 ])
 def test_bad_stacks_file_exits_2_with_one_line(tmp_path, capsys, content, needle):
     job, _ = job_file(tmp_path)
