@@ -226,7 +226,7 @@ def parse_fleet(doc: Any, source: str) -> tuple[ClusterStack, ...]:
                          "(ConfigMap gpufleet-fleet, key fleet.json; see README: placement dispatch)", source=source)
     workers = []
     for key, outputs in doc.items():
-        if not isinstance(key, str) or not ko.DNS_LABEL.match(key):
+        if not isinstance(key, str) or not ko.DNS_LABEL.fullmatch(key):
             raise InputError(str(key), "is not a worker key (a DNS label: the MultiKueueCluster name)", source=source)
         if not isinstance(outputs, Mapping):
             raise InputError(key, "must be the worker stack's outputs (a mapping)", source=source)

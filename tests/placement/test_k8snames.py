@@ -33,3 +33,12 @@ def test_jobset_names_fit_the_webhooks_longest_pod_name(nodes):
 def test_jobset_names_must_start_with_a_letter_jobs_need_not():
     assert "starts with a digit" in (jobset_name_problem("1st-run", 2) or "")
     assert dns1123_label_problem("1st-run") is None
+
+
+def test_kueue_names_are_matched_in_full():
+    from placement import kueue as ko
+
+    with pytest.raises(ValueError):
+        ko.worker_key("org/proj/aws-use1\n")
+    with pytest.raises(ValueError):
+        ko.local_queue_name("c", "team-a\n")
