@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from placement.errors import InputError
-from placement.inputs import non_negative_number, non_negative_price, positive_int, shown
+from placement.inputs import finite_number, non_negative_number, non_negative_price, positive_int, shown
 from placement.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 from placement.zones import instance_type_mismatch, region_mismatch, zone_in_region
 
@@ -125,9 +125,12 @@ def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...]) 
 
 
 def _price(value: Any, field: str, source: str) -> float | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if value is None or value == "" or (isinstance(value, str) and not value.strip()):
         return None
-    return non_negative_price(value, field, source=source, what="a price in USD per hour or blank")
+    price = finite_number(value, field, source=source, what="a price in USD per hour or blank")
+    if price < 0:  # the check of non_negative_price, inline: a catalog has two prices on every row
+        return non_negative_price(value, field, source=source)
+    return price + 0.0
 
 
 def adhoc_shape(cloud: str, name: str, accelerator: str, gpus: int, vcpus: int, memory_gib: float) -> Shape:
@@ -214,7 +217,7 @@ def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None 
         _where_check(cloud, itype, region, zone, known, where, source)
         gpus = positive_int(row["AcceleratorCount"], f"AcceleratorCount ({where})", source=source,
                             what="a whole number of GPUs per node")
-        blank = {c for c in ("vCPUs", "MemoryGiB") if not (row[c] or "").strip()}
+        blank = [c for c in ("vCPUs", "MemoryGiB") if not (row[c] or "").strip()]
         if known is None and blank:
             raise InputError(f"{min(blank)} ({where})", "is blank; a machine type not in "
                              "placement/data/shapes.yaml needs vCPUs and MemoryGiB", source=source)

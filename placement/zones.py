@@ -28,6 +28,7 @@ def aws_zone_id_prefix(region: str) -> str | None:
     return f"{area}{'g' if gov else ''}{_DIRECTIONS.get(direction, direction[0])}{number}"
 
 
+@functools.lru_cache(maxsize=65536)  # catalogs repeat the same (zone, region) on thousands of rows
 def zone_in_region(cloud: str, zone: str, region: str) -> bool:
     """True when ``zone`` lies in ``region``: an AWS zone name (us-east-1a) or zone ID (use1-az4), Local Zones
     (us-east-1-atl-2a, use1-atl2-az1) and Wavelength Zones (us-east-1-wl1-bos-wlz-1, use1-wl1-bos-wlz1)
@@ -55,6 +56,7 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
 
 
+@functools.lru_cache(maxsize=4096)
 def region_mismatch(cloud: str, region: str) -> str | None:
     """Why ``region`` cannot be a region of ``cloud`` (None when it can): a known region of the other cloud, or a
     name not formed like ``cloud``'s regions. A well-formed region not yet in regions.yaml is accepted."""
@@ -69,6 +71,7 @@ def region_mismatch(cloud: str, region: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=65536)
 def instance_type_mismatch(cloud: str, name: str) -> str | None:
     """Why ``name`` cannot be an instance/machine type of ``cloud`` (None when it can), by its form."""
     form = _TYPE_FORM.get(cloud)
