@@ -2,9 +2,9 @@
 """Size and time of the input fuzz test (tests/placement/test_fuzz.py): how many hostile job specs, quota
 files and catalogs the CLI is run on, how they ended (exit 0 / 1 / 2), and the wall time.
 
-    python scripts/bench_fuzz.py [--examples 600] [--runs 1]
+    python scripts/bench_fuzz.py [--examples 2500] [--runs 1]
 
-``--examples`` is the plan test's example count (plan-batch gets a sixth); the suite runs the default, 600.
+``--examples`` is the plan test's example count (plan-batch gets a sixth); the suite runs the default, 2500.
 Prints one line per run and the median wall time.
 """
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--examples", type=int, default=600)
+    ap.add_argument("--examples", type=int, default=2500)
     ap.add_argument("--runs", type=int, default=1)
     args = ap.parse_args()
     env = {**os.environ, "PLACEMENT_FUZZ_EXAMPLES": str(args.examples)}
@@ -38,9 +38,12 @@ def main() -> int:
         if proc.returncode != 0:
             print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n")
             return proc.returncode
-        cases = sum(int(n) for n in re.findall(r"(\d+) passing", proc.stdout))
-        exits = ", ".join(f"exit {c} {p}" for p, c in re.findall(r"([\d.]+%), exit (\d)", proc.stdout))
-        print(f"run {run + 1}: {cases} cases in {took:.1f} s (pytest incl. start-up); {exits}")
+        parts = []
+        for name, body in re.findall(r"::(test_\w+):(.*?)(?=::test_|\Z)", proc.stdout, re.S):
+            cases = sum(int(n) for n in re.findall(r"(\d+) passing", body))
+            exits = ", ".join(f"exit {c} {p}" for p, c in re.findall(r"([\d.]+%), exit (\d)", body))
+            parts.append(f"{name.removeprefix('test_').split('_never')[0]}: {cases} cases ({exits})")
+        print(f"run {run + 1}: {took:.1f} s (pytest incl. start-up); " + "; ".join(parts))
     print(f"median: {statistics.median(times):.1f} s for {args.examples} + {max(args.examples // 6, 10)} cases")
     return 0
 

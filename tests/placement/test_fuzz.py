@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from placement.cli import main
 
-EXAMPLES = int(os.environ.get("PLACEMENT_FUZZ_EXAMPLES", "600"))
+EXAMPLES = int(os.environ.get("PLACEMENT_FUZZ_EXAMPLES", "2500"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                        HealthCheck.data_too_large])
