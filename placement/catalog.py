@@ -7,10 +7,8 @@ embedded catalog, which ships inside the package.
 from __future__ import annotations
 
 import collections
-import csv
 import dataclasses
 import functools
-import io
 import json
 import operator
 from collections.abc import Iterable, Mapping
@@ -19,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from placement.errors import InputError
-from placement.inputs import finite_number, non_negative_number, non_negative_price, positive_int, shown
+from placement.inputs import csv_table, finite_number, non_negative_number, non_negative_price, positive_int, shown
 from placement.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 from placement.zones import instance_type_mismatch, region_mismatch, zone_in_region
 
@@ -186,22 +184,12 @@ def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None 
     """
     if cloud not in CLOUDS:
         raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {shown(cloud)}", source=source)
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    dup = next((c for i, c in enumerate(header) if c in header[:i]), None)
-    if dup is not None:
-        raise InputError(shown(dup), "column appears twice in the header; keep one", source=source)
-    missing = [c for c in SKYPILOT_COLUMNS if c not in header]
-    if missing:
-        raise InputError(missing[0], "column is missing; a SkyPilot catalog needs " + ",".join(SKYPILOT_COLUMNS),
-                         source=source)
+    _, reader = csv_table(text, source, SKYPILOT_COLUMNS, " (a SkyPilot catalog)")
     book = shape_book()
     seen: dict[tuple[str, str, str], tuple[int, Offer]] = {}
     warnings: list[str] = []
     adhoc: dict[str, Shape] = {}
     for line, row in enumerate(reader, start=2):
-        if None in row:
-            raise InputError(f"line {line}", "has more fields than the header", source=source)
         accel = (row.get("AcceleratorName") or "").strip()
         if not accel:
             continue

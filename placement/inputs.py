@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -105,6 +105,42 @@ def positive_int(value: Any, field: str, *, source: str | None = None, what: str
     if number > maximum:
         raise _fail(field, f"must be at most {maximum:,}, got {shown(value)}", source)
     return int(number)
+
+
+# ----------------------------------------------------------------------------- CSV
+
+
+def csv_table(text: str, source: str, required: Sequence[str],
+              hint: str = "") -> tuple[list[str], Iterator[dict[str, Any]]]:
+    """The header and the rows (as dicts) of a user's CSV, checked: every ``required`` column once, no column
+    twice, no row with more cells than the header, and malformed CSV (a cell over the csv module's size limit,
+    a stray quote in strict places) as an :class:`~placement.errors.InputError` naming the line. A leading
+    byte-order mark (spreadsheet exports) is ignored."""
+    import csv
+    import io
+
+    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
+    try:
+        header = list(reader.fieldnames or [])
+    except csv.Error as exc:
+        raise _fail("header", f"is not valid CSV ({exc})", source) from None
+    dup = next((c for i, c in enumerate(header) if c in header[:i]), None)
+    if dup is not None:
+        raise _fail(shown(dup), "column appears twice in the header; keep one", source)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise _fail(missing[0], "column is missing; the header must have " + ",".join(required) + hint, source)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        try:
+            for row in reader:
+                if None in row:
+                    raise _fail(f"line {reader.line_num}", f"has more cells than the header's {len(header)}", source)
+                yield row
+        except csv.Error as exc:
+            raise _fail(f"line {reader.line_num + 1}", f"is not valid CSV ({str(exc)[:80]})", source) from None
+
+    return header, rows()
 
 
 # Bounds on a user's file, checked before it is parsed: a few hundred bytes of YAML can otherwise expand to

@@ -5,15 +5,13 @@ Pure parsing of already-loaded rows (CSV text or YAML list); no I/O.
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from placement.errors import InputError
-from placement.inputs import non_negative_number, shown
+from placement.inputs import csv_table, non_negative_number, shown
 from placement.shapes import CLOUDS, shape_book
 
 QUOTA_COLUMNS = ("cloud", "region", "quota", "limit", "usage")
@@ -64,8 +62,6 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
         where = f"row {i + 1}"
         if not isinstance(row, Mapping):
             raise InputError(where, "must be a mapping with " + ", ".join(QUOTA_COLUMNS), source=source)
-        if None in row:
-            raise InputError(where, "has more fields than the header", source=source)
         for col in QUOTA_COLUMNS:
             if row.get(col) is None or str(row.get(col)).strip() == "":
                 raise InputError(f"{col} ({where})", "is missing; every row needs " + ",".join(QUOTA_COLUMNS),
@@ -103,12 +99,5 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
 
 
 def parse_quota_csv(text: str, source: str) -> QuotaTable:
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    dup = next((c for i, c in enumerate(header) if c in header[:i]), None)
-    if dup is not None:
-        raise InputError(shown(dup), "column appears twice in the header; keep one", source=source)
-    missing = [c for c in QUOTA_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(missing[0], "column is missing; the header must be " + ",".join(QUOTA_COLUMNS), source=source)
+    _, reader = csv_table(text, source, QUOTA_COLUMNS)
     return parse_quota_rows(list(reader), source)

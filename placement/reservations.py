@@ -9,15 +9,13 @@ Pure parsing of already-read text (the CLI reads the file); the live readers are
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from placement.errors import InputError
-from placement.inputs import non_negative_price, positive_int, shown
+from placement.inputs import csv_table, non_negative_price, positive_int, shown
 from placement.shapes import CLOUDS, Shape, shape_book
 from placement.zones import zone_in_region
 
@@ -78,8 +76,6 @@ def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[
     seen: set[str] = set()
     for i, row in enumerate(rows):
         where = f"row {i + 1}"
-        if None in row:
-            raise InputError(where, "has more fields than the header", source=source)
         for col in RESERVATION_COLUMNS[:-1]:
             if row.get(col) is None or str(row.get(col)).strip() == "":
                 raise InputError(f"{col} ({where})", "is missing; every row needs " + ",".join(RESERVATION_COLUMNS) +
@@ -114,13 +110,5 @@ def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[
 
 def parse_reservations_csv(text: str, source: str) -> tuple[Reservation, ...]:
     """A ``--reservations`` CSV: header ``cloud,region,zone,instance_type,count,usd_per_hour,ends`` (+ ``id``)."""
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    dup = next((c for i, c in enumerate(header) if c in header[:i]), None)
-    if dup is not None:
-        raise InputError(shown(dup), "column appears twice in the header; keep one", source=source)
-    missing = [c for c in RESERVATION_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(missing[0], "column is missing; the header must be " + ",".join(RESERVATION_COLUMNS) +
-                         " (plus an optional id)", source=source)
+    _, reader = csv_table(text, source, RESERVATION_COLUMNS, " (plus an optional id)")
     return parse_reservation_rows(list(reader), source)

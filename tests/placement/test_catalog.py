@@ -95,3 +95,14 @@ def _doc(**row):
 def test_catalog_json_rows_are_checked_like_csv_rows(row, field):
     with pytest.raises(InputError, match=f"^x: {field.replace('[', '.').replace(']', '.')}"):
         parse_catalog_json(_doc(**row), "x")
+
+
+def test_malformed_csv_is_an_input_error_naming_the_line():
+    with pytest.raises(InputError, match=r"^c.csv: line 2: is not valid CSV \(field larger than field limit"):
+        parse_skypilot_csv(HEAD + P5.replace("98.32", '"' + "9" * 200_000 + '"'), "aws", source="c.csv")
+    with pytest.raises(InputError, match=r"^c.csv: line 2: has more cells than the header's 9"):
+        parse_skypilot_csv(HEAD + P5.replace("\n", ",extra\n"), "aws", source="c.csv")
+
+
+def test_a_byte_order_mark_from_a_spreadsheet_is_ignored():
+    assert len(parse_skypilot_csv("\ufeff" + HEAD + P5, "aws", source="c.csv").offers) == 1

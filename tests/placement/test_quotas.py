@@ -36,3 +36,8 @@ def test_duplicate_columns_and_non_string_names_are_refused():
     with pytest.raises(InputError, match=r"region \(row 1\): must be a name"):
         parse_quota_rows([{"cloud": "aws", "region": ["us-east-1"], "quota": "L-417A185B", "limit": 1,
                            "usage": 0}], "q.yaml")
+
+
+def test_malformed_quota_csv_is_an_input_error():
+    with pytest.raises(InputError, match=r"line 2: is not valid CSV"):
+        parse_quota_csv(HEAD + 'aws,us-east-1,"' + "x" * 200_000 + '",1,0\n', "q.csv")
