@@ -1,4 +1,4 @@
-"""Property test (hypothesis) of the CLI over hostile job specs, quota files and catalog rows.
+"""Property test (hypothesis) of the CLI over hostile job specs, quota files, catalog rows and reservations.
 
 Whatever the input: the exit code is 0, 1 or 2; there is no traceback; a refusal is one line; ``--json``
 stdout is strict JSON (no NaN/Infinity); every chosen candidate has a finite, non-negative cost and quota
@@ -111,6 +111,19 @@ def catalog_csvs(draw: Any) -> str:
     return "\n".join(rows) + "\n"
 
 
+@st.composite
+def reservation_csvs(draw: Any) -> str:
+    rows = ["cloud,region,zone,instance_type,count,usd_per_hour,ends"]
+    for _ in range(draw(st.integers(1, 2))):
+        region = draw(st.sampled_from(["us-east-1", "us-central1"]))
+        itype = "p5.48xlarge" if region == "us-east-1" else draw(st.sampled_from(["a3-highgpu-8g", "p5.48xlarge"]))
+        zone = draw(st.sampled_from(ZONES[region][:1] * 2 + ["us-west-2b"]))
+        ends = draw(st.sampled_from(["", "2026-12-01", "2020-01-01T00:00:00Z", "x", "9999-12-31T23:59:59-23:59"]))
+        rows.append(",".join(cell(v) for v in ("aws" if region == "us-east-1" else "gcp", region, zone, itype,
+                                               draw(MOSTLY), draw(MOSTLY), ends)))
+    return "\n".join(rows) + "\n"
+
+
 def _strict_json(text: str) -> Any:
     def refuse(name: str) -> None:
         raise AssertionError(f"--json printed {name}, which is not JSON")
@@ -154,13 +167,17 @@ def _write(path: Path, text: str) -> str:
 
 
 @FUZZ
-@given(job=job_specs(), quotas=quota_csvs(), catalog=st.one_of(st.none(), st.none(), catalog_csvs()))
+@given(job=job_specs(), quotas=quota_csvs(), catalog=st.one_of(st.none(), st.none(), catalog_csvs()),
+       reservations=st.one_of(st.none(), st.none(), st.none(), reservation_csvs()))
 def test_plan_never_crashes_and_prints_strict_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                  job: dict[str, Any], quotas: str, catalog: str | None) -> None:
+                                                  job: dict[str, Any], quotas: str, catalog: str | None,
+                                                  reservations: str | None) -> None:
     argv = ["plan", _write(tmp_path / "job.yaml", yaml.safe_dump(job, allow_unicode=True)),
-            "--quotas", _write(tmp_path / "q.csv", quotas), "--json", "--all-candidates"]
+            "--quotas", _write(tmp_path / "q.csv", quotas), "--json", "--all-candidates", "--now", "2026-11-23"]
     if catalog is not None:
         argv += ["--catalog", "aws=" + _write(tmp_path / "aws.csv", catalog)]
+    if reservations is not None:
+        argv += ["--reservations", _write(tmp_path / "r.csv", reservations)]
     _run(capsys, argv)
 
 
