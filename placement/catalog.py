@@ -203,6 +203,11 @@ def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None 
         zone = (row["AvailabilityZone"] or "").strip() or region
         known = book.get(itype)
         _where_check(cloud, itype, region, zone, known, where, source)
+        count = finite_number(row["AcceleratorCount"], f"AcceleratorCount ({where})", source=source,
+                              what="a whole number of GPUs per node")
+        if 0 < count < 1:
+            raise InputError(f"AcceleratorCount ({where})", f"{itype} has {count:g} of a GPU: a fractional-GPU "
+                             "instance cannot host a training job; remove its rows", source=source)
         gpus = positive_int(row["AcceleratorCount"], f"AcceleratorCount ({where})", source=source,
                             what="a whole number of GPUs per node")
         blank = [c for c in ("vCPUs", "MemoryGiB") if not (row[c] or "").strip()]

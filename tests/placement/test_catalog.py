@@ -34,7 +34,9 @@ def test_prices_are_finite_and_not_negative(column, value):
 def test_counts_are_positive_whole_numbers(column, value):
     parts = ADHOC.strip().split(",")
     parts[2 if column == "AcceleratorCount" else 3] = value
-    assert refused(",".join(parts) + "\n").startswith(f"c.csv: {column} (line 2): must be")
+    message = refused(",".join(parts) + "\n")
+    assert message.startswith(f"c.csv: {column} (line 2): ")
+    assert "must be" in message or "fractional-GPU instance" in message
 
 
 def test_memory_is_finite():
