@@ -28,11 +28,17 @@ def aws_zone_id_prefix(region: str) -> str | None:
     return f"{area}{'g' if gov else ''}{_DIRECTIONS.get(direction, direction[0])}{number}"
 
 
-@functools.lru_cache(maxsize=65536)  # catalogs repeat the same (zone, region) on thousands of rows
 def zone_in_region(cloud: str, zone: str, region: str) -> bool:
     """True when ``zone`` lies in ``region``: an AWS zone name (us-east-1a) or zone ID (use1-az4), Local Zones
     (us-east-1-atl-2a, use1-atl2-az1) and Wavelength Zones (us-east-1-wl1-bos-wlz-1, use1-wl1-bos-wlz1)
-    included; a GCP zone (us-central1-a)."""
+    included; a GCP zone (us-central1-a). False for anything but strings (a list from a config, say)."""
+    if not (isinstance(cloud, str) and isinstance(zone, str) and isinstance(region, str)):
+        return False
+    return _zone_in_region(cloud, zone, region)
+
+
+@functools.lru_cache(maxsize=65536)  # catalogs repeat the same (zone, region) on thousands of rows
+def _zone_in_region(cloud: str, zone: str, region: str) -> bool:
     if cloud == "aws":
         name = re.escape(region)
         if re.fullmatch(name + r"([a-z]|-[a-z]+-\d+[a-z]|-wl\d+-[a-z]+-wlz-\d+)", zone):
