@@ -32,6 +32,11 @@ JOB_FIELDS = ("name", "accelerator", "gpus", "hours", "capacity", "data", "check
 BATCH_FIELDS = ("jobs",)
 
 
+def _names(names: Sequence[str]) -> str:
+    """Names from the user's file for a message: escaped (one line) and cut short."""
+    return ", ".join(shown(n)[1:-1] for n in names[:5]) + (", ..." if len(names) > 5 else "")
+
+
 def _unknown_keys(doc: Mapping[Any, Any], allowed: Sequence[str], prefix: str) -> None:
     """Refuse a key that is not a string, or not one of ``allowed`` (with the nearest known one as a hint)."""
     for key in doc:
@@ -204,9 +209,9 @@ def _regions(value: Any, field: str, clouds: tuple[str, ...], warnings: list[str
         return names
     where = f" of {'/'.join(clouds)}" if clouds else ""
     if required and len(unknown) == len(names):
-        raise InputError(field, f"names no known region{where} ({', '.join(unknown)}); use names like us-east-1 "
+        raise InputError(field, f"names no known region{where} ({_names(unknown)}); use names like us-east-1 "
                          "(AWS) or us-central1 (GCP)")
-    warnings.append(f"{field}: {', '.join(unknown)} is not a known region{where} (placement/data/regions.yaml)")
+    warnings.append(f"{field}: {_names(unknown)} is not a known region{where} (placement/data/regions.yaml)")
     return names
 
 
@@ -219,8 +224,9 @@ def _speed(value: Any, field: str, book: ShapeBook) -> tuple[tuple[str, float], 
     for name, speed in value.items():
         accel = book.canonical_accelerator(str(name))
         if accel not in book.accelerators():
-            raise InputError(f"{field}.{name}", f"unknown accelerator; known: {', '.join(sorted(book.accelerators()))}")
-        out[accel] = _number(speed, f"{field}.{name}", strict=True, maximum=MAX_RATE)
+            raise InputError(f"{field}.{_names([str(name)])}",
+                             f"unknown accelerator; known: {', '.join(sorted(book.accelerators()))}")
+        out[accel] = _number(speed, f"{field}.{_names([str(name)])}", strict=True, maximum=MAX_RATE)
     return tuple(sorted(out.items()))
 
 
@@ -229,9 +235,7 @@ def _throughput(value: Any, field: str) -> tuple[tuple[str, float], ...]:
     if value is None:
         return ()
     if isinstance(value, Mapping):
-        unknown = sorted(set(value) - set(TRANSFER_PATHS))
-        if unknown:
-            raise InputError(f"{field}.{unknown[0]}", f"is not a transfer path; use {', '.join(TRANSFER_PATHS)}")
+        _unknown_keys(value, TRANSFER_PATHS, f"{field}.")
         return tuple((p, _number(value[p], f"{field}.{p}", strict=True, maximum=MAX_RATE))
                      for p in TRANSFER_PATHS if p in value)
     gbps = _number(value, field, strict=True, maximum=MAX_RATE)
@@ -312,7 +316,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         if region not in known_regions()[home]:
             other = region_cloud(region)
             hint = (f"{region} is an {other.upper()} region, but a {scheme}:// dataset lives in {home.upper()}"
-                    if other else f"{region} is not a known {home.upper()} region")
+                    if other else f"{_names([region])} is not a known {home.upper()} region")
             raise InputError(f"{where}data.dataset.region", f"{hint}; give the bucket's {home.upper()} region "
                              f"(e.g. {'us-east-1' if home == 'aws' else 'us-central1'}); a new region goes in "
                              "placement/data/regions.yaml")

@@ -76,6 +76,8 @@ def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[
     seen: set[str] = set()
     for i, row in enumerate(rows):
         where = f"row {i + 1}"
+        if not isinstance(row, Mapping):
+            raise InputError(where, "must be a mapping with " + ", ".join(RESERVATION_COLUMNS), source=source)
         for col in RESERVATION_COLUMNS[:-1]:
             if row.get(col) is None or str(row.get(col)).strip() == "":
                 raise InputError(f"{col} ({where})", "is missing; every row needs " + ",".join(RESERVATION_COLUMNS) +

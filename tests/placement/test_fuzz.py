@@ -191,3 +191,41 @@ def test_plan_batch_never_crashes_and_prints_strict_json(tmp_path: Path, capsys:
     doc = {"jobs": jobs, **extra}
     _run(capsys, ["plan-batch", _write(tmp_path / "b.yaml", yaml.safe_dump(doc, allow_unicode=True)),
                   "--quotas", _write(tmp_path / "q.csv", quotas), "--json", "--no-greedy", "--time-limit", "5"])
+
+
+# Arbitrary YAML-shaped data straight into the parsers: they raise InputError or return data, nothing else.
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8), EDGE_NUMBERS)
+KEYS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8))
+YAMLISH = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4),
+    st.dictionaries(st.one_of(st.sampled_from(FIELDS + ["jobs", "interval_minutes", "allow", "dataset", "uri",
+                                                        "size_gb", "region", "cloud", "quota", "limit", "usage",
+                                                        "zone", "instance_type", "price", "spot_price", "offers",
+                                                        "schema", "count", "usd_per_hour", "ends"]), KEYS),
+                    inner, max_size=6)), max_leaves=20)
+
+
+@settings(FUZZ, max_examples=max(EXAMPLES // 4, 50))
+@given(doc=YAMLISH, near=job_specs(), key=st.sampled_from(FIELDS), value=YAMLISH)
+def test_parsers_raise_input_errors_only(doc: Any, near: dict[str, Any], key: str, value: Any) -> None:
+    from placement.catalog import parse_catalog_json
+    from placement.errors import InputError
+    from placement.jobspec import parse_batch, parse_job
+    from placement.quotas import parse_quota_rows
+    from placement.reservations import parse_reservation_rows
+
+    near[key] = value
+    calls = [lambda: parse_job(doc), lambda: parse_job(near), lambda: parse_batch({"jobs": [near, doc]}),
+             lambda: parse_batch(doc), lambda: parse_quota_rows(doc if isinstance(doc, list) else [doc], "q"),
+             lambda: parse_reservation_rows(doc if isinstance(doc, list) else [doc], "r"),
+             lambda: parse_catalog_json({"schema": "gpufleet.catalog/v1", "offers": doc}, "c")]
+    for call in calls:
+        try:
+            result = call()
+        except InputError as exc:
+            assert "\n" not in str(exc), str(exc)  # one line, whatever the value quoted
+            assert len(str(exc)) < 1000, str(exc)[:200]
+            continue
+        results = result if isinstance(result, tuple) else (result,)
+        for warning in (w for r in results for w in getattr(r, "warnings", ())):
+            assert "\n" not in warning and len(warning) < 1000, warning[:200]

@@ -70,3 +70,19 @@ def test_non_string_keys_are_refused_not_a_type_error(doc):
 def test_batch_file_unknown_top_level_key_is_refused():
     with pytest.raises(InputError, match="job: is not a known field; did you mean 'jobs'"):
         parse_batch({"jobs": [JOB], "job": [JOB]})
+
+
+@pytest.mark.parametrize("extra", [
+    {"regions": {"allow": ["a\nb"]}}, {"clouds": {"allow": ["a\nb"]}}, {"accelerator": "x\ny"},
+    {"data": {"dataset": {"uri": "s3://x", "region": "a\nb", "size_gb": 1}}}, {"speed": {"x\ny": 1}},
+    {"data": {"throughput_gbps": {"x\ny": 1}}}, {"capacity": "x\ny"}, {"name": "x\n" * 1000},
+    {"data": {"throughput_gbps": {1: 2, "a": 3}}},
+])
+def test_errors_are_one_short_line_whatever_the_value(extra):
+    message = bad(**extra)
+    assert "\n" not in message and len(message) < 300
+
+
+def test_warnings_are_one_line():
+    job = parse_job({**JOB, "regions": {"allow": ["us-east-1"], "deny": ["x\ny"]}})
+    assert job.warnings and all("\n" not in w for w in job.warnings)
