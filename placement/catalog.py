@@ -165,10 +165,10 @@ def _add_offer(seen: dict[tuple[str, str, str], tuple[int, Offer]], offer: Offer
         seen[key] = (len(seen), offer)
         return
     if (first[1].price, first[1].spot_price) != (offer.price, offer.spot_price):
-        raise InputError(field, f"{offer.instance_type} in {offer.zone} is listed twice with different prices "
-                         f"({_usd(first[1])} and {_usd(offer)}); keep one row", source=source)
-    warnings.append(f"{source}: {field}: {offer.instance_type} in {offer.zone} is listed twice with the same "
-                    "prices; using it once")
+        raise InputError(field, f"{shown(offer.instance_type)} in {shown(offer.zone)} is listed twice with different "
+                         f"prices ({_usd(first[1])} and {_usd(offer)}); keep one row", source=source)
+    warnings.append(f"{source}: {field}: {shown(offer.instance_type)} in {shown(offer.zone)} is listed twice with "
+                    "the same prices; using it once")
 
 
 def _usd(o: Offer) -> str:

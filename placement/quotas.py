@@ -76,8 +76,8 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
         limit = non_negative_number(row["limit"], f"limit ({where})", source=source)
         usage = non_negative_number(row["usage"], f"usage ({where})", source=source)
         if usage > limit:
-            raise InputError(f"usage ({where})", f"{usage:g} exceeds limit {limit:g} for {key}; a quota's usage "
-                             "cannot be above its limit: re-export the row (limit = the applied quota value)",
+            raise InputError(f"usage ({where})", f"{usage:g} exceeds limit {limit:g} for {shown(key)[1:-1]}; a quota's "
+                             "usage cannot be above its limit: re-export the row (limit = the applied quota value)",
                              source=source)
         if not book.known_quota_key(cloud, key):
             unit = "an EC2 Service Quotas code such as L-417A185B" if cloud == "aws" else \
@@ -86,14 +86,16 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
                             f"{unit}); no candidate will use this row")
         qkey = (cloud, str(row["region"]).strip(), key)
         quota = Quota(limit=limit, usage=usage)
+        named = f"{shown(key)[1:-1]} in {shown(qkey[1])[1:-1]}"  # escaped: a message stays one line
         if qkey in quotas:
             # The same quota twice: which row holds is a guess unless both say the same.
             if quotas[qkey] != quota:
-                raise InputError(f"quota ({where})", f"{key} in {qkey[1]} is given twice with different values "
-                                 f"(limit {quotas[qkey].limit:g} usage {quotas[qkey].usage:g}, then limit {limit:g} "
-                                 f"usage {usage:g}); keep one row", source=source)
-            warnings.append(f"{source}: quota ({where}): {key} in {qkey[1]} is given twice with the same values; "
-                            "using it once")
+                first = quotas[qkey]
+                raise InputError(f"quota ({where})", f"{named} is given twice with "
+                                 f"different values (limit {first.limit:g} usage {first.usage:g}, then limit "
+                                 f"{limit:g} usage {usage:g}); keep one row", source=source)
+            warnings.append(f"{source}: quota ({where}): {named} is given twice with the "
+                            "same values; using it once")
         quotas[qkey] = quota
     return QuotaTable(quotas, warnings=tuple(warnings))
 
