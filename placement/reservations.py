@@ -93,8 +93,8 @@ def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[
                              source=source)
         region, zone = str(row["region"]).strip(), str(row["zone"]).strip()
         if not zone_in_region(cloud, zone, region):
-            raise InputError(f"zone ({where})", f"{shown(zone)} is not a zone of {region} (AWS: a zone ID like "
-                             f"use1-az4 or a name like us-east-1a; GCP: like us-central1-a)", source=source)
+            raise InputError(f"zone ({where})", f"{shown(zone)} is not a zone of {shown(region)[1:-1]} (AWS: a zone ID "
+                             "like use1-az4 or a name like us-east-1a; GCP: like us-central1-a)", source=source)
         count = positive_int(row["count"], f"count ({where})", source=source, what="a whole number of nodes")
         price = non_negative_price(row["usd_per_hour"], f"usd_per_hour ({where})", source=source,
                                    what="the marginal USD per node-hour (0 for capacity already paid for)")
