@@ -308,8 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except OSError as exc:
         # Writing the output failed (a full disk: `> /dev/full`), or a path the checks above did not name.
-        where = f" {exc.filename}" if exc.filename else " the output"
-        print(f"placement: error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+        what = shown(str(exc.filename))[1:-1] if exc.filename else "cannot write the output"
+        print(f"placement: error: {what}: {exc.strerror or exc}", file=sys.stderr)
         _drop_stdout()
         return EXIT_BAD_INPUT
 
