@@ -7,18 +7,19 @@ embedded catalog, which ships inside the package.
 from __future__ import annotations
 
 import collections
-import csv
+import dataclasses
 import functools
-import io
 import json
 import operator
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from placement.errors import InputError, non_negative
+from placement.errors import InputError
+from placement.inputs import csv_table, finite_number, non_negative_number, non_negative_price, positive_int, shown
 from placement.shapes import CLOUDS, QuotaKeys, Shape, shape_book
+from placement.zones import instance_type_mismatch, region_mismatch, zone_in_region
 
 CATALOG_SCHEMA = "gpufleet.catalog/v1"
 SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price",
@@ -85,6 +86,8 @@ class Catalog:
     as_of: str
     source: str
     origins: tuple[CatalogOrigin, ...] = ()
+    # One line per harmless oddity of a user's catalog (a row given twice with the same prices), for stderr.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @functools.cached_property
     def offers_per_cloud(self) -> dict[str, int]:
@@ -104,7 +107,8 @@ class Catalog:
         keep = tuple(o for o in self.offers if o.cloud not in replaced)
         origins = tuple(o for o in self.provenance() if o.cloud not in replaced)
         origins += tuple(o for o in other.provenance() if o.cloud in replaced)
-        return with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)))
+        merged = with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)))
+        return dataclasses.replace(merged, warnings=self.warnings + other.warnings)
 
 
 def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...]) -> Catalog:
@@ -119,9 +123,12 @@ def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...]) 
 
 
 def _price(value: Any, field: str, source: str) -> float | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
+    if value is None or value == "" or (isinstance(value, str) and not value.strip()):
         return None
-    return non_negative(value, field, source, what="a price in USD per hour or blank")
+    price = finite_number(value, field, source=source, what="a price in USD per hour or blank")
+    if price < 0:  # the check of non_negative_price, inline: a catalog has two prices on every row
+        return non_negative_price(value, field, source=source)
+    return price + 0.0
 
 
 def adhoc_shape(cloud: str, name: str, accelerator: str, gpus: int, vcpus: int, memory_gib: float) -> Shape:
@@ -131,21 +138,56 @@ def adhoc_shape(cloud: str, name: str, accelerator: str, gpus: int, vcpus: int, 
                  fabric_nics=0, quota=QuotaKeys(unit="gpu", on_demand=None, spot=None))
 
 
+def _where_check(cloud: str, itype: str, region: str, zone: str, shape: Shape | None, where: str,
+                 source: str) -> None:
+    """Refuse a row that cannot be ``cloud``'s: a shape, region or zone of the other cloud, or a zone of another
+    region (a GCP catalog given as ``--catalog aws=...`` would otherwise be placed as AWS)."""
+    if shape is not None and shape.cloud != cloud:
+        raise InputError(f"InstanceType ({where})", f"{shown(itype)} is a {shape.cloud} machine type in "
+                         f"placement/data/shapes.yaml, not {cloud}; is this the {shape.cloud} catalog?", source=source)
+    if shape is None and (why := instance_type_mismatch(cloud, itype)):
+        raise InputError(f"InstanceType ({where})", f"{why}; is this the right cloud's catalog?", source=source)
+    if why := region_mismatch(cloud, region):
+        raise InputError(f"Region ({where})", f"{why}; is this the right cloud's catalog?", source=source)
+    if zone != region and not zone_in_region(cloud, zone, region):
+        raise InputError(f"AvailabilityZone ({where})", f"{shown(zone)} is not a zone of {cloud} region {region} "
+                         "(AWS: a zone ID like use1-az4 or a name like us-east-1a; GCP: like us-central1-a)",
+                         source=source)
+
+
+def _add_offer(seen: dict[tuple[str, str, str], tuple[int, Offer]], offer: Offer, field: str, source: str,
+               warnings: list[str]) -> None:
+    """Keep one offer per (instance type, region, zone): a row given twice with the same prices is a warning and
+    kept once; with different prices it is ambiguous and refused."""
+    key = (offer.instance_type, offer.region, offer.zone)
+    first = seen.get(key)
+    if first is None:
+        seen[key] = (len(seen), offer)
+        return
+    if (first[1].price, first[1].spot_price) != (offer.price, offer.spot_price):
+        raise InputError(field, f"{shown(offer.instance_type)} in {shown(offer.zone)} is listed twice with different "
+                         f"prices ({_usd(first[1])} and {_usd(offer)}); keep one row", source=source)
+    warnings.append(f"{source}: {field}: {shown(offer.instance_type)} in {shown(offer.zone)} is listed twice with "
+                    "the same prices; using it once")
+
+
+def _usd(o: Offer) -> str:
+    return f"{o.price if o.price is not None else '-'}/{o.spot_price if o.spot_price is not None else '-'}"
+
+
 def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None = None) -> Catalog:
     """Parse a SkyPilot ``vms.csv`` (extra columns ignored; blank price = not offered that way).
 
     Rows without an accelerator are skipped: they are CPU machines. ``source`` is the file's path,
-    ``modified`` its modification date when the caller knows it.
+    ``modified`` its modification date when the caller knows it. Every number is checked (counts positive
+    whole numbers, prices finite and non-negative) and every row must belong to ``cloud``.
     """
     if cloud not in CLOUDS:
-        raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {cloud!r}", source=source)
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in SKYPILOT_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(missing[0], "column is missing; a SkyPilot catalog needs " + ",".join(SKYPILOT_COLUMNS),
-                         source=source)
+        raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {shown(cloud)}", source=source)
+    _, reader = csv_table(text, source, SKYPILOT_COLUMNS, " (a SkyPilot catalog)")
     book = shape_book()
-    offers: list[Offer] = []
+    seen: dict[tuple[str, str, str], tuple[int, Offer]] = {}
+    warnings: list[str] = []
     adhoc: dict[str, Shape] = {}
     for line, row in enumerate(reader, start=2):
         accel = (row.get("AcceleratorName") or "").strip()
@@ -154,47 +196,93 @@ def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None 
         where = f"line {line}"
         itype = (row["InstanceType"] or "").strip()
         if not itype:
-            raise InputError("InstanceType", f"is blank on {where}", source=source)
-        shape = book.get(itype)
-        if shape is None or shape.cloud != cloud:
-            shape = adhoc.get(itype)
-            if shape is None:
-                try:
-                    shape = adhoc_shape(cloud, itype, accel, int(float(row["AcceleratorCount"])),
-                                        int(float(row["vCPUs"])), float(row["MemoryGiB"]))
-                except (TypeError, ValueError):
-                    raise InputError("AcceleratorCount",
-                                     f"AcceleratorCount, vCPUs and MemoryGiB must be numbers on {where}",
-                                     source=source) from None
-                adhoc[itype] = shape
+            raise InputError(f"InstanceType ({where})", "is blank", source=source)
         region = (row["Region"] or "").strip()
         if not region:
-            raise InputError("Region", f"is blank on {where}", source=source)
-        offers.append(Offer(cloud=cloud, region=region, zone=(row["AvailabilityZone"] or "").strip() or region,
-                            shape=shape, price=_price(row["Price"], f"Price ({where})", source),
-                            spot_price=_price(row["SpotPrice"], f"SpotPrice ({where})", source)))
-    if not offers:
+            raise InputError(f"Region ({where})", "is blank", source=source)
+        zone = (row["AvailabilityZone"] or "").strip() or region
+        known = book.get(itype)
+        _where_check(cloud, itype, region, zone, known, where, source)
+        count = finite_number(row["AcceleratorCount"], f"AcceleratorCount ({where})", source=source,
+                              what="a whole number of GPUs per node")
+        if 0 < count < 1:
+            raise InputError(f"AcceleratorCount ({where})", f"{itype} has {count:g} of a GPU: a fractional-GPU "
+                             "instance cannot host a training job; remove its rows", source=source)
+        gpus = positive_int(row["AcceleratorCount"], f"AcceleratorCount ({where})", source=source,
+                            what="a whole number of GPUs per node")
+        blank = [c for c in ("vCPUs", "MemoryGiB") if not (row[c] or "").strip()]
+        if known is None and blank:
+            raise InputError(f"{min(blank)} ({where})", "is blank; a machine type not in "
+                             "placement/data/shapes.yaml needs vCPUs and MemoryGiB", source=source)
+        vcpus = None if "vCPUs" in blank else positive_int(row["vCPUs"], f"vCPUs ({where})", source=source)
+        memory = None if "MemoryGiB" in blank else non_negative_number(row["MemoryGiB"], f"MemoryGiB ({where})",
+                                                                       source=source, what="GiB of memory")
+        if known is not None:
+            shape = known
+            if gpus != known.gpus:
+                raise InputError(f"AcceleratorCount ({where})", f"{itype} has {known.gpus} GPUs per node "
+                                 f"(placement/data/shapes.yaml), not {gpus}", source=source)
+        else:
+            shape = adhoc.get(itype) or adhoc_shape(cloud, itype, accel, gpus, vcpus or 1, memory or 0.0)
+            if shape.gpus != gpus:
+                raise InputError(f"AcceleratorCount ({where})", f"{itype} has {shape.gpus} GPUs per node on an "
+                                 f"earlier line, {gpus} here", source=source)
+            adhoc[itype] = shape
+        offer = Offer(cloud=cloud, region=region, zone=zone, shape=shape,
+                      price=_price(row["Price"], f"Price ({where})", source),
+                      spot_price=_price(row["SpotPrice"], f"SpotPrice ({where})", source))
+        _add_offer(seen, offer, where, source, warnings)
+    if not seen:
         raise InputError("--catalog", "has no GPU rows (no row with an AcceleratorName)", source=source)
-    return with_origins(tuple(offers), (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
+    offers = tuple(o for _, o in sorted(seen.values(), key=operator.itemgetter(0)))
+    catalog = with_origins(offers, (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
+    return dataclasses.replace(catalog, warnings=tuple(warnings))
+
+
+def _text(row: Mapping[str, Any], key: str, field: str, source: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(field, f"must be a non-empty string, got {shown(value)}", source=source)
+    return value.strip()
 
 
 def parse_catalog_json(doc: Any, source: str) -> Catalog:
-    """Parse a ``gpufleet.catalog/v1`` document (the embedded catalog's format)."""
+    """Parse a ``gpufleet.catalog/v1`` document (the embedded catalog's format), with the checks of a CSV."""
     if not isinstance(doc, dict) or doc.get("schema") != CATALOG_SCHEMA:
         raise InputError("schema", f"must be {CATALOG_SCHEMA!r}", source=source)
+    rows = doc.get("offers") or []
+    if not isinstance(rows, list):
+        raise InputError("offers", "must be a list of offers", source=source)
     book = shape_book()
-    offers = []
-    for i, row in enumerate(doc.get("offers") or []):
-        shape = book.get(row.get("instance_type", ""))
-        if shape is None or shape.cloud != row.get("cloud"):
-            raise InputError(f"offers[{i}].instance_type", f"unknown shape {row.get('instance_type')!r}; add it to "
+    seen: dict[tuple[str, str, str], tuple[int, Offer]] = {}
+    warnings: list[str] = []
+    for i, row in enumerate(rows):
+        where = f"offers[{i}]"
+        if not isinstance(row, Mapping):
+            raise InputError(where, "must be a mapping", source=source)
+        cloud = _text(row, "cloud", f"{where}.cloud", source)
+        if cloud not in CLOUDS:
+            raise InputError(f"{where}.cloud", f"must be one of {', '.join(CLOUDS)}, got {shown(cloud)}", source=source)
+        itype = _text(row, "instance_type", f"{where}.instance_type", source)
+        shape = book.get(itype)
+        if shape is None or shape.cloud != cloud:
+            raise InputError(f"{where}.instance_type", f"unknown {cloud} shape {shown(itype)}; add it to "
                              "placement/data/shapes.yaml first", source=source)
-        offers.append(Offer(cloud=row["cloud"], region=row["region"], zone=row["zone"], shape=shape,
-                            price=_price(row.get("price"), f"offers[{i}].price", source),
-                            spot_price=_price(row.get("spot_price"), f"offers[{i}].spot_price", source)))
+        region = _text(row, "region", f"{where}.region", source)
+        zone = _text(row, "zone", f"{where}.zone", source)
+        if why := region_mismatch(cloud, region):
+            raise InputError(f"{where}.region", why, source=source)
+        if zone != region and not zone_in_region(cloud, zone, region):
+            raise InputError(f"{where}.zone", f"{shown(zone)} is not a zone of {region}", source=source)
+        offer = Offer(cloud=cloud, region=region, zone=zone, shape=shape,
+                      price=_price(row.get("price"), f"{where}.price", source),
+                      spot_price=_price(row.get("spot_price"), f"{where}.spot_price", source))
+        _add_offer(seen, offer, where, source, warnings)
+    offers = tuple(o for _, o in sorted(seen.values(), key=operator.itemgetter(0)))
     as_of = str(doc.get("as_of", "unknown"))
     clouds = sorted({o.cloud for o in offers}) or list(CLOUDS)
-    return with_origins(tuple(offers), tuple(CatalogOrigin(cloud=c, source=source, as_of=as_of) for c in clouds))
+    catalog = with_origins(offers, tuple(CatalogOrigin(cloud=c, source=source, as_of=as_of) for c in clouds))
+    return dataclasses.replace(catalog, warnings=tuple(warnings))
 
 
 def catalog_document(catalog: Catalog, as_of: str, sources: list[str]) -> dict[str, Any]:
@@ -223,4 +311,9 @@ def dump_catalog(doc: dict[str, Any]) -> str:
 def embedded_catalog() -> Catalog:
     """The catalog shipped in ``placement/data/catalog.json``."""
     text = resources.files("placement.data").joinpath("catalog.json").read_text(encoding="utf-8")
-    return parse_catalog_json(json.loads(text), source="embedded")
+    return parse_catalog_json(json.loads(text, parse_constant=_no_constant), source="embedded")
+
+
+def _no_constant(name: str) -> None:
+    """``json.loads`` hook: NaN, Infinity and -Infinity are not JSON, and not prices."""
+    raise InputError("price", f"{name} is not a number JSON allows; prices must be finite")

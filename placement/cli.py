@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml
+from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml, shown
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -163,7 +163,8 @@ def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:
 
 
 def _emit(doc: dict[str, Any] | None, text: str, as_json: bool) -> None:
-    sys.stdout.write((json.dumps(doc, indent=2) if as_json else text) + "\n")
+    # Strict JSON: NaN / Infinity are not JSON; the core reports an unknown number as null.
+    sys.stdout.write((json.dumps(doc, indent=2, allow_nan=False) if as_json else text) + "\n")
 
 
 # ----------------------------------------------------------------------------- commands
@@ -200,7 +201,7 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     from placement.render import batch_doc, batch_text
 
     jobs = parse_batch(load_yaml(args.jobs, "batch file"))
-    if args.time_limit <= 0:
+    if not 0 < args.time_limit < float("inf"):  # also refuses nan
         raise UsageError("--time-limit: must be a positive number of seconds")
     now = _now(args)
     catalog = load_catalog(args.catalog)
@@ -236,7 +237,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
     book = shape_book()
     accel = book.canonical_accelerator(args.accelerator)
     if accel not in book.accelerators():
-        raise UsageError(f"--accelerator: unknown accelerator {args.accelerator!r}; known: "
+        raise UsageError(f"--accelerator: unknown accelerator {shown(args.accelerator)}; known: "
                          + ", ".join(sorted(book.accelerators())))
     catalog = load_catalog(args.catalog)
     catalog, _, sources = _live_data(args, catalog, load_quotas(args.quotas), [accel], None)
@@ -290,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return EXIT_BAD_INPUT
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
+        return code
     except UsageError as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -300,9 +303,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # stdout closed early (e.g. piped into head): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # stdout closed early (e.g. piped into head): not an error of ours, and nothing to say.
+        _drop_stdout()
         return EXIT_OK
+    except OSError as exc:
+        # Writing the output failed (a full disk: `> /dev/full`), or a path the checks above did not name.
+        what = shown(str(exc.filename))[1:-1] if exc.filename else "cannot write the output"
+        print(f"placement: error: {what}: {exc.strerror or exc}", file=sys.stderr)
+        _drop_stdout()
+        return EXIT_BAD_INPUT
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail again at exit."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):  # no real file descriptor (tests' captured stdout)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def run() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 
@@ -21,11 +20,8 @@ class InputError(ValueError):
 
 
 def non_negative(value: Any, field: str, source: str, what: str = "a number") -> float:
-    """``value`` as a non-negative float, or an :class:`InputError` naming ``field`` and what it must be."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(field, f"must be {what}, got {value!r}", source=source) from None
-    if math.isnan(number) or number < 0:
-        raise InputError(field, f"must be a non-negative number, got {value!r}", source=source)
-    return number
+    """``value`` as a finite, non-negative float, or an :class:`InputError` naming ``field`` (kept for callers
+    that predate :func:`placement.inputs.non_negative_number`, which it is)."""
+    from placement.inputs import non_negative_number
+
+    return non_negative_number(value, field, source=source or None, what=what)

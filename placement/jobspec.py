@@ -6,13 +6,14 @@ dotted field name and the fix on the first problem.
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from placement.errors import InputError
+from placement.inputs import MAX_COUNT, finite_number, shown
+from placement.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.shapes import CLOUDS, ShapeBook, shape_book
 from placement.zones import known_regions, needs_opt_in, region_cloud
 
@@ -21,7 +22,33 @@ CAPACITY_CHOICES = ("spot", "on-demand", "reserved", "any")
 PRIORITIES = ("production", "burst", "low")
 TRANSFER_PATHS = ("same_region", "inter_region", "cross_cloud")
 _SCHEMES = {"s3": "aws", "gs": "gcp"}
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Bounds that keep every later product finite: a year of run time, an exabyte of data, a million GPUs.
+MAX_HOURS = 24 * 366.0
+MAX_GB = 1e9
+MAX_RATE = 1e6  # per hour, minutes, Gbps, USD per hour: far above any real value, far below overflow
+JOB_FIELDS = ("name", "accelerator", "gpus", "hours", "capacity", "data", "checkpoint", "spot", "clouds", "regions",
+              "zones", "max_usd_per_hour", "priority", "team", "image", "command", "gpus_per_node", "speed",
+              "deadline_hours", "usd_per_hour_of_delay")
+BATCH_FIELDS = ("jobs",)
+
+
+def _names(names: Sequence[str]) -> str:
+    """Names from the user's file for a message: escaped (one line) and cut short."""
+    return ", ".join(shown(n)[1:-1] for n in names[:5]) + (", ..." if len(names) > 5 else "")
+
+
+def _unknown_keys(doc: Mapping[Any, Any], allowed: Sequence[str], prefix: str) -> None:
+    """Refuse a key that is not a string, or not one of ``allowed`` (with the nearest known one as a hint)."""
+    for key in doc:
+        if not isinstance(key, str):
+            raise InputError(f"{prefix}{shown(key)}".rstrip("."), f"keys must be field names (strings), got "
+                             f"{type(key).__name__} {shown(key)}")
+    unknown = sorted(set(doc) - set(allowed))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise InputError(f"{prefix}{shown(unknown[0])[1:-1]}", f"is not a known field; {hint}expected one of "
+                         f"{', '.join(sorted(allowed))}")
 
 
 @dataclass(frozen=True)
@@ -119,16 +146,27 @@ class JobSpec:
         return default
 
 
-def _number(value: Any, field: str, *, minimum: float = 0.0, strict: bool = False, integer: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
-        kind = "a whole number" if integer else "a number"
-        raise InputError(field, f"must be {kind}, got {value!r}")
-    if integer and value != int(value):
-        raise InputError(field, f"must be a whole number, got {value!r}")
-    if value < minimum or (strict and value == minimum):
+def _number(value: Any, field: str, *, minimum: float = 0.0, strict: bool = False, integer: bool = False,
+            maximum: float | None = None) -> float:
+    """A finite number from YAML (``true``, ``"8"``, ``.inf`` and ``.nan`` are refused), within bounds."""
+    kind = "a whole number" if integer else "a number"
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            raise InputError(field, f"must be {kind}, got {shown(value)}") from None
+        # YAML 1.1 reads a quoted number, and an exponent without a dot (1e3), as text.
+        raise InputError(field, f"must be {kind}; YAML read {shown(value)} as text: drop any quotes and write an "
+                         "exponent with a dot (1.0e3)")
+    number = finite_number(value, field, what=kind)
+    if integer and number != int(number):
+        raise InputError(field, f"must be a whole number, got {shown(value)}")
+    if number < minimum or (strict and number == minimum):
         op = ">" if strict else ">="
-        raise InputError(field, f"must be {op} {minimum:g}, got {value!r}")
-    return float(value)
+        raise InputError(field, f"must be {op} {minimum:g}, got {shown(value)}")
+    if maximum is not None and number > maximum:
+        raise InputError(field, f"must be at most {maximum:g}, got {shown(value)}")
+    return number + 0.0
 
 
 def _strings(value: Any, field: str) -> tuple[str, ...]:
@@ -148,9 +186,7 @@ def _section(doc: Mapping[str, Any], key: str, allowed: set[str], prefix: str = 
         return {}
     if not isinstance(value, Mapping):
         raise InputError(path, "must be a mapping")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise InputError(f"{path}.{unknown[0]}", f"is not a known field; expected one of {', '.join(sorted(allowed))}")
+    _unknown_keys(value, sorted(allowed), f"{path}.")
     return value
 
 
@@ -158,7 +194,7 @@ def _clouds(value: Any, field: str) -> tuple[str, ...]:
     clouds = tuple(c.lower() for c in _strings(value, field))
     for c in clouds:
         if c not in CLOUDS:
-            raise InputError(field, f"unknown cloud {c!r}; use {' or '.join(CLOUDS)}")
+            raise InputError(field, f"unknown cloud {shown(c)}; use {' or '.join(CLOUDS)}")
     return clouds
 
 
@@ -173,9 +209,9 @@ def _regions(value: Any, field: str, clouds: tuple[str, ...], warnings: list[str
         return names
     where = f" of {'/'.join(clouds)}" if clouds else ""
     if required and len(unknown) == len(names):
-        raise InputError(field, f"names no known region{where} ({', '.join(unknown)}); use names like us-east-1 "
+        raise InputError(field, f"names no known region{where} ({_names(unknown)}); use names like us-east-1 "
                          "(AWS) or us-central1 (GCP)")
-    warnings.append(f"{field}: {', '.join(unknown)} is not a known region{where} (placement/data/regions.yaml)")
+    warnings.append(f"{field}: {_names(unknown)} is not a known region{where} (placement/data/regions.yaml)")
     return names
 
 
@@ -188,8 +224,9 @@ def _speed(value: Any, field: str, book: ShapeBook) -> tuple[tuple[str, float], 
     for name, speed in value.items():
         accel = book.canonical_accelerator(str(name))
         if accel not in book.accelerators():
-            raise InputError(f"{field}.{name}", f"unknown accelerator; known: {', '.join(sorted(book.accelerators()))}")
-        out[accel] = _number(speed, f"{field}.{name}", strict=True)
+            raise InputError(f"{field}.{_names([str(name)])}",
+                             f"unknown accelerator; known: {', '.join(sorted(book.accelerators()))}")
+        out[accel] = _number(speed, f"{field}.{_names([str(name)])}", strict=True, maximum=MAX_RATE)
     return tuple(sorted(out.items()))
 
 
@@ -198,11 +235,10 @@ def _throughput(value: Any, field: str) -> tuple[tuple[str, float], ...]:
     if value is None:
         return ()
     if isinstance(value, Mapping):
-        unknown = sorted(set(value) - set(TRANSFER_PATHS))
-        if unknown:
-            raise InputError(f"{field}.{unknown[0]}", f"is not a transfer path; use {', '.join(TRANSFER_PATHS)}")
-        return tuple((p, _number(value[p], f"{field}.{p}", strict=True)) for p in TRANSFER_PATHS if p in value)
-    gbps = _number(value, field, strict=True)
+        _unknown_keys(value, TRANSFER_PATHS, f"{field}.")
+        return tuple((p, _number(value[p], f"{field}.{p}", strict=True, maximum=MAX_RATE))
+                     for p in TRANSFER_PATHS if p in value)
+    gbps = _number(value, field, strict=True, maximum=MAX_RATE)
     return tuple((p, gbps) for p in TRANSFER_PATHS)
 
 
@@ -212,16 +248,15 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         raise InputError(where.rstrip(".") or "job", "must be a mapping of job fields (name, accelerator, gpus, hours)")
     if "jobs" in doc:
         raise InputError(f"{where}jobs", "this is a batch file (a jobs: list); use `placement plan-batch` for it")
-    allowed = {"name", "accelerator", "gpus", "hours", "capacity", "data", "checkpoint", "spot", "clouds", "regions",
-               "zones", "max_usd_per_hour", "priority", "team", "image", "command", "gpus_per_node", "speed",
-               "deadline_hours", "usd_per_hour_of_delay"}
-    unknown = sorted(set(doc) - allowed)
-    if unknown:
-        raise InputError(f"{where}{unknown[0]}", f"is not a known field; expected one of {', '.join(sorted(allowed))}")
+    _unknown_keys(doc, JOB_FIELDS, where)
 
     name = doc.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if name is None:
         raise InputError(f"{where}name", "is required: lower-case letters, digits and '-' (a Kubernetes name)")
+    if not isinstance(name, str):
+        raise InputError(f"{where}name", f"must be a string (a Kubernetes name), got {shown(name)}")
+    if problem := dns1123_label_problem(name):
+        raise InputError(f"{where}name", f"{problem} (the job's name is a Kubernetes name)")
 
     if doc.get("accelerator") is None:
         raise InputError(f"{where}accelerator", "is required: a GPU name such as H100, or a list like [H100, H200]")
@@ -233,27 +268,33 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         raise InputError(f"{where}accelerator", "names no GPU; give one such as H100, or a list like [H100, H200]")
     for a in accels:
         if a not in known:
-            raise InputError(f"{where}accelerator", f"unknown accelerator {a!r}; known: {', '.join(sorted(known))}")
+            raise InputError(f"{where}accelerator",
+                             f"unknown accelerator {shown(a)}; known: {', '.join(sorted(known))}")
 
     if doc.get("gpus") is None:
         raise InputError(f"{where}gpus", "is required: the total number of GPUs, e.g. 16")
-    gpus = int(_number(doc["gpus"], f"{where}gpus", minimum=1, integer=True))
+    gpus = int(_number(doc["gpus"], f"{where}gpus", minimum=1, integer=True, maximum=MAX_COUNT))
     if doc.get("hours") is None:
         raise InputError(f"{where}hours", "is required: expected run time in hours without interruptions")
-    hours = _number(doc["hours"], f"{where}hours", minimum=0, strict=True)
+    hours = _number(doc["hours"], f"{where}hours", minimum=0, strict=True, maximum=MAX_HOURS)
 
     capacity = doc.get("capacity", "any")
     if capacity not in CAPACITY_CHOICES:
-        raise InputError(f"{where}capacity", f"must be spot, on-demand, reserved or any, got {capacity!r}")
+        raise InputError(f"{where}capacity", f"must be spot, on-demand, reserved or any, got {shown(capacity)}")
 
     gpus_per_node = None
     if doc.get("gpus_per_node") is not None:
-        gpus_per_node = int(_number(doc["gpus_per_node"], f"{where}gpus_per_node", minimum=1, integer=True))
+        gpus_per_node = int(_number(doc["gpus_per_node"], f"{where}gpus_per_node", minimum=1, integer=True,
+                                    maximum=MAX_COUNT))
         sizes = sorted({n for a in accels for n in book.node_sizes(a)})
         if gpus_per_node not in sizes:
             raise InputError(f"{where}gpus_per_node", f"no {'/'.join(accels)} shape has {gpus_per_node} GPUs per node; "
                              f"use one of {', '.join(map(str, sizes))}")
     speed = _speed(doc.get("speed"), f"{where}speed", book)
+    # A job no single node can hold is rendered as a JobSet, whose pod names are stricter (k8snames).
+    largest = gpus_per_node or max((book.node_sizes(a)[-1] for a in accels if book.node_sizes(a)), default=gpus)
+    if gpus > largest and (problem := jobset_name_problem(name, -(-gpus // largest))):
+        raise InputError(f"{where}name", problem)
 
     data = _section(doc, "data", {"dataset", "outputs_gb", "throughput_gbps"}, where)
     dataset = None
@@ -264,7 +305,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
             raise InputError(f"{where}data.dataset.uri", "must be an s3:// or gs:// URI")
         scheme = uri.split("://", 1)[0].lower()
         if scheme not in _SCHEMES:
-            raise InputError(f"{where}data.dataset.uri", f"scheme {scheme!r} is not supported; use s3:// or gs://")
+            raise InputError(f"{where}data.dataset.uri", f"scheme {shown(scheme)} is not supported; use s3:// or gs://")
         region = ds.get("region")
         if not isinstance(region, str) or not region:
             raise InputError(f"{where}data.dataset.region",
@@ -275,23 +316,24 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         if region not in known_regions()[home]:
             other = region_cloud(region)
             hint = (f"{region} is an {other.upper()} region, but a {scheme}:// dataset lives in {home.upper()}"
-                    if other else f"{region} is not a known {home.upper()} region")
+                    if other else f"{_names([region])} is not a known {home.upper()} region")
             raise InputError(f"{where}data.dataset.region", f"{hint}; give the bucket's {home.upper()} region "
                              f"(e.g. {'us-east-1' if home == 'aws' else 'us-central1'}); a new region goes in "
                              "placement/data/regions.yaml")
-        dataset = Dataset(uri=uri, size_gb=_number(ds["size_gb"], f"{where}data.dataset.size_gb"),
+        dataset = Dataset(uri=uri, size_gb=_number(ds["size_gb"], f"{where}data.dataset.size_gb", maximum=MAX_GB),
                           region=region, cloud=home)
-    outputs_gb = _number(data.get("outputs_gb", 0), f"{where}data.outputs_gb")
+    outputs_gb = _number(data.get("outputs_gb", 0), f"{where}data.outputs_gb", maximum=MAX_GB)
     if outputs_gb and dataset is None:
         raise InputError(f"{where}data.outputs_gb",
                          "needs data.dataset: outputs are copied to the dataset's home region")
     throughput = _throughput(data.get("throughput_gbps"), f"{where}data.throughput_gbps")
 
     ck = _section(doc, "checkpoint", {"interval_minutes"}, where)
-    interval = _number(ck.get("interval_minutes", 30), f"{where}checkpoint.interval_minutes", minimum=0, strict=True)
+    interval = _number(ck.get("interval_minutes", 30), f"{where}checkpoint.interval_minutes", minimum=0, strict=True,
+                       maximum=MAX_RATE)
     spot = _section(doc, "spot", {"interruptions_per_hour", "restart_minutes"}, where)
-    rate = _number(spot.get("interruptions_per_hour", 0.05), f"{where}spot.interruptions_per_hour")
-    restart = _number(spot.get("restart_minutes", 15), f"{where}spot.restart_minutes")
+    rate = _number(spot.get("interruptions_per_hour", 0.05), f"{where}spot.interruptions_per_hour", maximum=MAX_RATE)
+    restart = _number(spot.get("restart_minutes", 15), f"{where}spot.restart_minutes", maximum=MAX_RATE)
 
     clouds = _section(doc, "clouds", {"allow", "deny"}, where)
     regions = _section(doc, "regions", {"allow", "deny"}, where)
@@ -312,8 +354,11 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     if priority not in PRIORITIES:
         raise InputError(f"{where}priority", f"must be one of {', '.join(PRIORITIES)}")
     team = doc.get("team")
-    if team is not None and (not isinstance(team, str) or not _NAME.match(team)):
-        raise InputError(f"{where}team", "must be a namespace name (lower-case letters, digits, '-')")
+    if team is not None:
+        if not isinstance(team, str):
+            raise InputError(f"{where}team", f"must be a namespace name, got {shown(team)}")
+        if problem := dns1123_label_problem(team):
+            raise InputError(f"{where}team", f"{problem} (a namespace name)")
     image = doc.get("image", JobSpec.image)
     if not isinstance(image, str) or not image:
         raise InputError(f"{where}image", "must be a container image reference")
@@ -331,14 +376,17 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         deny_clouds=_clouds(clouds.get("deny"), f"{where}clouds.deny"),
         allow_regions=allow_regions,
         deny_regions=deny_regions,
-        max_usd_per_hour=None if max_usd is None else _number(max_usd, f"{where}max_usd_per_hour", strict=True),
+        max_usd_per_hour=None if max_usd is None else _number(max_usd, f"{where}max_usd_per_hour", strict=True,
+                                                                          maximum=MAX_RATE),
         priority=priority, team=team, image=image, command=tuple(command),
         gpus_per_node=gpus_per_node, speed=speed,
         allow_zones=_strings(zones.get("allow"), f"{where}zones.allow"),
         deny_zones=_strings(zones.get("deny"), f"{where}zones.deny"),
         opt_in_zones=opt_in, throughput_gbps=throughput,
-        deadline_hours=None if deadline is None else _number(deadline, f"{where}deadline_hours", strict=True),
-        usd_per_hour_of_delay=0.0 if delay is None else _number(delay, f"{where}usd_per_hour_of_delay"),
+        deadline_hours=None if deadline is None else _number(deadline, f"{where}deadline_hours", strict=True,
+                                                                        maximum=MAX_HOURS),
+        usd_per_hour_of_delay=0.0 if delay is None else _number(delay, f"{where}usd_per_hour_of_delay",
+                                                                          maximum=MAX_RATE),
         warnings=tuple(warnings),
     )
 
@@ -347,6 +395,7 @@ def parse_batch(doc: Any) -> tuple[JobSpec, ...]:
     """A batch file: a mapping with a ``jobs:`` list of job specs; job names must be unique."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("jobs"), list) or not doc["jobs"]:
         raise InputError("jobs", "must be a non-empty list of job specs (the file is a mapping with a jobs: key)")
+    _unknown_keys(doc, BATCH_FIELDS, "")
     jobs = tuple(parse_job(j, where=f"jobs[{i}].") for i, j in enumerate(doc["jobs"]))
     seen: set[str] = set()
     for i, job in enumerate(jobs):

@@ -190,7 +190,7 @@ def local_queue_name(cluster_name: str, team: str) -> str:
     worker's name), so a job labelled ``kueue.x-k8s.io/queue-name: <this>`` in namespace ``team``
     reaches the same cluster whether submitted to the worker directly or through the hub.
     """
-    if not DNS_LABEL.match(team):
+    if not DNS_LABEL.fullmatch(team):
         raise ValueError(f"team {team!r} is not a valid namespace name")
     return cluster_queue_name(cluster_name)
 
@@ -202,7 +202,7 @@ def topology_name(cloud: str) -> str:
 def worker_key(stack: str) -> str:
     """``org/project/aws-use1-p5`` -> ``aws-use1-p5``; must be a DNS label (it names hub objects)."""
     key = stack.rsplit("/", 1)[-1]
-    if not DNS_LABEL.match(key):
+    if not DNS_LABEL.fullmatch(key):
         raise ValueError(f"worker stack {stack!r}: {key!r} is not a DNS-1123 label")
     return key
 

@@ -5,14 +5,13 @@ Pure parsing of already-loaded rows (CSV text or YAML list); no I/O.
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement.errors import InputError, non_negative
+from placement.errors import InputError
+from placement.inputs import csv_table, non_negative_number, shown
 from placement.shapes import CLOUDS, shape_book
 
 QUOTA_COLUMNS = ("cloud", "region", "quota", "limit", "usage")
@@ -69,26 +68,38 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
                                  source=source)
         cloud = str(row["cloud"]).strip().lower()
         if cloud not in CLOUDS:
-            raise InputError(f"cloud ({where})", f"must be aws or gcp, got {row['cloud']!r}", source=source)
+            raise InputError(f"cloud ({where})", f"must be aws or gcp, got {shown(row['cloud'])}", source=source)
+        for col in ("region", "quota"):
+            if not isinstance(row[col], str):
+                raise InputError(f"{col} ({where})", f"must be a name, got {shown(row[col])}", source=source)
         key = str(row["quota"]).strip()
-        limit = non_negative(row["limit"], f"limit ({where})", source)
-        usage = non_negative(row["usage"], f"usage ({where})", source)
+        limit = non_negative_number(row["limit"], f"limit ({where})", source=source)
+        usage = non_negative_number(row["usage"], f"usage ({where})", source=source)
         if usage > limit:
-            raise InputError(f"usage ({where})", f"{usage:g} exceeds limit {limit:g} for {key}; a quota's usage "
-                             "cannot be above its limit: re-export the row (limit = the applied quota value)",
+            raise InputError(f"usage ({where})", f"{usage:g} exceeds limit {limit:g} for {shown(key)[1:-1]}; a quota's "
+                             "usage cannot be above its limit: re-export the row (limit = the applied quota value)",
                              source=source)
         if not book.known_quota_key(cloud, key):
             unit = "an EC2 Service Quotas code such as L-417A185B" if cloud == "aws" else \
                 "a Compute Engine metric such as NVIDIA_H100_GPUS"
-            warnings.append(f"{source}: quota ({where}): {key!r} is not a known {cloud} GPU quota (expected "
+            warnings.append(f"{source}: quota ({where}): {shown(key)} is not a known {cloud} GPU quota (expected "
                             f"{unit}); no candidate will use this row")
-        quotas[(cloud, str(row["region"]).strip(), key)] = Quota(limit=limit, usage=usage)
+        qkey = (cloud, str(row["region"]).strip(), key)
+        quota = Quota(limit=limit, usage=usage)
+        named = f"{shown(key)[1:-1]} in {shown(qkey[1])[1:-1]}"  # escaped: a message stays one line
+        if qkey in quotas:
+            # The same quota twice: which row holds is a guess unless both say the same.
+            if quotas[qkey] != quota:
+                first = quotas[qkey]
+                raise InputError(f"quota ({where})", f"{named} is given twice with "
+                                 f"different values (limit {first.limit:g} usage {first.usage:g}, then limit "
+                                 f"{limit:g} usage {usage:g}); keep one row", source=source)
+            warnings.append(f"{source}: quota ({where}): {named} is given twice with the "
+                            "same values; using it once")
+        quotas[qkey] = quota
     return QuotaTable(quotas, warnings=tuple(warnings))
 
 
 def parse_quota_csv(text: str, source: str) -> QuotaTable:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in QUOTA_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(missing[0], "column is missing; the header must be " + ",".join(QUOTA_COLUMNS), source=source)
+    _, reader = csv_table(text, source, QUOTA_COLUMNS)
     return parse_quota_rows(list(reader), source)

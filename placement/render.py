@@ -21,6 +21,15 @@ def _hours(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else round(x, 3)
 
 
+def _rate(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else round(x, 6)
+
+
+def _ratio(x: float | None) -> float | None:
+    """A MIP gap: null when there is no bound to measure it against (infinite or undefined)."""
+    return None if x is None or math.isinf(x) or math.isnan(x) else x
+
+
 def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
     """One candidate as in the JSON contract (units in the README's JSON reference)."""
     o = c.offer
@@ -35,7 +44,7 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "hours": _hours(c.hours),
         "transfer_hours": _hours(c.transfer_hours),
         "ready_hours": _hours(c.ready_hours),
-        "interruptions_per_hour": round(c.interruptions_per_hour, 6),
+        "interruptions_per_hour": _rate(c.interruptions_per_hour),
         "cost": {
             "compute_usd": _money(c.cost.compute_usd),
             "egress_usd": _money(c.cost.egress_usd),
@@ -128,17 +137,17 @@ def batch_doc(
         "jobs": jobs,
         "placed": result.placed,
         "unplaceable": len(result.assignments) - result.placed,
-        "total_usd": round(result.total_usd, 4),
-        "solver": {"name": result.solver, "status": result.status, "mip_gap": result.gap},
+        "total_usd": _money(result.total_usd),
+        "solver": {"name": result.solver, "status": result.status, "mip_gap": _ratio(result.gap)},
         "quota_used": [
             {"cloud": g[0], "region": g[1], "quota": g[2], "used": v} for g, v in sorted(result.quota_used.items())
         ],
     }
     if greedy is not None:
         doc["greedy"] = {
-            "total_usd": round(greedy.total_usd, 4),
+            "total_usd": _money(greedy.total_usd),
             "placed": greedy.placed,
-            "saved_usd": round(greedy.total_usd - result.total_usd, 4) if greedy.placed == result.placed else None,
+            "saved_usd": _money(greedy.total_usd - result.total_usd) if greedy.placed == result.placed else None,
         }
     return doc
 

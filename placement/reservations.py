@@ -9,14 +9,13 @@ Pure parsing of already-read text (the CLI reads the file); the live readers are
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement.errors import InputError, non_negative
+from placement.errors import InputError
+from placement.inputs import csv_table, non_negative_price, positive_int, shown
 from placement.shapes import CLOUDS, Shape, shape_book
 from placement.zones import zone_in_region
 
@@ -63,10 +62,11 @@ def parse_time(value: str, field: str, source: str) -> dt.datetime:
             stamp = dt.datetime.combine(dt.date.fromisoformat(text), dt.time(), dt.UTC)
         else:
             stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+        stamp = stamp.astimezone(dt.UTC) if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+    except (ValueError, OverflowError):
         raise InputError(field, f"must be an ISO-8601 time such as 2026-12-01T00:00:00Z, or blank for open-ended; "
-                         f"got {value!r}", source=source) from None
-    return stamp.astimezone(dt.UTC) if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+                         f"got {shown(value)}", source=source) from None
+    return stamp
 
 
 def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[Reservation, ...]:
@@ -76,35 +76,34 @@ def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[
     seen: set[str] = set()
     for i, row in enumerate(rows):
         where = f"row {i + 1}"
+        if not isinstance(row, Mapping):
+            raise InputError(where, "must be a mapping with " + ", ".join(RESERVATION_COLUMNS), source=source)
         for col in RESERVATION_COLUMNS[:-1]:
             if row.get(col) is None or str(row.get(col)).strip() == "":
                 raise InputError(f"{col} ({where})", "is missing; every row needs " + ",".join(RESERVATION_COLUMNS) +
                                  " (ends may be blank)", source=source)
         cloud = str(row["cloud"]).strip().lower()
         if cloud not in CLOUDS:
-            raise InputError(f"cloud ({where})", f"must be aws or gcp, got {row['cloud']!r}", source=source)
+            raise InputError(f"cloud ({where})", f"must be aws or gcp, got {shown(row['cloud'])}", source=source)
         itype = str(row["instance_type"]).strip()
         shape = book.get(itype)
         if shape is None or shape.cloud != cloud:
             known = ", ".join(sorted(s.name for s in book.for_cloud(cloud)))
-            raise InputError(f"instance_type ({where})", f"{itype!r} is not a {cloud} GPU shape; known: {known}",
+            raise InputError(f"instance_type ({where})", f"{shown(itype)} is not a {cloud} GPU shape; known: {known}",
                              source=source)
         region, zone = str(row["region"]).strip(), str(row["zone"]).strip()
         if not zone_in_region(cloud, zone, region):
-            raise InputError(f"zone ({where})", f"{zone!r} is not a zone of {region} (AWS: a zone ID like "
-                             f"use1-az4 or a name like us-east-1a; GCP: like us-central1-a)", source=source)
-        count = non_negative(row["count"], f"count ({where})", source, what="a whole number of nodes")
-        if count != int(count) or count < 1:
-            raise InputError(f"count ({where})", f"must be a whole number of nodes >= 1, got {row['count']!r}",
-                             source=source)
-        price = non_negative(row["usd_per_hour"], f"usd_per_hour ({where})", source,
-                             what="the marginal USD per node-hour (0 for capacity already paid for)")
+            raise InputError(f"zone ({where})", f"{shown(zone)} is not a zone of {shown(region)[1:-1]} (AWS: a zone ID "
+                             "like use1-az4 or a name like us-east-1a; GCP: like us-central1-a)", source=source)
+        count = positive_int(row["count"], f"count ({where})", source=source, what="a whole number of nodes")
+        price = non_negative_price(row["usd_per_hour"], f"usd_per_hour ({where})", source=source,
+                                   what="the marginal USD per node-hour (0 for capacity already paid for)")
         ends_raw = row.get("ends")
         ends = None if ends_raw is None or not str(ends_raw).strip() else \
             parse_time(str(ends_raw), f"ends ({where})", source)
         rid = str(row.get("id") or "").strip() or f"{source.rsplit('/', 1)[-1]}:{i + 1}"
         if rid in seen:
-            raise InputError(f"id ({where})", f"duplicate reservation id {rid!r}", source=source)
+            raise InputError(f"id ({where})", f"duplicate reservation id {shown(rid)}", source=source)
         seen.add(rid)
         out.append(Reservation(id=rid, cloud=cloud, region=region, zone=zone, shape=shape, count=int(count),
                                usd_per_hour=price, ends=ends, source=source))
@@ -113,9 +112,5 @@ def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[
 
 def parse_reservations_csv(text: str, source: str) -> tuple[Reservation, ...]:
     """A ``--reservations`` CSV: header ``cloud,region,zone,instance_type,count,usd_per_hour,ends`` (+ ``id``)."""
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in RESERVATION_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(missing[0], "column is missing; the header must be " + ",".join(RESERVATION_COLUMNS) +
-                         " (plus an optional id)", source=source)
+    _, reader = csv_table(text, source, RESERVATION_COLUMNS, " (plus an optional id)")
     return parse_reservation_rows(list(reader), source)

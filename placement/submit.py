@@ -201,7 +201,8 @@ def _run(args: argparse.Namespace) -> int:
 
     def doc(**kw: Any) -> str:
         return json.dumps(submit_doc(job, choice, catalog, via_hub=args.via_hub, dry_run=args.dry_run,
-                                     warnings=warnings, group=group, **kw), indent=2)
+                                     warnings=warnings, group=group, **kw), indent=2,
+                          allow_nan=False)
 
     if target is None or manifest is None:
         if args.json:

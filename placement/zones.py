@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Literal
 
 _DIRECTIONS = {"northeast": "ne", "southeast": "se", "northwest": "nw", "southwest": "sw"}
-_AWS_REGION = re.compile(r"^([a-z]{2})-([a-z]+)-(\d+)$")
+_AWS_REGION = re.compile(r"^([a-z]{2})-(gov-)?([a-z]+)-(\d+)$")
 # Regular Availability Zones: names like us-east-1a, IDs like use1-az1.
 _AWS_AZ_NAME = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+[a-z]$")
 _AWS_AZ_ID = re.compile(r"^[a-z]+\d+-az\d+$")
@@ -23,20 +23,71 @@ def aws_zone_id_prefix(region: str) -> str | None:
     m = _AWS_REGION.match(region)
     if not m:
         return None
-    area, direction, number = m.groups()
-    return f"{area}{_DIRECTIONS.get(direction, direction[0])}{number}"
+    area, gov, direction, number = m.groups()
+    # GovCloud: us-gov-west-1 -> usgw1
+    return f"{area}{'g' if gov else ''}{_DIRECTIONS.get(direction, direction[0])}{number}"
 
 
 def zone_in_region(cloud: str, zone: str, region: str) -> bool:
-    """True when ``zone`` (AWS zone name or zone ID, incl. Local Zones; GCP zone) lies in ``region``."""
+    """True when ``zone`` lies in ``region``: an AWS zone name (us-east-1a) or zone ID (use1-az4), Local Zones
+    (us-east-1-atl-2a, use1-atl2-az1) and Wavelength Zones (us-east-1-wl1-bos-wlz-1, use1-wl1-bos-wlz1)
+    included; a GCP zone (us-central1-a). False for anything but strings (a list from a config, say)."""
+    if not (isinstance(cloud, str) and isinstance(zone, str) and isinstance(region, str)):
+        return False
+    return _zone_in_region(cloud, zone, region)
+
+
+@functools.lru_cache(maxsize=65536)  # catalogs repeat the same (zone, region) on thousands of rows
+def _zone_in_region(cloud: str, zone: str, region: str) -> bool:
     if cloud == "aws":
-        if re.fullmatch(re.escape(region) + r"[a-z]", zone):
+        name = re.escape(region)
+        if re.fullmatch(name + r"([a-z]|-[a-z]+-\d+[a-z]|-wl\d+-[a-z]+-wlz-\d+)", zone):
             return True
         prefix = aws_zone_id_prefix(region)
-        return prefix is not None and re.fullmatch(re.escape(prefix) + r"(-[a-z]+\d+)?-az\d+", zone) is not None
+        return prefix is not None and re.fullmatch(
+            re.escape(prefix) + r"((-[a-z]+\d+)?-az\d+|-wl\d+-[a-z]+-wlz\d+)", zone) is not None
     if cloud == "gcp":
         return re.fullmatch(re.escape(region) + r"-[a-z]", zone) is not None
     return False
+
+
+# Naming of regions and instance types, to tell one cloud's catalog rows from the other's when a region or
+# shape is not in the shipped data: AWS us-east-1 / us-gov-west-1 and p5.48xlarge; GCP us-central1 and
+# a3-highgpu-8g (GCP machine types have no dot, AWS instance types always have one).
+_REGION_FORM = {"aws": re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+"), "gcp": re.compile(r"[a-z]+-[a-z]+\d+")}
+_TYPE_FORM = {"aws": re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+"), "gcp": re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)+")}
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+
+
+@functools.lru_cache(maxsize=4096)
+def region_mismatch(cloud: str, region: str) -> str | None:
+    """Why ``region`` cannot be a region of ``cloud`` (None when it can): a known region of the other cloud, or a
+    name not formed like ``cloud``'s regions. A well-formed region not yet in regions.yaml is accepted."""
+    if region in known_regions().get(cloud, frozenset()):
+        return None
+    other = region_cloud(region)
+    if other is not None and other != cloud:
+        return f"{region} is a region of {other.upper()}, not of {cloud.upper()}"
+    if cloud in _REGION_FORM and not _REGION_FORM[cloud].fullmatch(region):
+        example = "us-east-1" if cloud == "aws" else "us-central1"
+        return f"{_shown(region)} is not named like a region of {cloud.upper()} (e.g. {example})"
+    return None
+
+
+@functools.lru_cache(maxsize=65536)
+def instance_type_mismatch(cloud: str, name: str) -> str | None:
+    """Why ``name`` cannot be an instance/machine type of ``cloud`` (None when it can), by its form."""
+    form = _TYPE_FORM.get(cloud)
+    if form is None or form.fullmatch(name):
+        return None
+    other = next((c for c, f in _TYPE_FORM.items() if c != cloud and f.fullmatch(name)), None)
+    if other:
+        return f"{_shown(name)} is named like a machine type of {other.upper()}, not of {cloud.upper()}"
+    example = "p5.48xlarge" if cloud == "aws" else "a3-highgpu-8g"
+    return f"{_shown(name)} is not named like a machine type of {cloud.upper()} (e.g. {example})"
 
 
 def is_aws_zone_id(zone: str) -> bool:

@@ -32,14 +32,14 @@ log = logging.getLogger("gpufleet.kube")
 
 def kubeconfig_doc(value: Any, what: str) -> dict[str, Any]:
     """A kubeconfig given as YAML/JSON text or a mapping (a stack output); a masked or broken one is refused."""
-    import yaml
+    from placement.inputs import UsageError, parse_yaml
 
     if isinstance(value, str):
         if value == "[secret]":
             raise FleetError(f"{what} is masked: export the outputs with --show-secrets", EXIT_BAD_INPUT)
         try:
-            value = yaml.safe_load(value)
-        except yaml.YAMLError:
+            value = parse_yaml(value, what)
+        except UsageError:
             value = None
     if not isinstance(value, Mapping) or not value.get("clusters"):
         raise FleetError(f"{what} is not a kubeconfig (YAML/JSON with clusters, users, contexts)", EXIT_BAD_INPUT)

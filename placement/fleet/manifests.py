@@ -25,6 +25,7 @@ from placement.errors import InputError
 from placement.fleet.choose import Existing, Group, gke_networks
 from placement.fleet.stacks import ClusterStack, whole
 from placement.jobspec import JobSpec
+from placement.k8snames import job_name_problem, jobset_name_problem
 from placement.shapes import Shape
 
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
@@ -345,9 +346,10 @@ def per_node_requests(shape: Shape, gpus: int) -> tuple[int, int]:
 
 def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[str, str]) -> dict[str, Any]:
     job, name = plan.job, plan.name
-    if plan.nodes > 1 and len(f"{name}-{REPLICATED_JOB}-0-{plan.nodes - 1}") > 63:
-        raise InputError("name", f"at most {63 - len(f'-{REPLICATED_JOB}-0-{plan.nodes - 1}')} characters for a "
-                         f"{plan.nodes}-node job (pod host names are <name>-{REPLICATED_JOB}-0-<rank>)")
+    # The naming rules of the kind rendered (a JobSet's pod names are DNS-1035 labels with a random suffix).
+    problem = jobset_name_problem(name, plan.nodes, REPLICATED_JOB) if plan.nodes > 1 else job_name_problem(name)
+    if problem:
+        raise InputError("name", f"{problem}; rename the job")
     container: dict[str, Any] = {"name": CONTAINER, "image": job.image}
     gpudirect = plan.fabric in ("tcpx", "tcpxo", "rdma") and plan.gpu_vpcs_shape is not None
     if job.command:

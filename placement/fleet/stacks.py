@@ -17,6 +17,7 @@ from typing import Any
 
 from placement import kueue as ko
 from placement.errors import InputError
+from placement.inputs import finite_number, shown
 from placement.shapes import Shape, shape_book
 
 
@@ -116,9 +117,12 @@ def _get(outputs: Mapping[str, Any], key: str, stack: str, source: str, kind: ty
 
 def whole(value: Any, where: str, source: str) -> int:
     """A non-negative whole number; Pulumi prints numbers as JSON numbers, mocks and YAML may give 4.0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
-        raise InputError(where, f"must be a whole number, got {value!r}", source=source)
-    return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(where, f"must be a whole number, got {shown(value)}", source=source)
+    number = finite_number(value, where, source=source, what="a whole number")  # .inf, nan, 10**400
+    if number != int(number) or number < 0:
+        raise InputError(where, f"must be a whole number, got {shown(value)}", source=source)
+    return int(number)
 
 
 def _queues(raw: Any, where: str, source: str) -> tuple[Queue, ...]:
@@ -147,7 +151,7 @@ def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> Cluste
     """One worker stack's outputs (the names ``infra.outputs.export_cluster`` exports)."""
     cloud = _get(outputs, "cloud", stack, source)
     if cloud not in ("aws", "gcp"):
-        raise InputError(f"{stack}.cloud", f"must be aws or gcp, got {cloud!r}", source=source)
+        raise InputError(f"{stack}.cloud", f"must be aws or gcp, got {shown(cloud)}", source=source)
     pools = []
     for i, raw in enumerate(_get(outputs, "nodePools", stack, source, list)):
         where = f"{stack}.nodePools[{i}]"
@@ -157,7 +161,8 @@ def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> Cluste
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise InputError(f"{where}.{key}", "is required (a string)", source=source)
         if raw["capacity"] not in ("spot", "on-demand"):
-            raise InputError(f"{where}.capacity", f"must be spot or on-demand, got {raw['capacity']!r}", source=source)
+            raise InputError(f"{where}.capacity", f"must be spot or on-demand, got {shown(raw['capacity'])}",
+                             source=source)
         min_nodes = whole(raw["minNodes"], f"{where}.minNodes", source) if "minNodes" in raw else 0
         pools.append(Pool(name=raw["name"], instance_type=raw["instanceType"], capacity=raw["capacity"],
                           zone=raw["zone"], max_nodes=whole(raw.get("maxNodes"), f"{where}.maxNodes", source),
@@ -221,7 +226,7 @@ def parse_fleet(doc: Any, source: str) -> tuple[ClusterStack, ...]:
                          "(ConfigMap gpufleet-fleet, key fleet.json; see README: placement dispatch)", source=source)
     workers = []
     for key, outputs in doc.items():
-        if not isinstance(key, str) or not ko.DNS_LABEL.match(key):
+        if not isinstance(key, str) or not ko.DNS_LABEL.fullmatch(key):
             raise InputError(str(key), "is not a worker key (a DNS label: the MultiKueueCluster name)", source=source)
         if not isinstance(outputs, Mapping):
             raise InputError(key, "must be the worker stack's outputs (a mapping)", source=source)

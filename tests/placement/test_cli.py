@@ -252,7 +252,7 @@ def test_bad_flags_and_files_exit_2_with_one_line(tmp_path, capsys, argv, needle
             tmp_path,
             "bad.csv",
             "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,"
-            "SpotPrice,Region,AvailabilityZone\np5.48xlarge,H100,8,192,2048,abc,,r,z\n",
+            "SpotPrice,Region,AvailabilityZone\np5.48xlarge,H100,8,192,2048,abc,,us-east-1,use1-az4\n",
         ),
         "no_cols": write(tmp_path, "nocols.csv", "InstanceType,Price\np5.48xlarge,1\n"),
         "bad_quota": write(tmp_path, "q.csv", "cloud,region,quota,limit,usage\naws,us-east-1,L-417A185B,lots,0\n"),
@@ -477,3 +477,92 @@ def test_plan_batch_json_on_stdout_is_only_the_document():
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["kind"] == "batch"
     assert "HiGHS" not in res.stderr
+
+
+# ----------------------------------------------------------------------------- issue 14: paths, output, strict JSON
+
+
+@pytest.mark.parametrize("flag", ["job", "--catalog", "--quotas", "--reservations"])
+@pytest.mark.parametrize("bad", ["dir", "under-a-file", "too-long", "nul"])
+def test_odd_paths_on_every_flag_exit_2_naming_the_flag(tmp_path, capsys, flag, bad):
+    (tmp_path / "f.txt").write_text("x")
+    path = {"dir": str(tmp_path), "under-a-file": str(tmp_path / "f.txt" / "x"),
+            "too-long": str(tmp_path / ("n" * 5000)), "nul": str(tmp_path / "a\0b")}[bad]
+    job = write(tmp_path, "j.yaml", JOB)
+    argv = ["plan", path] if flag == "job" else ["plan", job, flag, f"aws={path}" if flag == "--catalog" else path]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert (flag if flag != "job" else "job spec") in err and len(err) < 300
+
+
+def _cli(*argv: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "placement.cli", *argv], capture_output=True, text=True,
+                          timeout=120, check=False, **kw)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+def test_a_full_disk_is_one_line_not_a_traceback(tmp_path, fmt):
+    job = write(tmp_path, "j.yaml", JOB)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "placement.cli", "plan", job, *fmt], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr == "placement: error: cannot write the output: No space left on device\n"
+
+
+def test_a_closed_pipe_exits_quietly(tmp_path):
+    job = write(tmp_path, "j.yaml", JOB)
+    proc = subprocess.Popen([sys.executable, "-m", "placement.cli", "plan", job, "--all-candidates", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and err == ""
+
+
+def test_mip_gap_without_a_bound_is_null_in_strict_json():
+    from placement.batch import BatchResult
+    from placement.catalog import embedded_catalog
+    from placement.render import batch_doc
+
+    doc = batch_doc(BatchResult((), float("inf"), "highs", "time limit", {}, gap=float("inf")), embedded_catalog())
+    assert doc["solver"]["mip_gap"] is None and doc["total_usd"] is None
+    json.dumps(doc, allow_nan=False)
+
+
+def _strict(text: str):
+    def refuse(name: str):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_infinite_catalog_prices_never_reach_the_json(tmp_path, capsys):
+    head = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n"
+    csv = write(tmp_path, "aws.csv", head + "p5.48xlarge,H100,8,192,2048,inf,1e999,us-east-1,use1-az4\n")
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"aws={csv}", "--json")
+    assert code == 2 and out == "" and "Price (line 2)" in err
+    code, out, _ = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--json", "--all-candidates")
+    _strict(out)
+
+
+def test_a_gcp_catalog_given_as_aws_is_refused(tmp_path, capsys, shared_file):
+    gcp = shared_file("catalog-snapshot/gcp_vms.csv")
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"aws={gcp}")
+    assert code == 2 and out == "" and "line 2" in err and "GCP" in err.upper()
+
+
+def test_a_cloud_given_twice_to_catalog_is_refused(tmp_path, capsys):
+    head = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n"
+    a = write(tmp_path, "a.csv", head + "p5.48xlarge,H100,8,192,2048,98,40,us-east-1,use1-az4\n")
+    code, _, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"aws={a}", "--catalog", f"aws={a}")
+    assert code == 2 and "aws is given twice" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0"])
+def test_time_limit_must_be_a_finite_positive_number(tmp_path, capsys, value):
+    batch = write(tmp_path, "b.yaml", {"jobs": [JOB]})
+    code, _, err = run(capsys, "plan-batch", batch, "--time-limit", value)
+    assert code == 2 and "--time-limit" in err

@@ -44,3 +44,16 @@ def test_duplicate_ids_and_shapes_of_the_other_cloud_are_rejected():
 ])
 def test_times_are_iso_8601_and_default_to_utc(text, want):
     assert parse_time(text, "ends", "r.csv") == want
+
+
+@pytest.mark.parametrize("column, value", [("count", "0.5"), ("count", "inf"), ("count", "-2"),
+                                           ("usd_per_hour", "nan"), ("usd_per_hour", "1e999")])
+def test_reservation_numbers_are_finite_counts_positive(column, value):
+    from placement.reservations import parse_reservations_csv
+
+    row = {"cloud": "aws", "region": "us-east-1", "zone": "use1-az4", "instance_type": "p5.48xlarge", "count": "2",
+           "usd_per_hour": "0", "ends": ""}
+    row[column] = value
+    text = ",".join(row) + "\n" + ",".join(row.values()) + "\n"
+    with pytest.raises(InputError, match=f"^r.csv: {column} \\(row 1\\)"):
+        parse_reservations_csv(text, "r.csv")

@@ -580,6 +580,15 @@ def test_job_no_stack_can_hold_exits_1(tmp_path, capsys):
                        "trainingServiceAccount": {"name": "trainer", "namespaces": "team-a"}}}),
      "s.trainingServiceAccount.namespaces"),
     (json.dumps({"s": {"cloud": "azure", "region": "x", "clusterName": "c", "nodePools": []}}), "s.cloud"),
+    # issue 14: non-finite node counts (JSON's Infinity, YAML's .inf), duplicate keys, alias bombs
+    (json.dumps({"s": {"cloud": "aws", "region": "us-east-1", "clusterName": "c",
+                       "nodePools": [{"name": "p", "instanceType": "p5.48xlarge", "capacity": "spot",
+                                      "zone": "use1-az6", "maxNodes": float("inf")}]}}), "s.nodePools[0].maxNodes"),
+    ("s: {cloud: aws, region: us-east-1, clusterName: c, nodePools: [{name: p, instanceType: p5.48xlarge, "
+     "capacity: spot, zone: use1-az6, maxNodes: .nan}]}", "s.nodePools[0].maxNodes"),
+    ("s: {cloud: aws, cloud: gcp}", "given twice"),
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n"
+                                                        for i in range(1, 8)), "expands to more than"),
 ])
 def test_bad_stacks_file_exits_2_with_one_line(tmp_path, capsys, content, needle):
     job, _ = job_file(tmp_path)
@@ -784,3 +793,24 @@ def test_via_hub_creates_storage_on_every_worker_of_the_group_and_the_job_on_the
     finally:
         for w in workers.values():
             w.close()
+
+
+@pytest.mark.parametrize("name, gpus, needle", [
+    ("llm-ft\n", 16, "'\\n'"), ("llm_ft", 8, "'_'"), ("1llm", 16, "starts with a digit"), ("j" * 49, 16, "at most 48"),
+])
+def test_dry_run_refuses_names_the_rendered_kind_would_break(tmp_path, capsys, name, gpus, needle):
+    stacks = write(tmp_path, "stacks.json", {s: outputs(s) for s in WORKERS})
+    job, _ = job_file(tmp_path, name=name, gpus=gpus, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err and "is required" not in err
+
+
+def test_dry_run_longest_jobset_name_renders_pod_names_within_63(tmp_path, capsys):
+    stacks = write(tmp_path, "stacks.json", {s: outputs(s) for s in WORKERS})
+    job, _ = job_file(tmp_path, name="j" * 48, gpus=16, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run")
+    assert code == 0, err
+    js = list(yaml.safe_load_all(out))[-1]
+    rj = js["spec"]["replicatedJobs"][0]
+    longest = f"{js['metadata']['name']}-{rj['name']}-{rj['replicas'] - 1}-{rj['template']['spec']['completions'] - 1}"
+    assert len(longest + "-abcde") == 63

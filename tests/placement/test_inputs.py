@@ -1,0 +1,133 @@
+"""The shared input checks of placement.inputs: numbers, counts, prices, and the user-file loader."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.errors import InputError
+from placement.inputs import finite_number, non_negative_price, positive_int, shown
+
+NON_FINITE = ["inf", "Infinity", "-inf", "1e999", "nan", "NaN", float("inf"), float("nan"), 10**400]
+
+
+@pytest.mark.parametrize("value", NON_FINITE)
+def test_non_finite_numbers_are_refused_naming_the_field(value: object) -> None:
+    with pytest.raises(InputError) as err:
+        finite_number(value, "Price (line 3)", source="x.csv")
+    assert str(err.value).startswith("x.csv: Price (line 3): must be")
+
+
+@pytest.mark.parametrize("value", [True, False, None, "", " ", "abc", [1], {"a": 1}])
+def test_non_numbers_and_booleans_are_refused(value: object) -> None:
+    with pytest.raises(InputError, match="must be"):
+        finite_number(value, "limit")
+
+
+@pytest.mark.parametrize("value", [0, "0", -8, "-8", 0.5, "0.5", 1e300, True, "inf"])
+def test_counts_are_positive_whole_numbers(value: object) -> None:
+    with pytest.raises(InputError):
+        positive_int(value, "AcceleratorCount")
+
+
+@pytest.mark.parametrize(("value", "expected"), [(8, 8), (8.0, 8), ("8", 8), (" 16 ", 16), ("8.0", 8)])
+def test_counts_accept_whole_numbers_in_any_spelling(value: object, expected: int) -> None:
+    assert positive_int(value, "gpus") == expected
+
+
+@pytest.mark.parametrize("value", [-0.01, "-1", "inf", "nan"])
+def test_prices_are_finite_and_not_negative(value: object) -> None:
+    with pytest.raises(InputError):
+        non_negative_price(value, "SpotPrice")
+
+
+def test_prices_accept_zero_and_strings() -> None:
+    assert non_negative_price("0", "Price") == 0.0
+    assert non_negative_price("12.5", "Price") == 12.5
+    assert str(non_negative_price("-0", "Price")) == "0.0"
+
+
+def test_values_quoted_in_errors_are_cut_short() -> None:
+    with pytest.raises(InputError) as err:
+        finite_number("x" * 1_000_000, "gpus")
+    assert len(str(err.value)) < 120
+    assert shown("y" * 500).endswith("...")
+
+
+# ----------------------------------------------------------------------------- the YAML loader
+
+from placement.inputs import MAX_YAML_DEPTH, UsageError, load_yaml  # noqa: E402
+
+
+def _load(tmp_path, text: str):
+    path = tmp_path / "f.yaml"
+    path.write_text(text)
+    return load_yaml(str(path), "job spec")
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
+    with pytest.raises(UsageError, match=r"key 'gpus' is given twice \(lines 2 and 3\)"):
+        _load(tmp_path, "name: a\ngpus: 8\ngpus: 800\n")
+    with pytest.raises(UsageError, match="given twice"):
+        _load(tmp_path, "jobs:\n  - {name: a, name: b}\n")
+
+
+def test_merge_keys_may_be_overridden(tmp_path):
+    doc = _load(tmp_path, "base: &b {gpus: 8, hours: 1}\njob: {<<: *b, gpus: 16}\n")
+    assert doc["job"] == {"gpus": 16, "hours": 1}
+
+
+def test_alias_bombs_are_refused_quickly_without_expanding(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 values, 400 bytes
+    with pytest.raises(UsageError) as err:
+        _load(tmp_path, "\n".join(lines) + "\n")
+    assert "expands to more than" in str(err.value) and len(str(err.value)) < 200
+
+
+def test_a_recursive_alias_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="refers to a value that contains it"):
+        _load(tmp_path, "a: &a [1, *a]\n")
+
+
+def test_shared_values_a_yaml_dumper_writes_are_read(tmp_path):
+    import yaml
+
+    shared = {"dataset": {"uri": "s3://b/d"}}
+    text = yaml.safe_dump({"jobs": [{"data": shared}, {"data": shared}]})
+    assert "&id" in text
+    assert _load(tmp_path, text)["jobs"][1]["data"] == shared
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "".join(" " * i + "k:\n" for i in range(1000))])
+def test_deep_nesting_is_refused_before_the_c_loader_sees_it(tmp_path, text):
+    # In a child process: before the depth cap, the C loader crashed the interpreter (SIGSEGV).
+    import subprocess
+    import sys
+
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "placement.cli", "plan", str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr[-300:]
+    assert f"nested more than {MAX_YAML_DEPTH} levels" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_files_over_the_size_cap_are_refused_unread(tmp_path):
+    path = tmp_path / "big.yaml"
+    with path.open("wb") as fh:
+        fh.truncate(64 * 2**20)  # sparse: no disk used
+    with pytest.raises(UsageError, match="MiB"):
+        load_yaml(str(path), "job spec")
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: str(p),  # a directory
+    lambda p: str(p / "f.txt" / "x.yaml"),  # under a file: ENOTDIR
+    lambda p: str(p / ("n" * 5000)),  # ENAMETOOLONG
+    lambda p: str(p / "nul\0.yaml"),  # ValueError from open
+])
+def test_odd_paths_are_one_line_usage_errors(tmp_path, make):
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(UsageError) as err:
+        load_yaml(make(tmp_path), "job spec")
+    assert str(err.value).startswith("job spec: ") and len(str(err.value)) < 200
