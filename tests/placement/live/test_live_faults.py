@@ -239,3 +239,36 @@ def test_answer_checks_refuse_bad_values_and_shapes() -> None:
                      ("usage", {"P": 1.0}), ("zones", {"a": 1})):
         with pytest.raises(BadAnswer):
             check_answer(op, data)
+
+
+@pytest.mark.parametrize("slow", ["aws", "gcp"])
+def test_no_thread_outlives_the_command_against_a_slow_loris(live_env: dict[str, Any], slow: str) -> None:
+    """A fresh process (AWS in its forked worker, GCP on the parent's threads) with one region trickling
+    bytes for a minute: the JSON is printed and the process exits at the deadline, keeping what answered."""
+    import os
+    import subprocess
+    import sys
+
+    aws, gcp = live_env["aws"], live_env["gcp"]
+    if slow == "aws":
+        aws.faults["us-west-2"] = "trickle"
+    else:
+        gcp.faults["europe-west4"] = "trickle"
+    env = {**os.environ, "AWS_ENDPOINT_URL": aws.url}
+    timeout_s = 0.5
+    argv = [sys.executable, "-m", "placement.cli", "plan", live_env["job"], "--live", "--json", "--all-candidates",
+            "--timeout", str(timeout_s), *live_env["args"]]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    doc = _strict(proc.stdout)
+    # Bound: the overall live deadline (3 x timeout + 10 s) plus start-up, far below the minute of trickle.
+    assert elapsed < 3 * timeout_s + 10 + 10, elapsed
+    rows = sources(doc)
+    slow_key = ("aws", "ec2:offerings", "us-west-2") if slow == "aws" else ("gcp", "compute:regions", "europe-west4")
+    assert rows[slow_key]["status"] == "timeout"
+    # What answered is kept: live spot prices in us-east-1, live quota in GCP's us-central1.
+    assert all(c["price_source"] != "catalog" for c in cands(doc, cloud="aws", region="us-east-1", capacity="spot"))
+    assert all(c["quota"]["headroom"] is not None for c in cands(doc, cloud="gcp", region="us-central1"))
+    assert_never_wrong(doc)
