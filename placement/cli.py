@@ -91,7 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_flags(o)
 
     r = sub.add_parser("refresh", help="write a new embedded-catalog file from live AWS/GCP data")
-    r.add_argument("--output", "-o", metavar="PATH", help="where to write (default: the package's catalog.json)")
+    r.add_argument("--output", "-o", metavar="PATH", help="where to write (default: catalog.json in the user's data "
+                                                           "directory, which plan then prefers when newer)")
+    r.add_argument("--allow-shrink", action="store_true",
+                   help="write even if a cloud lost more than 20%% of its offers (refused by default)")
     r.add_argument("--cloud", action="append", choices=("aws", "gcp"), help="only this cloud (repeatable)")
     r.add_argument("--aws-profile", metavar="NAME")
     r.add_argument("--gcp-project", metavar="ID")

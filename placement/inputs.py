@@ -42,10 +42,11 @@ def load_yaml(path: str, what: str) -> Any:
 
 
 def load_catalog(specs: Sequence[str]) -> Catalog:
-    """The embedded catalog, with each ``CLOUD=PATH`` replacing that cloud's offers."""
-    from placement.catalog import embedded_catalog, parse_skypilot_csv
+    """The default catalog (the newer of the embedded and the refreshed one), with each ``CLOUD=PATH``
+    replacing that cloud's offers."""
+    from placement.catalog import default_catalog, parse_skypilot_csv
 
-    catalog = embedded_catalog()
+    catalog = default_catalog()
     for spec in specs:
         cloud, sep, path = spec.partition("=")
         if not sep or not path or cloud not in ("aws", "gcp"):
