@@ -108,7 +108,7 @@ def create(api: Any, doc: Mapping[str, Any]) -> dict[str, Any]:
         return cls.from_dict(body)
 
     # Raw answers (_preload_content=False): the client would otherwise try to build a model from any body.
-    raw = {"_request_timeout": API_TIMEOUT_S, "_preload_content": False}
+    raw: dict[str, Any] = {"_request_timeout": API_TIMEOUT_S, "_preload_content": False}
     resp: Any
     if kind == "JobSet":
         resp = client.CustomObjectsApi(api).create_namespaced_custom_object(
