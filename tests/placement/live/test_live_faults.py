@@ -272,3 +272,30 @@ def test_no_thread_outlives_the_command_against_a_slow_loris(live_env: dict[str,
     assert all(c["price_source"] != "catalog" for c in cands(doc, cloud="aws", region="us-east-1", capacity="spot"))
     assert all(c["quota"]["headroom"] is not None for c in cands(doc, cloud="gcp", region="us-central1"))
     assert_never_wrong(doc)
+
+
+GCP_REGIONS = ("us-central1", "europe-west4", "asia-southeast1")
+
+
+@pytest.mark.parametrize("fault", ["403", "429", "500", "html", "truncated"])
+@pytest.mark.parametrize("where", ["aws", "gcp", "both"])
+def test_fault_matrix_never_chooses_infeasible_or_unknown_as_available(live_env: dict[str, Any], fault: str,
+                                                                       where: str) -> None:
+    """Every AWS region's usage is too high for the job when known; under each fault, in each cloud's
+    regions, no AWS candidate is ever known-feasible and the chosen one is never quota-infeasible."""
+    aws, gcp, stubs = live_env["aws"], live_env["gcp"], live_env["stubs"]
+    aws.metric_value = 1536.0 - JOB_VCPUS + 8
+    aws.metric_status.update({r: "Complete" for r in AWS_REGIONS})
+    if where in ("aws", "both"):
+        aws.faults["us-west-2"] = fault  # its EC2 and CloudWatch answers (the fault comes first)
+        if fault in ("403", "429", "500"):
+            stubs.faults["us-west-2"] = fault  # and Service Quotas
+    if where in ("gcp", "both"):
+        gcp.faults.update({r: fault for r in GCP_REGIONS[:2]})
+    code, doc, err = plan(live_env, "--timeout", "0.5")
+    assert "Traceback" not in err
+    assert all(c["feasible"] is not True for c in cands(doc, cloud="aws"))
+    if where in ("gcp", "both"):
+        for region in GCP_REGIONS[:2]:
+            assert all(c["quota"]["headroom"] is None for c in cands(doc, cloud="gcp", region=region))
+    assert_never_wrong(doc)
