@@ -1,7 +1,8 @@
-"""Offer catalogs: the embedded default and SkyPilot-format CSVs.
+"""Offer catalogs: the embedded default, the one ``placement refresh`` writes, and SkyPilot-format CSVs.
 
 Parsing takes text and returns data; reading files is left to the caller (the CLI) except for the
-embedded catalog, which ships inside the package.
+embedded catalog, which ships inside the package, and the refreshed one in the user's data directory
+(:func:`default_catalog` picks the newer of the two).
 """
 
 from __future__ import annotations
@@ -11,17 +12,29 @@ import dataclasses
 import functools
 import json
 import operator
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from placement.errors import InputError
-from placement.inputs import csv_table, finite_number, non_negative_number, non_negative_price, positive_int, shown
+from placement.inputs import (
+    MAX_PRICE_USD,
+    csv_table,
+    finite_number,
+    non_negative_number,
+    non_negative_price,
+    positive_int,
+    shown,
+)
 from placement.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 from placement.zones import instance_type_mismatch, region_mismatch, zone_in_region
 
 CATALOG_SCHEMA = "gpufleet.catalog/v1"
+DATA_DIR_ENV = "GPUFLEET_DATA_DIR"  # overrides platformdirs.user_data_dir("gpufleet")
+REFRESHED_NAME = "catalog.json"
 SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price",
                     "SpotPrice", "Region", "AvailabilityZone")
 
@@ -54,7 +67,7 @@ class CatalogOrigin:
     answers were overlaid on them."""
 
     cloud: str
-    source: str  # "embedded" | "csv"
+    source: str  # "embedded" | "refresh" (written by placement refresh, ``path`` where) | "csv"
     path: str | None = None
     as_of: str | None = None
     modified: str | None = None
@@ -67,6 +80,8 @@ class CatalogOrigin:
     def describe(self) -> str:
         """One cloud's provenance in words, e.g. ``aws embedded as of 2026-11-01``."""
         text = f"{self.cloud} {self.label()}"
+        if self.source == "refresh" and self.path:
+            text += f" ({self.path})"
         if self.as_of:
             text += f" as of {self.as_of}"
         elif self.modified:
@@ -126,7 +141,7 @@ def _price(value: Any, field: str, source: str) -> float | None:
     if value is None or value == "" or (isinstance(value, str) and not value.strip()):
         return None
     price = finite_number(value, field, source=source, what="a price in USD per hour or blank")
-    if price < 0:  # the check of non_negative_price, inline: a catalog has two prices on every row
+    if not 0 <= price <= MAX_PRICE_USD:  # the check of non_negative_price, inline: two prices on every row
         return non_negative_price(value, field, source=source)
     return price + 0.0
 
@@ -246,8 +261,9 @@ def _text(row: Mapping[str, Any], key: str, field: str, source: str) -> str:
     return value.strip()
 
 
-def parse_catalog_json(doc: Any, source: str) -> Catalog:
-    """Parse a ``gpufleet.catalog/v1`` document (the embedded catalog's format), with the checks of a CSV."""
+def parse_catalog_json(doc: Any, source: str, path: str | None = None) -> Catalog:
+    """Parse a ``gpufleet.catalog/v1`` document (the embedded catalog's format), with the checks of a CSV.
+    ``source`` names it in the provenance (``embedded``, ``refresh``), ``path`` is the file it was read from."""
     if not isinstance(doc, dict) or doc.get("schema") != CATALOG_SCHEMA:
         raise InputError("schema", f"must be {CATALOG_SCHEMA!r}", source=source)
     rows = doc.get("offers") or []
@@ -281,7 +297,8 @@ def parse_catalog_json(doc: Any, source: str) -> Catalog:
     offers = tuple(o for _, o in sorted(seen.values(), key=operator.itemgetter(0)))
     as_of = str(doc.get("as_of", "unknown"))
     clouds = sorted({o.cloud for o in offers}) or list(CLOUDS)
-    catalog = with_origins(offers, tuple(CatalogOrigin(cloud=c, source=source, as_of=as_of) for c in clouds))
+    catalog = with_origins(tuple(offers), tuple(CatalogOrigin(cloud=c, source=source, path=path, as_of=as_of)
+                                                for c in clouds))
     return dataclasses.replace(catalog, warnings=tuple(warnings))
 
 
@@ -317,3 +334,55 @@ def embedded_catalog() -> Catalog:
 def _no_constant(name: str) -> None:
     """``json.loads`` hook: NaN, Infinity and -Infinity are not JSON, and not prices."""
     raise InputError("price", f"{name} is not a number JSON allows; prices must be finite")
+
+
+def user_data_dir() -> Path:
+    """Where ``placement refresh`` writes by default: ``$GPUFLEET_DATA_DIR``, else
+    ``platformdirs.user_data_dir("gpufleet")`` (e.g. ``~/.local/share/gpufleet`` on Linux)."""
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("gpufleet"))
+
+
+def refreshed_catalog_path() -> Path:
+    """The refreshed catalog's default path (it may not exist)."""
+    return user_data_dir() / REFRESHED_NAME
+
+
+def _not_json(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+@functools.lru_cache(maxsize=4)
+def _refreshed(path: str, mtime_ns: int, size: int) -> Catalog:
+    fix = "run `placement refresh` again or delete the file"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh, parse_constant=_not_json)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InputError("catalog", f"cannot read the refreshed catalog ({exc.__class__.__name__}); {fix}",
+                         source=path) from None
+    try:
+        return parse_catalog_json(doc, source="refresh", path=path)
+    except InputError as exc:
+        raise InputError("catalog", f"the refreshed catalog is not valid ({exc}); {fix}", source=path) from None
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise InputError("catalog", f"the refreshed catalog is not valid ({exc.__class__.__name__}); {fix}",
+                         source=path) from None
+
+
+def default_catalog() -> Catalog:
+    """The catalog commands use without ``--catalog``: the newer (by ``as_of``) of the embedded catalog and the
+    one ``placement refresh`` wrote to :func:`refreshed_catalog_path`; the refreshed one on a tie (it was
+    fetched live that day). Its provenance (``source`` ``refresh`` or ``embedded``) says which."""
+    embedded = embedded_catalog()
+    path = refreshed_catalog_path()
+    try:
+        st = path.stat()
+    except OSError:
+        return embedded
+    refreshed = _refreshed(str(path), st.st_mtime_ns, st.st_size)
+    return refreshed if refreshed.as_of >= embedded.as_of else embedded

@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("jobs", metavar="JOBS.yaml", help="a mapping with a jobs: list of job specs")
     b.add_argument("--no-greedy", action="store_true", help="skip the one-by-one greedy comparison")
     b.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS",
-                   help="solver time budget; the best solution found by then is reported with its gap (default 30)")
+                   help="time budget for generating candidates and solving; the best solution found by then is "
+                        "reported with its gap, jobs not reached are reported unplaced (default 30)")
     _add_plan_flags(b)
     _add_data_flags(b)
 
@@ -91,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_flags(o)
 
     r = sub.add_parser("refresh", help="write a new embedded-catalog file from live AWS/GCP data")
-    r.add_argument("--output", "-o", metavar="PATH", help="where to write (default: the package's catalog.json)")
+    r.add_argument("--output", "-o", metavar="PATH", help="where to write (default: catalog.json in the user's data "
+                                                           "directory, which plan then prefers when newer)")
+    r.add_argument("--allow-shrink", action="store_true",
+                   help="write even if a cloud lost more than 20%% of its offers (refused by default)")
     r.add_argument("--cloud", action="append", choices=("aws", "gcp"), help="only this cloud (repeatable)")
     r.add_argument("--aws-profile", metavar="NAME")
     r.add_argument("--gcp-project", metavar="ID")
@@ -196,7 +200,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_batch(args: argparse.Namespace) -> int:
-    from placement.batch import greedy, solve
+    from placement.batch import greedy, prepare, solve
     from placement.jobspec import parse_batch
     from placement.render import batch_doc, batch_text
 
@@ -211,8 +215,11 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     accels = sorted({a for j in jobs for a in j.accelerators})
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
     reserved += live_reserved
-    result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
-    base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now)
+    # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
+    ready = prepare(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
+    result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, prepared=ready)
+    base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
+                                              prepared=ready)
     _emit(batch_doc(result, catalog, base, sources), "" if args.json else batch_text(result, catalog, base), args.json)
     # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE

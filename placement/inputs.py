@@ -71,6 +71,11 @@ def finite_number(value: Any, field: str, *, source: str | None = None, what: st
     raise _fail(field, f"must be {what}, got {shown(value)}", source)
 
 
+# The largest price any file or answer may carry (USD per hour of a node, or per GB): far above any real one
+# (a p6 node is about 100 USD per hour), low enough that cost arithmetic can never overflow to inf.
+MAX_PRICE_USD = 1e6
+
+
 def non_negative_number(value: Any, field: str, *, source: str | None = None, what: str = "a number") -> float:
     """A finite float >= 0 (sizes in GB, hours, rates, limits and usage of a quota)."""
     number = finite_number(value, field, source=source, what=what)
@@ -81,8 +86,11 @@ def non_negative_number(value: Any, field: str, *, source: str | None = None, wh
 
 def non_negative_price(value: Any, field: str, *, source: str | None = None,
                        what: str = "a price in USD per hour") -> float:
-    """A price (USD): finite and >= 0."""
-    return non_negative_number(value, field, source=source, what=what)
+    """A price (USD): finite, >= 0 and at most :data:`MAX_PRICE_USD` (so nodes x hours x price stays finite)."""
+    price = non_negative_number(value, field, source=source, what=what)
+    if price > MAX_PRICE_USD:
+        raise _fail(field, f"must be at most {MAX_PRICE_USD:,.0f} USD, got {shown(value)}", source)
+    return price
 
 
 def positive_number(value: Any, field: str, *, source: str | None = None, what: str = "a number") -> float:
@@ -302,10 +310,11 @@ def parse_yaml(text: str, label: str) -> Any:
 
 
 def load_catalog(specs: Sequence[str]) -> Catalog:
-    """The embedded catalog, with each ``CLOUD=PATH`` replacing that cloud's offers."""
-    from placement.catalog import embedded_catalog, parse_skypilot_csv
+    """The default catalog (the newer of the embedded and the refreshed one), with each ``CLOUD=PATH``
+    replacing that cloud's offers."""
+    from placement.catalog import default_catalog, parse_skypilot_csv
 
-    catalog = embedded_catalog()
+    catalog = default_catalog()
     seen: set[str] = set()
     for spec in specs:
         cloud, sep, path = spec.partition("=")

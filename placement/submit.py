@@ -122,8 +122,10 @@ def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool,
     if manifest is not None:
         doc["manifest"] = list(manifest)
     if submitted is not None:
+        # uid "" (and no selector) when the API server created the job but its answer was unreadable.
         doc["submitted"] = {"kind": submitted.kind, "namespace": submitted.namespace, "name": submitted.name,
-                            "uid": submitted.uid, "workload_selector": f"{JOB_UID_LABEL}={submitted.uid}",
+                            "uid": submitted.uid,
+                            "workload_selector": f"{JOB_UID_LABEL}={submitted.uid}" if submitted.uid else None,
                             "nominated_workload": None, "reused": list(submitted.reused)}
     return doc
 
@@ -232,7 +234,11 @@ def _run(args: argparse.Namespace) -> int:
               f"{'the hub' if args.via_hub else e.cluster.cluster_name} (queue {e.queue})")
         for r in submitted.reused:
             print(f"reused existing {r}")
-        print(f"watch: kubectl -n {submitted.namespace} get workloads -l {JOB_UID_LABEL}={submitted.uid}")
+        if submitted.uid:
+            print(f"watch: kubectl -n {submitted.namespace} get workloads -l {JOB_UID_LABEL}={submitted.uid}")
+        else:
+            print("placement: warning: the API server created the job but its answer was not readable (uid "
+                  "unknown); do not submit it again", file=sys.stderr)
         print(f"       kubectl -n {submitted.namespace} get {submitted.kind.lower()} {submitted.name}")
     return EXIT_OK
 
@@ -251,6 +257,7 @@ def _submit(args: argparse.Namespace, target: Target, manifest: Sequence[Mapping
     cl = target.existing.cluster
     main = manifest[-1]
     reused: list[str] = []
+    done: list[str] = []  # created so far, named by any error so a retry knows they exist (and reuses them)
     if group is not None:
         if not args.kubeconfig and (hub is None or hub.kubeconfig is None):
             raise FleetError("--via-hub: pass --kubeconfig with the hub cluster's kubeconfig (the hub stack "
@@ -264,15 +271,15 @@ def _submit(args: argparse.Namespace, target: Target, manifest: Sequence[Mapping
             if not docs:
                 continue
             api = api_client(m.cluster.kubeconfig, None, f"{m.cluster.stack}.kubeconfig")
-            for out in create_all(docs, api):
+            for out in create_all(docs, api, done=done):
                 if "reused" in out:
                     reused.append(f"{m.key}: {out['reused']}")
-        (created,) = create_all([main], hub_api, reuse=False)
+        (created,) = create_all([main], hub_api, reuse=False, done=done)
         return _submitted(created, main, reused)
     if not args.kubeconfig and cl.kubeconfig is None:
         raise FleetError(f"{cl.stack} exports no kubeconfig: pass --kubeconfig PATH", EXIT_BAD_INPUT)
     api = api_client(cl.kubeconfig, args.kubeconfig, f"{cl.stack}.kubeconfig")
-    outs = create_all(manifest[:-1], api)
+    outs = create_all(manifest[:-1], api, done=done)
     reused += [o["reused"] for o in outs if "reused" in o]
-    (created,) = create_all([main], api, reuse=False)
+    (created,) = create_all([main], api, reuse=False, done=done)
     return _submitted(created, main, reused)

@@ -11,8 +11,12 @@
      and the cost saved against greedy one-by-one placement in arrival order
   5. the same 500-job batch with 40 capacity reservations in play, proven optimal (target <= 3 s)
   6. the same batch with scarce quota (a 30 s budget; how close it gets)
+  7. `placement plan-batch` as a user runs it (a subprocess): 100 distinct jobs over a generated 200,000-row
+     catalog (two SkyPilot CSVs): wall time and peak RSS, with --time-limit 600 (everything placed) and
+     with the default 30 s (bounded). It measures the `placement` package beside this script, so the same
+     script run in an older checkout gives that version's figures.
 
-Usage: python scripts/bench_placement.py [--repeat N]
+Usage: python scripts/bench_placement.py [--repeat N] [--only scale]
 """
 
 from __future__ import annotations
@@ -218,6 +222,48 @@ def bench_batch(repeat: int, label: str, nodes_choice: tuple[int, ...], n_reserv
         print(f"  MILP places {result.placed - g.placed} more jobs than greedy")
 
 
+def bench_batch_scale(n_jobs: int = 100, n_rows: int = 200_000) -> None:
+    """Item 7: the whole command in a subprocess, peak RSS from the kernel (ru_maxrss of that child)."""
+    import json
+
+    import yaml
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    offers = generated_catalog(n_rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {}
+        for cloud in ("aws", "gcp"):
+            paths[cloud] = os.path.join(tmp, f"{cloud}.csv")
+            write_skypilot_csv([o for o in offers if o.cloud == cloud], paths[cloud])
+        rng = random.Random(5)
+        jobs = [{"name": f"job-{i}", "accelerator": ["H100", "A100"], "gpus": rng.choice([8, 16, 32]),
+                 "hours": 2 + i, "capacity": rng.choice(["spot", "on-demand", "any"])} for i in range(n_jobs)]
+        batch = os.path.join(tmp, "batch.yaml")
+        with open(batch, "w", encoding="utf-8") as fh:
+            yaml.safe_dump({"jobs": jobs}, fh)
+        env = {**os.environ, "PYTHONPATH": repo, "GPUFLEET_DATA_DIR": tmp}
+        for limit in ("600", "30"):
+            cmd = [sys.executable, "-c", "import sys; from placement.cli import main; sys.exit(main(sys.argv[1:]))",
+                   "plan-batch", batch, "--json", "--catalog", f"aws={paths['aws']}", "--catalog",
+                   f"gcp={paths['gcp']}", "--time-limit", limit]
+            out_path = os.path.join(tmp, "out.json")
+            t0 = time.perf_counter()
+            with open(out_path, "w", encoding="utf-8") as out, open(os.devnull, "w") as err:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=tmp)
+                _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS (KiB on Linux)
+            wall = time.perf_counter() - t0
+            placed = "?"
+            try:
+                with open(out_path, encoding="utf-8") as fh:
+                    placed = str(json.load(fh).get("placed"))
+            except ValueError:
+                pass
+            code = os.waitstatus_to_exitcode(status)
+            print(f"plan-batch, {n_jobs} distinct jobs x {n_rows:,} catalog rows, --time-limit {limit}: "
+                  f"{wall:.1f} s wall, peak RSS {usage.ru_maxrss / 1024:.0f} MiB, exit {code}, "
+                  f"{placed} of {n_jobs} placed")
+
+
 def bench_help(repeat: int) -> None:
     cmd = [sys.executable, "-c", "import sys; sys.argv=['placement','--help']; from placement.cli import run; run()"]
     subprocess.run(cmd, capture_output=True, check=True)  # warm the OS file cache
@@ -232,12 +278,17 @@ def bench_help(repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", choices=("scale",), help="run only this benchmark")
     args = parser.parse_args()
+    if args.only == "scale":
+        bench_batch_scale()
+        return
     bench_help(max(args.repeat, 5))
     bench_plan(max(args.repeat, 5))
     bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64))
     bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64), n_reserved=40)
     bench_batch(1, "scarce quota", (2, 4, 8, 16), target="no target: a 30 s budget")
+    bench_batch_scale()
 
 
 if __name__ == "__main__":

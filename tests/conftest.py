@@ -21,3 +21,12 @@ def shared_file():
         return path
 
     return get
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A catalog someone refreshed on this machine (~/.local/share/gpufleet) must not change test answers:
+    every test sees an empty data directory unless it sets GPUFLEET_DATA_DIR itself."""
+    import os
+
+    os.environ.setdefault("GPUFLEET_DATA_DIR", str(tmp_path_factory.mktemp("gpufleet-data")))

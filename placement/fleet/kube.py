@@ -91,7 +91,13 @@ def is_unreachable(exc: BaseException) -> bool:
 
 
 def create(api: Any, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """Create one object rendered by :mod:`placement.fleet.manifests`; returns it as the server stored it."""
+    """Create one object rendered by :mod:`placement.fleet.manifests`; returns it as the server stored it.
+
+    The API server's status code is what counts: a 2xx answer whose body is not a JSON object (a proxy's
+    page, a cut connection) still means the object was created, so it is returned as the manifest's kind,
+    namespace and name with ``"unreadable"`` saying why (its uid is unknown) - never an exception that would
+    make the user retry and hit 409.
+    """
     from kubernetes import client
 
     kind, ns = doc["kind"], doc["metadata"].get("namespace")
@@ -101,24 +107,32 @@ def create(api: Any, doc: Mapping[str, Any]) -> dict[str, Any]:
         # The typed client takes models; quantities are strings in manifests, so the round trip is exact.
         return cls.from_dict(body)
 
+    # Raw answers (_preload_content=False): the client would otherwise try to build a model from any body.
+    raw: dict[str, Any] = {"_request_timeout": API_TIMEOUT_S, "_preload_content": False}
     resp: Any
     if kind == "JobSet":
         resp = client.CustomObjectsApi(api).create_namespaced_custom_object(
-            JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL, body, _request_timeout=API_TIMEOUT_S)
+            JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL, body, **raw)
     elif kind == "Job":
-        resp = client.BatchV1Api(api).create_namespaced_job(ns, model(client.V1Job), _request_timeout=API_TIMEOUT_S)
+        resp = client.BatchV1Api(api).create_namespaced_job(ns, model(client.V1Job), **raw)
     elif kind == "PersistentVolume":
-        resp = client.CoreV1Api(api).create_persistent_volume(model(client.V1PersistentVolume),
-                                                              _request_timeout=API_TIMEOUT_S)
+        resp = client.CoreV1Api(api).create_persistent_volume(model(client.V1PersistentVolume), **raw)
     elif kind == "PersistentVolumeClaim":
         resp = client.CoreV1Api(api).create_namespaced_persistent_volume_claim(
-            ns, model(client.V1PersistentVolumeClaim), _request_timeout=API_TIMEOUT_S)
+            ns, model(client.V1PersistentVolumeClaim), **raw)
     elif kind == "ConfigMap":
-        resp = client.CoreV1Api(api).create_namespaced_config_map(ns, model(client.V1ConfigMap),
-                                                                  _request_timeout=API_TIMEOUT_S)
+        resp = client.CoreV1Api(api).create_namespaced_config_map(ns, model(client.V1ConfigMap), **raw)
     else:  # pragma: no cover - manifests render only the kinds above
         raise ValueError(kind)
-    return dict(api.sanitize_for_serialization(resp))
+    status = getattr(resp, "status", 201)
+    try:
+        stored = json.loads(resp.data or b"")
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        stored = None
+    if isinstance(stored, dict) and isinstance(stored.get("metadata"), dict):
+        return stored
+    meta = {k: v for k, v in (("name", doc["metadata"]["name"]), ("namespace", ns)) if v}
+    return {"kind": kind, "metadata": meta, "unreadable": f"HTTP {status} with a body that is not a JSON object"}
 
 
 @dataclass(frozen=True)
@@ -130,29 +144,42 @@ class Created:
     reused: tuple[str, ...]  # storage objects that already existed
 
 
-def create_all(docs: Sequence[Mapping[str, Any]], api: Any, *, reuse: bool = True) -> tuple[dict[str, Any], ...]:
+def _so_far(done: Sequence[str]) -> str:
+    return f" (already created, kept and reused by a retry: {', '.join(done)})" if done else ""
+
+
+def create_all(docs: Sequence[Mapping[str, Any]], api: Any, *, reuse: bool = True,
+               done: list[str] | None = None) -> tuple[dict[str, Any], ...]:
     """Create ``docs`` in order on one cluster. With ``reuse``, an object that already exists (409) is kept
-    and reported as ``{"reused": "<Kind> <name>"}``. API errors become one-line :class:`FleetError`\\ s:
-    exit 2 for 400/409/422 (the request is wrong), 1 otherwise."""
+    and reported as ``{"reused": "<Kind> <name>"}`` (so a retry after a partial submit goes through);
+    without it (the job itself) a 409 means a job of that name was already submitted: exit 2, naming it.
+    API errors become one-line :class:`FleetError`\\ s - exit 2 for 400/409/422 (the request is wrong), 1
+    otherwise - that name the objects created so far (``done``, shared across calls, is appended to)."""
     from kubernetes.client.exceptions import ApiException
 
+    done = [] if done is None else done
     out: list[dict[str, Any]] = []
     for doc in docs:
         meta = doc["metadata"]
+        what = f"{doc['kind']} {meta.get('namespace', '-')}/{meta['name']}" if meta.get("namespace") else \
+            f"{doc['kind']} {meta['name']}"
         try:
             out.append(create(api, doc))
+            done.append(what)
         except ApiException as exc:
             if exc.status == 409 and reuse:
                 out.append({"reused": f"{doc['kind']} {meta['name']}"})
                 continue
             code = EXIT_BAD_INPUT if exc.status in (400, 409, 422) else EXIT_FAILED
-            raise FleetError(f"creating {doc['kind']} {meta.get('namespace', '-')}/{meta['name']}: "
-                             f"HTTP {exc.status}: {api_message(exc)}", code) from None
+            hint = (f"; it exists already (submitted before?): `kubectl get {doc['kind'].lower()} -n "
+                    f"{meta.get('namespace', '')} {meta['name']}`, or rename the job") if exc.status == 409 else ""
+            raise FleetError(f"creating {what}: HTTP {exc.status}: {api_message(exc)}{hint}{_so_far(done)}",
+                             code) from None
         except Exception as exc:
             if not is_unreachable(exc):
                 raise
-            raise FleetError(f"creating {doc['kind']} {meta['name']}: cannot reach the API server "
-                             f"({exc.__class__.__name__})") from None
+            raise FleetError(f"creating {what}: cannot reach the API server ({exc.__class__.__name__})"
+                             f"{_so_far(done)}") from None
     return tuple(out)
 
 

@@ -38,6 +38,13 @@ Cache (``GPUFLEET_CACHE_DIR`` or ``platformdirs.user_cache_dir("gpufleet")``/liv
 quotas and usage 5 min, spot prices 15 min, placement scores 15 min, offerings/zones 1 h, prices 1 h.
 ``refresh`` bypasses it (and rewrites it); ``offline`` never touches the network.
 
+Every answer (fresh or cached) is checked before use (checks.py): a malformed one is a failed call, an
+out-of-range value is refused alone and named in a ``partial`` source row. A CloudWatch usage result that
+is not ``Complete`` leaves that quota unknown, never 0 in use.
+
+Deadlines: per call 3 x timeout + 4 s from its start, overall 3 x timeout + 10 s; a late call is a
+``timeout`` source naming its region, the rest is kept, and no worker thread outlives the command.
+
 Concurrency: every call runs on a thread pool; on Linux the AWS half runs in a forked worker process so
 botocore's CPU work and the Google import use two cores (``GPUFLEET_LIVE_FORK=0`` turns that off,
 ``GPUFLEET_LIVE_SEQUENTIAL=1`` makes every call one after another, for measurement). See runner.py.
@@ -56,8 +63,10 @@ if TYPE_CHECKING:
     from placement.quotas import QuotaTable
     from placement.reservations import Reservation
 
-Status = Literal["ok", "cached", "timeout", "error", "denied", "throttled", "no-credentials", "offline"]
-STATUSES: tuple[str, ...] = ("ok", "cached", "timeout", "error", "denied", "throttled", "no-credentials", "offline")
+# "partial": the call answered but some of its values were refused or unknown (the detail names them).
+Status = Literal["ok", "cached", "partial", "timeout", "error", "denied", "throttled", "no-credentials", "offline"]
+STATUSES: tuple[str, ...] = ("ok", "cached", "partial", "timeout", "error", "denied", "throttled", "no-credentials",
+                             "offline")
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,22 @@
-"""``placement refresh``: rebuild the embedded catalog file from live AWS / GCP answers.
+"""``placement refresh``: rebuild the catalog file from live AWS / GCP answers.
 
 For each asked cloud (default both): every shape of ``shapes.yaml`` in every region the current catalog
 lists for that cloud; zones from the live offerings, on-demand prices from the AWS Pricing API and GCP
 Cloud Billing, spot prices from AWS spot price history and GCP Billing. Where a live answer is missing
-the current catalog's value stays. Written atomically (temp file + ``os.replace``): a failure leaves the
-old file as it was. Exit 0 written, 1 no cloud answered, 2 bad input.
+the current catalog's value stays; an answer that cannot be parsed (an HTML page, half a document) is a
+failed source, never an empty one.
+
+Where: ``--output``, else the user's data directory (``$GPUFLEET_DATA_DIR`` or
+``platformdirs.user_data_dir("gpufleet")``, file ``catalog.json``), never the installed package; plans
+then use the newer of that file and the embedded catalog (placement.catalog.default_catalog).
+
+Before writing, the whole new catalog is serialised and parsed back with the parser ``plan`` uses, so
+refresh never writes what plan would refuse; and a cloud that would lose more than ``MAX_SHRINK`` of its
+offers (compared with the catalog in use) is refused unless ``--allow-shrink``. Written atomically (temp
+file + ``os.replace``): any failure leaves the old file as it was.
+
+Exit codes: 0 written; 1 nothing written because of the clouds' answers (no cloud answered, the new catalog
+does not parse, or it shrank too much); 2 bad input (a flag, an output path that cannot be written).
 """
 
 from __future__ import annotations
@@ -12,22 +24,33 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import json
 import math
 import os
 import sys
 import tempfile
-from importlib import resources
 from pathlib import Path
 
-from placement.catalog import Catalog, catalog_document, dump_catalog, embedded_catalog
+from placement.catalog import (
+    Catalog,
+    catalog_document,
+    default_catalog,
+    dump_catalog,
+    parse_catalog_json,
+    refreshed_catalog_path,
+)
+from placement.errors import InputError
 from placement.live import LiveRequest
 from placement.shapes import CLOUDS, shape_book
 
-EXIT_OK, EXIT_NO_ANSWER, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_NOT_WRITTEN, EXIT_BAD_INPUT = 0, 1, 2
+MAX_SHRINK = 0.20  # share of a cloud's offers a refresh may drop without --allow-shrink
+ANSWERED = ("ok", "partial")  # source statuses that carry fresh data
 
 
 def default_output() -> Path:
-    return Path(str(resources.files("placement.data").joinpath("catalog.json")))
+    """The user's data directory's catalog file (see placement.catalog.refreshed_catalog_path)."""
+    return refreshed_catalog_path()
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -45,48 +68,91 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _fail(message: str) -> int:
+def _not_json(name: str) -> float:
+    """json.loads hook: NaN / Infinity are not JSON, and not a price."""
+    raise ValueError(f"{name} is not a number plan accepts")
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     print(f"placement refresh: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return code
+
+
+def shrinkage(old: Catalog, new: Catalog, clouds: set[str]) -> dict[str, tuple[int, int]]:
+    """Clouds of ``clouds`` that lost more than ``MAX_SHRINK`` of their offers: cloud -> (old, new) counts."""
+    before, after = old.offers_per_cloud, new.offers_per_cloud
+    return {c: (before.get(c, 0), after.get(c, 0)) for c in sorted(clouds)
+            if before.get(c, 0) and after.get(c, 0) < (1 - MAX_SHRINK) * before[c]}
+
+
+def _output(args: argparse.Namespace) -> Path | int:
+    if getattr(args, "output", None):
+        out = Path(args.output)
+        try:
+            if out.is_dir():
+                return _fail(f"--output: {out} is a directory; give a file path")
+            if not out.parent.is_dir():
+                return _fail(f"--output: directory {out.parent} does not exist")
+        except OSError as exc:
+            return _fail(f"--output: cannot use {args.output!r} ({exc.__class__.__name__})")
+        return out
+    out = default_output()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _fail(f"cannot create the data directory {out.parent} ({exc.__class__.__name__}); "
+                     "pass --output PATH or set GPUFLEET_DATA_DIR")
+    return out
 
 
 def run_refresh(args: argparse.Namespace) -> int:
     from placement.live.runner import fetch
 
-    timeout = float(getattr(args, "timeout", 10.0) or 0)
+    try:
+        timeout = float(getattr(args, "timeout", 10.0) or 0)
+    except (TypeError, ValueError):
+        timeout = 0.0
     if not (timeout > 0 and math.isfinite(timeout)):
         return _fail(f"--timeout: must be a positive number of seconds, got {args.timeout!r}")
     clouds = tuple(dict.fromkeys(getattr(args, "cloud", None) or CLOUDS))
-    out = Path(args.output) if getattr(args, "output", None) else default_output()
-    if out.is_dir():
-        return _fail(f"--output: {out} is a directory; give a file path")
-    if not out.parent.is_dir():
-        return _fail(f"--output: directory {out.parent} does not exist")
+    out = _output(args)
+    if isinstance(out, int):
+        return out
 
-    base: Catalog = embedded_catalog()
+    base: Catalog = default_catalog()
     accels = tuple(sorted(shape_book().accelerators()))
     request = LiveRequest(accelerators=accels, target_nodes=1, aws_profile=getattr(args, "aws_profile", None),
                           gcp_project=getattr(args, "gcp_project", None), refresh=True, offline=False,
                           timeout_s=timeout, progress=sys.stderr.isatty(), clouds=clouds)
     live = fetch(request, base, pricing=True, new_pairs=True)
-    answered = {s.cloud for s in live.sources if s.status == "ok"}
+    answered = {s.cloud for s in live.sources if s.status in ANSWERED}
     for s in live.sources:
-        if s.status != "ok":
+        if s.status not in ("ok", "cached"):
             print(f"placement refresh: {s.cloud} {s.service} {s.region or '-'}: {s.status} {s.detail}".rstrip(),
                   file=sys.stderr)
     if not answered:
-        print("placement refresh: error: no cloud answered; catalog left unchanged", file=sys.stderr)
-        return EXIT_NO_ANSWER
+        return _fail("no cloud answered; catalog left unchanged", EXIT_NOT_WRITTEN)
     # Clouds that did not answer (or were not asked) keep their current offers unchanged.
     keep = tuple(o for o in base.offers if o.cloud not in answered)
     fresh = tuple(o for o in live.catalog.offers if o.cloud in answered)
     catalog = Catalog(offers=keep + fresh, as_of=dt.date.today().isoformat(), source="refresh")
+    shrunk = shrinkage(base, catalog, answered)
+    if shrunk and not getattr(args, "allow_shrink", False):
+        lost = ", ".join(f"{c} {n} of {o} offers" for c, (o, n) in shrunk.items())
+        return _fail(f"the new catalog would keep only {lost} (more than {MAX_SHRINK:.0%} fewer); catalog left "
+                     "unchanged - check the sources above, or pass --allow-shrink if the clouds really dropped them",
+                     EXIT_NOT_WRITTEN)
     notes = [f"placement refresh {dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%MZ}: live "
              + ", ".join(sorted(answered)) + " (offerings, spot prices, on-demand prices)"]
     notes += [f"kept from the previous catalog ({base.as_of}): {c}" for c in CLOUDS if c not in answered]
     doc = catalog_document(catalog, as_of=catalog.as_of, sources=notes)
     try:
-        write_atomic(out, dump_catalog(doc))
+        text = dump_catalog(doc)
+        parse_catalog_json(json.loads(text, parse_constant=_not_json), source="refresh", path=str(out))
+    except (InputError, ValueError, TypeError, KeyError) as exc:
+        return _fail(f"the new catalog does not parse ({exc}); catalog left unchanged", EXIT_NOT_WRITTEN)
+    try:
+        write_atomic(out, text)
     except OSError as exc:
         return _fail(f"--output: cannot write {out} ({exc.__class__.__name__}: {exc.strerror or exc})")
     print(f"wrote {out}: {len(doc['offers'])} offers, as of {catalog.as_of} (live: {', '.join(sorted(answered))})",

@@ -217,3 +217,83 @@ def test_a_highs_objective_that_disagrees_with_its_solution_is_not_trusted():
     h = _ShiftedHighs([1.0, 0.0, 1.0], shift=0.0)
     h.costs = [100.0, 50.0, 25.0]
     assert _checked_run(h, 3, h.costs, [0.0] * 3, time.monotonic() + 10)[1] == 125.0 and h.runs == ["choose"]
+
+
+def _greedy_over_every_candidate(jobs, offers, q):
+    """The greedy rule applied to each job's full ranked candidate list (what pruning must not change)."""
+    from placement.engine import plan
+
+    used = defaultdict(float)
+    picks = []
+    for j in jobs:
+        chosen = None
+        for c in plan(j, offers, q).ranked:
+            g = c.quota_group if c.quota.headroom is not None else None
+            if g is None or used[g] + c.quota.needed <= c.quota.headroom:
+                chosen = c
+                break
+        if chosen is not None and chosen.quota.headroom is not None:
+            used[chosen.quota_group] += chosen.quota.needed
+        picks.append(None if chosen is None else (chosen.offer, chosen.capacity))
+    return picks
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 24), st.sampled_from(["spot", "on-demand", "any"])), min_size=1, max_size=8),
+       st.lists(st.integers(0, 600), min_size=4, max_size=4))
+def test_greedy_on_pruned_options_picks_what_greedy_on_every_candidate_picks(specs, limits):
+    offers = [offer("p5.48xlarge", r, zone=f"{r}-{z}", price=p, spot=p / 3)
+              for r, p in (("us-east-1", 50), ("us-west-2", 55)) for z in ("a", "b")]
+    q = quotas(*[("aws", r, k, lim, 0) for (r, k), lim in zip(
+        [("us-east-1", "L-417A185B"), ("us-east-1", "L-C4BD4855"), ("us-west-2", "L-417A185B"),
+         ("us-west-2", "L-C4BD4855")], limits, strict=True)])
+    jobs = [job(name=f"j{i}", gpus=g, capacity=cap) for i, (g, cap) in enumerate(specs)]
+    got = [None if a.candidate is None else (a.candidate.offer, a.candidate.capacity)
+           for a in greedy(jobs, offers, q).assignments]
+    assert got == _greedy_over_every_candidate(jobs, offers, q)
+
+
+def test_candidates_are_generated_once_per_distinct_job_for_the_whole_command(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    import placement.batch as batch
+    from placement.cli import main
+
+    calls = []
+    real = batch.plan
+
+    def counting(job, *a, **k):
+        calls.append(job.name)
+        return real(job, *a, **k)
+
+    monkeypatch.setattr(batch, "plan", counting)
+    spec = {"accelerator": "H100", "gpus": 8, "hours": 4, "capacity": "on-demand"}
+    doc = {"jobs": [{**spec, "name": "a"}, {**spec, "name": "b"}, {**spec, "name": "c", "hours": 9}]}
+    path = tmp_path / "batch.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["plan-batch", str(path), "--json"]) == 0
+    assert sorted(calls) == ["a", "c"]  # a and b are identical; greedy and the MILP share the candidates
+
+
+def test_time_limit_bounds_candidate_generation_and_reports_what_it_placed(monkeypatch):
+    import time
+
+    import placement.batch as batch
+
+    real = batch.plan
+
+    def slow(job, *a, **k):
+        time.sleep(0.3)
+        return real(job, *a, **k)
+
+    monkeypatch.setattr(batch, "plan", slow)
+    east = offer("p5.48xlarge", "us-east-1", price=50)
+    jobs = [job(name=f"j{i}", capacity="on-demand", hours=1 + i) for i in range(8)]  # all distinct
+    t0 = time.monotonic()
+    m = solve(jobs, [east], None, time_limit_s=0.5)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 0.5 + 0.3 + 1.0  # the last job started before the deadline, then the solver's minimum
+    placed = [a for a in m.assignments if a.candidate is not None]
+    cut = [a for a in m.assignments if a.candidate is None]
+    assert placed and cut and all("--time-limit" in a.reason for a in cut)
+    assert "time limit" in m.status

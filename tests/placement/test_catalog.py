@@ -22,7 +22,7 @@ def refused(text: str, cloud: str = "aws") -> str:
     return str(err.value)
 
 
-@pytest.mark.parametrize("value", ["inf", "Infinity", "1e999", "nan", "-1"])
+@pytest.mark.parametrize("value", ["inf", "Infinity", "1e999", "nan", "-1", "1e308", "2000000"])
 @pytest.mark.parametrize("column", ["Price", "SpotPrice"])
 def test_prices_are_finite_and_not_negative(column, value):
     row = P5.replace("98.32" if column == "Price" else "40.1", value)

@@ -653,6 +653,8 @@ class FakeKube:
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, Any, dict[str, str]]] = []
         self.fail: tuple[int, dict[str, Any]] | None = None
+        # POST path suffix -> raw answers (status, body bytes), one per request, before the normal answer
+        self.raw: dict[str, list[tuple[int, bytes]]] = {}
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -676,6 +678,15 @@ class FakeKube:
                 fake.requests.append(("POST", self.path, body, {k.lower(): v for k, v in self.headers.items()}))
                 if fake.fail:
                     self._reply(*fake.fail)
+                    return
+                queued = next((q for k, q in fake.raw.items() if self.path.endswith(k) and q), None)
+                if queued:
+                    code, data = queued.pop(0)
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
                     return
                 created = json.loads(json.dumps(body))
                 created["metadata"]["uid"] = "0f1e2d3c-aaaa-bbbb-cccc-000000000001"
@@ -814,3 +825,49 @@ def test_dry_run_longest_jobset_name_renders_pod_names_within_63(tmp_path, capsy
     rj = js["spec"]["replicatedJobs"][0]
     longest = f"{js['metadata']['name']}-{rj['name']}-{rj['replicas'] - 1}-{rj['template']['spec']['completions'] - 1}"
     assert len(longest + "-abcde") == 63
+
+
+def _status(code: int, reason: str, message: str) -> bytes:
+    return json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+                       "code": code, "message": message}).encode()
+
+
+@pytest.mark.parametrize("body", [b"<html>created</html>", b'{"kind": "JobSet", "metad', b"", b"[1, 2]"])
+def test_a_2xx_answer_that_is_not_json_means_created_not_a_traceback(tmp_path, capsys, kube, body):
+    stacks = write(tmp_path, "stacks.json", {"aws-use1-p5": outputs("aws-use1-p5", kube.kubeconfig)})
+    job, _ = job_file(tmp_path)
+    kube.raw["/persistentvolumes"] = [(201, body)]
+    kube.raw["/jobsets"] = [(201, body)]
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--json")
+    assert code == 0, err
+    submitted = json.loads(out)["submitted"]
+    assert (submitted["kind"], submitted["name"], submitted["uid"], submitted["workload_selector"]) == (
+        "JobSet", "llm-ft", "", None)
+    assert len(kube.posts()) == 3  # PV, PVC, JobSet: each created once
+    kube.raw["/jobsets"] = [(201, body)]
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks)  # the same in text, with a warning
+    assert code == 0 and "submitted JobSet team-a/llm-ft" in out
+    assert "do not submit it again" in err and "Traceback" not in err
+
+
+def test_a_failed_submit_names_what_it_created_and_a_retry_reuses_it(tmp_path, capsys, kube):
+    stacks = write(tmp_path, "stacks.json", {"aws-use1-p5": outputs("aws-use1-p5", kube.kubeconfig)})
+    job, _ = job_file(tmp_path)
+    kube.raw["/jobsets"] = [(500, _status(500, "InternalError", "etcdserver: request timed out"))]
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "HTTP 500" in err and "already created" in err and "PersistentVolume " in err
+    assert "PersistentVolumeClaim team-a/" in err
+    # The retry: storage exists (409) and is reused, the job goes through.
+    kube.raw["/persistentvolumes"] = [(409, _status(409, "AlreadyExists", "persistentvolumes already exists"))]
+    kube.raw["/persistentvolumeclaims"] = [(409, _status(409, "AlreadyExists", "pvc already exists"))]
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks)
+    assert code == 0, err
+    assert out.count("reused existing") == 2 and "submitted JobSet team-a/llm-ft" in out
+    # Submitting the same job again: the job itself exists - exit 2, one line, naming it and the fix.
+    kube.raw["/persistentvolumes"] = [(409, _status(409, "AlreadyExists", "exists"))]
+    kube.raw["/persistentvolumeclaims"] = [(409, _status(409, "AlreadyExists", "exists"))]
+    kube.raw["/jobsets"] = [(409, _status(409, "AlreadyExists", 'jobsets.jobset.x-k8s.io "llm-ft" already exists'))]
+    code, out, err = run(capsys, "submit", job, "--stacks", stacks)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "HTTP 409" in err and "exists already" in err and "rename the job" in err

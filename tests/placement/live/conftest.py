@@ -172,6 +172,7 @@ def live_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, aws_fake: Any, gcp
            "AWS_ENDPOINT_URL_EC2": aws_fake.url, "AWS_ENDPOINT_URL_CLOUDWATCH": aws_fake.url,
            "GPUFLEET_GCP_COMPUTE_ENDPOINT": gcp_fake.url, "GPUFLEET_GCP_BILLING_ENDPOINT": gcp_fake.url,
            "GPUFLEET_GCP_ANONYMOUS": "1", "GPUFLEET_CACHE_DIR": str(tmp_path / "cache"), "NO_GCE_CHECK": "true",
+           "GPUFLEET_DATA_DIR": str(tmp_path / "data"),
            "CLOUDSDK_CONFIG": str(tmp_path / "gcloud")}
     for k, v in env.items():
         monkeypatch.setenv(k, v)

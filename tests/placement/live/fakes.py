@@ -10,7 +10,9 @@
 
 Both bind 127.0.0.1 on a random port, count requests, add ``latency_s`` to every answer and apply
 ``faults``: key (region name, or ``acceleratorTypes`` / ``skus`` / ``placement-scores``) -> ``"403"``,
-``"429"``, ``"500"``, ``"hang"`` (answer after ``hang_s``) or a number (extra latency in seconds).
+``"429"``, ``"500"``, ``"hang"`` (answer after ``hang_s``), a number (extra latency in seconds), or an odd
+200 answer: ``"html"`` (an HTML page), ``"truncated"`` (half a document) or ``"trickle"`` (a body that
+never ends: one byte every ``trickle_s`` for ``trickle_for_s``, so no socket read ever times out).
 Used by tests/placement/live and scripts/bench_live.py. Only loopback is ever contacted.
 """
 
@@ -53,9 +55,12 @@ class _Server(ThreadingHTTPServer):
 class _Base:
     """Threaded server on 127.0.0.1:0 with request counting, latency and faults."""
 
-    def __init__(self, latency_s: float = 0.0, hang_s: float = 30.0) -> None:
+    def __init__(self, latency_s: float = 0.0, hang_s: float = 30.0, trickle_s: float = 0.2,
+                 trickle_for_s: float = 60.0) -> None:
         self.latency_s = latency_s
         self.hang_s = hang_s
+        self.trickle_s = trickle_s
+        self.trickle_for_s = trickle_for_s
         self.faults: dict[str, str | float] = {}
         self.requests: list[str] = []
         self._lock = threading.Lock()
@@ -95,6 +100,10 @@ class _Base:
         with self._lock:
             self.requests.clear()
         self.faults.clear()
+        for name in ("metric_status", "spot_rows"):
+            table = getattr(self, name, None)
+            if table is not None:
+                table.clear()
         reservations = getattr(self, "reservations", None)
         if reservations is not None:
             reservations.clear()
@@ -127,6 +136,32 @@ class _Base:
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (its timeout): fine
 
+    def _odd(self, h: BaseHTTPRequestHandler, fault: str, ctype: str) -> bool:
+        """Answer 200 with an unusable body for the odd faults; False for the error-code ones."""
+        if fault == "html":
+            self._send(h, 200, b"<html><body><h1>Sign in</h1></body></html>", "text/html")
+        elif fault == "truncated":
+            self._send(h, 200, b'{"items": {"zones/x": {"acceleratorTypes": [{"name": "nvi' if "json" in ctype
+                       else b"<?xml version='1.0'?><Response><item><instanceType>p5.4", ctype)
+        elif fault == "trickle":
+            try:
+                h.send_response(200)
+                h.send_header("Content-Type", ctype)
+                h.send_header("Content-Length", "100000")
+                h.end_headers()
+                h.wfile.flush()
+                end = time.monotonic() + self.trickle_for_s
+                while time.monotonic() < end:
+                    h.wfile.write(b" ")
+                    h.wfile.flush()
+                    time.sleep(self.trickle_s)
+                h.close_connection = True
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        else:
+            return False
+        return True
+
     def _dispatch(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
         raise NotImplementedError
 
@@ -150,6 +185,8 @@ class GcpFake(_Base):
         self.sku_page_size = sku_page_size
 
     def _error(self, h: BaseHTTPRequestHandler, code: str) -> None:
+        if self._odd(h, code, "application/json"):
+            return
         status = {"403": ("PERMISSION_DENIED", "Required 'compute.regions.get' permission"),
                   "429": ("RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Queries'"),
                   "500": ("INTERNAL", "Internal error. Please try again.")}[code]
@@ -298,6 +335,10 @@ def gcp_skus(regions: list[str], gpu_prices: dict[str, tuple[float, float]],
 # ----------------------------------------------------------------------------- AWS
 
 
+class _CborTime(float):
+    """An epoch-seconds time stamp, encoded as CBOR tag 1."""
+
+
 def _cbor(obj: Any) -> bytes:
     """Tiny CBOR encoder (maps, lists, strings, numbers) for CloudWatch's rpc-v2-cbor bodies."""
     def head(major: int, n: int) -> bytes:
@@ -313,6 +354,8 @@ def _cbor(obj: Any) -> bytes:
         return bytes([0xF5 if obj else 0xF4])
     if isinstance(obj, int):
         return head(0, obj)
+    if isinstance(obj, _CborTime):
+        return b"\xc1" + _cbor(float(obj))
     if isinstance(obj, float):
         import struct
 
@@ -350,6 +393,12 @@ class AwsFake(_Base):
         self.ondemand = ondemand or {}
         # region -> capacity reservations (DescribeCapacityReservations fields, see aws_reservation())
         self.reservations: dict[str, list[dict[str, Any]]] = {}
+        # region -> GetMetricData per-result StatusCode ("Complete", "InternalError", "Forbidden", "PartialData")
+        # or "missing" (no results at all), answered here instead of by moto; ``metric_value`` its datapoint.
+        self.metric_status: dict[str, str] = {}
+        self.metric_value: float = 96.0
+        # region -> DescribeSpotPriceHistory rows (instance type, zone name, price text), answered here.
+        self.spot_rows: dict[str, list[tuple[str, str, str]]] = {}
         self._local = threading.local()
 
     @staticmethod
@@ -359,6 +408,8 @@ class AwsFake(_Base):
         return (m.group(1), m.group(2)) if m else ("", "")
 
     def _error(self, h: BaseHTTPRequestHandler, code: str, service: str, target: str) -> None:
+        if self._odd(h, code, "text/xml" if service == "ec2" else h.headers.get("Content-Type", "application/json")):
+            return
         name = {"403": "UnauthorizedOperation" if service == "ec2" else "AccessDeniedException",
                 "429": "Throttling" if service == "ec2" else "ThrottlingException",
                 "500": "InternalError" if service == "ec2" else "ServiceException"}[code]
@@ -407,6 +458,10 @@ class AwsFake(_Base):
             return self._scores(h, form)
         if action == "DescribeCapacityReservations":
             return self._reservations(h, region, form)
+        if service == "monitoring" and region in self.metric_status:
+            return self._metric_data(h, self.metric_status[region], body)
+        if action == "DescribeSpotPriceHistory" and region in self.spot_rows:
+            return self._spot_rows(h, self.spot_rows[region])
         if self.native is not None:
             return self._native(h, region, service, action, form)
         self._forward(h, body)
@@ -446,6 +501,31 @@ class AwsFake(_Base):
                    "</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>"
         else:
             return self._error(h, "500", service, action)
+        self._send(h, 200, body.encode(), "text/xml")
+
+    def _metric_data(self, h: BaseHTTPRequestHandler, status: str, body: bytes) -> None:
+        """GetMetricData whose every result has ``status`` (and ``metric_value`` when Complete)."""
+        cbor = "cbor" in h.headers.get("Content-Type", "")
+        ids = [f"u{i}" for i in range(8)]  # the ids the client asks for are u0, u1, ...
+        results = [] if status == "missing" else [
+            {"Id": i, "Label": "ResourceCount", "StatusCode": status,
+             "Timestamps": [] if status != "Complete" else [time.time()],
+             "Values": [] if status != "Complete" else [self.metric_value]} for i in ids]
+        messages = [] if status in ("Complete", "missing") else [{"Code": status, "Value": f"injected {status}"}]
+        doc = {"MetricDataResults": results, "Messages": messages}
+        if cbor:
+            for r in results:
+                r["Timestamps"] = [_CborTime(t) for t in r["Timestamps"]]
+            return self._send(h, 200, _cbor(doc), "application/cbor", [("smithy-protocol", "rpc-v2-cbor")])
+        return self._send(h, 200, json.dumps(doc).encode(), "application/x-amz-json-1.0")
+
+    def _spot_rows(self, h: BaseHTTPRequestHandler, rows: list[tuple[str, str, str]]) -> None:
+        ns = "xmlns='http://ec2.amazonaws.com/doc/2016-11-15/'"
+        items = "".join(f"<item><instanceType>{t}</instanceType><productDescription>Linux/UNIX</productDescription>"
+                        f"<spotPrice>{p}</spotPrice><timestamp>2026-11-22T00:00:00.000Z</timestamp>"
+                        f"<availabilityZone>{z}</availabilityZone></item>" for t, z, p in rows)
+        body = f"<DescribeSpotPriceHistoryResponse {ns}><requestId>f</requestId><spotPriceHistorySet>{items}" \
+               "</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>"
         self._send(h, 200, body.encode(), "text/xml")
 
     def _scores(self, h: BaseHTTPRequestHandler, form: dict[str, list[str]]) -> None:

@@ -141,7 +141,8 @@ def test_cache_hits_refresh_and_offline(live_env: dict[str, Any]) -> None:
     aws, gcp, stubs = live_env["aws"], live_env["gcp"], live_env["stubs"]
     plan(live_env)
     assert aws.count() > 0 and gcp.count() > 0 and stubs.created
-    first = (aws.count(), gcp.count())
+    # The calls made, as distinct requests: a client retry on a loaded machine repeats one, changes nothing.
+    first = (set(aws.requests), set(gcp.requests))
 
     aws.reset(), gcp.reset(), stubs.created.clear()
     _, doc, _ = plan(live_env)
@@ -149,7 +150,7 @@ def test_cache_hits_refresh_and_offline(live_env: dict[str, Any]) -> None:
     assert {s["status"] for s in doc["sources"]} == {"cached"}
 
     _, doc, _ = plan(live_env, "--refresh")
-    assert (aws.count(), gcp.count()) == first and stubs.created
+    assert (set(aws.requests), set(gcp.requests)) == first and stubs.created
     assert {s["status"] for s in doc["sources"]} == {"ok"}
 
     aws.reset(), gcp.reset(), stubs.created.clear()
@@ -168,8 +169,9 @@ def test_cache_hits_refresh_and_offline(live_env: dict[str, Any]) -> None:
 
 def test_refresh_writes_catalog_atomically(live_env: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "catalog.json"
+    # The fake lists 3 of the embedded catalog's GCP regions: far fewer offers, so the shrink must be allowed.
     code, _, err = run(["refresh", "--output", str(out), "--cloud", "gcp", "--gcp-project", PROJECT,
-                        "--timeout", "2"])
+                        "--timeout", "2", "--allow-shrink"])
     assert code == 0, err
     doc = json.loads(out.read_text())
     cat = parse_catalog_json(doc, source=str(out))

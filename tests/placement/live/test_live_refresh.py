@@ -1,0 +1,172 @@
+"""``placement refresh`` (issues 13 and 14): where it writes, what plan then uses, and that it never writes
+what plan would refuse - through the real google clients against the GCP fake (conftest.py)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from placement.cli import main
+
+PROJECT = "fake-project"
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def refresh(*extra: str) -> tuple[int, str, str]:
+    return run(["refresh", "--cloud", "gcp", "--gcp-project", PROJECT, "--timeout", "2", *extra])
+
+
+@pytest.fixture
+def gcp_everywhere(live_env: dict[str, Any]) -> dict[str, Any]:
+    """The GCP fake offering H100s in every zone the embedded catalog lists for GCP (so nothing shrinks)."""
+    from placement.catalog import embedded_catalog
+
+    gcp = live_env["gcp"]
+    saved = dict(gcp.zones)
+    zones: dict[str, set[str]] = {}
+    for o in embedded_catalog().offers:
+        if o.cloud == "gcp" and o.shape.gke_accelerator:
+            zones.setdefault(o.zone, set()).add(o.shape.gke_accelerator)
+    gcp.zones.update({z: sorted(g) for z, g in zones.items()})
+    yield live_env
+    gcp.zones.clear()
+    gcp.zones.update(saved)
+
+
+def _package_catalog() -> bytes:
+    return resources.files("placement.data").joinpath("catalog.json").read_bytes()
+
+
+def _catalog_info(job: str, *extra: str) -> dict[str, Any]:
+    code, out, err = run(["plan", job, "--json", *extra])
+    assert code in (0, 1), err
+    return json.loads(out)["catalog"]
+
+
+def test_refresh_writes_the_user_data_dir_and_plan_prefers_the_newer(gcp_everywhere: dict[str, Any],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    env = gcp_everywhere
+    data = env["tmp"] / "data"
+    monkeypatch.setenv("GPUFLEET_DATA_DIR", str(data))
+    package_before = _package_catalog()
+    assert _catalog_info(env["job"])["source"] == "embedded"
+
+    code, _, err = refresh()
+    assert code == 0, err
+    written = data / "catalog.json"
+    assert written.is_file() and str(written) in err
+    assert _package_catalog() == package_before  # never the installed package
+    info = _catalog_info(env["job"])
+    assert info["source"] == "refresh" and info["clouds"]["gcp"]["path"] == str(written)
+    assert info["clouds"]["aws"]["source"] == "refresh"  # AWS rows kept from the embedded catalog, same file
+
+    # An older refreshed file loses to the embedded catalog, and the plan says so.
+    doc = json.loads(written.read_text())
+    doc["as_of"] = "2000-01-01"
+    written.write_text(json.dumps(doc))
+    assert _catalog_info(env["job"])["source"] == "embedded"
+
+    # --output still works and leaves the data directory alone.
+    other = env["tmp"] / "other.json"
+    code, _, err = refresh("--output", str(other))
+    assert code == 0 and other.is_file() and json.loads(written.read_text())["as_of"] == "2000-01-01"
+
+
+def test_refresh_refuses_a_catalog_that_lost_too_many_offers(gcp_everywhere: dict[str, Any],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    env = gcp_everywhere
+    out = env["tmp"] / "catalog.json"
+    code, _, err = refresh("--output", str(out))
+    assert code == 0, err
+    before = out.read_bytes()
+    gcp = env["gcp"]
+    gcp.zones.update({z: [] for z in list(gcp.zones) if not z.startswith("us-central1")})  # most zones gone
+    code, _, err = refresh("--output", str(out))
+    last = err.splitlines()[-1]
+    assert code == 1 and last.startswith("placement refresh: error: the new catalog would keep only gcp")
+    assert "--allow-shrink" in err and out.read_bytes() == before
+    code, _, err = refresh("--output", str(out), "--allow-shrink")
+    assert code == 0 and out.read_bytes() != before
+
+
+@pytest.mark.parametrize("fault", ["html", "truncated"])
+def test_an_unparseable_answer_is_a_failed_source_never_an_empty_one(gcp_everywhere: dict[str, Any],
+                                                                    fault: str) -> None:
+    env = gcp_everywhere
+    out = env["tmp"] / "catalog.json"
+    code, _, err = refresh("--output", str(out))
+    assert code == 0, err
+    before = json.loads(out.read_text())
+    env["gcp"].faults.update({"acceleratorTypes": fault, "skus": fault})
+    code, _, err = refresh("--output", str(out), "--allow-shrink")
+    assert code == 1 and "no cloud answered" in err and "gcp all -: error" in err
+    assert json.loads(out.read_text()) == before
+    # Offerings unparseable, prices fine: the offers stay (an empty answer would have deleted them all).
+    env["gcp"].faults.pop("skus")
+    code, _, err = refresh("--output", str(out))
+    assert code == 0, err
+    from placement.catalog import embedded_catalog
+
+    # Refresh reads the catalog in use (the embedded one: --output is elsewhere) and keeps all its offers.
+    assert len(json.loads(out.read_text())["offers"]) == len(embedded_catalog().offers)
+
+
+def test_refresh_never_writes_what_plan_refuses(gcp_everywhere: dict[str, Any],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    env = gcp_everywhere
+    data = env["tmp"] / "data"
+    monkeypatch.setenv("GPUFLEET_DATA_DIR", str(data))
+    # Bad live values (a negative GPU price, an infinite one) are refused per row, so what is written parses.
+    gcp = env["gcp"]
+    saved = copy.deepcopy(gcp.skus)
+    for sku in gcp.skus:
+        if "H100 80GB GPU" in sku["description"]:
+            rate = sku["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]
+            rate["units"], rate["nanos"] = "-5", 0
+    try:
+        code, _, err = refresh()
+    finally:
+        gcp.skus[:] = saved
+    assert code == 0, err
+    assert "refused" in err
+    code, out, err = run(["plan", env["job"], "--json"])  # the refreshed catalog is what plan reads now
+    assert code == 0, err
+    assert json.loads(out)["catalog"]["source"] == "refresh"
+
+    # And should the document somehow not parse, nothing is written.
+    import placement.live.refresh as refresh_mod
+
+    real = refresh_mod.catalog_document
+
+    def broken(*a: Any, **k: Any) -> dict[str, Any]:
+        doc = real(*a, **k)
+        doc["offers"][0]["price"] = -1.0
+        return doc
+
+    before = (data / "catalog.json").read_bytes()
+    monkeypatch.setattr(refresh_mod, "catalog_document", broken)
+    code, _, err = refresh()
+    assert code == 1 and "does not parse" in err and err.count("error:") == 1
+    assert (data / "catalog.json").read_bytes() == before
+
+
+def test_a_corrupt_refreshed_catalog_is_a_one_line_error(live_env: dict[str, Any], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFLEET_DATA_DIR", str(tmp_path / "d"))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "catalog.json").write_text('{"schema": "gpufleet.catalog/v1", "offers": [{"cloud"')
+    code, out, err = run(["plan", live_env["job"], "--json"])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "placement refresh" in err
