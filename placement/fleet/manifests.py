@@ -390,7 +390,7 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
     if multi and not target.via_hub and ko.tas_enabled(ex.pool.min_nodes, ex.pool.max_nodes, shape):
         # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
         # a flavor without one): ask Kueue to keep the pods in the narrowest network block it can. Pools that
-        # scale carry no Topology, nor do the hub's flavors (README.md (Kueue on every cluster, the MultiKueue hub)).
+        # scale carry no Topology, nor do the hub's flavors (docs/kueue-hub.md#the-hub-stackspulumihubyaml).
         pod_annotations[PREFERRED_TOPOLOGY] = ko.TOPOLOGY_LEVELS[cl.cloud][0]
     warnings += _account_warnings(cl, ns)
     o = target.candidate.offer
