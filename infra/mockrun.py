@@ -158,6 +158,10 @@ def _mocks(result: RunResult) -> Any:
                 # The token controller fills in token and ca.crt (base64, as the API returns them).
                 state["data"] = {"token": "bW9jay1zZXJ2aWNlLWFjY291bnQtdG9rZW4=", "ca.crt": "bW9jaw==",
                                  **(state.get("data") or {})}
+            if args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+                # FSx computes the file system's DNS name and Lustre mount name; clients mount both.
+                state.setdefault("dnsName", f"{args.name}.fsx.mock")
+                state.setdefault("mountName", "mock1234")
             if args.typ == "gcp:container/cluster:Cluster":
                 state.setdefault("endpoint", "203.0.113.10")
                 state.setdefault("masterAuth", {"clusterCaCertificate": "bW9jaw=="})

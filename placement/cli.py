@@ -168,15 +168,15 @@ def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:
     return load_reservations(args.reservations)
 
 
-def _width() -> int | None:
-    """Columns to fit text output in: ``COLUMNS`` when set, else the terminal's width; no limit when stdout is
-    not a terminal (a pipe or a file gets whole lines, for grep)."""
+def output_width(stream: Any = None) -> int | None:
+    """Columns to fit text output in: ``COLUMNS`` when set, else the terminal's width; no limit when ``stream``
+    (default stdout) is not a terminal (a pipe or a file gets whole lines, for grep)."""
     import shutil
 
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
-    if sys.stdout.isatty():
+    if (stream or sys.stdout).isatty():
         return shutil.get_terminal_size().columns
     return None
 
@@ -208,7 +208,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                   egress_allowance_gb=allowance)
     doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
-                                          sources=sources, width=_width())
+                                          sources=sources, width=output_width())
     _emit(doc, text, args.json)
     return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
 
@@ -231,8 +231,8 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     reserved += live_reserved
     result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now)
-    _emit(batch_doc(result, catalog, base, sources), "" if args.json else batch_text(result, catalog, base, _width()),
-          args.json)
+    text = "" if args.json else batch_text(result, catalog, base, output_width())
+    _emit(batch_doc(result, catalog, base, sources), text, args.json)
     # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
 
@@ -269,7 +269,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
     doc = {"schema": "gpufleet.placement/v1", "kind": "offers", "accelerator": accel,
            "catalog": catalog_info(catalog), "sources": sources,
            "offers": [offer_doc(o) for o in offers]}
-    _emit(doc, "" if args.json else offers_text(offers, _width()), args.json)
+    _emit(doc, "" if args.json else offers_text(offers, output_width()), args.json)
     return EXIT_OK if offers else EXIT_NOTHING_FEASIBLE
 
 
