@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
     _add_data_flags(s, live=False)
 
+    c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")
+    c.add_argument("shell", choices=("bash", "zsh"),
+                   help="bash; zsh uses the same script after `autoload -U bashcompinit && bashcompinit`")
+
     d = sub.add_parser("dispatch", help="the MultiKueue External dispatcher: nominate the cheapest worker, "
                                         "counting the wait, for every hub Workload")
     from placement.dispatch.command import add_arguments
@@ -285,6 +289,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return run_submit(args)
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from placement.completion import bash_script
+
+    script = bash_script(build_parser())
+    if args.shell == "zsh":
+        script = "autoload -U +X bashcompinit && bashcompinit\n" + script
+    sys.stdout.write(script)
+    return EXIT_OK
+
+
 def cmd_dispatch(args: argparse.Namespace) -> int:
     from placement.dispatch.command import run_dispatch
 
@@ -292,7 +306,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
-            "submit": cmd_submit, "dispatch": cmd_dispatch}
+            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
