@@ -12,7 +12,7 @@
   5. the same 500-job batch with 40 capacity reservations in play, proven optimal (target <= 3 s)
   6. the same batch with scarce quota (a 30 s budget; how close it gets)
 
-Usage: python scripts/bench_placement.py [--repeat N]
+Usage: scripts/bench_placement.py [--repeat N]   (from any shell: it runs itself under .venv)
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bench  # noqa: E402
+import _venv  # noqa: E402
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
@@ -233,6 +238,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    _venv.ensure("yaml", "highspy", extra="")
+    print(_bench.machine_line())
     bench_help(max(args.repeat, 5))
     bench_plan(max(args.repeat, 5))
     bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64))
