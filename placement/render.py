@@ -103,6 +103,7 @@ def plan_doc(
         "why": why_chosen(p),
         "runnable": len(p.rows),
         "excluded": len(p.excluded_rows),
+        "closest_reasons": [] if p.rows else closest_reasons(p, catalog),
         "candidates": cands,
     }
 

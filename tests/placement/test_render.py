@@ -85,3 +85,14 @@ def test_no_runnable_candidate_names_the_price_cap():
     text = plan_text(p, catalog, top=5, all_candidates=False)
     reasons = text.split("closest reasons:")[1]
     assert "max_usd_per_hour" in reasons and "no offer" not in reasons
+
+
+def test_plan_json_lists_the_closest_reasons_only_when_nothing_runs():
+    from placement.render import plan_doc
+
+    offers = [offer("g6.xlarge", "us-east-1", "use1-az4", price=0.8, spot=0.3)]
+    p, catalog = _plan(job(accelerator="L4", gpus=1, clouds={"allow": ["gcp"]}), offers)
+    doc = plan_doc(p, catalog, top=5, all_candidates=False)
+    assert doc["chosen"] is None and "no offer of L4 on gcp in the catalog" in doc["closest_reasons"]
+    p, catalog = _plan(job(accelerator="L4", gpus=1), offers)
+    assert plan_doc(p, catalog, top=5, all_candidates=False)["closest_reasons"] == []
