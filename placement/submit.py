@@ -175,11 +175,11 @@ def headers(dest: Sequence[Mapping[str, Any]]) -> list[str | None]:
                        "(its kubeconfig), after the\nworkers' objects above; MultiKueue copies it to the worker that "
                        "admits it")
         elif d["role"] == "worker":
-            out.append(f"==== worker {d['worker']}: cluster {d['cluster']} (stack {d['stack']}); create these with "
-                       "that stack's kubeconfig")
+            out.append(f"==== worker {d['worker']}: cluster {d['cluster']} (stack {d['stack']});\n"
+                       "create these with that stack's kubeconfig")
         else:
-            out.append(f"==== cluster {d['cluster']} (stack {d['stack']}): every object below, for `kubectl apply "
-                       "-f -` with that stack's kubeconfig")
+            out.append(f"==== cluster {d['cluster']} (stack {d['stack']}): every object below;\n"
+                       "`kubectl apply -f -` with that stack's kubeconfig")
     return out
 
 
