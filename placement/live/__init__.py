@@ -56,10 +56,8 @@ if TYPE_CHECKING:
     from placement.quotas import QuotaTable
     from placement.reservations import Reservation
 
-# "partial": the call answered but some of its values were refused or unknown (the detail names them).
-Status = Literal["ok", "cached", "partial", "timeout", "error", "denied", "throttled", "no-credentials", "offline"]
-STATUSES: tuple[str, ...] = ("ok", "cached", "partial", "timeout", "error", "denied", "throttled", "no-credentials",
-                             "offline")
+Status = Literal["ok", "cached", "timeout", "error", "denied", "throttled", "no-credentials", "offline"]
+STATUSES: tuple[str, ...] = ("ok", "cached", "timeout", "error", "denied", "throttled", "no-credentials", "offline")
 
 
 @dataclass(frozen=True)

@@ -42,21 +42,6 @@ class MissingCredentials(Exception):
     """No AWS credentials were found (classified as ``no-credentials``)."""
 
 
-class UnparseableAnswer(Exception):
-    """A 2xx answer that is not the API's (e.g. a proxy's or captive portal's HTML page): a failed call."""
-
-
-def _api_answer(resp: dict[str, Any]) -> dict[str, Any]:
-    """``resp`` unless its body was an HTML page: botocore's XML parser reads ``<html>`` as a valid, empty
-    answer, which would silently delete every offer of the region."""
-    headers = (resp.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
-    ctype = str(headers.get("content-type", ""))
-    if "html" in ctype.lower():
-        raise UnparseableAnswer(f"HTTP {resp['ResponseMetadata'].get('HTTPStatusCode', 200)} with a {ctype} body, "
-                                "not an API answer")
-    return resp
-
-
 @dataclass
 class AwsContext:
     """A boto3 session plus a thread-safe client cache (boto3 sessions are not thread-safe)."""
@@ -137,7 +122,7 @@ def _pages(call: Callable[..., dict[str, Any]], key: str, **kwargs: Any) -> list
     items: list[Any] = []
     token: str | None = None
     for _ in range(100):
-        resp = _api_answer(call(**kwargs, **({"NextToken": token} if token else {})))
+        resp = call(**kwargs, **({"NextToken": token} if token else {}))
         items.extend(resp.get(key) or [])
         token = resp.get("NextToken")
         if not token:
@@ -158,7 +143,7 @@ def offerings(ctx: AwsContext, region: str, *, types: list[str]) -> dict[str, li
 
 def zones(ctx: AwsContext, region: str) -> dict[str, str]:
     """Zone name -> zone ID (names are shuffled per account; IDs are not)."""
-    resp = _api_answer(ctx.client("ec2", region).describe_availability_zones(AllAvailabilityZones=False))
+    resp = ctx.client("ec2", region).describe_availability_zones(AllAvailabilityZones=False)
     return {z["ZoneName"]: z["ZoneId"] for z in resp.get("AvailabilityZones") or [] if z.get("ZoneId")}
 
 
@@ -195,13 +180,8 @@ def quota(ctx: AwsContext, region: str, *, code: str) -> dict[str, Any]:
     return {"code": q.get("QuotaCode") or code, "limit": float(q["Value"])}
 
 
-def usage(ctx: AwsContext, region: str, *, classes: list[str]) -> dict[str, Any]:
-    """Current vCPU usage per AWS/Usage class: ``{"usage": {class: vCPUs}, "unknown": {class: reason}}``.
-
-    Only a result whose ``StatusCode`` is ``Complete`` is an answer: no datapoint in the last 15 min then
-    means nothing is running (0). ``InternalError``, ``Forbidden``, ``PartialData`` left after following
-    ``NextToken``, or no result at all leave that class's usage - and so its quotas - unknown, never 0.
-    """
+def usage(ctx: AwsContext, region: str, *, classes: list[str]) -> dict[str, float]:
+    """Current vCPU usage per AWS/Usage class (no datapoint in the last 15 min = nothing running = 0)."""
     cw = ctx.client("cloudwatch", region)
     now = dt.datetime.now(dt.UTC)
     ids = {f"u{i}": cls for i, cls in enumerate(classes)}
@@ -209,34 +189,15 @@ def usage(ctx: AwsContext, region: str, *, classes: list[str]) -> dict[str, Any]
         "Namespace": "AWS/Usage", "MetricName": "ResourceCount", "Dimensions": [
             {"Name": "Service", "Value": "EC2"}, {"Name": "Type", "Value": "Resource"},
             {"Name": "Resource", "Value": "vCPU"}, {"Name": "Class", "Value": cls}]}}} for qid, cls in ids.items()]
-    status: dict[str, str] = {}
-    newest: dict[str, float] = {}
-    token: str | None = None
-    for _ in range(10):  # PartialData: the rest comes with NextToken
-        resp = _api_answer(cw.get_metric_data(
-            MetricDataQueries=queries, StartTime=now - dt.timedelta(minutes=15), EndTime=now,
-            ScanBy="TimestampDescending", **({"NextToken": token} if token else {})))
-        for res in resp.get("MetricDataResults") or []:
-            cls = ids.get(res.get("Id", ""))
-            if cls is None:
-                continue
-            status[cls] = str(res.get("StatusCode") or "no StatusCode")
-            values = res.get("Values") or []
-            if values and cls not in newest:  # newest first (TimestampDescending)
-                newest[cls] = values[0]
-        token = resp.get("NextToken")
-        if not token:
-            break
-    messages = "; ".join(str(m.get("Code") or m.get("Value") or "") for m in resp.get("Messages") or [])
-    known: dict[str, Any] = {}
-    unknown: dict[str, str] = {}
-    for cls in classes:
-        st = status.get(cls)
-        if st == "Complete":
-            known[cls] = newest.get(cls, 0.0)
-        else:
-            unknown[cls] = ("no result" if st is None else f"StatusCode {st}") + (f": {messages}" if messages else "")
-    return {"usage": known, "unknown": unknown}
+    resp = cw.get_metric_data(MetricDataQueries=queries, StartTime=now - dt.timedelta(minutes=15), EndTime=now,
+                              ScanBy="TimestampDescending")
+    out = {cls: 0.0 for cls in classes}
+    for res in resp.get("MetricDataResults") or []:
+        cls = ids.get(res.get("Id", ""))
+        values = res.get("Values") or []
+        if cls is not None and values:
+            out[cls] = float(values[0])
+    return out
 
 
 def scores(ctx: AwsContext, region: str, *, instance_type: str, nodes: int, regions: list[str]) -> dict[str, int]:

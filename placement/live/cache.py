@@ -2,10 +2,7 @@
 
 Location: ``$GPUFLEET_CACHE_DIR`` if set, else ``platformdirs.user_cache_dir("gpufleet")``; files live
 under ``live-v1/`` in it. Each entry records when it was fetched (epoch seconds) and its data; the
-reader decides freshness with the TTL of the data's kind (seconds, below). An entry stamped in the future
-(a clock that went back, a copied cache) is stale, never fresh forever. A file that cannot be read, is
-for another key, or has no finite time stamp is a miss; so is one whose data no call returns (the runner
-checks cached data like a fresh answer, placement.live.checks). A miss is rewritten by the next answer.
+reader decides freshness with the TTL of the data's kind (seconds, below).
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import tempfile
 import time
@@ -72,15 +68,14 @@ class DiskCache:
         try:
             with open(self._path(key), encoding="utf-8") as fh:
                 doc = json.load(fh)
-        except (OSError, ValueError, RecursionError):
+        except (OSError, ValueError):
             return None
         if not isinstance(doc, dict) or doc.get("key") != key or "data" not in doc:
             return None
         try:
-            stamp = float(doc["fetched_at"])
-        except (KeyError, TypeError, ValueError, OverflowError):
+            return Entry(data=doc["data"], fetched_at=float(doc["fetched_at"]))
+        except (KeyError, TypeError, ValueError):
             return None
-        return Entry(data=doc["data"], fetched_at=stamp) if math.isfinite(stamp) else None
 
     def put(self, key: str, data: Any, fetched_at: float | None = None) -> None:
         """Write atomically (temp file in the same directory + ``os.replace``); failures are ignored."""
@@ -100,8 +95,4 @@ class DiskCache:
 
 
 def fresh(entry: Entry | None, kind: str, now: float | None = None) -> bool:
-    """True when ``entry`` was fetched at most its kind's TTL ago - and not in the future."""
-    if entry is None:
-        return False
-    t = time.time() if now is None else now
-    return entry.fetched_at <= t and t - entry.fetched_at <= TTL_S[kind]
+    return entry is not None and entry.age_s(now) <= TTL_S[kind]

@@ -10,8 +10,7 @@ Rules (for offers of the requested accelerators in regions that answered; everyt
   * GCP billing SKUs: a shape's price = gpus x GPU + vCPUs x Core + GiB x Ram when all three are known
     (``price_source`` ``gcp-billing``).
   * Quotas: AWS (limit from Service Quotas, usage from CloudWatch; a zero limit needs no usage),
-    GCP (limit and usage from regions.get). A region whose answer is missing gets no entry, and so does
-    an AWS quota whose usage class had no ``Complete`` CloudWatch result: unknown, never 0 usage.
+    GCP (limit and usage from regions.get). A region whose answer is missing gets no entry.
   * Reservations (free nodes of a known shape): priced per node-hour at 0 when paid for either way (AWS
     Capacity Blocks, reservations under a commitment), else at the catalog's on-demand price of the shape
     in that zone, else in that region, else the highest on that cloud; a shape with no on-demand price
@@ -207,8 +206,8 @@ def quotas(data: LiveData) -> QuotaTable:
         used = data.aws_usage.get(region)
         for code, limit in limits.items():
             cls = CODE_USAGE_CLASS.get(code)
-            if used is not None and cls is not None and cls in used:
-                table[("aws", region, code)] = Quota(limit=limit, usage=used[cls])
+            if used is not None and cls is not None:
+                table[("aws", region, code)] = Quota(limit=limit, usage=used.get(cls, 0.0))
             elif limit <= 0:
                 table[("aws", region, code)] = Quota(limit=0.0, usage=0.0)  # nothing to use, whatever the usage
     for region, metrics in data.gcp_quotas.items():

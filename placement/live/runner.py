@@ -29,7 +29,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,6 @@ from placement.catalog import Catalog
 from placement.errors import InputError
 from placement.live import LiveRequest, LiveResult, Source
 from placement.live.cache import DiskCache, cache_root, fresh
-from placement.live.checks import BadAnswer, check_answer
 from placement.live.errors import classify, scrub
 from placement.live.overlay import LiveData, apply, quotas, reservations
 from placement.shapes import Shape, node_plan, shape_book
@@ -71,14 +70,10 @@ class Task:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one call went. ``data`` is the checked answer (placement.live.checks); ``notes`` name the values
-    that were refused or unknown in it (its source row is then ``partial``)."""
-
     status: str
     data: Any = None
     detail: str = ""
     age_s: float | None = None
-    notes: tuple[str, ...] = ()
 
 
 def _digest(obj: Any) -> str:
@@ -239,117 +234,27 @@ def _call(module: Any, ctx: Any, task: Task) -> Any:
 
 
 def _deadline_s(request: LiveRequest) -> float:
-    """Overall bound of the live phase in seconds: three attempts per call plus importing the SDKs."""
+    """Safety net over the per-call timeouts (which retry up to 3 times), incl. importing the SDKs."""
     return 3 * request.timeout_s + 10.0
 
 
-RETRY_BACKOFF_S = 4.0  # botocore standard mode: up to 1 s + 2 s of back-off before attempts 2 and 3
-
-
-def _call_deadline_s(request: LiveRequest) -> float:
-    """Bound of one call in seconds, from when it starts: three attempts of ``timeout_s`` and their back-off.
-
-    The SDKs' own timeouts (botocore connect/read, google api_core) bound each socket wait, not the whole
-    answer: an endpoint that trickles a byte at a time never trips them. This bound does, per call, so
-    one slow region costs only its own calls; the regions that answered are kept.
-    """
-    return 3 * request.timeout_s + RETRY_BACKOFF_S
-
-
-class _DaemonPool:
-    """A minimal thread pool whose workers are daemon threads.
-
-    ``ThreadPoolExecutor`` joins its workers at interpreter exit, even after ``shutdown(wait=False)``: a
-    call stuck on a slow-loris endpoint would keep the process alive after its output is printed. Calls
-    past their deadline are abandoned here instead; their sockets close when the process exits.
-    """
-
-    def __init__(self, workers: int, name: str) -> None:
-        import queue
-
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
-            queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-                         for i in range(max(workers, 1))]
-        for t in self._threads:
-            t.start()
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fut, fn, args = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
-                fut.set_exception(exc)
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        fut: Future[Any] = Future()
-        self._queue.put((fut, fn, args))
-        return fut
-
-    def shutdown(self) -> None:
-        """Stop idle workers; busy ones finish (or are abandoned with the process). Never waits."""
-        for _ in self._threads:
-            self._queue.put(None)
-
-
-def _checked(task: Task, data: Any) -> Outcome:
-    """The outcome of an answer: ``ok`` (notes: values refused), or ``error`` when it is unusable."""
-    try:
-        checked = check_answer(task.op, data)
-    except BadAnswer as exc:
-        return Outcome("error", None, f"unusable answer: {exc}")
-    return Outcome("ok", checked.data, "", 0.0, checked.notes)
-
-
 def _run_pool(tasks: list[Task], request: LiveRequest, cache: DiskCache, progress: _Progress,
-              sequential: bool, on_outcome: Callable[[Task, Outcome], None] | None = None) -> dict[Task, Outcome]:
-    """Run ``tasks`` on one thread pool: each cloud's SDK import + credentials first, then its calls.
-
-    Each call has its own deadline (:func:`_call_deadline_s`, from when it starts) and all of them the
-    overall one (:func:`_deadline_s`); a call past either is reported as ``timeout`` and abandoned.
-    ``on_outcome`` is called with each outcome as soon as it is known.
-    """
+              sequential: bool) -> dict[Task, Outcome]:
+    """Run ``tasks`` on one thread pool: each cloud's SDK import + credentials first, then its calls."""
     outcomes: dict[Task, Outcome] = {}
-
-    def record(task: Task, outcome: Outcome) -> None:
-        outcomes[task] = outcome
-        if on_outcome is not None:
-            on_outcome(task, outcome)
-
     by_cloud: dict[str, list[Task]] = defaultdict(list)
     for t in tasks:
         by_cloud[t.cloud].append(t)
     workers = 1 if sequential else min(MAX_WORKERS, len(tasks) + len(by_cloud))
     deadline = time.monotonic() + _deadline_s(request)
-    per_call = _call_deadline_s(request)
-    started: dict[Task, float] = {}
-
-    def run(module: Any, ctx: Any, task: Task) -> Any:
-        started[task] = time.monotonic()
-        return _call(module, ctx, task)
-
-    pool = _DaemonPool(workers, "gpufleet-live")
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpufleet-live")
     preps: dict[Future[Any], str] = {pool.submit(_prepare, c, request): c for c in by_cloud}
     calls: dict[Future[Any], Task] = {}
     try:
         while preps or calls:
-            now = time.monotonic()
-            left = deadline - now
+            left = deadline - time.monotonic()
             if left <= 0:
                 break
-            for fut, task in list(calls.items()):
-                t0 = started.get(task)
-                if t0 is not None and now - t0 > per_call and not fut.done():
-                    calls.pop(fut)
-                    region = f" ({task.region})" if task.region else ""
-                    record(task, Outcome("timeout", None, f"no complete answer within {per_call:g}s{region}"))
-                    progress.tick(task.cloud)
             done, _ = wait([*preps, *calls], timeout=min(left, 0.1), return_when=FIRST_COMPLETED)
             for fut in done:
                 if fut in preps:
@@ -359,33 +264,31 @@ def _run_pool(tasks: list[Task], request: LiveRequest, cache: DiskCache, progres
                     except Exception as exc:  # noqa: BLE001 - any failure to start is this cloud's status
                         status, detail = classify(exc)
                         for t in by_cloud[cloud]:
-                            record(t, Outcome(status, None, detail))
+                            outcomes[t] = Outcome(status, None, detail)
                         progress.tick(cloud, len(by_cloud[cloud]))
                         continue
                     for t in by_cloud[cloud]:
-                        calls[pool.submit(run, module, ctx, t)] = t
-                elif fut in calls:
+                        calls[pool.submit(_call, module, ctx, t)] = t
+                else:
                     task = calls.pop(fut)
                     try:
                         data = fut.result()
                     except Exception as exc:  # noqa: BLE001 - reported as the source's status
                         status, detail = classify(exc)
-                        record(task, Outcome(status, None, detail))
+                        outcomes[task] = Outcome(status, None, detail)
                     else:
-                        outcome = _checked(task, data)
-                        record(task, outcome)
-                        if outcome.status == "ok":
-                            cache.put(task.key, data)  # the raw answer: it is checked again when read
+                        outcomes[task] = Outcome("ok", data, "", 0.0)
+                        cache.put(task.key, data)
                     progress.tick(task.cloud)
             progress.tick()
         for cloud in preps.values():
             for t in by_cloud[cloud]:
-                record(t, Outcome("timeout", None, f"{cloud} client not ready within {_deadline_s(request):g}s"))
+                outcomes[t] = Outcome("timeout", None, f"{cloud} client not ready within {_deadline_s(request):g}s")
         for task in calls.values():
-            region = f" ({task.region})" if task.region else ""
-            record(task, Outcome("timeout", None, f"no answer within {_deadline_s(request):g}s{region}"))
+            outcomes[task] = Outcome("timeout", None, f"no answer within {_deadline_s(request):g}s")
     finally:
-        pool.shutdown()
+        # Calls still running end by their own timeouts; do not wait for them here.
+        pool.shutdown(wait=False, cancel_futures=True)
     return outcomes
 
 
@@ -400,26 +303,21 @@ def _forked_aws(aws_tasks: list[Task], request: LiveRequest, cache: DiskCache,
                 progress: _Progress) -> tuple[int, threading.Thread, dict[Task, Outcome]]:
     """Start the AWS calls in a forked child (its own interpreter state, so its CPU work - botocore
     models, clients, signing, parsing - runs on another core than the Google import). The child
-    streams one JSON line per finished call, so whatever answered before a deadline is kept even if
-    the child has to be killed; a reader thread collects them."""
+    streams one byte per finished call, then the outcomes as JSON; a reader thread collects them."""
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
         code = 1
         try:
             os.close(rfd)
-            index = {t: i for i, t in enumerate(aws_tasks)}
-
-            def send(task: Task, o: Outcome) -> None:
-                try:
-                    line = json.dumps([index[task], o.status, o.data, o.detail, list(o.notes)])
-                except (TypeError, ValueError):
-                    line = json.dumps([index[task], "error", None, "answer not serialisable", []])
-                view = memoryview(line.encode() + b"\n")
-                while view:
-                    view = view[os.write(wfd, view):]
-
-            _run_pool(aws_tasks, request, cache, _Progress(False, {}), sequential=False, on_outcome=send)
+            quiet = _Progress(False, {})
+            quiet.tick = lambda cloud=None, n=1, force=False: os.write(wfd, b"." * n) if cloud else None  # type: ignore
+            outs = _run_pool(aws_tasks, request, cache, quiet, sequential=False)
+            rows = [[i, o.status, o.data, o.detail] for i, t in enumerate(aws_tasks) for o in [outs[t]] if t in outs]
+            payload = b"R" + json.dumps(rows).encode()
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(wfd, view):]
             code = 0
         finally:
             os._exit(code)  # never run the parent's atexit handlers or flush its buffers twice
@@ -427,15 +325,25 @@ def _forked_aws(aws_tasks: list[Task], request: LiveRequest, cache: DiskCache,
     result: dict[Task, Outcome] = {}
 
     def read() -> None:
-        with os.fdopen(rfd, "rb") as fh:
-            for line in fh:
-                try:
-                    i, status, data, detail, notes = json.loads(line)
-                    task = aws_tasks[i]
-                except (ValueError, TypeError, IndexError):
-                    continue  # a line cut short by a kill at the deadline
-                result[task] = Outcome(status, data, detail, 0.0 if status == "ok" else None, tuple(notes))
-                progress.tick("aws")
+        chunks: list[bytes] = []
+        started = False
+        with os.fdopen(rfd, "rb", buffering=0) as fh:
+            while True:
+                block = fh.read(65536)
+                if not block:
+                    break
+                if not started:
+                    head, sep, rest = block.partition(b"R")
+                    if head:
+                        progress.tick("aws", len(head))
+                    if sep:
+                        started = True
+                        chunks.append(rest)
+                else:
+                    chunks.append(block)
+        if started:
+            for i, status, data, detail in json.loads(b"".join(chunks)):
+                result[aws_tasks[i]] = Outcome(status, data, detail, 0.0 if status == "ok" else None)
 
     reader = threading.Thread(target=read, name="gpufleet-live-aws", daemon=True)
     reader.start()
@@ -455,18 +363,14 @@ def execute(tasks: list[Task], request: LiveRequest, cache: DiskCache) -> dict[T
         aws_tasks = by_cloud.pop("aws")
         pid, reader, aws_out = _forked_aws(aws_tasks, request, cache, progress)
         outcomes = _run_pool([t for ts in by_cloud.values() for t in ts], request, cache, progress, False)
-        # The child reports its own timeouts at the same deadline; the second of grace lets them arrive.
-        reader.join(timeout=max(_deadline_s(request) + 1.0 - (time.monotonic() - progress.t0), 0.1))
-        killed = reader.is_alive()
-        if killed:
+        reader.join(timeout=max(_deadline_s(request) - (time.monotonic() - progress.t0), 0.1))
+        if reader.is_alive():
             os.kill(pid, signal.SIGKILL)  # our own child, past the deadline
         os.waitpid(pid, 0)
         reader.join(timeout=1.0)
         for t in aws_tasks:
-            region = f" ({t.region})" if t.region else ""
-            outcomes[t] = aws_out.get(t) or Outcome(
-                "timeout" if killed else "error", None,
-                f"no answer within {_deadline_s(request):g}s{region}" if killed else "AWS worker gave no answer")
+            outcomes[t] = aws_out.get(t) or Outcome("timeout" if reader.is_alive() else "error", None,
+                                                   "AWS worker gave no answer")
         return outcomes
     finally:
         progress.close()
@@ -501,13 +405,6 @@ def summarize(outcomes: dict[Task, Outcome]) -> list[Source]:
     folded: dict[tuple[str, str, str, str], list[tuple[str, float | None]]] = defaultdict(list)
     for (cloud, service, region), outs in sorted(groups.items()):
         fails = [o for o in outs if o.status in FAILURES]
-        notes = list(dict.fromkeys(n for o in outs for n in o.notes))
-        if notes and not fails:
-            # Answered, but some values were refused or are unknown: say which, on this region's own row.
-            ages = [o.age_s for o in outs if o.age_s is not None]
-            rows.append(Source(cloud, service, region, "partial", scrub("; ".join(notes), 400),
-                               max(ages) if ages else None))
-            continue
         if fails:
             worst = min(fails, key=lambda o: FAILURES.index(o.status))
             if worst.status == "no-credentials" and len(fails) == len(outs):
@@ -516,8 +413,6 @@ def summarize(outcomes: dict[Task, Outcome]) -> list[Source]:
             detail = worst.detail
             if len(outs) > 1 and len(fails) < len(outs):
                 detail = f"{len(fails)} of {len(outs)} calls failed; {detail}"
-            if notes:
-                detail = f"{detail}; {'; '.join(notes)}"
             rows.append(Source(cloud, service, region, worst.status, scrub(detail), None))  # type: ignore[arg-type]
             continue
         ages = [o.age_s for o in outs if o.age_s is not None]
@@ -564,7 +459,7 @@ def gather(outcomes: dict[Task, Outcome], accels: set[str]) -> LiveData:
         elif t.op == "quota":
             d.aws_quota_limits.setdefault(t.region, {})[o.data["code"]] = float(o.data["limit"])
         elif t.op == "usage":
-            d.aws_usage[t.region] = o.data["usage"]  # classes of unknown usage are absent
+            d.aws_usage[t.region] = o.data
         elif t.op == "scores":
             d.aws_scores.setdefault(p["instance_type"], {}).update(o.data)
         elif t.op == "ondemand_prices":
@@ -592,17 +487,10 @@ def collect(request: LiveRequest, tasks: list[Task]) -> dict[Task, Outcome]:
     pending: list[Task] = []
     for t in tasks:
         entry = None if (request.refresh and not request.offline) else cache.get(t.key)
-        checked = None
-        if entry is not None:
-            try:
-                checked = check_answer(t.op, entry.data)
-            except BadAnswer:
-                entry = None  # the right key but data no call returns: a miss, rewritten by the next answer
         if request.offline:
-            outcomes[t] = (Outcome("offline", checked.data, "", entry.age_s(now), checked.notes)
-                           if entry is not None and checked is not None else Outcome("offline", None, "", None))
-        elif entry is not None and checked is not None and fresh(entry, t.kind, now):
-            outcomes[t] = Outcome("cached", checked.data, "", entry.age_s(now), checked.notes)
+            outcomes[t] = Outcome("offline", entry.data if entry else None, "", entry.age_s(now) if entry else None)
+        elif entry is not None and fresh(entry, t.kind, now):
+            outcomes[t] = Outcome("cached", entry.data, "", entry.age_s(now))
         else:
             pending.append(t)
     if pending:
