@@ -542,7 +542,10 @@ def render_markdown(new: Mapping[str, Any], base: Mapping[str, Any] | None = Non
             out.append("|---|---:|---:|---:|")
             for label, key in COST_ROWS:
                 c = d["cost"][key]
-                out.append(f"| {label} | {usd(c['baseline'])} | {usd(c['new'])} | **{usd_change(c['change'])}** |")
+                change = usd_change(c["change"])
+                # Bold draws the eye to a change; "no change" ($0.00) stays plain.
+                out.append(f"| {label} | {usd(c['baseline'])} | {usd(c['new'])} | "
+                           f"{change if change == '$0.00' else f'**{change}**'} |")
             for scale in ("min", "max"):
                 g = d["gpus"][scale]
                 out.append(f"| GPUs at {scale} scale | {g['baseline']} | {g['new']} | {g['new'] - g['baseline']:+d} |")
@@ -655,11 +658,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render_text(new, base))
     errors = {n: d["error"] for n, d in new["stacks"].items() if d.get("error")}
     violations = [(n, v) for n, d in new["stacks"].items() for v in d.get("violations") or []]
-    for name, message in errors.items():
-        print(f"preview: stack {name} failed: {message}", file=sys.stderr)
-    for name, v in violations:
-        print(f"preview: {name}: mandatory policy {v['rule']} violated by {v['resource']} ({v['type']}): "
-              f"{v['message']}", file=sys.stderr)
+    # The text report on a terminal already shows each failure; repeating it on stderr printed it twice.
+    # Elsewhere (a file, a PR comment, JSON) stderr is where a person or CI log sees them.
+    if args.format == "text" and sys.stdout.isatty():
+        if errors or violations:
+            print(f"preview: {len(errors)} stack(s) failed, {len(violations)} mandatory policy violation(s) "
+                  "(shown above)", file=sys.stderr)
+    else:
+        for name, message in errors.items():
+            print(f"preview: stack {name} failed: {message}", file=sys.stderr)
+        for name, v in violations:
+            print(f"preview: {name}: mandatory policy {v['rule']} violated by {v['resource']} ({v['type']}): "
+                  f"{v['message']}", file=sys.stderr)
     if errors:
         return 2
     return 1 if violations else 0

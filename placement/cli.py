@@ -39,10 +39,12 @@ def _add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print one gpufleet.placement/v1 JSON document")
     if live:
         g = p.add_argument_group("live data (needs the 'live' extra: boto3, google-cloud-compute/-billing)")
-        g.add_argument("--live", action="store_true",
-                       help="query AWS and GCP for current quota, spot prices, offerings and placement scores")
+        mode = g.add_mutually_exclusive_group()
+        mode.add_argument("--live", action="store_true",
+                          help="query AWS and GCP for current quota, spot prices, offerings and placement scores")
+        mode.add_argument("--offline", action="store_true",
+                          help="never touch the network: cached or embedded data only")
         g.add_argument("--refresh", action="store_true", help="with --live: ignore the on-disk cache")
-        g.add_argument("--offline", action="store_true", help="never touch the network: cached or embedded data only")
         g.add_argument("--aws-profile", metavar="NAME", help="AWS profile (default: the standard credential chain)")
         g.add_argument("--gcp-project", metavar="ID", help="GCP project (default: from Application Default "
                                                            "Credentials / GOOGLE_CLOUD_PROJECT)")
@@ -66,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("plan", help="rank every cloud/region/zone/instance for one job")
-    p.add_argument("job", metavar="JOB.yaml", help="job spec (see README: Job spec)")
+    p.add_argument("job", metavar="JOB.yaml", help="job spec (README.md#job-spec)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows to show (default 10)")
     p.add_argument("--all-candidates", action="store_true", help="list every candidate, excluded ones with the reason")
     p.add_argument("--egress-allowance-gb", type=float, default=0.0, metavar="GB",
@@ -86,9 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     o = sub.add_parser("offers", help="list catalog offers for an accelerator")
     o.add_argument("--accelerator", required=True, help="GPU name, e.g. H100")
-    o.add_argument("--cloud", choices=("aws", "gcp"))
-    o.add_argument("--region")
-    o.add_argument("--capacity", choices=("spot", "on-demand", "any"), default="any")
+    o.add_argument("--cloud", choices=("aws", "gcp"), help="only this cloud")
+    o.add_argument("--region", help="only this region")
+    o.add_argument("--capacity", choices=("spot", "on-demand", "any"), default="any",
+                   help="only offers with this price (default any)")
     _add_data_flags(o)
 
     r = sub.add_parser("refresh", help="write a new embedded-catalog file from live AWS/GCP data")
@@ -97,14 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-shrink", action="store_true",
                    help="write even if a cloud lost more than 20%% of its offers (refused by default)")
     r.add_argument("--cloud", action="append", choices=("aws", "gcp"), help="only this cloud (repeatable)")
-    r.add_argument("--aws-profile", metavar="NAME")
-    r.add_argument("--gcp-project", metavar="ID")
-    r.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    r.add_argument("--aws-profile", metavar="NAME", help="AWS profile (default: the standard credential chain)")
+    r.add_argument("--gcp-project", metavar="ID", help="GCP project (default: from Application Default "
+                                                       "Credentials / GOOGLE_CLOUD_PROJECT)")
+    r.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="per-call timeout for the live queries (default 10)")
 
     s = sub.add_parser("submit", help="place a job on an existing cluster and hand it to that cluster's Kueue queue")
-    s.add_argument("job", metavar="JOB.yaml")
+    s.add_argument("job", metavar="JOB.yaml", help="job spec (README.md#job-spec)")
     s.add_argument("--stacks", metavar="FILE", help="stack outputs exported with `pulumi stack output --json` "
-                                                    "(see README: placement submit)")
+                                                    "(docs/kueue-hub.md#placement-submit; try "
+                                                    "placement/examples/stacks-outputs.json)")
     s.add_argument("--stack", action="append", default=[], metavar="NAME",
                    help="a Pulumi stack to read outputs from with `pulumi stack output --json` (repeatable)")
     s.add_argument("--via-hub", action="store_true",
@@ -113,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
     _add_data_flags(s, live=False)
+
+    c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")
+    c.add_argument("shell", choices=("bash", "zsh"),
+                   help="bash; zsh uses the same script after `autoload -U bashcompinit && bashcompinit`")
 
     d = sub.add_parser("dispatch", help="the MultiKueue External dispatcher: nominate the cheapest worker, "
                                         "counting the wait, for every hub Workload")
@@ -166,6 +176,19 @@ def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:
     return load_reservations(args.reservations)
 
 
+def output_width(stream: Any = None) -> int | None:
+    """Columns to fit text output in: ``COLUMNS`` when set, else the terminal's width; no limit when ``stream``
+    (default stdout) is not a terminal (a pipe or a file gets whole lines, for grep)."""
+    import shutil
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if (stream or sys.stdout).isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
 def _emit(doc: dict[str, Any] | None, text: str, as_json: bool) -> None:
     # Strict JSON: NaN / Infinity are not JSON; the core reports an unknown number as null.
     sys.stdout.write((json.dumps(doc, indent=2, allow_nan=False) if as_json else text) + "\n")
@@ -194,7 +217,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                   egress_allowance_gb=allowance)
     doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
-                                          sources=sources)
+                                          sources=sources, width=output_width())
     _emit(doc, text, args.json)
     return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
 
@@ -220,7 +243,8 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, prepared=ready)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
-    _emit(batch_doc(result, catalog, base, sources), "" if args.json else batch_text(result, catalog, base), args.json)
+    text = "" if args.json else batch_text(result, catalog, base, output_width())
+    _emit(batch_doc(result, catalog, base, sources), text, args.json)
     # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
 
@@ -257,7 +281,7 @@ def cmd_offers(args: argparse.Namespace) -> int:
     doc = {"schema": "gpufleet.placement/v1", "kind": "offers", "accelerator": accel,
            "catalog": catalog_info(catalog), "sources": sources,
            "offers": [offer_doc(o) for o in offers]}
-    _emit(doc, "" if args.json else offers_text(offers), args.json)
+    _emit(doc, "" if args.json else offers_text(offers, output_width()), args.json)
     return EXIT_OK if offers else EXIT_NOTHING_FEASIBLE
 
 
@@ -273,6 +297,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return run_submit(args)
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from placement.completion import bash_script
+
+    script = bash_script(build_parser())
+    if args.shell == "zsh":
+        script = "autoload -U +X bashcompinit && bashcompinit\n" + script
+    sys.stdout.write(script)
+    return EXIT_OK
+
+
 def cmd_dispatch(args: argparse.Namespace) -> int:
     from placement.dispatch.command import run_dispatch
 
@@ -280,7 +314,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
-            "submit": cmd_submit, "dispatch": cmd_dispatch}
+            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -298,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return EXIT_BAD_INPUT
+        if getattr(args, "refresh", False) and not getattr(args, "live", False):
+            raise UsageError(f"placement {args.command}: --refresh only applies with --live (it skips the live "
+                             "cache); add --live or drop --refresh (see --help)")
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return code

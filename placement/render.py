@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +32,7 @@ def _ratio(x: float | None) -> float | None:
 
 
 def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
-    """One candidate as in the JSON contract (units in the README's JSON reference)."""
+    """One candidate as in the JSON contract (units in docs/placement.md, JSON reference)."""
     o = c.offer
     doc: dict[str, Any] = {
         "rank": rank,
@@ -111,6 +112,7 @@ def plan_doc(
         "why": why_chosen(p),
         "runnable": len(p.rows),
         "excluded": len(p.excluded_rows),
+        "closest_reasons": [] if p.rows else closest_reasons(p, catalog),
         "candidates": cands,
     }
 
@@ -153,15 +155,60 @@ def batch_doc(
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int] | None = None) -> str:
-    """A plain aligned text table."""
+    """A plain aligned text table, no trailing spaces on any line."""
     right = right or set()
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
         pairs = enumerate(zip(cells, widths, strict=True))
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in pairs)
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in pairs).rstrip()
 
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]).rstrip()
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int] | None = None, *,
+              width: int | None = None, drop: Sequence[str] = (), wrap_last: bool = True) -> str:
+    """A table that fits ``width`` columns (``None``: no limit).
+
+    Too wide, the last column (free text such as notes; with ``wrap_last``) moves to a wrapped, indented line
+    under its row; still too wide, the columns named in ``drop`` are hidden in that order, and a last line
+    names them."""
+    right = right or set()
+    full = table(headers, rows, right)
+    if width is None or max(map(len, full.splitlines())) <= width:
+        return full
+    last = len(headers) - 1 if wrap_last else None
+    keep = [i for i in range(len(headers)) if i != last]
+    hidden: list[str] = []
+
+    def render(cols: list[int]) -> list[str]:
+        narrow = table([headers[i] for i in cols], [[r[i] for i in cols] for r in rows],
+                       {n for n, i in enumerate(cols) if i in right}).splitlines()
+        return narrow
+
+    lines = render(keep)
+    for name in drop:
+        if max(map(len, lines)) <= width or name not in headers:
+            continue
+        keep.remove(list(headers).index(name))
+        hidden.append(name)
+        lines = render(keep)
+    out = lines[:2]
+    for row, text in zip(rows, lines[2:], strict=True):
+        out.append(text)
+        if last is not None and row[last]:
+            out += textwrap.wrap(row[last], width=max(width, 20), initial_indent="    ", subsequent_indent="    ",
+                                 break_on_hyphens=False)
+    if hidden:
+        out.append(wrap(f"(hidden to fit {width} columns: {', '.join(hidden)}; --json has every field)", width))
+    return "\n".join(out)
+
+
+def wrap(text: str, width: int | None, indent: str = "") -> str:
+    """``text`` wrapped at ``width`` columns (``None``: one line), continuation lines indented by ``indent``."""
+    if width is None:
+        return text
+    return "\n".join(textwrap.wrap(text, width=max(width, 20), subsequent_indent=indent, break_on_hyphens=False))
 
 
 def _usd(x: float) -> str:
@@ -218,27 +265,59 @@ def candidate_row(c: Candidate, rank: str) -> list[str]:
     ]
 
 
+PLAN_DROP = ("compute $", "egress $", "ready h", "quota need/headroom", "region", "$/h")
+
+
 def plan_text(
-    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = ()
+    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = (),
+    width: int | None = None,
 ) -> str:
+    """The plan as a table and the "why" line, fitted to ``width`` columns (``None``: no limit)."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
     rows = [candidate_row(c, str(i + 1)) for i, c in enumerate(shown)]
     if all_candidates:
         rows += [candidate_row(c, "x") for c in p.excluded]
-    out = [
+    out = [wrap(
         f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h on "
-        f"{p.job.accelerators[0]}, capacity {p.job.capacity} (catalog: {catalog_text(catalog)})"
+        f"{p.job.accelerators[0]}, capacity {p.job.capacity} (catalog: {catalog_text(catalog)})", width, "    ")
     ]
-    out.append(table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10}) if rows else "(no runnable candidate)")
+    if rows:
+        out.append(fit_table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10}, width=width, drop=PLAN_DROP))
+    if not p.rows:
+        reasons = closest_reasons(p, catalog)
+        out.append("(no runnable candidate)" + (": closest reasons:" if reasons else ""))
+        out += [wrap(f"  - {r}", width, "    ") for r in reasons]
     hidden = len(p.rows) - len(shown)
     if hidden > 0 and not all_candidates:
-        out.append(f"... {hidden} more runnable, {len(p.excluded_rows)} excluded (--all-candidates lists them)")
-    out.append(sources_text(sources))
-    out.append("why: " + why_chosen(p))
+        out.append(wrap(f"... {hidden} more runnable, {len(p.excluded_rows)} excluded (--all-candidates lists them)",
+                        width))
+    out.append(sources_text(sources, width))
+    out.append(wrap("why: " + why_chosen(p), width, "     "))
     return "\n".join(x for x in out if x)
 
 
-def sources_text(sources: Sequence[dict[str, Any]]) -> str:
+def closest_reasons(p: Plan, catalog: Catalog, limit: int = 3) -> list[str]:
+    """Why nothing runs, most telling first: accelerators no allowed cloud offers at all, then the reasons the
+    excluded candidates give, the cheapest candidate's first, each with how many candidates it excluded."""
+    out = []
+    offered = {(o.cloud, o.shape.accelerator) for o in catalog.offers}
+    clouds = sorted({o.cloud for o in catalog.offers} | set(p.job.allow_clouds))
+    for cloud in clouds:
+        if (p.job.allow_clouds and cloud not in p.job.allow_clouds) or cloud in p.job.deny_clouds:
+            continue  # the job rules this cloud out itself
+        missing = [a for a in p.job.accelerators if (cloud, a) not in offered]
+        if len(missing) == len(p.job.accelerators):
+            out.append(f"no offer of {'/'.join(missing)} on {cloud} in the catalog")
+    counts: dict[str, int] = {}
+    for c in sorted(p.excluded, key=lambda c: c.cost.total_usd):
+        reason = c.excluded or "excluded"
+        counts[reason] = counts.get(reason, 0) + 1
+    for reason, n in list(counts.items())[:limit]:
+        out.append(f"{reason} ({n} candidate{'s' if n != 1 else ''})")
+    return out
+
+
+def sources_text(sources: Sequence[dict[str, Any]], width: int | None = None) -> str:
     if not sources:
         return ""
     rows = [
@@ -251,10 +330,12 @@ def sources_text(sources: Sequence[dict[str, Any]]) -> str:
         ]
         for s in sources
     ]
-    return "sources:\n" + table(("cloud", "service", "region", "status", "detail"), rows)
+    return "sources:\n" + fit_table(("cloud", "service", "region", "status", "detail"), rows, width=width)
 
 
-def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None) -> str:
+def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None,
+               width: int | None = None) -> str:
+    """One row per job, the total and the greedy comparison, fitted to ``width`` columns (``None``: no limit)."""
     rows = []
     for a in result.assignments:
         c = a.candidate
@@ -276,31 +357,34 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
             ]
         )
     out = [
-        table(
+        fit_table(
             ("job", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "notes"),
             rows,
             right={6, 7},
+            width=width,
+            drop=("$/h", "region"),
         )
     ]
-    out.append(
+    out.append(wrap(
         f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
-        f"(solver {result.solver}: {result.status}; catalog: {catalog_text(catalog)})"
-    )
+        f"(solver {result.solver}: {result.status}; catalog: {catalog_text(catalog)})", width, "    "
+    ))
     if greedy is not None:
         if greedy.placed == result.placed:
-            out.append(
+            out.append(wrap(
                 f"one-by-one greedy in arrival order: ${greedy.total_usd:,.2f}; "
-                f"joint placement saves ${greedy.total_usd - result.total_usd:,.2f}"
-            )
+                f"joint placement saves ${greedy.total_usd - result.total_usd:,.2f}", width, "    "
+            ))
         else:
-            out.append(
+            out.append(wrap(
                 f"one-by-one greedy in arrival order places only {greedy.placed} "
-                f"(${greedy.total_usd:,.2f}); joint placement places {result.placed}"
-            )
+                f"(${greedy.total_usd:,.2f}); joint placement places {result.placed}", width, "    "
+            ))
     return "\n".join(out)
 
 
-def offers_text(offers: Sequence[Offer]) -> str:
+def offers_text(offers: Sequence[Offer], width: int | None = None) -> str:
+    """One row per offer, fitted to ``width`` columns (``None``: no limit)."""
     rows = [
         [
             o.cloud,
@@ -314,10 +398,13 @@ def offers_text(offers: Sequence[Offer]) -> str:
         ]
         for o in offers
     ]
-    return table(
+    return fit_table(
         ("cloud", "region", "zone", "instance", "accelerator", "GPUs", "on-demand $/h", "spot $/h"),
         rows,
         right={5, 6, 7},
+        width=width,
+        drop=("accelerator", "region"),
+        wrap_last=False,
     )
 
 

@@ -26,7 +26,7 @@ from placement.fleet.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FleetEr
 from placement.fleet.manifests import JOB_UID_LABEL, Target, manifest_yaml, render, render_portable
 from placement.fleet.stacks import HubStack
 from placement.jobspec import JobSpec
-from placement.render import SCHEMA, candidate_doc, catalog_info, table
+from placement.render import SCHEMA, candidate_doc, catalog_info, fit_table, wrap
 
 if TYPE_CHECKING:
     from placement.catalog import Catalog
@@ -56,7 +56,8 @@ def shown(choice: Choice) -> list[int]:
     return sorted({i for i, e in enumerate(choice.existing) if e is not None} | set(new))
 
 
-def text_table(job: JobSpec, choice: Choice, catalog: Catalog) -> str:
+def text_table(job: JobSpec, choice: Choice, catalog: Catalog, width: int | None = None) -> str:
+    """The candidates on existing clusters and the best few needing a new stack, fitted to ``width`` columns."""
     chosen = choice.chosen_index
     rows = []
     for i in shown(choice):
@@ -69,9 +70,10 @@ def text_table(job: JobSpec, choice: Choice, catalog: Catalog) -> str:
                      where, notes])
     head = (f"job {job.name}: {job.gpus} x {'/'.join(job.accelerators)}, {job.hours:g} h, capacity {job.capacity} "
             f"(catalog {catalog.source}, as of {catalog.as_of})")
-    body = table(("#", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "cluster",
-                  "notes"), rows, right={0, 6, 7}) if rows else "(no runnable candidate)"
-    return head + "\n" + body
+    body = fit_table(("#", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "cluster",
+                      "notes"), rows, right={0, 6, 7}, width=width, drop=("region", "$/h")
+                     ) if rows else "(no runnable candidate)"
+    return wrap(head, width, "    ") + "\n" + body
 
 
 def why(choice: Choice) -> str:
@@ -96,8 +98,10 @@ def group_doc(group: Group) -> dict[str, Any]:
 
 def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool, dry_run: bool,
                target: Target | None, manifest: Sequence[Mapping[str, Any]] | None, warnings: Sequence[str],
-               submitted: Submitted | None, group: Group | None = None) -> dict[str, Any]:
-    """The ``gpufleet.placement/v1`` document of kind ``submit``."""
+               submitted: Submitted | None, group: Group | None = None,
+               destinations: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The ``gpufleet.placement/v1`` document of kind ``submit``; ``manifest_clusters[i]`` says which cluster
+    ``manifest[i]`` goes to (``role`` ``cluster``, ``worker`` or ``hub``, ``stack``, ``cluster``)."""
     def cand(i: int) -> dict[str, Any]:
         e = choice.existing[i]
         d = candidate_doc(choice.ranked[i], i + 1)
@@ -121,6 +125,7 @@ def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool,
     }
     if manifest is not None:
         doc["manifest"] = list(manifest)
+        doc["manifest_clusters"] = list(destinations or [])
     if submitted is not None:
         # uid "" (and no selector) when the API server created the job but its answer was unreadable.
         doc["submitted"] = {"kind": submitted.kind, "namespace": submitted.namespace, "name": submitted.name,
@@ -146,6 +151,38 @@ def run_submit(args: argparse.Namespace) -> int:
     except FleetError as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return exc.code
+
+
+def destinations(manifest: Sequence[Mapping[str, Any]], target: Target, group: Group | None,
+                 per_worker: Mapping[str, Sequence[Mapping[str, Any]]], hub: HubStack | None
+                 ) -> list[dict[str, Any]]:
+    """Which cluster each object of ``manifest`` is created on: without the hub, the chosen cluster; through
+    it, each worker's storage objects on that worker and the job on the hub."""
+    if group is None:
+        cl = target.existing.cluster
+        return [{"role": "cluster", "stack": cl.stack, "cluster": cl.cluster_name}] * len(manifest)
+    out = [{"role": "worker", "stack": m.cluster.stack, "cluster": m.cluster.cluster_name, "worker": m.key}
+           for m in group.members for _ in per_worker.get(m.key) or []]
+    return [*out, {"role": "hub", "stack": hub.stack if hub else None, "cluster": None}]
+
+
+def headers(dest: Sequence[Mapping[str, Any]]) -> list[str | None]:
+    """A comment above the first object of each cluster's run of documents, naming that cluster."""
+    out: list[str | None] = []
+    for i, d in enumerate(dest):
+        if i and dest[i - 1] == d:
+            out.append(None)
+        elif d["role"] == "hub":
+            out.append(f"==== hub{' stack ' + d['stack'] if d['stack'] else ''}: create this on the hub cluster "
+                       "(its kubeconfig), after the\nworkers' objects above; MultiKueue copies it to the worker that "
+                       "admits it")
+        elif d["role"] == "worker":
+            out.append(f"==== worker {d['worker']}: cluster {d['cluster']} (stack {d['stack']});\n"
+                       "create these with that stack's kubeconfig")
+        else:
+            out.append(f"==== cluster {d['cluster']} (stack {d['stack']}): every object below;\n"
+                       "`kubectl apply -f -` with that stack's kubeconfig")
+    return out
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -188,7 +225,10 @@ def _run(args: argparse.Namespace) -> int:
                                 "(placement dispatch needs gpufleet:hub.dispatcher External)")
         else:
             manifest, warnings = render(target)
-    table_text = text_table(job, choice, catalog)
+    from placement.cli import output_width
+
+    width = output_width(sys.stderr if args.dry_run else sys.stdout)
+    table_text = text_table(job, choice, catalog, width)
     summary = []
     if target is not None:
         e = target.existing
@@ -200,10 +240,18 @@ def _run(args: argparse.Namespace) -> int:
         summary.append(f"chosen: {e.cluster.stack} pool {e.pool.name}, {target.kind} {e.namespace}/{job.name}, {route}")
     summary += [f"warning: {w}" for w in warnings]
     summary.append("why: " + why(choice))
+    summary = [wrap(line, width, "    ") for line in summary]
+
+    dest = destinations(manifest, target, group, per_worker, hub) if target and manifest else []
+    if args.dry_run and group is not None:
+        clusters = len({(d["role"], d["stack"]) for d in dest})
+        summary.insert(1, wrap(f"apply: the YAML holds objects for {clusters} clusters, each run headed by a "
+                               "comment naming its cluster; create each run with that cluster's kubeconfig (not "
+                               "one `kubectl apply` of the whole stream)", width, "    "))
 
     def doc(**kw: Any) -> str:
         return json.dumps(submit_doc(job, choice, catalog, via_hub=args.via_hub, dry_run=args.dry_run,
-                                     warnings=warnings, group=group, **kw), indent=2,
+                                     warnings=warnings, group=group, destinations=dest, **kw), indent=2,
                           allow_nan=False)
 
     if target is None or manifest is None:
@@ -219,7 +267,7 @@ def _run(args: argparse.Namespace) -> int:
             print(doc(target=target, manifest=manifest, submitted=None))
         else:
             print(table_text + "\n" + "\n".join(summary), file=sys.stderr)
-            sys.stdout.write(manifest_yaml(manifest))
+            sys.stdout.write(manifest_yaml(manifest, headers(dest)))
         return EXIT_OK
 
     if not args.json:

@@ -24,7 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bench  # noqa: E402
+import _venv  # noqa: E402
+
+_venv.ensure("yaml", "highspy", extra="")  # before the imports below; re-runs this script under .venv if needed
 
 from placement import kueue as ko  # noqa: E402
 from placement.catalog import embedded_catalog  # noqa: E402
@@ -154,6 +158,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     pricing = Pricing(tuple(embedded_catalog().offers))
+    print(_bench.machine_line())
     print(f"one dispatch pass, {args.workloads} waiting Workloads, median of {args.runs} runs")
     print(f"{'workers':>8} {'snapshots s':>12} {'decision s':>11} {'pass s':>8} {'nominated':>10} {'recall s':>9}")
     for n in args.workers:

@@ -15,7 +15,7 @@ Each figure is the median wall time of N fresh subprocesses:
   warm        the same with the cache filled by a previous run
   sequential  cold, with GPUFLEET_LIVE_SEQUENTIAL=1 (one call after another)
 
-Usage: .venv/bin/python scripts/bench_live.py [--runs 3] [--latency-ms 150] [--aws-regions 20] [--gcp-regions 22]
+Usage: scripts/bench_live.py [--runs 3] [--latency-ms 150] [--aws-regions 20] [--gcp-regions 22]
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bench  # noqa: E402
+import _venv  # noqa: E402
+
 PY = sys.executable
 GCP_REGIONS = ["us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2", "us-west3",
                "us-west4", "northamerica-northeast1", "southamerica-east1", "europe-west1", "europe-west2",
@@ -123,6 +127,8 @@ def main() -> int:
     ap.add_argument("--serve", type=float, metavar="SECONDS",
                     help="only set the fakes up, print the environment and plan command as JSON, keep serving")
     args = ap.parse_args()
+    _venv.ensure("boto3", "moto", "google.cloud.compute_v1", "yaml", extra="dev")
+    print(_bench.machine_line())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop moto_server (finally) when killed
     fakes = _fakes()
     work = Path(tempfile.mkdtemp(prefix="bench-live-"))

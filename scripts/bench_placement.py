@@ -16,7 +16,8 @@
      with the default 30 s (bounded). It measures the `placement` package beside this script, so the same
      script run in an older checkout gives that version's figures.
 
-Usage: python scripts/bench_placement.py [--repeat N] [--only scale]
+Usage: scripts/bench_placement.py [--repeat N] [--only help|plan|batch|scale]...
+(from any shell: it runs itself under .venv)
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bench  # noqa: E402
+import _venv  # noqa: E402
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
@@ -278,17 +284,24 @@ def bench_help(repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--only", choices=("scale",), help="run only this benchmark")
+    parser.add_argument("--only", choices=("help", "plan", "batch", "scale"), action="append",
+                        help="run only these benchmarks (repeatable; default: all). `--only help` is cheap: it "
+                             "times the code importable from the current directory first, so running it from "
+                             "another checkout's root times that checkout")
     args = parser.parse_args()
-    if args.only == "scale":
+    _venv.ensure("yaml", "highspy", extra="")
+    print(_bench.machine_line())
+    only = set(args.only or ("help", "plan", "batch", "scale"))
+    if "help" in only:
+        bench_help(max(args.repeat, 5))
+    if "plan" in only:
+        bench_plan(max(args.repeat, 5))
+    if "batch" in only:
+        bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64))
+        bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64), n_reserved=40)
+        bench_batch(1, "scarce quota", (2, 4, 8, 16), target="no target: a 30 s budget")
+    if "scale" in only:
         bench_batch_scale()
-        return
-    bench_help(max(args.repeat, 5))
-    bench_plan(max(args.repeat, 5))
-    bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64))
-    bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64), n_reserved=40)
-    bench_batch(1, "scarce quota", (2, 4, 8, 16), target="no target: a 30 s budget")
-    bench_batch_scale()
 
 
 if __name__ == "__main__":

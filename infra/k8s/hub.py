@@ -14,7 +14,7 @@ MultiKueueCluster, a MultiKueueConfig, a MultiKueue AdmissionCheck, a ClusterQue
 the worker's pools, and a LocalQueue per team. The ``all-workers`` MultiKueueConfig / AdmissionCheck /
 ClusterQueue / LocalQueues span every worker. With the External dispatcher the hub also runs
 ``placement dispatch`` (:mod:`infra.k8s.dispatcher`) and gives it a read-only identity on every worker.
-See the README.md (Kueue on every cluster, the MultiKueue hub) for the path a job takes.
+See docs/kueue-hub.md (How a job submitted to the hub reaches a worker) for the path a job takes.
 """
 
 from __future__ import annotations

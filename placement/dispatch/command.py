@@ -21,7 +21,7 @@ from placement.inputs import UsageError
 
 
 def add_arguments(d: argparse.ArgumentParser) -> None:
-    """The ``dispatch`` sub-command's flags (README: placement dispatch)."""
+    """The ``dispatch`` sub-command's flags (docs/kueue-hub.md#placement-dispatch)."""
     where = d.add_mutually_exclusive_group()
     where.add_argument("--in-cluster", action="store_true", help="use the pod's service account (in the hub cluster)")
     where.add_argument("--kubeconfig", metavar="PATH", help="the hub's kubeconfig (default: $KUBECONFIG or "
@@ -60,15 +60,19 @@ def add_arguments(d: argparse.ArgumentParser) -> None:
                    help="/metrics and /healthz port (default 9090; 0: none)")
     d.add_argument("--resync-seconds", type=float, default=30.0, metavar="S", help="pass at least this often "
                                                                                    "(default 30)")
-    d.add_argument("--lease-duration-seconds", type=int, default=15, metavar="S")
-    d.add_argument("--renew-deadline-seconds", type=int, default=10, metavar="S")
-    d.add_argument("--retry-period-seconds", type=int, default=2, metavar="S")
+    d.add_argument("--lease-duration-seconds", type=int, default=15, metavar="S",
+                   help="with --lease: how long a leader's Lease holds without renewal (default 15)")
+    d.add_argument("--renew-deadline-seconds", type=int, default=10, metavar="S",
+                   help="with --lease: the leader steps down when it cannot renew within this (default 10)")
+    d.add_argument("--retry-period-seconds", type=int, default=2, metavar="S",
+                   help="with --lease: seconds between attempts to acquire or renew the Lease (default 2)")
     d.add_argument("--watch-timeout-seconds", type=int, default=60, metavar="S",
                    help="server-side timeout of each watch request before it is resumed (default 60)")
     d.add_argument("--once", action="store_true", help="one reconcile pass, print the decisions, exit")
     d.add_argument("--dry-run", action="store_true", help="decide but write nothing (no nomination, no Event)")
     d.add_argument("--json", action="store_true", help="with --once: one gpufleet.placement/v1 document")
-    d.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    d.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="log verbosity on stderr (default info)")
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -17,7 +17,7 @@ from placement.fleet.stacks import ClusterStack
 from placement.jobspec import JobSpec
 from placement.kueue import Allocatable
 
-# Defaults of the `placement dispatch` flags (README: placement dispatch).
+# Defaults of the `placement dispatch` flags (docs/kueue-hub.md#placement-dispatch).
 WAIT_USD_PER_GPU_HOUR = 2.0  # what an hour of waiting costs per GPU the job holds idle
 ADMISSION_DEADLINE_S = 300.0  # a nominated worker that has not admitted by then is replaced by the next best
 DEFAULT_HOURS = 4.0  # length (or time left) of a workload whose length is unknown

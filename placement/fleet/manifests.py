@@ -411,12 +411,21 @@ def _account_warnings(cl: ClusterStack, ns: str) -> list[str]:
     return []
 
 
+def command_warnings(job: JobSpec) -> list[str]:
+    """A job without ``command`` runs its image's own entrypoint (ENTRYPOINT and CMD): say so, since for an
+    image such as the default NGC PyTorch one that starts a shell and exits at once."""
+    if job.command:
+        return []
+    return [f"job {job.name} has no command: the container runs the image's own entrypoint ({job.image}); "
+            "set command: in the job spec to run your training"]
+
+
 def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
     """The objects to create on one cluster (PV/PVC first when needed, the Job or JobSet last) and warnings."""
     job, ex = target.job, target.existing
     cl, name, ns = ex.cluster, job.name, ex.namespace
     storage = checkpoint_storage(cl, ns)
-    warnings = list(storage.warnings)
+    warnings = command_warnings(job) + list(storage.warnings)
     shape = target.shape
     cpu, memory = per_node_requests(shape, target.gpus_per_node)
     multi = target.nodes > 1
@@ -432,7 +441,7 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
     if multi and not target.via_hub and ko.tas_enabled(ex.pool.min_nodes, ex.pool.max_nodes, shape):
         # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
         # a flavor without one): ask Kueue to keep the pods in the narrowest network block it can. Pools that
-        # scale carry no Topology, nor do the hub's flavors (README.md (Kueue on every cluster, the MultiKueue hub)).
+        # scale carry no Topology, nor do the hub's flavors (docs/kueue-hub.md#the-hub-stackspulumihubyaml).
         pod_annotations[PREFERRED_TOPOLOGY] = ko.TOPOLOGY_LEVELS[cl.cloud][0]
     warnings += _account_warnings(cl, ns)
     if cl.cloud == "gcp":
@@ -536,7 +545,7 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
     per_node = group.gpus_per_node
     reqs = [per_node_requests(s, per_node) for s in shapes]
     storage, per_worker = _portable_storage(group, ns)
-    warnings = list(storage.warnings)
+    warnings = command_warnings(job) + list(storage.warnings)
     first = existing.cluster
     fabric = group.name if group.name != "single-node" else "none"
     efa = min(s.fabric_nics for s in shapes) if fabric == "efa" else 0
@@ -564,9 +573,9 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
     return obj, per_worker, warnings
 
 
-def manifest_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
-    """The objects as one multi-document YAML stream (``kubectl apply -f -`` takes it as is); multi-line
-    strings (device lists, scripts) as literal blocks."""
+def manifest_yaml(docs: Sequence[Mapping[str, Any]], headers: Sequence[str | None] = ()) -> str:
+    """The objects as one multi-document YAML stream; multi-line strings (device lists, scripts) as literal
+    blocks. ``headers[i]``, when given, is a comment put above document ``i`` (which cluster it goes to)."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
@@ -577,4 +586,9 @@ def manifest_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, text)
-    return yaml.dump_all([dict(d) for d in docs], Dumper=Dumper, sort_keys=False)
+    parts = []
+    for i, d in enumerate(docs):
+        header = headers[i] if i < len(headers) else None
+        comment = "".join(f"# {line}\n" for line in header.splitlines()) if header else ""
+        parts.append(comment + yaml.dump(dict(d), Dumper=Dumper, sort_keys=False))
+    return "---\n".join(parts)

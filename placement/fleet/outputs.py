@@ -22,7 +22,7 @@ def pulumi_outputs(stack: str) -> dict[str, Any]:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PULUMI_TIMEOUT_S, check=False)
     except FileNotFoundError:
         raise FleetError("--stack: the pulumi CLI is not on PATH; install it, or export the outputs and pass "
-                         "--stacks FILE (see README: placement submit)", EXIT_BAD_INPUT) from None
+                         "--stacks FILE (see docs/kueue-hub.md#placement-submit)", EXIT_BAD_INPUT) from None
     except subprocess.TimeoutExpired:
         raise FleetError(f"--stack {stack}: `pulumi stack output` did not answer in {PULUMI_TIMEOUT_S:g} s") from None
     if proc.returncode != 0:

@@ -206,7 +206,7 @@ def parse_stacks(doc: Any, source: str) -> Stacks:
         doc = {stem: doc}
     if not isinstance(doc, Mapping) or not doc:
         raise InputError("--stacks", "must map stack names to `pulumi stack output --json --show-secrets` "
-                         "documents (see README: placement submit)", source=source)
+                         "documents (see docs/kueue-hub.md#placement-submit)", source=source)
     clusters, hubs = [], []
     for name, outputs in doc.items():
         if not isinstance(outputs, Mapping):
@@ -223,7 +223,8 @@ def parse_fleet(doc: Any, source: str) -> tuple[ClusterStack, ...]:
     without ``kubeconfig``. Keys must be DNS labels; a hub entry is refused."""
     if not isinstance(doc, Mapping) or not doc:
         raise InputError("fleet", "must be a JSON object mapping each worker key to its stack outputs "
-                         "(ConfigMap gpufleet-fleet, key fleet.json; see README: placement dispatch)", source=source)
+                         "(ConfigMap gpufleet-fleet, key fleet.json; see docs/kueue-hub.md#placement-dispatch)",
+                         source=source)
     workers = []
     for key, outputs in doc.items():
         if not isinstance(key, str) or not ko.DNS_LABEL.fullmatch(key):

@@ -30,7 +30,8 @@ def run(argv: list[str]) -> tuple[int, dict[str, Any] | None, str]:
 
 
 def plan(env: dict[str, Any], *extra: str) -> tuple[int, dict[str, Any], str]:
-    code, doc, err = run(["plan", env["job"], "--live", "--json", "--all-candidates", *env["args"], *extra])
+    mode = [] if "--offline" in extra else ["--live"]  # --live --offline together is a usage error (issue 13)
+    code, doc, err = run(["plan", env["job"], *mode, "--json", "--all-candidates", *env["args"], *extra])
     assert doc is not None, err
     return code, doc, err
 
