@@ -5,7 +5,7 @@
      and (when accepted) planned; cases, accepted / refused, median time
   2. hypothesis: the random 1-3-mutation test at its configured number of examples; median time
 
-Usage: .venv/bin/python scripts/bench_config_sweep.py [--repeat N]
+Usage: scripts/bench_config_sweep.py [--repeat N]   (from any shell: it runs itself under .venv)
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from pathlib import Path
 from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bench  # noqa: E402
+import _venv  # noqa: E402
 
 
 def _sweep() -> ModuleType:
@@ -34,6 +37,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    _venv.ensure("yaml", "pulumi", "hypothesis", extra="dev")
+    print(_bench.machine_line())
     sweep = _sweep()
 
     cases = list(sweep.exhaustive_cases())

@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _bench  # noqa: E402
+import _venv  # noqa: E402
 
 
 def main() -> int:
@@ -28,6 +31,8 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=2500)
     ap.add_argument("--runs", type=int, default=1)
     args = ap.parse_args()
+    _venv.ensure("yaml", "hypothesis", "pytest", extra="dev")
+    print(_bench.machine_line())
     env = {**os.environ, "PLACEMENT_FUZZ_EXAMPLES": str(args.examples)}
     times = []
     for run in range(args.runs):
