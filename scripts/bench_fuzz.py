@@ -42,7 +42,8 @@ def main() -> int:
         took = time.perf_counter() - start
         times.append(took)
         if proc.returncode != 0:
-            print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n")
+            failures = proc.stdout.split("= FAILURES =", 1)[-1].split("short test summary info", 1)[0]
+            print(failures[-6000:], proc.stderr[-2000:], sep="\n")
             return proc.returncode
         parts = []
         for name, body in re.findall(r"::(test_\w+):(.*?)(?=::test_|\Z)", proc.stdout, re.S):

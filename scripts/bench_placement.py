@@ -50,18 +50,32 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return statistics.median(samples), result
 
 
-def generated_catalog(n: int, seed: int = 7) -> list[Any]:
+def generated_catalog(n: int, seed: int = 7, distinct: bool = False) -> list[Any]:
     from placement.catalog import Offer
     from placement.shapes import shape_book
 
     rng = random.Random(seed)
     shapes = list(shape_book().shapes.values())
     offers = []
-    for i in range(n):
-        s = shapes[i % len(shapes)]
-        region_no = rng.randrange(60)
+    if not distinct:
+        # 60 regions per cloud, rows drawn with repeats: the in-process plan benchmark's workload since issue 5.
+        for i in range(n):
+            s = shapes[i % len(shapes)]
+            region_no = rng.randrange(60)
+            region = f"us-east-{region_no}" if s.cloud == "aws" else f"us-central{region_no}"
+            zone = f"{region}-{rng.choice('abcd')}"
+            price = round(rng.uniform(1, 120), 2)
+            spot = None if rng.random() < 0.2 else round(price * rng.uniform(0.2, 0.9), 2)
+            offers.append(Offer(s.cloud, region, zone, s, price, spot))
+        return offers
+    # Distinct (shape, region, zone) rows with zones named each cloud's way, as `--catalog` accepts them (it
+    # refuses a row listed twice with different prices): as many regions as n rows need.
+    n_regions = max(60, -(-n // (4 * len(shapes))) * 2)
+    for c in rng.sample(range(len(shapes) * n_regions * 4), n):
+        s = shapes[c % len(shapes)]
+        region_no, letter = divmod(c // len(shapes), 4)
         region = f"us-east-{region_no}" if s.cloud == "aws" else f"us-central{region_no}"
-        zone = f"{region}-{rng.choice('abcd')}"
+        zone = f"{region}{'abcd'[letter]}" if s.cloud == "aws" else f"{region}-{'abcd'[letter]}"
         price = round(rng.uniform(1, 120), 2)
         spot = None if rng.random() < 0.2 else round(price * rng.uniform(0.2, 0.9), 2)
         offers.append(Offer(s.cloud, region, zone, s, price, spot))
@@ -235,7 +249,7 @@ def bench_batch_scale(n_jobs: int = 100, n_rows: int = 200_000) -> None:
     import yaml
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    offers = generated_catalog(n_rows)
+    offers = generated_catalog(n_rows, distinct=True)
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
         for cloud in ("aws", "gcp"):
@@ -254,7 +268,8 @@ def bench_batch_scale(n_jobs: int = 100, n_rows: int = 200_000) -> None:
                    f"gcp={paths['gcp']}", "--time-limit", limit]
             out_path = os.path.join(tmp, "out.json")
             t0 = time.perf_counter()
-            with open(out_path, "w", encoding="utf-8") as out, open(os.devnull, "w") as err:
+            err_path = os.path.join(tmp, "err.txt")
+            with open(out_path, "w", encoding="utf-8") as out, open(err_path, "w", encoding="utf-8") as err:
                 proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=tmp)
                 _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS (KiB on Linux)
             wall = time.perf_counter() - t0
@@ -268,6 +283,9 @@ def bench_batch_scale(n_jobs: int = 100, n_rows: int = 200_000) -> None:
             print(f"plan-batch, {n_jobs} distinct jobs x {n_rows:,} catalog rows, --time-limit {limit}: "
                   f"{wall:.1f} s wall, peak RSS {usage.ru_maxrss / 1024:.0f} MiB, exit {code}, "
                   f"{placed} of {n_jobs} placed")
+            if code == 2:  # bad input: the benchmark's own data is wrong; say why rather than print a figure
+                with open(err_path, encoding="utf-8") as fh:
+                    print("  " + fh.read().strip()[-400:])
 
 
 def bench_help(repeat: int) -> None:
