@@ -19,16 +19,18 @@ reservation free nodes      integer >= 1                    ``MAX_NODES``
 placement score             integer 1-10                    -
 ==========================  ==============================  =====================
 
-These overlap the file-input validators of ``placement.inputs`` (finite numbers, positive counts,
-non-negative prices); the caps above are specific to what a cloud can answer.
+Numbers are read with the file inputs' rule (``placement.inputs.finite_number``); what differs is the outcome
+(a value dropped and named, not the command refused) and the caps above, specific to what a cloud can answer.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from placement.errors import InputError
+from placement.inputs import finite_number, shown
 
 # The most expensive single machine any cloud lists is well under 1,000 USD/h (an 8-GPU node ~100 USD/h).
 MAX_NODE_USD_PER_HOUR = 5_000.0
@@ -55,10 +57,9 @@ def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise BadAnswer(f"expected a number, got {type(value).__name__}")
     try:
-        out = float(value)
-    except (ValueError, OverflowError):
+        return finite_number(value, "live value")  # the file inputs' number rule: finite, no inf/nan/1e999
+    except InputError:
         return None
-    return out if math.isfinite(out) else None
 
 
 def live_price(value: Any, *, cap: float = MAX_NODE_USD_PER_HOUR, zero_ok: bool = False) -> float | None:
@@ -84,8 +85,7 @@ def live_count(value: Any, *, low: int = 1, cap: int = MAX_NODES) -> int | None:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 24 else text[:21] + "..."
+    return shown(value, 24)
 
 
 def _mapping(data: Any, what: str) -> dict[str, Any]:
