@@ -160,26 +160,22 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster_security_group_id = eks.vpc_config.apply(_cluster_security_group)
         self.oidc_issuer = eks.identities.apply(_oidc_issuer)
 
+        def api_ingress(part: str, cidrs: list[str], who: str) -> list[aws.vpc.SecurityGroupIngressRule]:
+            return [aws.vpc.SecurityGroupIngressRule(
+                f"{name}-{part}-{cidr.replace('/', '-')}", security_group_id=self.cluster_security_group_id,
+                cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
+                description=f"Kubernetes API for {who}", tags=tags(f"{part}-{cidr.replace('/', '-')}"), opts=child)
+                for cidr in cidrs]
+
         # The private endpoint answers only what the cluster security group lets in; a MultiKueue hub reaches
         # it over peering / Transit Gateway / VPN from gpufleet:cluster.hubCidrs.
-        self.hub_ingress = [
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-hub-{cidr.replace('/', '-')}", security_group_id=self.cluster_security_group_id,
-                cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
-                description="Kubernetes API for the MultiKueue hub (gpufleet:cluster.hubCidrs)",
-                tags=tags(f"hub-{cidr.replace('/', '-')}"), opts=child)
-            for cidr in cfg.cluster.hub_cidrs
-        ]
+        self.hub_ingress = api_ingress("hub", list(cfg.cluster.hub_cidrs),
+                                       "the MultiKueue hub (gpufleet:cluster.hubCidrs)")
         # Operators (kubectl, CI, `pulumi up`) over VPN / peering / a bastion subnet: the cluster security group
         # lets in nothing but itself otherwise, so the private endpoint is unreachable from the rest of the VPC.
-        self.operator_ingress = [
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-operator-{cidr.replace('/', '-')}", security_group_id=self.cluster_security_group_id,
-                cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
-                description="Kubernetes API for operators (gpufleet:cluster.operatorCidrs)",
-                tags=tags(f"operator-{cidr.replace('/', '-')}"), opts=child)
-            for cidr in endpoint_cidrs(cfg) if cidr not in cfg.cluster.hub_cidrs
-        ]
+        self.operator_ingress = api_ingress(
+            "operator", [c for c in endpoint_cidrs(cfg) if c not in cfg.cluster.hub_cidrs],
+            "operators (gpufleet:cluster.operatorCidrs)")
 
         oidc = aws.iam.OpenIdConnectProvider(f"{name}-oidc", url=self.oidc_issuer,
                                              client_id_lists=["sts.amazonaws.com"], tags=tags("oidc"), opts=child)

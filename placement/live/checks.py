@@ -160,28 +160,25 @@ def _usage(data: Any) -> Checked:
     return Checked({"usage": known, "unknown": {k: str(v) for k, v in unknown.items()}}, notes)
 
 
-def _scores(data: Any) -> Checked:
-    d = _mapping(data, "scores")
+def _per_key(data: Any, shape: str, what: str, check: Callable[[Any], Any]) -> Checked:
+    """A mapping answer (zone or region -> value) with each value checked; refused values are named."""
+    d = _mapping(data, shape)
     out, refused = {}, []
-    for zone, score in d.items():
-        s = live_count(score, low=1, cap=10)
-        if s is None:
-            refused.append(f"{zone}: {_short(score)}")
+    for key, value in d.items():
+        ok = check(value)
+        if ok is None:
+            refused.append(f"{key}: {_short(value)}")
         else:
-            out[zone] = s
-    return Checked(out, _note("placement scores", refused))
+            out[key] = ok
+    return Checked(out, _note(what, refused))
+
+
+def _scores(data: Any) -> Checked:
+    return _per_key(data, "scores", "placement scores", lambda v: live_count(v, low=1, cap=10))
 
 
 def _ondemand(data: Any) -> Checked:
-    d = _mapping(data, "on-demand prices")
-    out, refused = {}, []
-    for region, price in d.items():
-        p = live_price(price)
-        if p is None:
-            refused.append(f"{region}: {_short(price)}")
-        else:
-            out[region] = p
-    return Checked(out, _note("on-demand prices", refused))
+    return _per_key(data, "on-demand prices", "on-demand prices", live_price)
 
 
 def _reservations(data: Any) -> Checked:
