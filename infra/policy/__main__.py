@@ -4,8 +4,19 @@ Pulumi starts it with the policy pack directory as the program, so the repositor
 ``sys.path`` for ``infra`` and ``placement`` to import even when gpufleet is not pip-installed.
 """
 
+import io
 import sys
 from pathlib import Path
+
+# The engine reads the analyzer's port from our stdout: a line that must not wait in a pipe buffer, however the
+# interpreter was started. pulumi_policy writes it to sys.stdout.buffer without a flush and then serves forever,
+# so stdout gets an unbuffered binary layer, as `python -u` gives it.
+try:
+    sys.stdout.flush()
+    sys.stdout = io.TextIOWrapper(io.FileIO(sys.stdout.fileno(), "w", closefd=False), encoding="utf-8",
+                                  line_buffering=True, write_through=True)
+except (OSError, ValueError):  # no file descriptor behind stdout (an embedding host): leave it as it is
+    pass
 
 _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:

@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import runpy
+import select
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -606,12 +607,16 @@ def test_served_pack_reads_the_stack_config_like_pulumi_runs_it(public: bool) ->
     from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
     cluster = {"publicAccess": public, "publicAccessCidrs": ["0.0.0.0/0"]}
-    env = dict(os.environ, PULUMI_CONFIG=json.dumps({"gpufleet:cluster": json.dumps(cluster)}))
+    # Without PYTHONUNBUFFERED: the pack must hand over its port through a pipe however it was started.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PULUMI_CONFIG"] = json.dumps({"gpufleet:cluster": json.dumps(cluster)})
     pack_dir = ROOT / "infra" / "policy"
     proc = subprocess.Popen([sys.executable, "-m", "pulumi.policy", "127.0.0.1:1", str(pack_dir)], cwd=pack_dir,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "the policy pack printed no port within 60 s"
         port = int(proc.stdout.readline())
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = analyzer_pb2_grpc.AnalyzerStub(channel)
