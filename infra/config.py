@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.errors import InputError
+from placement.inputs import shown
 from placement.shapes import Shape, shape_book
 from placement.zones import is_aws_zone_id, known_regions, zone_in_region
 
@@ -325,18 +326,7 @@ def _require(raw: Mapping[str, Any], key: str) -> Any:
 # (a list or mapping where a string belongs, a boolean where a number belongs, .inf/.nan, numbers beyond
 # what the clouds' and Kubernetes' 32-bit fields take) with one line naming the key, never a traceback.
 INT32_MAX = 2**31 - 1
-# Longest value repr put in an error line: a pasted blob must not become a screenful.
-_SHOWN = 60
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _show(value: Any) -> str:
-    """``repr(value)`` cut to :data:`_SHOWN` characters, for error lines."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int of more digits than Python prints
-        return "a number too long to show"
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
 def _str(value: Any, path: str, *, numbers: bool = False) -> str:
@@ -345,9 +335,9 @@ def _str(value: Any, path: str, *, numbers: bool = False) -> str:
                     or (isinstance(value, float) and math.isfinite(value))):
         value = str(value)
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(_key(path), f"must be a non-empty string (quote it in YAML), got {_show(value)}")
+        raise ConfigError(_key(path), f"must be a non-empty string (quote it in YAML), got {shown(value)}")
     if _CONTROL.search(value):
-        raise ConfigError(_key(path), f"must be one line without control characters, got {_show(value)}")
+        raise ConfigError(_key(path), f"must be one line without control characters, got {shown(value)}")
     return value
 
 
@@ -373,7 +363,7 @@ def _int(value: Any, path: str, *, minimum: int = 0, maximum: int = INT32_MAX) -
                 parsed = math.nan
             number = int(parsed) if math.isfinite(parsed) and parsed.is_integer() else None
     if number is None or not minimum <= number <= maximum:
-        raise ConfigError(_key(path), f"must be a whole number from {minimum} to {maximum}, got {_show(value)}")
+        raise ConfigError(_key(path), f"must be a whole number from {minimum} to {maximum}, got {shown(value)}")
     return number
 
 
@@ -382,17 +372,17 @@ def _bool(value: Any, path: str) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    raise ConfigError(_key(path), f"must be true or false, got {_show(value)}")
+    raise ConfigError(_key(path), f"must be true or false, got {shown(value)}")
 
 
 def _mapping(value: Any, path: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(_key(path), f"must be a mapping of keys to values, got {_show(value)}")
+        raise ConfigError(_key(path), f"must be a mapping of keys to values, got {shown(value)}")
     for k in value:
         if not isinstance(k, str):
-            raise ConfigError(_key(f"{path}.{_show(k)}"), "keys must be strings (quote the key in YAML)")
+            raise ConfigError(_key(f"{path}.{shown(k)}"), "keys must be strings (quote the key in YAML)")
     return value
 
 
@@ -401,7 +391,7 @@ def _strings(value: Any, path: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise ConfigError(_key(path), f"must be a list of strings, got {_show(value)}")
+        raise ConfigError(_key(path), f"must be a list of strings, got {shown(value)}")
     return tuple(_str(v, f"{path}[{i}]") for i, v in enumerate(value))
 
 
@@ -409,7 +399,7 @@ def _cidr(value: Any, path: str) -> str:
     try:
         return str(ipaddress.ip_network(_str(value, path)))
     except ValueError:
-        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {_show(value)}") from None
+        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {shown(value)}") from None
 
 
 # Tags the stacks set themselves on every resource (infra/aws/layout.py resource_tags, infra/gcp/plan.py
@@ -440,14 +430,14 @@ def _tags(value: Any, cloud: str) -> dict[str, str]:
                 raise ConfigError(_key(path), "is not an AWS tag key: 1-128 letters, digits, spaces and "
                                               "_ . : / = + - @, not starting with aws:")
             if len(text) > 256 or not _AWS_TAG.fullmatch(text):
-                raise ConfigError(_key(path), f"value {_show(text)} is not an AWS tag value: at most 256 letters, "
+                raise ConfigError(_key(path), f"value {shown(text)} is not an AWS tag value: at most 256 letters, "
                                               "digits, spaces and _ . : / = + - @")
         else:
             if not _GCP_LABEL_KEY.fullmatch(k):
                 raise ConfigError(_key(path), "is not a GCP label key (tags are labels on GCP): at most 63 lower-case "
                                               "letters, digits, '_' and '-', starting with a letter")
             if not _GCP_LABEL_VALUE.fullmatch(text):
-                raise ConfigError(_key(path), f"value {_show(text)} is not a GCP label value (tags are labels on "
+                raise ConfigError(_key(path), f"value {shown(text)} is not a GCP label value (tags are labels on "
                                               "GCP): at most 63 lower-case letters, digits, '_' and '-'")
         tags[k] = text
     if len(tags) > _MAX_TAGS[cloud]:
@@ -491,10 +481,10 @@ def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
         cidr = _cidr(c, path)
         net = ipaddress.ip_network(cidr)
         if net.version != 4:
-            raise ConfigError(_key(path), f"{_show(c)} is not IPv4; EKS public access CIDRs and GKE authorized "
+            raise ConfigError(_key(path), f"{shown(c)} is not IPv4; EKS public access CIDRs and GKE authorized "
                                           "networks take IPv4 CIDRs only")
         if net.prefixlen == 0:
-            raise ConfigError(_key(path), f"{_show(c)} is the whole internet; list the hub's or operators' own ranges")
+            raise ConfigError(_key(path), f"{shown(c)} is the whole internet; list the hub's or operators' own ranges")
         if cidr not in out:
             out.append(cidr)
     return tuple(out)
@@ -521,7 +511,7 @@ def _float(value: Any, path: str, *, minimum: float = 0.0, maximum: float = 1e6)
         with contextlib.suppress(ValueError, OverflowError):  # OverflowError: an int beyond a float's range
             number = float(value)
     if not minimum <= number <= maximum:  # also false for nan
-        raise ConfigError(_key(path), f"must be a number from {minimum:g} to {maximum:g}, got {_show(value)}")
+        raise ConfigError(_key(path), f"must be a number from {minimum:g} to {maximum:g}, got {shown(value)}")
     return number
 
 
@@ -539,11 +529,11 @@ def _worker_refs(value: Any, path: str) -> tuple[str, ...]:
     for i, ref in enumerate(refs):
         parts = ref.split("/")
         if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
-            raise ConfigError(_key(f"{path}[{i}]"), f"{_show(ref)} must be a fully qualified stack org/project/stack "
+            raise ConfigError(_key(f"{path}[{i}]"), f"{shown(ref)} must be a fully qualified stack org/project/stack "
                                                     "such as acme/gpufleet/aws-use1-p5")
         key = parts[2]
         if len(key) > 63 or not _DNS_SUBDOMAIN.fullmatch(key) or "." in key:
-            raise ConfigError(_key(f"{path}[{i}]"), f"stack name {_show(key)} names the hub's objects for this worker, "
+            raise ConfigError(_key(f"{path}[{i}]"), f"stack name {shown(key)} names the hub's objects for this worker, "
                                                     "so it must be a DNS-1123 label (lower-case letters, digits, '-')")
         if key in keys:
             raise ConfigError(_key(f"{path}[{i}]"), f"two workers share the stack name {key!r}; list each worker once")
@@ -570,7 +560,7 @@ def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
             text = _str(amount, f"{path}.{part}.{name}", numbers=True)
             if not _QUANTITY.fullmatch(text):
                 raise ConfigError(_key(f"{path}.{part}.{name}"),
-                                  f"must be a Kubernetes quantity such as 500m or 256Mi, got {_show(amount)}")
+                                  f"must be a Kubernetes quantity such as 500m or 256Mi, got {shown(amount)}")
             out.setdefault(part, {})[name] = text
     return out
 
@@ -592,7 +582,7 @@ def _annotations(value: Any, path: str) -> Mapping[str, str]:
             raise ConfigError(_key(f"{path}.{key}"), "is not an annotation key: [prefix/]name, the prefix a DNS "
                                                      "subdomain, the name at most 63 letters, digits, '-', '_', '.'")
         if not isinstance(v, str):
-            raise ConfigError(_key(f"{path}.{key}"), f"must be a string (quote it), got {_show(v)}")
+            raise ConfigError(_key(f"{path}.{key}"), f"must be a string (quote it), got {shown(v)}")
         out[key] = v
     return out
 
@@ -606,7 +596,7 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     if image is not None:
         image = _str(image, f"{path}.image")
         if any(ch.isspace() for ch in image):
-            raise ConfigError(_key(f"{path}.image"), f"{_show(image)} is not an image reference")
+            raise ConfigError(_key(f"{path}.image"), f"{shown(image)} is not an image reference")
     if dispatcher == "External" and not image:
         raise ConfigError(
             _key(f"{path}.image"),
@@ -630,11 +620,11 @@ def _rfc3339(value: Any, path: str) -> str:
     """An RFC 3339 UTC time such as 2026-01-01T00:00:00Z (what GKE returns, so no permanent diff)."""
     text = _str(value, path)
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", text):
-        raise ConfigError(_key(path), f"must be an RFC 3339 UTC time such as 2026-01-01T00:00:00Z, got {_show(value)}")
+        raise ConfigError(_key(path), f"must be an RFC 3339 UTC time such as 2026-01-01T00:00:00Z, got {shown(value)}")
     try:
         datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
-        raise ConfigError(_key(path), f"is not a valid date and time: {_show(value)}") from None
+        raise ConfigError(_key(path), f"is not a valid date and time: {shown(value)}") from None
     return text
 
 
@@ -670,7 +660,7 @@ def _maintenance(value: Any) -> MaintenanceConfig:
         recurrence = _str(win.get("recurrence"), f"{path}.window.recurrence")
         if not recurrence.startswith("FREQ="):
             raise ConfigError(_key(f"{path}.window.recurrence"),
-                              f"must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU, got {_show(recurrence)}")
+                              f"must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU, got {shown(recurrence)}")
     return MaintenanceConfig(exclusion=_bool(raw.get("exclusion", True), f"{path}.exclusion"), exclusion_start=start,
                              exclusion_end=end, window_start=w_start, window_end=w_end, window_recurrence=recurrence)
 
@@ -697,7 +687,7 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     shape = shape_book().get(itype)
     if shape is None or shape.cloud != cloud:
         known = ", ".join(s.name for s in shape_book().for_cloud(cloud))
-        raise ConfigError(_key(f"{path}.instanceType"), f"unknown {cloud} GPU shape {_show(itype)}; known: {known}")
+        raise ConfigError(_key(f"{path}.instanceType"), f"unknown {cloud} GPU shape {shown(itype)}; known: {known}")
     capacity = _str(pool.get("capacity", "ON_DEMAND"), f"{path}.capacity").upper().replace("-", "_")
     if capacity not in _CAPACITIES[cloud]:
         raise ConfigError(_key(f"{path}.capacity"), f"must be one of {', '.join(_CAPACITIES[cloud])}")
@@ -712,7 +702,7 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", reservation):
         raise ConfigError(
             _key(f"{path}.reservation"),
-            f"must be a capacity reservation ID such as cr-0123456789abcdef0, got {_show(reservation)}",
+            f"must be a capacity reservation ID such as cr-0123456789abcdef0, got {shown(reservation)}",
         )
     min_nodes = _int(pool.get("minNodes", 0), f"{path}.minNodes", maximum=MAX_POOL_NODES)
     max_nodes = _int(pool.get("maxNodes", 1), f"{path}.maxNodes", minimum=1, maximum=MAX_POOL_NODES)
@@ -728,7 +718,7 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
         raise ConfigError(_key(f"{path}.zone"), "is required when gpufleet:gpuZone is not set")
     if not zone_in_region(cloud, zone, region):
         raise ConfigError(
-            _key(f"{path}.zone" if pool.get("zone") else "gpuZone"), f"zone {_show(zone)} is not in region {region!r}"
+            _key(f"{path}.zone" if pool.get("zone") else "gpuZone"), f"zone {shown(zone)} is not in region {region!r}"
         )
     if max_nodes > 1 and not shape.multi_node:
         raise ConfigError(
@@ -796,21 +786,21 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     region = _str(_require(raw, "region"), "region")
     if region not in known_regions()[cloud]:
         near = difflib.get_close_matches(region, sorted(known_regions()[cloud]), n=1)
-        raise ConfigError(_key("region"), f"{_show(region)} is not a known {cloud} region"
+        raise ConfigError(_key("region"), f"{shown(region)} is not a known {cloud} region"
                           + (f"; did you mean {near[0]}?" if near else "")
                           + " (regions: placement/data/regions.yaml; a new region is a line there)")
     project = _opt_str(raw.get("project"), "project")
     if cloud == "gcp" and not project:
         raise ConfigError(_key("project"), "is required on GCP stacks (the Google Cloud project ID)")
     if project is not None and not _GCP_PROJECT.fullmatch(project):
-        raise ConfigError(_key("project"), f"{_show(project)} is not a Google Cloud project ID: lower-case letters, "
+        raise ConfigError(_key("project"), f"{shown(project)} is not a Google Cloud project ID: lower-case letters, "
                                            "digits and '-', starting with a letter, at most 30 characters")
     cluster_name = _str(raw.get("clusterName", f"gpufleet-{stack}"), "clusterName")
     if not _NAME.fullmatch(cluster_name):
         raise ConfigError(_key("clusterName"), "must be lower-case letters, digits and '-', at most 40 characters")
     gpu_zone = _opt_str(raw.get("gpuZone"), "gpuZone")
     if gpu_zone is not None and not zone_in_region(cloud, gpu_zone, region):
-        raise ConfigError(_key("gpuZone"), f"zone {_show(gpu_zone)} is not in region {region!r}")
+        raise ConfigError(_key("gpuZone"), f"zone {shown(gpu_zone)} is not in region {region!r}")
 
     pools_raw = raw.get("nodePools") or []
     if not isinstance(pools_raw, list):
@@ -873,11 +863,11 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     version = _str(cl.get("kubernetesVersion", "1.33"), "cluster.kubernetesVersion", numbers=True)
     if not re.fullmatch(r"1\.\d{2}", version):
         raise ConfigError(_key("cluster.kubernetesVersion"),
-                          f"must be a minor version such as \"1.33\" (quoted), got {_show(version)}")
+                          f"must be a minor version such as \"1.33\" (quoted), got {shown(version)}")
     gke_version = _opt_str(cl.get("gkeVersion"), "cluster.gkeVersion")
     if gke_version is not None and not re.fullmatch(r"latest|1\.\d+(\.\d+(-gke\.\d+)?)?", gke_version):
         raise ConfigError(_key("cluster.gkeVersion"), "must be a GKE version such as 1.33, 1.33.5-gke.1080000 or "
-                                                      f"latest, got {_show(gke_version)}")
+                                                      f"latest, got {shown(gke_version)}")
     cluster = ClusterConfig(
         kubernetes_version=version,
         release_channel=channel,
@@ -900,7 +890,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         if not re.fullmatch(r"arn:aws[-a-z]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", principal):
             raise ConfigError(
                 _key("cluster.adminPrincipals"),
-                f"{_show(principal)} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)",
+                f"{shown(principal)} is not an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)",
             )
 
     ck = _mapping(raw.get("checkpoint"), "checkpoint")
@@ -928,7 +918,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     # Object keys are at most 1024 bytes (S3, GCS); the prefix leaves room for the run and step names.
     if not prefix or len(prefix.encode()) > 256 or prefix != prefix.strip():
         raise ConfigError(_key("checkpoint.prefix"), "must be a key prefix such as checkpoints: at most 256 bytes, "
-                                                     f"no leading or trailing spaces, got {_show(prefix)}")
+                                                     f"no leading or trailing spaces, got {shown(prefix)}")
     checkpoint = CheckpointConfig(
         prefix=prefix,
         noncurrent_version_days=_int(
@@ -951,11 +941,11 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     )
     # Both name Kubernetes objects (a Namespace, a ServiceAccount) and appear in IAM subjects.
     if not _NAME.fullmatch(training.namespace):
-        raise ConfigError(_key("training.namespace"), f"{_show(training.namespace)} is not a valid namespace name")
+        raise ConfigError(_key("training.namespace"), f"{shown(training.namespace)} is not a valid namespace name")
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", training.service_account):
         raise ConfigError(
             _key("training.serviceAccount"),
-            f"{_show(training.service_account)} is not a valid service account name (a DNS-1123 label)",
+            f"{shown(training.service_account)} is not a valid service account name (a DNS-1123 label)",
         )
 
     kq = _mapping(raw.get("kueue"), "kueue")
@@ -963,7 +953,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     kversion = _str(kq.get("version", "0.19.2"), "kueue.version")
     if not re.fullmatch(r"0\.19\.\d+", kversion):
         raise ConfigError(_key("kueue.version"),
-                          f"must be a Kueue v0.19.x release such as 0.19.2, got {_show(kversion)}")
+                          f"must be a Kueue v0.19.x release such as 0.19.2, got {shown(kversion)}")
     order = _strings(kq.get("flavorOrder"), "kueue.flavorOrder") or ("on-demand", "spot")
     if sorted(order) != ["on-demand", "spot"]:
         raise ConfigError(_key("kueue.flavorOrder"), "must list on-demand and spot once each, in the order to try")
@@ -971,14 +961,14 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     for i, t in enumerate(teams):
         # A team is a namespace (holding its LocalQueues) and a label value on it: a DNS-1123 label.
         if not _NAME.fullmatch(t):
-            raise ConfigError(_key(f"kueue.teams[{i}]"), f"{_show(t)} is not a valid namespace name: lower-case "
+            raise ConfigError(_key(f"kueue.teams[{i}]"), f"{shown(t)} is not a valid namespace name: lower-case "
                                                          "letters, digits and '-', at most 40 characters")
         if t in teams[:i]:
             raise ConfigError(_key(f"kueue.teams[{i}]"), f"team {t!r} is listed twice; list each team once")
     cohort = _str(kq.get("cohort", "gpufleet"), "kueue.cohort")
     # ClusterQueue.spec.cohortName in the Kueue v1beta2 CRD: a DNS-1123 subdomain of at most 253 characters.
     if len(cohort) > 253 or not _DNS_SUBDOMAIN.fullmatch(cohort):
-        raise ConfigError(_key("kueue.cohort"), f"{_show(cohort)} is not a cohort name: lower-case letters, "
+        raise ConfigError(_key("kueue.cohort"), f"{shown(cohort)} is not a cohort name: lower-case letters, "
                                                 "digits, '-' and '.', starting and ending with a letter or digit")
     kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order)
 
@@ -1082,7 +1072,7 @@ def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str) -> Non
         config = doc.get("config") if isinstance(doc, dict) else None
         role = config.get(_key("role"), "worker") if isinstance(config, dict) else "worker"
         if role != "worker":
-            raise ConfigError(where, f"stack {stack!r} is a {_show(role)} stack, not a worker; list worker stacks only")
+            raise ConfigError(where, f"stack {stack!r} is a {shown(role)} stack, not a worker; list worker stacks only")
 
 
 def load_stack_file(path: str) -> StackConfig:

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import re
 
+from placement.inputs import shown
+
 MAX_LABEL = 63
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 POD_SUFFIX = 6  # "-abcde": the random suffix the JobSet webhook adds before checking the pod name
 
 
-def _shown(name: str) -> str:
-    return repr(name) if len(name) <= 70 else repr(name[:67]) + "..."
-
-
 def _charset_problem(name: str) -> str | None:
     bad = sorted({c for c in name if not (c.islower() and c.isascii() or c.isdigit() and c.isascii() or c == "-")})
     if bad:
         listed = " ".join(repr(c) for c in bad[:5])
-        return f"{_shown(name)} has {listed}: only lower-case letters, digits and '-' are allowed"
+        return f"{shown(name)} has {listed}: only lower-case letters, digits and '-' are allowed"
     return None
 
 
@@ -36,7 +34,7 @@ def dns1123_label_problem(name: str) -> str | None:
     if len(name) > MAX_LABEL:
         return f"is {len(name)} characters long; at most {MAX_LABEL}"
     if not _DNS1123_LABEL.fullmatch(name):
-        return f"{_shown(name)} must start and end with a letter or digit"
+        return f"{shown(name)} must start and end with a letter or digit"
     return None
 
 
@@ -59,7 +57,7 @@ def jobset_name_problem(name: str, nodes: int, replicated_job: str = "node") -> 
     if problem := dns1123_label_problem(name):
         return problem
     if not name[0].isalpha():
-        return (f"{_shown(name)} starts with a digit; a multi-node job is a JobSet, whose pod names must be "
+        return (f"{shown(name)} starts with a digit; a multi-node job is a JobSet, whose pod names must be "
                 "DNS-1035 labels (starting with a letter)")
     limit = jobset_max_name_length(nodes, replicated_job)
     if len(name) > limit:

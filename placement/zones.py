@@ -7,6 +7,8 @@ import re
 from importlib import resources
 from typing import Literal
 
+from placement.inputs import shown
+
 _DIRECTIONS = {"northeast": "ne", "southeast": "se", "northwest": "nw", "southwest": "sw"}
 _AWS_REGION = re.compile(r"^([a-z]{2})-(gov-)?([a-z]+)-(\d+)$")
 # Regular Availability Zones: names like us-east-1a, IDs like use1-az1.
@@ -58,10 +60,6 @@ _REGION_FORM = {"aws": re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+"), "gc
 _TYPE_FORM = {"aws": re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+"), "gcp": re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)+")}
 
 
-def _shown(text: str) -> str:
-    return repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
-
-
 @functools.lru_cache(maxsize=4096)
 def region_mismatch(cloud: str, region: str) -> str | None:
     """Why ``region`` cannot be a region of ``cloud`` (None when it can): a known region of the other cloud, or a
@@ -73,7 +71,7 @@ def region_mismatch(cloud: str, region: str) -> str | None:
         return f"{region} is a region of {other.upper()}, not of {cloud.upper()}"
     if cloud in _REGION_FORM and not _REGION_FORM[cloud].fullmatch(region):
         example = "us-east-1" if cloud == "aws" else "us-central1"
-        return f"{_shown(region)} is not named like a region of {cloud.upper()} (e.g. {example})"
+        return f"{shown(region)} is not named like a region of {cloud.upper()} (e.g. {example})"
     return None
 
 
@@ -85,9 +83,9 @@ def instance_type_mismatch(cloud: str, name: str) -> str | None:
         return None
     other = next((c for c, f in _TYPE_FORM.items() if c != cloud and f.fullmatch(name)), None)
     if other:
-        return f"{_shown(name)} is named like a machine type of {other.upper()}, not of {cloud.upper()}"
+        return f"{shown(name)} is named like a machine type of {other.upper()}, not of {cloud.upper()}"
     example = "p5.48xlarge" if cloud == "aws" else "a3-highgpu-8g"
-    return f"{_shown(name)} is not named like a machine type of {cloud.upper()} (e.g. {example})"
+    return f"{shown(name)} is not named like a machine type of {cloud.upper()} (e.g. {example})"
 
 
 def is_aws_zone_id(zone: str) -> bool:
