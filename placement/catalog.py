@@ -328,10 +328,10 @@ def dump_catalog(doc: dict[str, Any]) -> str:
 def embedded_catalog() -> Catalog:
     """The catalog shipped in ``placement/data/catalog.json``."""
     text = resources.files("placement.data").joinpath("catalog.json").read_text(encoding="utf-8")
-    return parse_catalog_json(json.loads(text, parse_constant=_no_constant), source="embedded")
+    return parse_catalog_json(json.loads(text, parse_constant=reject_json_constant), source="embedded")
 
 
-def _no_constant(name: str) -> None:
+def reject_json_constant(name: str) -> None:
     """``json.loads`` hook: NaN, Infinity and -Infinity are not JSON, and not prices."""
     raise InputError("price", f"{name} is not a number JSON allows; prices must be finite")
 
@@ -352,16 +352,12 @@ def refreshed_catalog_path() -> Path:
     return user_data_dir() / REFRESHED_NAME
 
 
-def _not_json(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
-
-
 @functools.lru_cache(maxsize=4)
 def _refreshed(path: str, mtime_ns: int, size: int) -> Catalog:
     fix = "run `placement refresh` again or delete the file"
     try:
         with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh, parse_constant=_not_json)
+            doc = json.load(fh, parse_constant=reject_json_constant)
     except (OSError, ValueError, RecursionError) as exc:
         raise InputError("catalog", f"cannot read the refreshed catalog ({exc.__class__.__name__}); {fix}",
                          source=path) from None

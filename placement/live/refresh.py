@@ -38,6 +38,7 @@ from placement.catalog import (
     dump_catalog,
     parse_catalog_json,
     refreshed_catalog_path,
+    reject_json_constant,
 )
 from placement.errors import InputError
 from placement.live import LiveRequest
@@ -66,11 +67,6 @@ def write_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def _not_json(name: str) -> float:
-    """json.loads hook: NaN / Infinity are not JSON, and not a price."""
-    raise ValueError(f"{name} is not a number plan accepts")
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -148,7 +144,7 @@ def run_refresh(args: argparse.Namespace) -> int:
     doc = catalog_document(catalog, as_of=catalog.as_of, sources=notes)
     try:
         text = dump_catalog(doc)
-        parse_catalog_json(json.loads(text, parse_constant=_not_json), source="refresh", path=str(out))
+        parse_catalog_json(json.loads(text, parse_constant=reject_json_constant), source="refresh", path=str(out))
     except (InputError, ValueError, TypeError, KeyError) as exc:
         return _fail(f"the new catalog does not parse ({exc}); catalog left unchanged", EXIT_NOT_WRITTEN)
     try:
