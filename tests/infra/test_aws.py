@@ -269,9 +269,9 @@ def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackC
 
 
 def test_ami_release_is_pinned_on_every_node_group_when_configured() -> None:
-    pinned = run_stack(BASE_STACK, config_override={"cluster": {"amiReleaseVersion": "1.33.5-20251120"}})
+    pinned = run_stack(BASE_STACK, config_override={"cluster": {"amiReleaseVersion": "1.35.0-20260512"}})
     groups = pinned.of_type(NG)
-    assert len(groups) >= 2 and all(g.inputs["releaseVersion"] == "1.33.5-20251120" for g in groups)
+    assert len(groups) >= 2 and all(g.inputs["releaseVersion"] == "1.35.0-20260512" for g in groups)
     for g in groups:
         # Rolling updates replace one node at a time; nothing else moves a GPU node group.
         assert int(g.inputs["updateConfig"]["maxUnavailable"]) == 1
