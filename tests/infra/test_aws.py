@@ -669,3 +669,30 @@ def test_system_azs_start_with_the_gpu_zone_and_are_deterministic() -> None:
     assert pick_system_azs(cfg, list(reversed(zones))) == picked
     with pytest.raises(ConfigError, match="gpufleet:network.azCount"):
         pick_system_azs(cfg, zones[:2])
+
+
+def test_four_layer_shapes_get_a_topology_with_layer_4_of_their_own() -> None:
+    """p6-b200 nodes carry topology.k8s.aws/network-node-layer-4, p5 nodes do not; Kueue leaves out nodes missing
+    a level label, so each level set is its own Topology and each TAS flavor names the one of its shape."""
+    from pathlib import Path
+
+    from infra.k8s import kueue_objects as ko
+    from infra.k8s.crd_validate import CRDValidator
+
+    raw = {"cloud": "aws", "region": "us-east-1", "gpuZone": "use1-az6", "tags": {"owner": "o", "cost-center": "c"},
+           "nodePools": [
+               {"name": "p5-od", "instanceType": "p5.48xlarge", "minNodes": 2, "maxNodes": 2},
+               {"name": "p6-od", "instanceType": "p6-b200.48xlarge", "minNodes": 2, "maxNodes": 2}]}
+    objs = ko.worker_objects(parse(raw, stack="t"))
+    topologies = {o["metadata"]["name"]: [lv["nodeLabel"] for lv in o["spec"]["levels"]]
+                  for o in objs if o["kind"] == "Topology"}
+    flavors = {o["metadata"]["name"]: o["spec"]["topologyName"] for o in objs if o["kind"] == "ResourceFlavor"}
+    layer4 = "topology.k8s.aws/network-node-layer-4"
+    assert len(topologies) == 2 and sorted(layer4 in levels for levels in topologies.values()) == [False, True]
+    for flavor, name in flavors.items():
+        assert (layer4 in topologies[name]) is ("p6" in flavor), flavor
+    crds = Path(ROOT).parent / "shared" / "kueue-crds"
+    if crds.is_dir():
+        validator = CRDValidator(crds)
+        for obj in objs:
+            assert validator.validate(obj) == [], (obj["kind"], obj["metadata"]["name"])
