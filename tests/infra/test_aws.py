@@ -298,19 +298,47 @@ def test_fsx_csi_driver_is_pinned_with_its_own_role_where_fsx_is(stack: tuple[St
     trust = json.loads(role.inputs["assumeRolePolicy"])
     (subject,) = [v for k, v in trust["Statement"][0]["Condition"]["StringEquals"].items() if k.endswith(":sub")]
     assert subject == f"system:serviceaccount:kube-system:{sa['name']}"
+    # Static volumes only: the controller may describe file systems and nothing else (no AmazonFSxFullAccess,
+    # which could delete the checkpoint file system).
+    assert [a for a in run.of_type(ATTACH) if a.inputs["role"] == role.name] == []
+    (policy,) = [p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == f"{role.name}-id"]
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    assert [(st["Effect"], st["Action"]) for st in statements] == [("Allow", ["fsx:DescribeFileSystems"])]
+    assert not any("FSxFullAccess" in str(a.inputs.get("policyArn")) for a in run.of_type(ATTACH))
 
 
 SG_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 
 def hub_sg(run: RunResult) -> str:
-    """The EKS cluster security group (the mocks name it after the cluster resource)."""
+    """The control plane's own security group (EKS puts it on the endpoint's interfaces only)."""
+    (eks,) = run.of_type("aws:eks/cluster:Cluster")
+    (sg_id,) = eks.inputs["vpcConfig"]["securityGroupIds"]
+    return str(sg_id)
+
+
+def cluster_sg(run: RunResult) -> str:
+    """The cluster security group EKS creates and puts on every node (the mocks name it after the cluster)."""
     (eks,) = run.of_type("aws:eks/cluster:Cluster")
     return f"sg-{eks.name}-cluster"
 
 
+def test_api_rules_sit_on_a_control_plane_group_no_node_carries(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    api = by_id(run, hub_sg(run))
+    assert api.type == "aws:ec2/securityGroup:SecurityGroup" and api.name.endswith("-api")
+    # Nothing on the cluster security group (every node interface carries it) opens 443.
+    assert [r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == cluster_sg(run)] == []
+    for lt in run.of_type(LT):
+        groups = {g for ni in lt.inputs.get("networkInterfaces") or [] for g in ni.get("securityGroups") or []}
+        groups |= set(lt.inputs.get("vpcSecurityGroupIds") or [])
+        assert hub_sg(run) not in groups, lt.name
+    api_rules = [r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)]
+    assert len(api_rules) == len(set(cfg.cluster.hub_cidrs) | set(cfg.cluster.operator_cidrs))
+
+
 def hub_rules(run: RunResult) -> dict[str, Registered]:
-    """Ingress rules on the EKS cluster security group, by CIDR."""
+    """Ingress rules on the control plane's security group, by CIDR."""
     return {r.inputs["cidrIpv4"]: r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)}
 
 
