@@ -803,11 +803,13 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     if cloud == "aws" and reservation and capacity == "SPOT":
         raise ConfigError(_key(f"{path}.reservation"), "spot instances cannot use a capacity reservation; remove it "
                                                        "or set capacity to ON_DEMAND (an ODCR) or CAPACITY_BLOCK")
-    # GKE: the pool consumes a specific reservation only with capacity RESERVATION; on a spot or on-demand
-    # pool the stack would drop it silently (infra/gcp/nodepool.py).
+    # GKE: the pool consumes a specific reservation only with capacity RESERVATION (on-demand VMs in it); on an
+    # on-demand pool the stack would drop it silently (infra/gcp/nodepool.py), and Spot VMs cannot consume a
+    # reservation at all (Compute Engine, "Consume reservations": limitations).
     if cloud == "gcp" and reservation and capacity in ("SPOT", "ON_DEMAND"):
-        raise ConfigError(_key(f"{path}.reservation"), f"is only used with capacity RESERVATION, not {capacity}; "
-                                                       "set capacity to RESERVATION to consume it, or remove it")
+        why = "Spot VMs cannot consume a reservation" if capacity == "SPOT" else "an ON_DEMAND pool ignores it"
+        raise ConfigError(_key(f"{path}.reservation"), f"is only used with capacity RESERVATION ({why}); set "
+                                                       "capacity to RESERVATION to consume it, or remove it")
     if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", reservation):
         raise ConfigError(
             _key(f"{path}.reservation"),
