@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import difflib
+import functools
 import ipaddress
 import math
 import re
@@ -105,6 +106,61 @@ class ConfigError(InputError):
     """An invalid stack config value; ``field`` is the full key, e.g. ``gpufleet:nodePools[0].maxNodes``."""
 
 
+# The EKS control plane's upgrade policy (infra/aws/cluster.py): at the end of standard support EKS upgrades
+# the cluster itself instead of billing extended support, so a version past that date cannot be kept.
+EKS_SUPPORT_TYPE = "STANDARD"
+DEFAULT_KUBERNETES_VERSION = "1.35"
+# Inbound rules one VPC security group takes by default ("Inbound or outbound rules per security group",
+# Amazon VPC quotas; raising it lowers the security groups per interface). The stack's control-plane
+# security group holds one 443 rule per hub and operator CIDR and nothing else.
+EKS_API_SG_INBOUND_RULES = 60
+
+
+@dataclass(frozen=True)
+class EksVersion:
+    """One EKS Kubernetes minor and its support calendar (UTC dates; each end is the last day of support)."""
+
+    minor: str
+    released: datetime.date
+    standard_end: datetime.date
+    extended_end: datetime.date
+
+
+@functools.cache
+def eks_versions() -> Mapping[str, EksVersion]:
+    """The EKS version table, ``placement/data/eks_versions.yaml``, by minor (``"1.35"``)."""
+    from importlib import resources
+
+    import yaml
+
+    doc = yaml.safe_load(resources.files("placement.data").joinpath("eks_versions.yaml").read_text("utf-8"))
+    return {str(minor): EksVersion(minor=str(minor), released=row["released"], standard_end=row["standard_end"],
+                                   extended_end=row["extended_end"])
+            for minor, row in doc["versions"].items()}
+
+
+def today() -> datetime.date:
+    """Today's UTC date: the day support windows are judged on (tests replace it)."""
+    return datetime.datetime.now(datetime.UTC).date()
+
+
+def check_eks_version(version: str, on: datetime.date) -> None:
+    """Refuse an EKS minor that is not in the version table or is past its end of standard support on ``on``
+    (the clusters run with support type :data:`EKS_SUPPORT_TYPE`)."""
+    table = eks_versions()
+    supported = ", ".join(m for m, v in sorted(table.items(), key=lambda kv: kv[1].released) if v.standard_end >= on)
+    row = table.get(version)
+    if row is None:
+        raise ConfigError(_key("cluster.kubernetesVersion"),
+                          f"{shown(version)} is not in the EKS version table (placement/data/eks_versions.yaml); "
+                          f"use one in standard support: {supported}")
+    if row.standard_end < on:
+        raise ConfigError(_key("cluster.kubernetesVersion"),
+                          f"{version} left EKS standard support on {row.standard_end.isoformat()} and the cluster "
+                          f"runs with support type {EKS_SUPPORT_TYPE} (EKS would upgrade it itself); use one of "
+                          f"{supported}")
+
+
 @dataclass(frozen=True)
 class NodePoolConfig:
     """One GPU node pool (AWS managed node group / GKE node pool) in one zone."""
@@ -174,7 +230,7 @@ MIN_WINDOW_HOURS = 4
 class ClusterConfig:
     """Control plane settings. ``kubernetes_version`` pins EKS; ``release_channel``/``gke_version`` GKE."""
 
-    kubernetes_version: str = "1.33"
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     release_channel: str = "REGULAR"
     gke_version: str | None = None
     public_access: bool = False
@@ -188,8 +244,8 @@ class ClusterConfig:
     # / a bastion subnet: the same 443 rule (EKS cluster security group) / GKE master authorized network as
     # hub_cidrs, and the public ones on the public allow-list too. IPv4 only; empty by default.
     operator_cidrs: tuple[str, ...] = ()
-    # EKS: the AMI release every managed node group runs (e.g. 1.33.5-20251120). None: EKS picks the newest at
-    # create and keeps it until this is set or the launch template changes.
+    # EKS: the AMI release every managed node group runs (<minor>.<patch>-<YYYYMMDD> of kubernetes_version).
+    # None: EKS picks the newest at create and keeps it until this is set or the launch template changes.
     ami_release_version: str | None = None
     # GKE: refuse `pulumi destroy` of the control plane until this is set to false and applied.
     deletion_protection: bool = True
@@ -490,6 +546,17 @@ def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _check_api_rules(cluster: ClusterConfig) -> None:
+    """EKS: every hub and operator CIDR is one 443 rule on the control-plane security group, which takes
+    :data:`EKS_API_SG_INBOUND_RULES` inbound rules."""
+    rules = len(set(cluster.hub_cidrs) | set(cluster.operator_cidrs))
+    if rules > EKS_API_SG_INBOUND_RULES:
+        key = "cluster.hubCidrs" if cluster.hub_cidrs else "cluster.operatorCidrs"
+        raise ConfigError(_key(key), f"hubCidrs and operatorCidrs make {rules} inbound rules on the EKS "
+                                     f"control-plane security group, which takes {EKS_API_SG_INBOUND_RULES}; "
+                                     "merge them into fewer, wider CIDRs")
+
+
 def _ami_release(value: Any, kubernetes_version: str) -> str | None:
     """An EKS AMI release version (``<minor>.<patch>-<YYYYMMDD>``) of the cluster's Kubernetes minor, or None."""
     if value is None:
@@ -657,12 +724,49 @@ def _maintenance(value: Any) -> MaintenanceConfig:
         if _hours_between(w_start, w_end) < MIN_WINDOW_HOURS:
             raise ConfigError(_key(f"{path}.window.end"),
                               f"must be at least {MIN_WINDOW_HOURS} hours after window.start (GKE's shortest window)")
-        recurrence = _str(win.get("recurrence"), f"{path}.window.recurrence")
-        if not recurrence.startswith("FREQ="):
-            raise ConfigError(_key(f"{path}.window.recurrence"),
-                              f"must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU, got {shown(recurrence)}")
+        recurrence = _recurrence(win.get("recurrence"), f"{path}.window.recurrence")
     return MaintenanceConfig(exclusion=_bool(raw.get("exclusion", True), f"{path}.exclusion"), exclusion_start=start,
                              exclusion_end=end, window_start=w_start, window_end=w_end, window_recurrence=recurrence)
+
+
+# What GKE takes in a maintenance window's RRULE (RecurringTimeWindow.recurrence, GKE API): FREQ DAILY, WEEKLY
+# or MONTHLY (HOURLY, MINUTELY and SECONDLY are refused), weekdays in BYDAY (an ordinal such as 1SA or -1SU
+# only with MONTHLY), BYSETPOS with MONTHLY. WEEKLY and MONTHLY need BYDAY and INTERVAL stays 1: otherwise
+# GKE needs a delayUntil date, which the stack does not set.
+_RRULE_FREQS = ("DAILY", "WEEKLY", "MONTHLY")
+_RRULE_DAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+_RRULE_EXAMPLE = "FREQ=WEEKLY;BYDAY=SA,SU"
+
+
+def _recurrence(value: Any, path: str) -> str:
+    """A GKE maintenance-window RRULE (see :data:`_RRULE_FREQS`), refused with one line naming the part."""
+    text = _str(value, path)
+    parts: dict[str, str] = {}
+    for part in text.split(";"):
+        name, sep, val = part.partition("=")
+        if not sep or not val or name not in ("FREQ", "BYDAY", "BYSETPOS", "INTERVAL") or name in parts:
+            raise ConfigError(_key(path), f"must be an RFC 5545 RRULE of FREQ, BYDAY, BYSETPOS (each once) such as "
+                                          f"{_RRULE_EXAMPLE}, got {shown(text)}")
+        parts[name] = val
+    freq = parts.get("FREQ")
+    if freq not in _RRULE_FREQS:
+        raise ConfigError(_key(path), f"FREQ must be one of {', '.join(_RRULE_FREQS)} (GKE's maintenance windows), "
+                                      f"got {shown(text)}")
+    if parts.get("INTERVAL", "1") != "1":
+        raise ConfigError(_key(path), f"INTERVAL must be 1 (GKE needs a start date otherwise), got {shown(text)}")
+    day = r"(MO|TU|WE|TH|FR|SA|SU)" if freq != "MONTHLY" else r"([+-]?[1-5])?(MO|TU|WE|TH|FR|SA|SU)"
+    days = parts.get("BYDAY")
+    if days is not None and not all(re.fullmatch(day, d) for d in days.split(",")):
+        raise ConfigError(_key(path), f"BYDAY must list weekdays {','.join(_RRULE_DAYS)}"
+                                      f"{' (with an ordinal such as 1SA for MONTHLY)' if freq == 'MONTHLY' else ''}, "
+                                      f"got {shown(text)}")
+    if days is None and freq != "DAILY":
+        raise ConfigError(_key(path), f"FREQ={freq} needs BYDAY (GKE needs a start date otherwise), such as "
+                                      f"{_RRULE_EXAMPLE}, got {shown(text)}")
+    pos = parts.get("BYSETPOS")
+    if pos is not None and (freq != "MONTHLY" or not re.fullmatch(r"[+-]?[1-5]", pos)):
+        raise ConfigError(_key(path), f"BYSETPOS must be -5..5 (not 0) and only with FREQ=MONTHLY, got {shown(text)}")
+    return text
 
 
 def _unknown_keys(section: Mapping[str, Any], allowed: set[str], path: str) -> None:
@@ -699,6 +803,13 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
     if cloud == "aws" and reservation and capacity == "SPOT":
         raise ConfigError(_key(f"{path}.reservation"), "spot instances cannot use a capacity reservation; remove it "
                                                        "or set capacity to ON_DEMAND (an ODCR) or CAPACITY_BLOCK")
+    # GKE: the pool consumes a specific reservation only with capacity RESERVATION (on-demand VMs in it); on an
+    # on-demand pool the stack would drop it silently (infra/gcp/nodepool.py), and Spot VMs cannot consume a
+    # reservation at all (Compute Engine, "Consume reservations": limitations).
+    if cloud == "gcp" and reservation and capacity in ("SPOT", "ON_DEMAND"):
+        why = "Spot VMs cannot consume a reservation" if capacity == "SPOT" else "an ON_DEMAND pool ignores it"
+        raise ConfigError(_key(f"{path}.reservation"), f"is only used with capacity RESERVATION ({why}); set "
+                                                       "capacity to RESERVATION to consume it, or remove it")
     if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", reservation):
         raise ConfigError(
             _key(f"{path}.reservation"),
@@ -848,10 +959,8 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         "cluster",
     )
     public = _bool(cl.get("publicAccess", False), "cluster.publicAccess")
-    cidrs = tuple(
-        _cidr(c, "cluster.publicAccessCidrs")
-        for c in _strings(cl.get("publicAccessCidrs"), "cluster.publicAccessCidrs")
-    )
+    # The public allow-list takes the same IPv4-only, never-the-whole-internet CIDRs as hubCidrs/operatorCidrs.
+    cidrs = _ipv4_cidrs(cl.get("publicAccessCidrs"), "cluster.publicAccessCidrs")
     if public and not cidrs:
         raise ConfigError(
             _key("cluster.publicAccessCidrs"),
@@ -860,10 +969,14 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     channel = _str(cl.get("releaseChannel", "REGULAR"), "cluster.releaseChannel").upper()
     if channel not in ("RAPID", "REGULAR", "STABLE", "EXTENDED"):
         raise ConfigError(_key("cluster.releaseChannel"), "must be RAPID, REGULAR, STABLE or EXTENDED")
-    version = _str(cl.get("kubernetesVersion", "1.33"), "cluster.kubernetesVersion", numbers=True)
+    version = _str(cl.get("kubernetesVersion", DEFAULT_KUBERNETES_VERSION), "cluster.kubernetesVersion",
+                   numbers=True)
     if not re.fullmatch(r"1\.\d{2}", version):
         raise ConfigError(_key("cluster.kubernetesVersion"),
-                          f"must be a minor version such as \"1.33\" (quoted), got {shown(version)}")
+                          f"must be a minor version such as \"{DEFAULT_KUBERNETES_VERSION}\" (quoted), "
+                          f"got {shown(version)}")
+    if cloud == "aws":
+        check_eks_version(version, today())
     gke_version = _opt_str(cl.get("gkeVersion"), "cluster.gkeVersion")
     if gke_version is not None and not re.fullmatch(r"latest|1\.\d+(\.\d+(-gke\.\d+)?)?", gke_version):
         raise ConfigError(_key("cluster.gkeVersion"), "must be a GKE version such as 1.33, 1.33.5-gke.1080000 or "
@@ -881,6 +994,8 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
         maintenance=_maintenance(cl.get("maintenance")),
     )
+    if cloud == "aws":
+        _check_api_rules(cluster)
     if cloud == "aws" and cl.get("maintenance") is not None:
         raise ConfigError(_key("cluster.maintenance"), "is GKE only (EKS managed node groups are upgraded only "
                           "when the stack changes their version); remove it from this AWS stack")

@@ -199,6 +199,35 @@ def topology_name(cloud: str) -> str:
     return f"{cloud}-gpu-topology"
 
 
+# The fourth EC2 network layer, labelled only on nodes of four-layer shapes (Shape.network_layers).
+AWS_LAYER_4 = "topology.k8s.aws/network-node-layer-4"
+
+
+def topology_levels(shape: Shape) -> tuple[str, ...]:
+    """The Topology levels of ``shape``'s nodes, widest first, host last: the cloud's, plus EC2's fourth
+    network layer on four-layer AWS shapes (Kueue leaves out nodes missing any level's label)."""
+    levels = TOPOLOGY_LEVELS[shape.cloud]
+    if shape.cloud == "aws" and shape.network_layers == 4:
+        return (*levels[:-1], AWS_LAYER_4, levels[-1])
+    return levels
+
+
+def shape_topology_name(shape: Shape) -> str:
+    """The Topology a pool of ``shape`` names: the cloud's, or one of its own for four-layer AWS shapes."""
+    base, levels = topology_name(shape.cloud), topology_levels(shape)
+    return base if levels == TOPOLOGY_LEVELS[shape.cloud] else f"{base}-{len(levels) - 1}-layers"
+
+
+def preferred_topology_level(shape: Shape) -> str:
+    """The narrowest network level of ``shape``'s Topology: GKE's sub-block (``gce-topology-host`` below it is
+    one physical machine, not a network domain), EC2's layer 3, or layer 4 on four-layer shapes.
+    ``kueue.x-k8s.io/podset-preferred-topology`` names it, so Kueue keeps a job's pods in one such domain when
+    they fit and widens level by level when they do not."""
+    if shape.cloud == "gcp":
+        return "cloud.google.com/gce-topology-subblock"
+    return topology_levels(shape)[-2]
+
+
 def worker_key(stack: str) -> str:
     """``org/project/aws-use1-p5`` -> ``aws-use1-p5``; must be a DNS label (it names hub objects)."""
     key = stack.rsplit("/", 1)[-1]

@@ -5,6 +5,7 @@ Pure data access: no cloud SDK imports. Units: memory GiB, GPU memory GiB, disk 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from importlib import resources
@@ -54,6 +55,10 @@ class Shape:
     # AWS only
     network_cards: int = 0
     instance_store_gb: int = 0
+    # EFA with RDMA read (the shapes.yaml efa_rdma_read list): FI_EFA_USE_DEVICE_RDMA=1 is safe only there.
+    efa_rdma_read: bool = False
+    # Layers of the EC2 network topology above the instance (shapes.yaml aws_four_network_layers: 4).
+    network_layers: int = 3
     # GCP only
     gke_accelerator: str = ""
     gpu_vpcs: int = 0
@@ -225,6 +230,16 @@ def parse_shapes(doc: dict[str, Any]) -> ShapeBook:
         if shape.name in shapes:
             raise InputError(f"shapes[{i}].name", f"duplicate shape {shape.name!r}")
         shapes[shape.name] = shape
+    for i, name in enumerate(doc.get("efa_rdma_read") or []):
+        found = shapes.get(str(name))
+        if found is None or found.fabric != "efa":
+            raise InputError(f"efa_rdma_read[{i}]", f"{name!r} is not an EFA shape of this file")
+        shapes[found.name] = dataclasses.replace(found, efa_rdma_read=True)
+    for i, name in enumerate(doc.get("aws_four_network_layers") or []):
+        found = shapes.get(str(name))
+        if found is None or found.cloud != "aws":
+            raise InputError(f"aws_four_network_layers[{i}]", f"{name!r} is not an AWS shape of this file")
+        shapes[found.name] = dataclasses.replace(found, network_layers=4)
     aliases = {str(k).upper(): str(v).upper() for k, v in (doc.get("accelerator_aliases") or {}).items()}
     speeds, sources = _speeds(doc, {s.accelerator for s in shapes.values()})
     keys: dict[str, set[str]] = {c: set() for c in CLOUDS}

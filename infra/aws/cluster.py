@@ -11,7 +11,7 @@ import pulumi_aws as aws
 
 from infra.aws.iam import pod_identity_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
-from infra.config import StackConfig
+from infra.config import EKS_SUPPORT_TYPE, StackConfig
 from infra.outputs import endpoint_cidrs, public_endpoint_cidrs
 
 # Controllers (Kueue, the FSx CSI controller, CoreDNS) run here, never on GPU nodes.
@@ -84,6 +84,7 @@ class EksCluster(pulumi.ComponentResource):
     name: pulumi.Output[str]
     version: str
     cluster_security_group_id: pulumi.Output[str]
+    api_security_group: aws.ec2.SecurityGroup
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
@@ -122,6 +123,16 @@ class EksCluster(pulumi.ComponentResource):
                                             retention_in_days=CONTROL_PLANE_LOG_RETENTION_DAYS, tags=tags("logs"),
                                             opts=child)
 
+        # The endpoint's own security group, for the hub and operator 443 rules: EKS puts it on the control
+        # plane's network interfaces only (as terraform-aws-eks v21 does with its cluster security group),
+        # while the cluster security group EKS creates is on every node interface too, so a rule there would
+        # open 443 on every GPU node. No egress rules: the control plane's interfaces also carry the cluster
+        # security group, whose egress reaches the nodes.
+        self.api_security_group = aws.ec2.SecurityGroup(
+            f"{name}-api", vpc_id=args.vpc_id,
+            description=f"EKS API endpoint of {cfg.cluster_name}: 443 from hub and operator CIDRs",
+            tags=tags("api"), opts=child)
+
         public = cfg.cluster.public_access
         self.version = cfg.cluster.kubernetes_version
         self.cluster = aws.eks.Cluster(
@@ -131,6 +142,7 @@ class EksCluster(pulumi.ComponentResource):
             role_arn=role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
                 subnet_ids=args.subnet_ids,
+                security_group_ids=[self.api_security_group.id],
                 endpoint_private_access=True,
                 endpoint_public_access=public,
                 # The hub's CIDRs too: with the public endpoint on, a hub outside the VPC resolves the
@@ -150,8 +162,9 @@ class EksCluster(pulumi.ComponentResource):
                 service_ipv4_cidr=cfg.network.services_cidr, ip_family="ipv4"),
             enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
             # STANDARD: the cluster is upgraded at end of standard support instead of silently billing
-            # extended support (6x the control-plane price).
-            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
+            # extended support (6x the control-plane price); infra/config.py refuses a version past that date
+            # (placement/data/eks_versions.yaml), so EKS never upgrades under the stack.
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=EKS_SUPPORT_TYPE),
             tags=tags("eks"),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*attachments, log_group]),
         )
@@ -162,17 +175,17 @@ class EksCluster(pulumi.ComponentResource):
 
         def api_ingress(part: str, cidrs: list[str], who: str) -> list[aws.vpc.SecurityGroupIngressRule]:
             return [aws.vpc.SecurityGroupIngressRule(
-                f"{name}-{part}-{cidr.replace('/', '-')}", security_group_id=self.cluster_security_group_id,
+                f"{name}-{part}-{cidr.replace('/', '-')}", security_group_id=self.api_security_group.id,
                 cidr_ipv4=cidr, ip_protocol="tcp", from_port=443, to_port=443,
                 description=f"Kubernetes API for {who}", tags=tags(f"{part}-{cidr.replace('/', '-')}"), opts=child)
                 for cidr in cidrs]
 
-        # The private endpoint answers only what the cluster security group lets in; a MultiKueue hub reaches
-        # it over peering / Transit Gateway / VPN from gpufleet:cluster.hubCidrs.
+        # The private endpoint answers only what its security groups let in; a MultiKueue hub reaches it over
+        # peering / Transit Gateway / VPN from gpufleet:cluster.hubCidrs (rules on the endpoint's own group).
         self.hub_ingress = api_ingress("hub", list(cfg.cluster.hub_cidrs),
                                        "the MultiKueue hub (gpufleet:cluster.hubCidrs)")
         # Operators (kubectl, CI, `pulumi up`) over VPN / peering / a bastion subnet: the cluster security group
-        # lets in nothing but itself otherwise, so the private endpoint is unreachable from the rest of the VPC.
+        # lets in nothing but itself, so without these the private endpoint is unreachable from the rest of the VPC.
         self.operator_ingress = api_ingress(
             "operator", [c for c in endpoint_cidrs(cfg) if c not in cfg.cluster.hub_cidrs],
             "operators (gpufleet:cluster.operatorCidrs)")
@@ -270,6 +283,7 @@ class EksCluster(pulumi.ComponentResource):
             "clusterName": self.name,
             "endpoint": eks.endpoint,
             "clusterSecurityGroupId": self.cluster_security_group_id,
+            "apiSecurityGroupId": self.api_security_group.id,
             "oidcProviderArn": self.oidc_provider_arn,
             "nodeRoleArn": self.node_role_arn,
             "kubeconfig": self.kubeconfig,

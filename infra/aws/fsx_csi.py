@@ -2,13 +2,14 @@
 
 The node plugin (a DaemonSet that tolerates every taint, so it runs on the GPU nodes) mounts the stack's file
 system through the static volumes of :mod:`infra.k8s.storage`; it calls no AWS API for that. The controller
-only acts on dynamically provisioned claims, with its own role. Neither runs on the host network: with IMDS
-closed to pods (hop limit 1) the driver reads region and zone from its node's labels (its Kubernetes API
-fallback), and the chart's ``controller.region`` sets the region explicitly.
+only validates those volumes (it describes the file system), with its own role and nothing more. Neither runs
+on the host network: with IMDS closed to pods (hop limit 1) the driver reads region and zone from its node's
+labels (its Kubernetes API fallback), and the chart's ``controller.region`` sets the region explicitly.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,20 @@ def fsx_csi_values(region: str, role_arn: str) -> dict[str, Any]:
     }
 
 
+# What the controller calls for a static volume (a PV naming an existing file system): ValidateVolumeCapabilities
+# describes the file system (pkg/driver/controller.go at v1.9.0). Creating, deleting and resizing file systems
+# (the driver's install guide grants AmazonFSxFullAccess for dynamic provisioning) are never needed: the stack
+# has no StorageClass, so no claim reaches CreateVolume, DeleteVolume or ControllerExpandVolume, and the
+# checkpoint file system cannot be deleted through the driver. Describe calls are read-only and not scoped.
+STATIC_MOUNT_ACTIONS = ("fsx:DescribeFileSystems",)
+
+
+def static_mount_policy() -> str:
+    """The controller's only rights: describe file systems (see :data:`STATIC_MOUNT_ACTIONS`)."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Sid": "DescribeForStaticVolumes", "Effect": "Allow", "Action": list(STATIC_MOUNT_ACTIONS), "Resource": "*"}]})
+
+
 @dataclass(frozen=True)
 class FsxCsiDriverArgs:
     """``oidc_provider_arn``/``oidc_issuer``: the cluster's IRSA identity provider; ``depends_on``: the system
@@ -69,11 +84,9 @@ class FsxCsiDriver(pulumi.ComponentResource):
             f"{name}-role",
             assume_role_policy=irsa_trust_policy(args.oidc_provider_arn, args.oidc_issuer,
                                                  [(NAMESPACE, CONTROLLER_SERVICE_ACCOUNT)]),
-            description="FSx CSI controller (IRSA): creates and mounts FSx for Lustre volumes",
+            description="FSx CSI controller (IRSA): validates the stack's static FSx for Lustre volumes",
             tags=resource_tags(cfg, args.stack, f"{name}-role"), opts=child)
-        attach = aws.iam.RolePolicyAttachment(
-            f"{name}-role", role=role.name, policy_arn=f"arn:{args.partition}:iam::aws:policy/AmazonFSxFullAccess",
-            opts=child)
+        attach = aws.iam.RolePolicy(f"{name}-static-mounts", role=role.id, policy=static_mount_policy(), opts=child)
         self.role_arn = role.arn
         self.release = k8s.helm.v3.Release(
             f"{name}-release",

@@ -32,10 +32,25 @@ class GpuNodePoolArgs:
     labels: Mapping[str, str]
 
 
+FABRIC_LABEL = "gpufleet.io/fabric"
+
+
 def node_labels(pool: NodePoolConfig) -> dict[str, str]:
-    """Kubernetes labels Kueue flavors and placement select on."""
+    """Kubernetes labels Kueue flavors and placement select on. ``gpufleet.io/fabric`` is the shape's fabric
+    kind (none | tcpx | tcpxo | rdma), the same key and convention as EKS nodes (infra/aws/gpu_nodes.py)."""
     return {"gpufleet.io/pool": pool.name, "gpufleet.io/gpu": pool.shape.accelerator,
-            "gpufleet.io/capacity": pool.capacity_kind}
+            "gpufleet.io/capacity": pool.capacity_kind, FABRIC_LABEL: pool.shape.fabric}
+
+
+def compact_placement(pool: NodePoolConfig) -> bool:
+    """Whether the pool gets a COMPACT placement policy: multi-node pools on spot or on-demand capacity only.
+
+    GKE refuses COMPACT with queued provisioning (the Cluster Toolkit checks the same); DWS provisions a job's
+    nodes together instead. A reservation pool takes its nodes where the reservation's capacity was placed,
+    and Compute Engine refuses compact policies with reservations shared across projects: the Cluster
+    Toolkit's gke-a4 and gke-a3-ultragpu examples set no placement policy on their reservation pools.
+    """
+    return pool.multi_node and pool.capacity in ("SPOT", "ON_DEMAND")
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -102,10 +117,8 @@ class GpuNodePool(pulumi.ComponentResource):
                 total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes,
                 # Spot and flex-start capacity come and go; let the autoscaler take whatever is free in the zone.
                 location_policy="ANY" if pool.capacity in ("SPOT", "FLEX_START") else "BALANCED"),
-            # GKE refuses COMPACT placement with queued provisioning (the Cluster Toolkit checks the same); DWS
-            # provisions a job's nodes together instead.
             placement_policy=(gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
-                              if pool.multi_node and not pool.queued else None),
+                              if compact_placement(pool) else None),
             queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if pool.queued else None,
             # Auto-repair replaces a node whose GPU health checks fail; flex-start pools must run without it (GKE
             # and the Cluster Toolkit require auto_repair false there). auto_upgrade stays on: a release channel

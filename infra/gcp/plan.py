@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -32,8 +33,17 @@ GPU_SUBNET_PREFIX = 24
 PSA_PREFIX = 20
 # GCS soft delete accepts 0 (off) or 7..90 days.
 SOFT_DELETE_DAYS = (7, 90)
-LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)
-LUSTRE_MIN_GIB = 9000
+# Managed Lustre capacities per performance tier (MB/s per TiB): (minimum, step, largest size on that step)
+# in GiB; a size is the minimum plus whole steps. Google Cloud Managed Lustre documentation, "Increase the
+# capacity of a Managed Lustre instance" (tier table: min capacity, max capacity, step size) and "Quotas and
+# limits" (the same minimums). Larger sizes take a coarser step; a checkpoint tier stays well below them.
+LUSTRE_TIERS: Mapping[int, tuple[int, int, int]] = {
+    1000: (9_000, 9_000, 954_000),
+    500: (18_000, 18_000, 1_908_000),
+    250: (36_000, 36_000, 3_816_000),
+    125: (72_000, 72_000, 7_632_000),
+}
+LUSTRE_THROUGHPUTS = tuple(sorted(LUSTRE_TIERS))
 FILESTORE_ZONAL_MIN_GIB = 1024
 # The first GKE version with flex-start node pools (GKE's flex-start documentation).
 FLEX_START_MIN_GKE = "1.32.2-gke.1652000"
@@ -194,9 +204,12 @@ def check_gcp_config(cfg: StackConfig) -> GpuNetworkPlan:
         if fs.throughput_mbps_per_tib not in LUSTRE_THROUGHPUTS:
             raise ConfigError(_key("checkpoint.filesystem.throughputMbpsPerTib"),
                               f"Managed Lustre tiers are {', '.join(map(str, LUSTRE_THROUGHPUTS))} MB/s per TiB")
-        if fs.capacity_gb < LUSTRE_MIN_GIB:
+        low, step, high = LUSTRE_TIERS[fs.throughput_mbps_per_tib]
+        if not (low <= fs.capacity_gb <= high and fs.capacity_gb % step == 0):
             raise ConfigError(_key("checkpoint.filesystem.capacityGb"),
-                              f"Managed Lustre starts at {LUSTRE_MIN_GIB} GiB, got {fs.capacity_gb}")
+                              f"Managed Lustre at {fs.throughput_mbps_per_tib} MB/s per TiB takes {low:,} to "
+                              f"{high:,} GiB in steps of {step:,} ({low:,}, {low + step:,}, ...), "
+                              f"got {fs.capacity_gb:,}")
     if fs.kind == "filestore" and fs.capacity_gb < FILESTORE_ZONAL_MIN_GIB:
         raise ConfigError(_key("checkpoint.filesystem.capacityGb"),
                           f"Filestore zonal starts at {FILESTORE_ZONAL_MIN_GIB} GiB, got {fs.capacity_gb}")

@@ -33,12 +33,19 @@ JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"
 JOBSET_VERSION = "0.12.0"
 JOBSET_IMAGE = "registry.k8s.io/jobset/jobset"
 JOBSET_NAMESPACE = "jobset-system"
+# Helm installs a chart's crds/ once and never upgrades them, so the JobSet CRD is a Pulumi resource of its own,
+# applied from the same release tag as the chart (charts/jobset/crds/ there): a version bump updates it in place.
+JOBSET_CRD_URL = ("https://raw.githubusercontent.com/kubernetes-sigs/jobset/v{version}/charts/jobset/crds/"
+                  "jobset.x-k8s.io_jobsets.yaml")
 NVIDIA_DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
 NVIDIA_DEVICE_PLUGIN_VERSION = "0.18.2"
 EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
 EFA_DEVICE_PLUGIN_CHART = "aws-efa-k8s-device-plugin"
-EFA_DEVICE_PLUGIN_VERSION = "v0.5.5"
+# eks-charts stable/aws-efa-k8s-device-plugin v0.5.30 (plugin image v0.5.20). Its default
+# supportedInstanceLabels (the DaemonSet's node affinity) lists every EFA shape in placement/data/shapes.yaml,
+# p6-b200 and g6e included, so no override: a new EFA shape needs a chart that lists it.
+EFA_DEVICE_PLUGIN_VERSION = "v0.5.30"
 
 # Google's published GPUDirect installers (the manifests GKE's documentation applies), each pinned to a commit
 # in placement/data/gpudirect.yaml together with the RxDM sidecar `placement submit` pairs with it. Each
@@ -113,14 +120,16 @@ def jobset_values() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class JobSetInstallArgs:
-    """JobSet's Helm release; ``depends_on`` what must exist first (a worker's node pools)."""
+    """JobSet's CRD and Helm release at ``version``; ``depends_on`` what must exist first (a worker's node
+    pools)."""
 
     version: str = JOBSET_VERSION
     depends_on: Sequence[pulumi.Resource] = ()
 
 
 class JobSetInstall(pulumi.ComponentResource):
-    """JobSet from its OCI Helm chart into ``jobset-system``; ``release`` is what its users wait for.
+    """JobSet from its OCI Helm chart into ``jobset-system``, its CRD (``crd``) applied from the same release
+    tag so that a version bump upgrades it; ``release`` is what its users wait for.
 
     Kueue (whose manager config integrates ``jobset.x-k8s.io/jobset``) and everything that creates a
     JobSet depend on it: Kueue v0.19.2 does start without the JobSet CRD, but then defers its JobSet
@@ -131,6 +140,10 @@ class JobSetInstall(pulumi.ComponentResource):
     def __init__(self, name: str, args: JobSetInstallArgs, opts: ResourceOptions | None = None) -> None:
         super().__init__("gpufleet:k8s:JobSetInstall", name, None, opts)
         provider = opts.provider if opts else None
+        # Server-side apply: on a cluster where an earlier Helm install created the CRD, this takes it over.
+        self.crd = k8s.yaml.v2.ConfigFile(
+            f"{name}-jobset-crd", file=JOBSET_CRD_URL.format(version=args.version),
+            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)))
         self.release = k8s.helm.v3.Release(
             f"{name}-jobset",
             name="jobset",
@@ -139,12 +152,15 @@ class JobSetInstall(pulumi.ComponentResource):
             namespace=JOBSET_NAMESPACE,
             create_namespace=True,
             values=jobset_values(),
+            # The CRD is self.crd, upgraded with the version; Helm would install its copy once and never again.
+            skip_crds=True,
             # Wait for the controller and its webhook to be ready: JobSets are rejected until they serve.
             skip_await=False,
             timeout=600,
-            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)),
+            opts=ResourceOptions(parent=self, provider=provider, depends_on=[*args.depends_on, self.crd]),
         )
-        self.register_outputs({"release": self.release.name, "version": args.version})
+        self.register_outputs({"release": self.release.name, "version": args.version,
+                               "crd": JOBSET_CRD_URL.format(version=args.version)})
 
 
 @dataclass(frozen=True)
@@ -274,12 +290,7 @@ class ClusterAddons(pulumi.ComponentResource):
                     version=EFA_DEVICE_PLUGIN_VERSION,
                     repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=EKS_CHARTS_REPO),
                     namespace="kube-system",
-                    values={
-                        "tolerations": [_GPU_TOLERATION_ANY_VALUE],
-                        # The chart's own list lags new instance types; name exactly the ones we run.
-                        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"],
-                                                    "values": efa_types},
-                    },
+                    values={"tolerations": [_GPU_TOLERATION_ANY_VALUE]},
                     opts=child(depends_on=after_pools),
                 ))
         else:

@@ -41,7 +41,9 @@ from placement.kueue import (
     covered_resources,
     hub_flavor_name,
     kubeconfig_secret_name,
+    shape_topology_name,
     tas_enabled,
+    topology_levels,
     topology_name,
     worker_key,
 )
@@ -130,9 +132,12 @@ def _obj(kind: str, name: str, spec: Mapping[str, Any] | None = None, *, namespa
     return out
 
 
-def topology(cloud: str) -> dict[str, Any]:
-    """The Topology of a cloud's GPU network, widest level first, host last (a CRD rule)."""
-    return _obj("Topology", topology_name(cloud), {"levels": [{"nodeLabel": lv} for lv in TOPOLOGY_LEVELS[cloud]]})
+def topology(cloud: str, shape: Shape | None = None) -> dict[str, Any]:
+    """The Topology of a cloud's GPU network (of ``shape``'s nodes when given: four-layer AWS shapes have their
+    own), widest level first, host last (a CRD rule)."""
+    name, levels = ((topology_name(cloud), TOPOLOGY_LEVELS[cloud]) if shape is None
+                    else (shape_topology_name(shape), topology_levels(shape)))
+    return _obj("Topology", name, {"levels": [{"nodeLabel": lv} for lv in levels]})
 
 
 def resource_flavor(pool: NodePoolConfig, cloud: str) -> dict[str, Any]:
@@ -140,7 +145,7 @@ def resource_flavor(pool: NodePoolConfig, cloud: str) -> dict[str, Any]:
     # GKE taints queued-provisioning nodes; admitted pods get that toleration from the flavor too.
     spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": pool_scheduling(pool)["tolerations"]}
     if uses_topology(pool):
-        spec["topologyName"] = topology_name(cloud)
+        spec["topologyName"] = shape_topology_name(pool.shape)
     return _obj("ResourceFlavor", flavor_name(pool), spec,
                 labels={"gpufleet.io/capacity": pool.capacity_kind, "gpufleet.io/instance-type": pool.shape.name})
 
@@ -231,8 +236,9 @@ def priority_classes() -> list[dict[str, Any]]:
 def worker_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     """Every Kueue object of a worker cluster, dependencies first."""
     objs = priority_classes()
-    if any(uses_topology(p) for p in cfg.node_pools):
-        objs.append(topology(cfg.cloud))
+    # One Topology per distinct level set of the pools that use one (four-layer AWS shapes have their own).
+    objs += list({shape_topology_name(p.shape): topology(cfg.cloud, p.shape)
+                  for p in cfg.node_pools if uses_topology(p)}.values())
     objs += [resource_flavor(p, cfg.cloud) for p in cfg.node_pools]
     if any(p.queued for p in cfg.node_pools):
         objs += [provisioning_request_config(), provisioning_admission_check()]

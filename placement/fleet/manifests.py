@@ -131,6 +131,7 @@ class PodPlan:
     service_account: str | None
     storage: Storage
     scheduling: Mapping[str, Any]  # nodeSelector / affinity, tolerations
+    efa_rdma_read: bool = False  # every node the pod may land on has EFA RDMA read
 
 
 def _quantity(n: int) -> str:
@@ -320,8 +321,19 @@ def _env(plan: PodPlan) -> list[dict[str, Any]]:
     env += [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
             {"name": "NNODES", "value": str(nodes)}, {"name": "NODE_RANK", **rank},
             {"name": "NPROC_PER_NODE", "value": str(plan.gpus_per_node)}]
-    if plan.fabric == "efa":
-        env += [{"name": "FI_PROVIDER", "value": "efa"}, {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"}]
+    env += efa_env(plan.fabric, plan.efa_rdma_read)
+    return env
+
+
+def efa_env(fabric: str, rdma_read: bool) -> list[dict[str, Any]]:
+    """libfabric settings of an EFA pod: the EFA provider, and device RDMA only where every node the pod may
+    land on has RDMA read (libfabric aborts on FI_EFA_USE_DEVICE_RDMA=1 without it; unset, it decides from
+    the device's capabilities)."""
+    if fabric != "efa":
+        return []
+    env = [{"name": "FI_PROVIDER", "value": "efa"}]
+    if rdma_read:
+        env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
     return env
 
 
@@ -433,7 +445,7 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
     plan = PodPlan(
         name=name, namespace=ns, job=job, nodes=target.nodes, gpus_per_node=target.gpus_per_node,
         cpu_millis=cpu, memory_mib=memory, efa=shape.fabric_nics if fabric == "efa" else 0, fabric=fabric,
-        gpu_vpcs_shape=shape if cl.cloud == "gcp" else None,
+        gpu_vpcs_shape=shape if cl.cloud == "gcp" else None, efa_rdma_read=shape.efa_rdma_read,
         networks=gke_networks(cl, ex.pool, shape) if cl.cloud == "gcp" else (),
         service_account=cl.service_account.name if cl.service_account else None, storage=storage,
         scheduling={"nodeSelector": {ko.POOL_LABEL: ex.pool.name}, "tolerations": [dict(ko.GPU_TOLERATION)]})
@@ -442,7 +454,7 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
         # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
         # a flavor without one): ask Kueue to keep the pods in the narrowest network block it can. Pools that
         # scale carry no Topology, nor do the hub's flavors (docs/kueue-hub.md#the-hub-stackspulumihubyaml).
-        pod_annotations[PREFERRED_TOPOLOGY] = ko.TOPOLOGY_LEVELS[cl.cloud][0]
+        pod_annotations[PREFERRED_TOPOLOGY] = ko.preferred_topology_level(shape)
     warnings += _account_warnings(cl, ns)
     if cl.cloud == "gcp":
         warnings += _nccl_warnings(fabric, job)
@@ -555,6 +567,7 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
         name=job.name, namespace=ns, job=job, nodes=group.nodes, gpus_per_node=per_node,
         cpu_millis=min(r[0] for r in reqs), memory_mib=min(r[1] for r in reqs), efa=efa, fabric=fabric,
         gpu_vpcs_shape=candidate.offer.shape if fabric in ("tcpx", "tcpxo", "rdma") else None,
+        efa_rdma_read=bool(shapes) and all(s.efa_rdma_read for s in shapes),
         networks=group.networks, service_account=first.service_account.name if first.service_account else None,
         storage=storage, scheduling={"affinity": affinity, "tolerations": [dict(ko.GPU_TOLERATION)]})
     for m in group.members:

@@ -269,9 +269,9 @@ def test_eks_cluster_is_private_pinned_and_api_authenticated(stack: tuple[StackC
 
 
 def test_ami_release_is_pinned_on_every_node_group_when_configured() -> None:
-    pinned = run_stack(BASE_STACK, config_override={"cluster": {"amiReleaseVersion": "1.33.5-20251120"}})
+    pinned = run_stack(BASE_STACK, config_override={"cluster": {"amiReleaseVersion": "1.35.0-20260512"}})
     groups = pinned.of_type(NG)
-    assert len(groups) >= 2 and all(g.inputs["releaseVersion"] == "1.33.5-20251120" for g in groups)
+    assert len(groups) >= 2 and all(g.inputs["releaseVersion"] == "1.35.0-20260512" for g in groups)
     for g in groups:
         # Rolling updates replace one node at a time; nothing else moves a GPU node group.
         assert int(g.inputs["updateConfig"]["maxUnavailable"]) == 1
@@ -298,19 +298,47 @@ def test_fsx_csi_driver_is_pinned_with_its_own_role_where_fsx_is(stack: tuple[St
     trust = json.loads(role.inputs["assumeRolePolicy"])
     (subject,) = [v for k, v in trust["Statement"][0]["Condition"]["StringEquals"].items() if k.endswith(":sub")]
     assert subject == f"system:serviceaccount:kube-system:{sa['name']}"
+    # Static volumes only: the controller may describe file systems and nothing else (no AmazonFSxFullAccess,
+    # which could delete the checkpoint file system).
+    assert [a for a in run.of_type(ATTACH) if a.inputs["role"] == role.name] == []
+    (policy,) = [p for p in run.of_type("aws:iam/rolePolicy:RolePolicy") if p.inputs["role"] == f"{role.name}-id"]
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    assert [(st["Effect"], st["Action"]) for st in statements] == [("Allow", ["fsx:DescribeFileSystems"])]
+    assert not any("FSxFullAccess" in str(a.inputs.get("policyArn")) for a in run.of_type(ATTACH))
 
 
 SG_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 
 
 def hub_sg(run: RunResult) -> str:
-    """The EKS cluster security group (the mocks name it after the cluster resource)."""
+    """The control plane's own security group (EKS puts it on the endpoint's interfaces only)."""
+    (eks,) = run.of_type("aws:eks/cluster:Cluster")
+    (sg_id,) = eks.inputs["vpcConfig"]["securityGroupIds"]
+    return str(sg_id)
+
+
+def cluster_sg(run: RunResult) -> str:
+    """The cluster security group EKS creates and puts on every node (the mocks name it after the cluster)."""
     (eks,) = run.of_type("aws:eks/cluster:Cluster")
     return f"sg-{eks.name}-cluster"
 
 
+def test_api_rules_sit_on_a_control_plane_group_no_node_carries(stack: tuple[StackConfig, RunResult]) -> None:
+    cfg, run = stack
+    api = by_id(run, hub_sg(run))
+    assert api.type == "aws:ec2/securityGroup:SecurityGroup" and api.name.endswith("-api")
+    # Nothing on the cluster security group (every node interface carries it) opens 443.
+    assert [r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == cluster_sg(run)] == []
+    for lt in run.of_type(LT):
+        groups = {g for ni in lt.inputs.get("networkInterfaces") or [] for g in ni.get("securityGroups") or []}
+        groups |= set(lt.inputs.get("vpcSecurityGroupIds") or [])
+        assert hub_sg(run) not in groups, lt.name
+    api_rules = [r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)]
+    assert len(api_rules) == len(set(cfg.cluster.hub_cidrs) | set(cfg.cluster.operator_cidrs))
+
+
 def hub_rules(run: RunResult) -> dict[str, Registered]:
-    """Ingress rules on the EKS cluster security group, by CIDR."""
+    """Ingress rules on the control plane's security group, by CIDR."""
     return {r.inputs["cidrIpv4"]: r for r in run.of_type(SG_RULE) if r.inputs.get("securityGroupId") == hub_sg(run)}
 
 
@@ -669,3 +697,30 @@ def test_system_azs_start_with_the_gpu_zone_and_are_deterministic() -> None:
     assert pick_system_azs(cfg, list(reversed(zones))) == picked
     with pytest.raises(ConfigError, match="gpufleet:network.azCount"):
         pick_system_azs(cfg, zones[:2])
+
+
+def test_four_layer_shapes_get_a_topology_with_layer_4_of_their_own() -> None:
+    """p6-b200 nodes carry topology.k8s.aws/network-node-layer-4, p5 nodes do not; Kueue leaves out nodes missing
+    a level label, so each level set is its own Topology and each TAS flavor names the one of its shape."""
+    from pathlib import Path
+
+    from infra.k8s import kueue_objects as ko
+    from infra.k8s.crd_validate import CRDValidator
+
+    raw = {"cloud": "aws", "region": "us-east-1", "gpuZone": "use1-az6", "tags": {"owner": "o", "cost-center": "c"},
+           "nodePools": [
+               {"name": "p5-od", "instanceType": "p5.48xlarge", "minNodes": 2, "maxNodes": 2},
+               {"name": "p6-od", "instanceType": "p6-b200.48xlarge", "minNodes": 2, "maxNodes": 2}]}
+    objs = ko.worker_objects(parse(raw, stack="t"))
+    topologies = {o["metadata"]["name"]: [lv["nodeLabel"] for lv in o["spec"]["levels"]]
+                  for o in objs if o["kind"] == "Topology"}
+    flavors = {o["metadata"]["name"]: o["spec"]["topologyName"] for o in objs if o["kind"] == "ResourceFlavor"}
+    layer4 = "topology.k8s.aws/network-node-layer-4"
+    assert len(topologies) == 2 and sorted(layer4 in levels for levels in topologies.values()) == [False, True]
+    for flavor, name in flavors.items():
+        assert (layer4 in topologies[name]) is ("p6" in flavor), flavor
+    crds = Path(ROOT).parent / "shared" / "kueue-crds"
+    if crds.is_dir():
+        validator = CRDValidator(crds)
+        for obj in objs:
+            assert validator.validate(obj) == [], (obj["kind"], obj["metadata"]["name"])

@@ -49,7 +49,7 @@ _FULL = {
                        "reservation": "cr-0123456789abcdef0", "minNodes": 2, "desiredNodes": 2, "maxNodes": 2,
                        "zone": "use1-az6"}],
         "network": {"vpcCidr": "10.0.0.0/16", "azCount": 3, "servicesCidr": "172.20.0.0/16"},
-        "cluster": {"kubernetesVersion": "1.33", "publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"],
+        "cluster": {"kubernetesVersion": "1.35", "publicAccess": True, "publicAccessCidrs": ["203.0.113.0/24"],
                     "adminPrincipals": ["arn:aws:iam::123456789012:role/Platform"], "hubCidrs": ["10.200.0.0/20"]},
         "kueue": {"version": "0.19.2", "cohort": "ml.gpufleet", "teams": ["team-a", "team-b"],
                   "flavorOrder": ["spot", "on-demand"]},

@@ -277,7 +277,10 @@ def test_gpu_pools_capacity_placement_and_zone(any_run: tuple[StackConfig, RunRe
         node = inputs["nodeConfig"]
         assert inputs["nodeLocations"] == [pool.zone]
         assert inputs["location"] == cfg.region
-        assert (inputs.get("placementPolicy") == {"type": "COMPACT"}) is pool.multi_node
+        # COMPACT only for multi-node spot/on-demand pools: never on a reservation (Cluster Toolkit gke-a4) or
+        # flex-start pool.
+        compact = pool.multi_node and pool.capacity in ("SPOT", "ON_DEMAND")
+        assert (inputs.get("placementPolicy") == {"type": "COMPACT"}) is compact
         assert inputs["autoscaling"]["totalMinNodeCount"] == pool.min_nodes
         assert inputs["autoscaling"]["totalMaxNodeCount"] == pool.max_nodes
         assert inputs["initialNodeCount"] == pool.desired_nodes
@@ -295,7 +298,8 @@ def test_gpu_pools_capacity_placement_and_zone(any_run: tuple[StackConfig, RunRe
         if pool.shape.local_ssds:
             assert node["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": pool.shape.local_ssds}
         assert node["labels"] == {"gpufleet.io/pool": pool.name, "gpufleet.io/gpu": pool.shape.accelerator,
-                                  "gpufleet.io/capacity": pool.capacity_kind}
+                                  "gpufleet.io/capacity": pool.capacity_kind,
+                                  "gpufleet.io/fabric": pool.shape.fabric}
         assert node["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
         assert node["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
         assert TAGS.items() <= node["resourceLabels"].items()
@@ -666,3 +670,44 @@ def test_rdma_pools_in_two_zones_are_rejected() -> None:
     with pytest.raises(ConfigError) as err:
         plan_gpu_networks(cfg)
     assert err.value.field == "gpufleet:nodePools[1].zone"
+
+
+def test_a4_reservation_pool_has_no_compact_placement() -> None:
+    """The Cluster Toolkit's gke-a4 example sets no placement policy on its reservation pool (Compute Engine
+    refuses compact policies with reservations shared across projects)."""
+    result = run_stack(str(ROOT / "stacks" / "Pulumi.gcp-use4-a4.yaml"))
+    reserved = _gpu_pools(result)["b200-reserved"].inputs
+    assert reserved["nodeConfig"]["reservationAffinity"]["consumeReservationType"] == "SPECIFIC_RESERVATION"
+    assert reserved["autoscaling"]["totalMaxNodeCount"] > 1 and "placementPolicy" not in reserved
+
+
+def test_gke_nodes_carry_the_fabric_label_like_eks_nodes() -> None:
+    from infra.aws.gpu_nodes import pool_labels
+    from infra.gcp.nodepool import node_labels
+
+    aws = load_stack_file(str(ROOT / "stacks" / "Pulumi.aws-use1-p5.yaml")).node_pools[0]
+    for path in GCP_STACKS:
+        for pool in load_stack_file(path).node_pools:
+            assert node_labels(pool)["gpufleet.io/fabric"] == pool.shape.fabric
+    assert pool_labels(aws)["gpufleet.io/fabric"] == aws.shape.fabric == "efa"
+
+
+@pytest.mark.parametrize(("tier", "good", "bad"), [
+    (1000, [9000, 18000, 954000], [8999, 10000, 963000]),
+    (500, [18000, 36000], [9000, 27000]),
+    (250, [36000, 72000], [9000, 18000, 45000]),
+    (125, [72000, 144000], [9000, 36000, 108000]),
+])
+def test_managed_lustre_size_follows_its_tier(tier: int, good: list[int], bad: list[int]) -> None:
+    from infra.gcp.plan import check_gcp_config
+
+    def cfg(size: int) -> StackConfig:
+        return _stack_cfg(USC1, {"checkpoint": {"filesystem": {"kind": "lustre", "capacityGb": size,
+                                                               "throughputMbpsPerTib": tier}}})
+
+    for size in good:
+        check_gcp_config(cfg(size))
+    for size in bad:
+        with pytest.raises(ConfigError) as err:
+            check_gcp_config(cfg(size))
+        assert err.value.field == "gpufleet:checkpoint.filesystem.capacityGb" and "\n" not in str(err.value)

@@ -381,11 +381,13 @@ def test_addons_install_kueue_chart_at_config_version(which: str, addon_runs: di
 
 
 def test_addons_device_plugins_per_platform(addon_runs: dict[str, Any]) -> None:
+    from infra.k8s import addons
+
     aws = _releases(addon_runs["aws"])
     assert aws["nvidia-device-plugin"]["repositoryOpts"]["repo"] == "https://nvidia.github.io/k8s-device-plugin"
     efa = aws["aws-efa-k8s-device-plugin"]
     assert efa["repositoryOpts"]["repo"] == "https://aws.github.io/eks-charts"
-    assert efa["values"]["supportedInstanceLabels"]["values"] == ["p5.48xlarge"]
+    assert "supportedInstanceLabels" not in efa["values"]  # chart v0.5.30's own list has every EFA shape
     for values in (aws["nvidia-device-plugin"]["values"], efa["values"]):
         assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in values["tolerations"])
 
@@ -395,13 +397,16 @@ def test_addons_device_plugins_per_platform(addon_runs: dict[str, Any]) -> None:
     files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")]
     assert any(f.endswith("gpudirect-tcpxo/nccl-tcpxo-installer.yaml") for f in files)
     assert any(f.endswith("nri_device_injector/nri-device-injector.yaml") for f in files)
-    assert not addon_runs["aws"].of_type("kubernetes:yaml/v2:ConfigFile")
+    jobset_crd = addons.JOBSET_CRD_URL.format(version=addons.JOBSET_VERSION)
+    assert [r.inputs["file"] for r in addon_runs["aws"].of_type("kubernetes:yaml/v2:ConfigFile")] == [jobset_crd]
 
 
 def test_gpudirect_installers_are_pinned_to_a_commit(addon_runs: dict[str, Any]) -> None:
+    from infra.k8s import addons
     from placement.gpudirect import fabric
 
-    files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")]
+    files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")
+             if r.inputs["file"] != addons.JOBSET_CRD_URL.format(version=addons.JOBSET_VERSION)]
     assert files
     for url in files:
         # .../container-engine-accelerators/<40-hex commit>/<path>: a branch such as master moves under a cluster.
@@ -457,6 +462,11 @@ def test_addons_install_jobset_before_kueue_and_the_queues(which: str, addon_run
     config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
     assert run.depends_on(kueue, jobset) and not run.depends_on(jobset, kueue)
+    # Helm never upgrades CRDs: the JobSet CRD is applied from the pinned tag before the chart, which skips its own.
+    (crd,) = [r for r in run.of_type("kubernetes:yaml/v2:ConfigFile") if "kubernetes-sigs/jobset" in r.inputs["file"]]
+    assert crd.inputs["file"] == addons.JOBSET_CRD_URL.format(version=addons.JOBSET_VERSION)
+    assert f"/v{addons.JOBSET_VERSION}/charts/jobset/crds/" in crd.inputs["file"]
+    assert jobset.inputs["skipCrds"] is True and run.depends_on(jobset, crd)
     # The queues (which MultiKueue and `placement submit` send JobSets to) come after JobSet too.
     queues = [r for r in run.resources if r.type.startswith("kubernetes:kueue.x-k8s.io/v1beta2:")]
     assert queues and all(run.depends_on(q, jobset) for q in queues)

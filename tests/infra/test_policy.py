@@ -587,7 +587,8 @@ def _first_stack(cloud: str) -> Path:
 def test_real_public_endpoint_passes_only_when_the_stack_config_lists_the_cidr(cloud: str) -> None:
     from infra.mockrun import run_stack
 
-    world = {"publicAccess": True, "publicAccessCidrs": ["0.0.0.0/0"]}
+    # Half the internet: the stack config refuses 0.0.0.0/0 itself, and any public range unlisted is flagged.
+    world = {"publicAccess": True, "publicAccessCidrs": ["0.0.0.0/1"]}
     run = run_stack(str(_first_stack(cloud)), config_override={"cluster": world})
     resources = [checks.from_registered(r) for r in run.resources]
     strict = checks.run_all(resources, outputs=list(run.outputs), secret_outputs=run.secret_outputs)

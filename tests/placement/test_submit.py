@@ -216,7 +216,8 @@ def test_topology_annotation_only_on_pools_whose_flavor_has_the_topology(tmp_pat
     # The same rule as the worker's ResourceFlavor (kueue_objects.tas_enabled), from the exported pool.
     assert ko.tas_enabled(pool.get("minNodes", 0), pool["maxNodes"], shape) is wants
     annotations = pod_of(js)["metadata"].get("annotations", {})
-    assert (annotations.get(manifests.PREFERRED_TOPOLOGY) == ko.TOPOLOGY_LEVELS["aws"][0]) is wants
+    # The narrowest network level (EC2 layer 3 on p5), not the widest.
+    assert (annotations.get(manifests.PREFERRED_TOPOLOGY) == "topology.k8s.aws/network-node-layer-3") is wants
     assert (manifests.PREFERRED_TOPOLOGY in annotations) is wants
 
 
@@ -871,3 +872,74 @@ def test_a_failed_submit_names_what_it_created_and_a_retry_reuses_it(tmp_path, c
     code, out, err = run(capsys, "submit", job, "--stacks", stacks)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "HTTP 409" in err and "exists already" in err and "rename the job" in err
+
+
+# ----------------------------------------------------------------------------- fabric settings (issue 22)
+
+
+def test_preferred_topology_is_the_narrowest_network_level_of_each_shape():
+    from placement import kueue as pk
+
+    book = shape_book()
+    p5, p6 = book.get("p5.48xlarge"), book.get("p6-b200.48xlarge")
+    a4, mega = book.get("a4-highgpu-8g"), book.get("a3-megagpu-8g")
+    assert p5 and p6 and a4 and mega
+    assert pk.preferred_topology_level(p5) == "topology.k8s.aws/network-node-layer-3"
+    # p6-b200 returns four EC2 network nodes: its nodes carry layer 4, the narrowest.
+    assert pk.preferred_topology_level(p6) == "topology.k8s.aws/network-node-layer-4"
+    assert pk.topology_levels(p6)[-1] == "kubernetes.io/hostname" and len(pk.topology_levels(p6)) == 5
+    assert pk.shape_topology_name(p6) != pk.shape_topology_name(p5) == pk.topology_name("aws")
+    for shape in (a4, mega):
+        assert pk.preferred_topology_level(shape) == "cloud.google.com/gce-topology-subblock"
+
+
+def test_gke_reserved_fixed_pool_job_prefers_one_sub_block(tmp_path, capsys):
+    job, _ = job_file(tmp_path, accelerator="B200", gpus=16, clouds={"allow": ["gcp"]})
+    doc = outputs("gcp-use4-a4")
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", {"gcp-use4-a4": doc}),
+                         "--dry-run")
+    assert code == 0, err
+    js = list(yaml.safe_load_all(out))[-1]
+    annotations = pod_of(js)["metadata"]["annotations"]
+    if js["metadata"]["annotations"]["gpufleet.io/pool"] == "b200-reserved":  # the fixed-size (TAS) pool
+        assert annotations[manifests.PREFERRED_TOPOLOGY] == "cloud.google.com/gce-topology-subblock"
+    else:
+        assert manifests.PREFERRED_TOPOLOGY not in annotations
+
+
+def _env(fabric: str, rdma_read: bool) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in manifests.efa_env(fabric, rdma_read)}
+
+
+def test_device_rdma_only_on_shapes_with_efa_rdma_read():
+    book = shape_book()
+    for name in ("p4d.24xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"):
+        shape = book.get(name)
+        assert shape and shape.efa_rdma_read, name
+        assert _env(shape.fabric, shape.efa_rdma_read) == {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}
+    for name in ("g6e.48xlarge", "g6.48xlarge", "g6e.12xlarge"):
+        shape = book.get(name)
+        assert shape and shape.fabric == "efa" and not shape.efa_rdma_read, name
+        # libfabric aborts on FI_EFA_USE_DEVICE_RDMA=1 without RDMA read; unset it decides from the device.
+        assert _env(shape.fabric, shape.efa_rdma_read) == {"FI_PROVIDER": "efa"}
+    assert _env("tcpxo", True) == {}
+
+
+def test_efa_pod_on_p5_sets_device_rdma(tmp_path, capsys):
+    job, _ = job_file(tmp_path, clouds={"allow": ["aws"]})
+    code, out, err = run(capsys, "submit", job, "--stacks",
+                         write(tmp_path, "s.json", {"aws-use1-p5": _aws_p5("max")}), "--dry-run")
+    assert code == 0, err
+    env = env_of(pod_of(list(yaml.safe_load_all(out))[-1])["spec"]["containers"][0])
+    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+
+
+def test_tcpx_pods_get_the_full_nccl_set_of_the_pinned_config():
+    from placement.gpudirect import gpudirect_book
+
+    env = dict(gpudirect_book().get("tcpx").nccl_env)  # type: ignore[union-attr]
+    # run-nccl.sh in gpudirect-tcpx/nccl-config.yaml at the pinned commit sets these besides the rest.
+    assert env["NCCL_GPUDIRECTTCPX_FORCE_ACK"] == "0"
+    assert env["NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP"] == "1000"
+    assert env["NCCL_MAX_NCHANNELS"] == env["NCCL_MIN_NCHANNELS"] == "8"
+    assert len(env) == 22 and not any(k.startswith("NCCL_DEBUG") for k in env)
