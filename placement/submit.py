@@ -14,6 +14,7 @@ group (:func:`placement.fleet.choose.portable_group`), with the job spec and the
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
 import sys
@@ -185,6 +186,16 @@ def headers(dest: Sequence[Mapping[str, Any]]) -> list[str | None]:
     return out
 
 
+def _submission_time(args: argparse.Namespace) -> dt.datetime:
+    """When the job is submitted (``--now`` when the command has it): fixes the pod's ``GPUFLEET_DEADLINE``."""
+    now = getattr(args, "now", None)
+    if isinstance(now, str) and now:
+        from placement.reservations import parse_time
+
+        return parse_time(now, "--now", "")
+    return dt.datetime.now(dt.UTC)
+
+
 def _run(args: argparse.Namespace) -> int:
     from placement.engine import plan
     from placement.fleet.choose import match_existing
@@ -210,10 +221,12 @@ def _run(args: argparse.Namespace) -> int:
     if i is not None:
         existing = choice.existing[i]
         assert existing is not None
-        target = Target(job=job, candidate=choice.ranked[i], existing=existing, via_hub=args.via_hub)
+        target = Target(job=job, candidate=choice.ranked[i], existing=existing, via_hub=args.via_hub,
+                        now=_submission_time(args))
         if args.via_hub:
             group = portable_group(job, target.candidate, existing, stacks.clusters, hub)
-            obj, per_worker, warnings = render_portable(job, job_doc, target.candidate, existing, group)
+            obj, per_worker, warnings = render_portable(job, job_doc, target.candidate, existing, group,
+                                                        now=target.now)
             manifest = [*(d for m in group.members for d in per_worker[m.key]), obj]
             if hub is None:
                 warnings.append(f"--via-hub without a hub stack: assuming the hub has LocalQueue {existing.queue} in "

@@ -23,8 +23,10 @@ from placement.kueue import (
     ALL_WORKERS,
     API_VERSION,
     DISPATCHERS,
+    FABRIC_LABEL,
     GPU_TAINT,
     GPU_TOLERATION,
+    INSTANCE_TYPE_LABEL,
     KUEUE_NAMESPACE,
     MULTIKUEUE_CONTROLLER,
     MULTIKUEUE_KUBECONFIG_KEY,
@@ -39,6 +41,7 @@ from placement.kueue import (
     Allocatable,
     allocatable,
     covered_resources,
+    flavor_node_labels,
     hub_flavor_name,
     kubeconfig_secret_name,
     tas_enabled,
@@ -49,7 +52,8 @@ from placement.kueue import cluster_queue_name as _cluster_queue_name
 from placement.kueue import local_queue_name as _local_queue_name
 from placement.shapes import Shape
 
-__all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "GPU_TAINT", "GPU_TOLERATION", "KUEUE_NAMESPACE",
+__all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "FABRIC_LABEL", "INSTANCE_TYPE_LABEL", "flavor_node_labels",
+           "GPU_TAINT", "GPU_TOLERATION", "KUEUE_NAMESPACE",
            "MULTIKUEUE_CONTROLLER", "MULTIKUEUE_KUBECONFIG_KEY", "POOL_LABEL", "PRIORITY_CLASSES", "RES_CPU",
            "RES_EFA", "RES_GPU", "RES_HUGEPAGES", "RES_MEMORY", "TOPOLOGY_LEVELS", "Allocatable", "allocatable",
            "covered_resources",
@@ -101,9 +105,10 @@ def flavor_name(pool: NodePoolConfig) -> str:
 
 
 def pool_scheduling(pool: NodePoolConfig) -> dict[str, Any]:
-    """Node selector and tolerations that put a pod on ``pool`` (what its ResourceFlavor injects)."""
+    """Node selector and tolerations that put a pod on ``pool`` (what its ResourceFlavor injects): the pool's
+    name, instance type and fabric (:func:`placement.kueue.flavor_node_labels`)."""
     tolerations = [dict(GPU_TOLERATION), *([dict(QUEUED_TAINT_TOLERATION)] if pool.queued else [])]
-    return {"nodeSelector": {POOL_LABEL: pool.name}, "tolerations": tolerations}
+    return {"nodeSelector": flavor_node_labels(pool.name, pool.shape), "tolerations": tolerations}
 
 
 def ordered_pools(cfg: StackConfig) -> list[NodePoolConfig]:
@@ -136,9 +141,14 @@ def topology(cloud: str) -> dict[str, Any]:
 
 
 def resource_flavor(pool: NodePoolConfig, cloud: str) -> dict[str, Any]:
-    """One flavor per node pool: selects the pool's nodes and tolerates the GPU taint."""
+    """One flavor per node pool: selects the pool's nodes and tolerates the GPU taint.
+
+    Its ``nodeLabels`` name the pool, its instance type and its fabric: Kueue compares a job's node affinity
+    only on these keys, so a job whose affinity names another cloud's instance type or fabric is never
+    admitted on this flavor even where the pool name repeats."""
     # GKE taints queued-provisioning nodes; admitted pods get that toleration from the flavor too.
-    spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": pool_scheduling(pool)["tolerations"]}
+    sched = pool_scheduling(pool)
+    spec: dict[str, Any] = {"nodeLabels": sched["nodeSelector"], "tolerations": sched["tolerations"]}
     if uses_topology(pool):
         spec["topologyName"] = topology_name(cloud)
     return _obj("ResourceFlavor", flavor_name(pool), spec,

@@ -183,7 +183,10 @@ def test_one_flavor_per_pool_with_pool_label_and_gpu_toleration(aws_cfg: StackCo
         flavors = [o for o in ko.worker_objects(cfg) if o["kind"] == "ResourceFlavor"]
         assert [f["metadata"]["name"] for f in flavors] == [p.name for p in cfg.node_pools]
         for flavor, pool in zip(flavors, cfg.node_pools, strict=True):
-            assert flavor["spec"]["nodeLabels"] == {"gpufleet.io/pool": pool.name}
+            # The instance type and fabric too: pool names repeat across clouds (issue 20).
+            assert flavor["spec"]["nodeLabels"] == {"gpufleet.io/pool": pool.name,
+                                                    "node.kubernetes.io/instance-type": pool.shape.name,
+                                                    "gpufleet.io/fabric": pool.shape.fabric}
             tol = flavor["spec"]["tolerations"]
             assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
                     "effect": "NoSchedule"} in tol
