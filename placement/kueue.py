@@ -56,8 +56,10 @@ MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 MULTIKUEUE_KUBECONFIG_KEY = "kubeconfig"
 
 # (name, value, description). Higher value wins; withinClusterQueue preemption evicts lower values.
+# The serving class (workers only, for the inference queue) outranks every training class.
+SERVING_PRIORITY_CLASS: tuple[str, int, str] = (
+    "serving", 2000, "Inference serving on a worker's inference queue: outranks all training.")
 PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
-    ("serving", 2000, "Inference serving: reclaims the quota the inference queue lends to training, at once."),
     ("production", 1000, "Production training: preempts burst and low work in its ClusterQueue."),
     ("burst", 500, "Short bursts: preempts low work, yields to production."),
     ("low", 100, "Best-effort work that runs on idle quota and is preempted first."),
