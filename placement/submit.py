@@ -119,6 +119,7 @@ def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool,
                   "via_hub": via_hub}
         if group is not None:
             chosen["group"] = group_doc(group)
+        chosen["run"] = run_doc(target, group)
     doc: dict[str, Any] = {
         "schema": SCHEMA, "kind": "submit", "job": job.name, "catalog": catalog_info(catalog),
         "dry_run": dry_run, "chosen": chosen, "why": why(choice),
@@ -134,6 +135,29 @@ def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool,
                             "workload_selector": f"{JOB_UID_LABEL}={submitted.uid}" if submitted.uid else None,
                             "nominated_workload": None, "reused": list(submitted.reused)}
     return doc
+
+
+def run_doc(target: Target, group: Group | None = None) -> dict[str, Any]:
+    """How the job is run to its end (docs/trainer-contract.md): the interruptions the plan expects, the
+    restart budget sized from them, the checkpoint interval, grace period (fitting every cloud of the hub
+    ``group``) and Kueue's maximum execution time."""
+    from placement.fleet.manifests import lifecycle, planned_interruptions
+
+    c = target.candidate
+    clouds = sorted({m.cluster.cloud for m in group.members}) if group else [target.existing.cluster.cloud]
+    life = lifecycle(target.job, c, clouds, target.now)
+    return {"expected_interruptions": round(planned_interruptions(c), 3), "max_restarts": life.restarts,
+            "checkpoint_interval_seconds": life.checkpoint_interval_s, "grace_seconds": life.grace_s,
+            "max_exec_seconds": life.max_exec_seconds, "deadline": life.deadline}
+
+
+def run_line(target: Target, group: Group | None = None) -> str:
+    """One line on how the job survives its run: restarts for disruptions, fail fast otherwise."""
+    run = run_doc(target, group)
+    return (f"restarts: up to {run['max_restarts']} for node disruptions and lost peers "
+            f"({run['expected_interruptions']:.1f} interruptions expected over the run); any other trainer "
+            f"failure fails the job at once; SIGTERM leaves {run['grace_seconds']} s to checkpoint "
+            "(docs/trainer-contract.md)")
 
 
 def _pick_hub(stacks: Stacks) -> HubStack | None:
@@ -251,6 +275,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             route = f"queue {e.queue}"
         summary.append(f"chosen: {e.cluster.stack} pool {e.pool.name}, {target.kind} {e.namespace}/{job.name}, {route}")
+        summary.append(run_line(target, group))
     summary += [f"warning: {w}" for w in warnings]
     summary.append("why: " + why(choice))
     summary = [wrap(line, width, "    ") for line in summary]

@@ -956,7 +956,14 @@ def test_rendered_jobsets_validate_against_the_jobset_crd(tmp_path, capsys):
         job, _ = job_file(tmp_path, deadline_hours=40, capacity="spot")
         code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--json", *argv)
         assert code == 0, err
-        js = json.loads(out)["manifest"][-1]
+        result = json.loads(out)
+        js = result["manifest"][-1]
         assert js["kind"] == "JobSet"
         assert validator.validate(js) == []
         assert js["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(40 * 3600)
+        # The JSON says how the job is run to its end, as rendered.
+        run_ = result["chosen"]["run"]
+        assert run_["max_restarts"] == js["spec"]["failurePolicy"]["maxRestarts"] > run_["expected_interruptions"]
+        assert run_["max_exec_seconds"] == 40 * 3600 and run_["deadline"].endswith("Z")
+        grace = pod_of(js)["spec"]["terminationGracePeriodSeconds"]
+        assert run_["grace_seconds"] == grace
