@@ -269,3 +269,24 @@ def test_grace_period_fits_the_clouds_reclaim_notice(cloud, itype, region):
         assert grace <= 15  # GKE graceful node shutdown gives ordinary pods the first 15 s of the 30 s
     # Through the hub a group spanning both clouds gets the shorter one.
     assert m.lifecycle(j, spot_candidate(j), ["aws", "gcp"]).grace_s == m.GRACE_SECONDS["gcp"]
+
+
+def test_checkpoint_dir_under_the_mount_the_bucket_or_the_workers_configmap():
+    j = job(name="ft", gpus=8)
+
+    def plan(storage: m.Storage) -> m.PodPlan:
+        return m.PodPlan(name="ft", namespace="team-a", job=j, nodes=1, gpus_per_node=8, cpu_millis=1, memory_mib=1,
+                         efa=0, fabric="none", gpu_vpcs_shape=None, networks=(), service_account=None,
+                         storage=storage, scheduling={})
+
+    def ckpt(storage: m.Storage) -> str | None:
+        return {e["name"]: e.get("value") for e in m.job_env(plan(storage))}.get("GPUFLEET_CHECKPOINT_DIR")
+
+    mounted = m.Storage(volume={"name": "checkpoints", "persistentVolumeClaim": {"claimName": "c"}})
+    assert ckpt(mounted) == "/checkpoints/ft"
+    assert ckpt(m.Storage(env=({"name": "CHECKPOINT_URI", "value": "gs://b/p/"},))) == "gs://b/p/ft"
+    # Through the hub the bucket is the admitting worker's, from its ConfigMap: Kubernetes expands $(VAR)
+    # from envFrom variables (kubelet makeEnvironmentVariables).
+    via_hub = m.Storage(env_from=({"configMapRef": {"name": m.CHECKPOINT_CONFIGMAP, "optional": True}},))
+    assert ckpt(via_hub) == "$(CHECKPOINT_URI)/ft"
+    assert ckpt(m.Storage()) is None
