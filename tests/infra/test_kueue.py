@@ -654,3 +654,22 @@ def test_flex_start_pools_lend_nothing_and_every_other_worker_has_an_inference_q
     assert not [o for o in ko.worker_objects(flex_only) if o["metadata"]["name"].endswith("-inference")]
     with pytest.raises(Exception, match="inferenceShare"):
         parse({**AWS_RAW, "kueue": {**AWS_RAW["kueue"], "inferenceShare": 1.5}})
+
+
+@pytest.mark.parametrize("which", ["aws", "gcp"])
+def test_every_label_a_flavor_injects_is_on_its_pools_nodes(which: str, aws_cfg: StackConfig,
+                                                            gcp_cfg: StackConfig) -> None:
+    """A flavor's nodeLabels become the admitted pods' node selector: the pool's nodes (and, for scale from
+    zero, the autoscaler's template node) must carry every one. The kubelet sets the instance type on both
+    clouds; the rest are the node pool's own labels."""
+    cfg = aws_cfg if which == "aws" else gcp_cfg
+    if which == "aws":
+        from infra.aws.gpu_nodes import pool_labels as labels_of
+    else:
+        from infra.gcp.nodepool import node_labels as labels_of
+    for pool in cfg.node_pools:
+        labels = {**labels_of(pool), ko.INSTANCE_TYPE_LABEL: pool.shape.name}
+        if ko.FABRIC_LABEL not in labels:
+            pytest.skip("GKE node pools get gpufleet.io/fabric from the stacks22 branch (issue 22)")
+        flavor = ko.resource_flavor(pool, cfg.cloud)
+        assert flavor["spec"]["nodeLabels"].items() <= labels.items(), pool.name
