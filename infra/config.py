@@ -242,8 +242,9 @@ class KueueConfig:
     cohort: str = "gpufleet"
     teams: tuple[str, ...] = ("team-a",)
     flavor_order: tuple[str, ...] = ("on-demand", "spot")
-    # Share of each pool's nodes the inference ClusterQueue owns (floor per pool) and lends to training.
-    inference_share: float = 0.25
+    # Share of each pool's nodes the inference ClusterQueue owns (floor per pool) and lends to training. 0 (the
+    # default) keeps every node in the training queue's own quota; serving then waits for a share.
+    inference_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -972,7 +973,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     if len(cohort) > 253 or not _DNS_SUBDOMAIN.fullmatch(cohort):
         raise ConfigError(_key("kueue.cohort"), f"{shown(cohort)} is not a cohort name: lower-case letters, "
                                                 "digits, '-' and '.', starting and ending with a letter or digit")
-    share = _float(kq.get("inferenceShare", 0.25), "kueue.inferenceShare", maximum=0.9)
+    share = _float(kq.get("inferenceShare", 0.0), "kueue.inferenceShare", maximum=0.9)
     kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order, inference_share=share)
 
     hb = _mapping(raw.get("hub"), "hub")

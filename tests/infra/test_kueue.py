@@ -30,7 +30,9 @@ AWS_RAW: dict[str, Any] = {
         {"name": "p5-spot", "instanceType": "p5.48xlarge", "capacity": "SPOT", "minNodes": 1, "maxNodes": 4},
         {"name": "l40s-one", "instanceType": "g6e.xlarge", "capacity": "SPOT", "maxNodes": 1},
     ],
-    "kueue": {"teams": ["team-a", "team-b"], "flavorOrder": ["on-demand", "spot"], "cohort": "fleet"},
+    # A quarter of each pool's nodes (rounded down) for the serving queue: p5-spot lends 1 of its 4 nodes.
+    "kueue": {"teams": ["team-a", "team-b"], "flavorOrder": ["on-demand", "spot"], "cohort": "fleet",
+              "inferenceShare": 0.25},
     "tags": TAGS,
 }
 GCP_RAW: dict[str, Any] = {
@@ -615,7 +617,7 @@ def _reclaim_victims(cqs: dict[str, dict[str, Any]], usage: dict[str, int], pend
 def test_a_serving_burst_reclaims_lent_quota_from_training_never_the_reverse(aws_cfg: StackConfig) -> None:
     pool = next(p for p in aws_cfg.node_pools if p.name == "p5-spot")  # 4 nodes of 8 GPUs
     only = {**AWS_RAW, "nodePools": [{"name": pool.name, "instanceType": "p5.48xlarge", "capacity": "SPOT",
-                                      "maxNodes": 4}]}
+                                      "maxNodes": 4}], "kueue": {**AWS_RAW["kueue"], "inferenceShare": 0.25}}
     cfg = parse(only, stack="test-aws")
     train, serve = ko.cluster_queue(cfg), ko.inference_cluster_queue(cfg)
     assert serve is not None and serve["spec"]["cohortName"] == train["spec"]["cohortName"]
