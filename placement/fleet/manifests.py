@@ -180,9 +180,12 @@ def restart_budget(expected: float, coverage: float = RESTART_COVERAGE) -> int:
 
     At 16 expected interruptions that is 26 (ceil(16 x 1.5 + 2) is the same); at 1, 4; at 0.1, 3.
     """
-    lam = max(float(expected), 0.0)
-    if lam == 0.0:
+    lam = float(expected)
+    if not lam > 0.0:  # also NaN
         return MIN_RESTARTS
+    if lam > 1e4:  # normal approximation (an exact sum would take lam steps); inf is capped
+        z = 2.3263478740408408  # the standard normal's 99th percentile
+        return max(MIN_RESTARTS, math.ceil(min(lam, 1e9) + z * math.sqrt(min(lam, 1e9)) + 0.5))
     n, cdf = 0, 0.0
     log_lam = math.log(lam)
     while True:

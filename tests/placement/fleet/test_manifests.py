@@ -93,6 +93,14 @@ def test_budget_is_the_poisson_quantile_and_never_below_the_floor(lam):
         assert cdf(b) >= m.RESTART_COVERAGE > cdf(b - 1)
 
 
+@pytest.mark.parametrize("lam", [math.nan, math.inf, -1.0, 1e5])
+def test_budget_is_finite_for_any_expectation(lam):
+    b = m.restart_budget(lam)
+    assert m.MIN_RESTARTS <= b < 2**31  # JobSet maxRestarts is an int32
+    if lam == 1e5:
+        assert lam < b < lam + 3 * math.sqrt(lam)
+
+
 def test_on_demand_gets_the_floor_and_the_engine_field_wins_when_present():
     j = job(gpus=16, hours=10, capacity="on-demand")
     (c,) = [c for c in candidates(j, [offer("p5.48xlarge", "us-east-1")]) if c.capacity == "on-demand"]
