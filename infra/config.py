@@ -298,6 +298,9 @@ class KueueConfig:
     cohort: str = "gpufleet"
     teams: tuple[str, ...] = ("team-a",)
     flavor_order: tuple[str, ...] = ("on-demand", "spot")
+    # Share of each pool's nodes the inference ClusterQueue owns (floor per pool) and lends to training. 0 (the
+    # default) keeps every node in the training queue's own quota; serving then waits for a share.
+    inference_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -1064,7 +1067,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         )
 
     kq = _mapping(raw.get("kueue"), "kueue")
-    _unknown_keys(kq, {"version", "cohort", "teams", "flavorOrder"}, "kueue")
+    _unknown_keys(kq, {"version", "cohort", "teams", "flavorOrder", "inferenceShare"}, "kueue")
     kversion = _str(kq.get("version", "0.19.2"), "kueue.version")
     if not re.fullmatch(r"0\.19\.\d+", kversion):
         raise ConfigError(_key("kueue.version"),
@@ -1085,7 +1088,8 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     if len(cohort) > 253 or not _DNS_SUBDOMAIN.fullmatch(cohort):
         raise ConfigError(_key("kueue.cohort"), f"{shown(cohort)} is not a cohort name: lower-case letters, "
                                                 "digits, '-' and '.', starting and ending with a letter or digit")
-    kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order)
+    share = _float(kq.get("inferenceShare", 0.0), "kueue.inferenceShare", maximum=0.9)
+    kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order, inference_share=share)
 
     hb = _mapping(raw.get("hub"), "hub")
     _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch"}, "hub")

@@ -7,8 +7,9 @@ the hub and worker queues by them. Dependencies point one way: ``infra/`` import
 Naming scheme (the same on every worker cluster and on the hub, because MultiKueue copies a
 workload to a worker under the same namespace and LocalQueue name):
 
-* ResourceFlavor: the pool name (``spec.nodeLabels: {gpufleet.io/pool: <pool>}``).
-* ClusterQueue: ``<clusterName>-gpu``.
+* ResourceFlavor: the pool name (``spec.nodeLabels``: ``gpufleet.io/pool``, ``node.kubernetes.io/instance-type``
+  and ``gpufleet.io/fabric`` of the pool, :func:`flavor_node_labels`).
+* ClusterQueue: ``<clusterName>-gpu`` (training) and ``<clusterName>-inference`` (serving), one cohort.
 * LocalQueue, in each team namespace: ``<clusterName>-gpu`` (this cluster only) and
   ``all-workers`` (the hub's queue that spans every worker).
 * On the hub, per worker (keyed by the worker stack's short name): MultiKueueCluster, MultiKueueConfig
@@ -28,6 +29,13 @@ API_GROUP = "kueue.x-k8s.io"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 KUEUE_NAMESPACE = "kueue-system"
 POOL_LABEL = "gpufleet.io/pool"
+# Well-known node label the kubelet sets from the cloud's instance type (EKS) / machine type (GKE).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# The GPU fabric of a node (placement/data/shapes.yaml fabric.kind: efa, tcpx, tcpxo, rdma or none), a label
+# every GPU node pool carries on both clouds. Pool names repeat across clouds (``h100-spot`` is a p5 pool on
+# one worker and an A3 High pool on another), so a flavor that names only its pool cannot keep a TCPX job off
+# an EFA worker: Kueue compares a pod's node affinity only on its flavor's own label keys.
+FABRIC_LABEL = "gpufleet.io/fabric"
 # Every GPU node pool carries this taint, so only pods that asked for a GPU flavor land there.
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
@@ -48,6 +56,9 @@ MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 MULTIKUEUE_KUBECONFIG_KEY = "kubeconfig"
 
 # (name, value, description). Higher value wins; withinClusterQueue preemption evicts lower values.
+# The serving class (workers only, for the inference queue) outranks every training class.
+SERVING_PRIORITY_CLASS: tuple[str, int, str] = (
+    "serving", 2000, "Inference serving on a worker's inference queue: outranks all training.")
 PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
     ("production", 1000, "Production training: preempts burst and low work in its ClusterQueue."),
     ("burst", 500, "Short bursts: preempts low work, yields to production."),
@@ -148,6 +159,17 @@ def allocatable(shape: Shape) -> Allocatable:
                        efa=shape.fabric_nics if efa else 0, hugepages_mib=hugepages)
 
 
+def flavor_node_labels(pool_name: str, shape: Shape) -> dict[str, str]:
+    """``spec.nodeLabels`` of a worker's ResourceFlavor for one pool: its pool name, instance type and fabric.
+
+    Kueue injects them into every pod it admits on the flavor, and its flavor assigner compares a pod's
+    node selector and required node affinity only on these keys (pkg/scheduler/flavorassigner,
+    ``flavorSelector``): naming the instance type and the fabric is what lets a job's affinity on them
+    rule a flavor out.
+    """
+    return {POOL_LABEL: pool_name, INSTANCE_TYPE_LABEL: shape.name, FABRIC_LABEL: shape.fabric}
+
+
 def covered_resources(shapes: Iterable[Shape]) -> list[str]:
     """Resources a ClusterQueue covers: cpu, memory, GPUs, plus EFA devices and 2 MiB huge pages when any
     shape has EFA (EFA pods request both; Kueue does not admit a request for a resource it does not cover)."""
@@ -181,6 +203,11 @@ def tas_enabled(min_nodes: int, max_nodes: int, shape: Shape) -> bool:
 def cluster_queue_name(cluster_name: str) -> str:
     """The worker's ClusterQueue: ``<clusterName>-gpu``."""
     return f"{cluster_name}-gpu"
+
+
+def inference_queue_name(cluster_name: str) -> str:
+    """The worker's serving ClusterQueue (and its LocalQueue in every team namespace): ``<clusterName>-inference``."""
+    return f"{cluster_name}-inference"
 
 
 def local_queue_name(cluster_name: str, team: str) -> str:

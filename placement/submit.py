@@ -14,6 +14,7 @@ group (:func:`placement.fleet.choose.portable_group`), with the job spec and the
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
 import sys
@@ -118,6 +119,7 @@ def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool,
                   "via_hub": via_hub}
         if group is not None:
             chosen["group"] = group_doc(group)
+        chosen["run"] = run_doc(target, group)
     doc: dict[str, Any] = {
         "schema": SCHEMA, "kind": "submit", "job": job.name, "catalog": catalog_info(catalog),
         "dry_run": dry_run, "chosen": chosen, "why": why(choice),
@@ -133,6 +135,29 @@ def submit_doc(job: JobSpec, choice: Choice, catalog: Catalog, *, via_hub: bool,
                             "workload_selector": f"{JOB_UID_LABEL}={submitted.uid}" if submitted.uid else None,
                             "nominated_workload": None, "reused": list(submitted.reused)}
     return doc
+
+
+def run_doc(target: Target, group: Group | None = None) -> dict[str, Any]:
+    """How the job is run to its end (docs/trainer-contract.md): the interruptions the plan expects, the
+    restart budget sized from them, the checkpoint interval, grace period (fitting every cloud of the hub
+    ``group``) and Kueue's maximum execution time."""
+    from placement.fleet.manifests import lifecycle, planned_interruptions
+
+    c = target.candidate
+    clouds = sorted({m.cluster.cloud for m in group.members}) if group else [target.existing.cluster.cloud]
+    life = lifecycle(target.job, c, clouds, target.now)
+    return {"expected_interruptions": round(planned_interruptions(c), 3), "max_restarts": life.restarts,
+            "checkpoint_interval_seconds": life.checkpoint_interval_s, "grace_seconds": life.grace_s,
+            "max_exec_seconds": life.max_exec_seconds, "deadline": life.deadline}
+
+
+def run_line(target: Target, group: Group | None = None) -> str:
+    """One line on how the job survives its run: restarts for disruptions, fail fast otherwise."""
+    run = run_doc(target, group)
+    return (f"restarts: up to {run['max_restarts']} for node disruptions and lost peers "
+            f"({run['expected_interruptions']:.1f} interruptions expected over the run); any other trainer "
+            f"failure fails the job at once; SIGTERM leaves {run['grace_seconds']} s to checkpoint "
+            "(docs/trainer-contract.md)")
 
 
 def _pick_hub(stacks: Stacks) -> HubStack | None:
@@ -185,6 +210,16 @@ def headers(dest: Sequence[Mapping[str, Any]]) -> list[str | None]:
     return out
 
 
+def _submission_time(args: argparse.Namespace) -> dt.datetime:
+    """When the job is submitted (``--now`` when the command has it): fixes the pod's ``GPUFLEET_DEADLINE``."""
+    now = getattr(args, "now", None)
+    if isinstance(now, str) and now:
+        from placement.reservations import parse_time
+
+        return parse_time(now, "--now", "")
+    return dt.datetime.now(dt.UTC)
+
+
 def _run(args: argparse.Namespace) -> int:
     from placement.engine import plan
     from placement.fleet.choose import match_existing
@@ -210,10 +245,12 @@ def _run(args: argparse.Namespace) -> int:
     if i is not None:
         existing = choice.existing[i]
         assert existing is not None
-        target = Target(job=job, candidate=choice.ranked[i], existing=existing, via_hub=args.via_hub)
+        target = Target(job=job, candidate=choice.ranked[i], existing=existing, via_hub=args.via_hub,
+                        now=_submission_time(args))
         if args.via_hub:
             group = portable_group(job, target.candidate, existing, stacks.clusters, hub)
-            obj, per_worker, warnings = render_portable(job, job_doc, target.candidate, existing, group)
+            obj, per_worker, warnings = render_portable(job, job_doc, target.candidate, existing, group,
+                                                        now=target.now)
             manifest = [*(d for m in group.members for d in per_worker[m.key]), obj]
             if hub is None:
                 warnings.append(f"--via-hub without a hub stack: assuming the hub has LocalQueue {existing.queue} in "
@@ -238,6 +275,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             route = f"queue {e.queue}"
         summary.append(f"chosen: {e.cluster.stack} pool {e.pool.name}, {target.kind} {e.namespace}/{job.name}, {route}")
+        summary.append(run_line(target, group))
     summary += [f"warning: {w}" for w in warnings]
     summary.append("why: " + why(choice))
     summary = [wrap(line, width, "    ") for line in summary]

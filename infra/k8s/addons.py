@@ -1,4 +1,5 @@
-"""Cluster add-ons every GPU worker cluster gets: JobSet, Kueue, device plugins, NCCL installers, queues.
+"""Cluster add-ons every GPU worker cluster gets: JobSet, LeaderWorkerSet, Kueue, device plugins, NCCL installers,
+queues.
 
 Wiring (``infra/program.py``)::
 
@@ -37,6 +38,13 @@ JOBSET_NAMESPACE = "jobset-system"
 # applied from the same release tag as the chart (charts/jobset/crds/ there): a version bump updates it in place.
 JOBSET_CRD_URL = ("https://raw.githubusercontent.com/kubernetes-sigs/jobset/v{version}/charts/jobset/crds/"
                   "jobset.x-k8s.io_jobsets.yaml")
+# LeaderWorkerSet (multi-host inference serving): Kueue's leaderworkerset integration admits LWS groups, but
+# LWS objects need their own controller. Pinned to v0.9.0, the LWS API Kueue v0.19.2 is built against (its
+# go.mod requires sigs.k8s.io/lws v0.9.0); the official OCI chart, image pinned as for JobSet.
+LWS_CHART = "oci://registry.k8s.io/lws/charts/lws"
+LWS_VERSION = "0.9.0"
+LWS_IMAGE = "registry.k8s.io/lws/lws"
+LWS_NAMESPACE = "lws-system"
 NVIDIA_DEVICE_PLUGIN_REPO = "https://nvidia.github.io/k8s-device-plugin"
 NVIDIA_DEVICE_PLUGIN_CHART = "nvidia-device-plugin"
 NVIDIA_DEVICE_PLUGIN_VERSION = "0.18.2"
@@ -163,16 +171,57 @@ class JobSetInstall(pulumi.ComponentResource):
                                "crd": JOBSET_CRD_URL.format(version=args.version)})
 
 
+def lws_values() -> dict[str, Any]:
+    """Chart values of the LeaderWorkerSet release: the chart's image tag defaults to ``main``, so pin the
+    release image; the controller runs on system nodes (it does not tolerate the GPU taint)."""
+    return {
+        "image": {"manager": {"repository": LWS_IMAGE, "tag": f"v{LWS_VERSION}", "pullPolicy": "IfNotPresent"}},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+    }
+
+
+@dataclass(frozen=True)
+class LeaderWorkerSetInstallArgs:
+    """LeaderWorkerSet's Helm release; ``depends_on`` what must exist first (a worker's node pools)."""
+
+    version: str = LWS_VERSION
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class LeaderWorkerSetInstall(pulumi.ComponentResource):
+    """LeaderWorkerSet from its OCI Helm chart into ``lws-system``, so serving LeaderWorkerSets run and Kueue's
+    ``leaderworkerset.x-k8s.io/leaderworkerset`` integration has objects to admit."""
+
+    def __init__(self, name: str, args: LeaderWorkerSetInstallArgs, opts: ResourceOptions | None = None) -> None:
+        super().__init__("gpufleet:k8s:LeaderWorkerSetInstall", name, None, opts)
+        provider = opts.provider if opts else None
+        self.release = k8s.helm.v3.Release(
+            f"{name}-lws",
+            name="lws",
+            chart=LWS_CHART,
+            version=args.version,
+            namespace=LWS_NAMESPACE,
+            create_namespace=True,
+            values=lws_values(),
+            skip_await=False,  # its webhook must serve before a LeaderWorkerSet is created
+            timeout=600,
+            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)),
+        )
+        self.register_outputs({"release": self.release.name, "version": args.version})
+
+
 @dataclass(frozen=True)
 class KueueInstallArgs:
     """Kueue's Helm release: ``version`` is the chart version (e.g. ``0.19.2``); ``dispatcher`` a key of
     :data:`infra.k8s.kueue_objects.DISPATCHERS` on a MultiKueue hub, None on workers; ``depends_on`` must
-    include the JobSet release (:class:`JobSetInstall`), so Kueue starts with the JobSet API served."""
+    include the JobSet release (:class:`JobSetInstall`), so Kueue starts with the JobSet API served;
+    ``cloud`` (workers) sizes its pods-ready timeout (:func:`infra.k8s.kueue_objects.pods_ready_timeout_seconds`)."""
 
     version: str
     dispatcher: str | None = None
     wait_for_pods_ready: bool = True
     depends_on: Sequence[pulumi.Resource] = ()
+    cloud: str | None = None  # a worker's cloud: sizes waitForPodsReady to its node boot path
 
 
 class KueueInstall(pulumi.ComponentResource):
@@ -182,7 +231,7 @@ class KueueInstall(pulumi.ComponentResource):
         super().__init__("gpufleet:k8s:KueueInstall", name, None, opts)
         provider = opts.provider if opts else None
         values = {"managerConfig": {"controllerManagerConfigYaml": ko.manager_config(
-            args.dispatcher, wait_for_pods_ready=args.wait_for_pods_ready)}}
+            args.dispatcher, wait_for_pods_ready=args.wait_for_pods_ready, cloud=args.cloud)}}
         self.release = k8s.helm.v3.Release(
             f"{name}-kueue",
             name="kueue",
@@ -258,9 +307,12 @@ class ClusterAddons(pulumi.ComponentResource):
 
         self.jobset = JobSetInstall(f"{name}-jobset", JobSetInstallArgs(depends_on=after_pools),
                                     opts=ResourceOptions(parent=self, provider=provider))
-        kueue = KueueInstall(f"{name}-kueue", KueueInstallArgs(version=cfg.kueue.version,
-                                                               depends_on=[*after_pools, self.jobset.release]),
-                             opts=ResourceOptions(parent=self, provider=provider))
+        self.lws = LeaderWorkerSetInstall(f"{name}-lws", LeaderWorkerSetInstallArgs(depends_on=after_pools),
+                                          opts=ResourceOptions(parent=self, provider=provider))
+        kueue = KueueInstall(f"{name}-kueue", KueueInstallArgs(
+            version=cfg.kueue.version, cloud=cfg.cloud,
+            depends_on=[*after_pools, self.jobset.release, self.lws.release]),
+            opts=ResourceOptions(parent=self, provider=provider))
 
         self.device_plugins: list[pulumi.Resource] = []
         pool_names = [p.name for p in cfg.node_pools]

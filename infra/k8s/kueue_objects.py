@@ -12,6 +12,7 @@ pool can hold at full scale.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +24,10 @@ from placement.kueue import (
     ALL_WORKERS,
     API_VERSION,
     DISPATCHERS,
+    FABRIC_LABEL,
     GPU_TAINT,
     GPU_TOLERATION,
+    INSTANCE_TYPE_LABEL,
     KUEUE_NAMESPACE,
     MULTIKUEUE_CONTROLLER,
     MULTIKUEUE_KUBECONFIG_KEY,
@@ -35,11 +38,14 @@ from placement.kueue import (
     RES_GPU,
     RES_HUGEPAGES,
     RES_MEMORY,
+    SERVING_PRIORITY_CLASS,
     TOPOLOGY_LEVELS,
     Allocatable,
     allocatable,
     covered_resources,
+    flavor_node_labels,
     hub_flavor_name,
+    inference_queue_name,
     kubeconfig_secret_name,
     shape_topology_name,
     tas_enabled,
@@ -51,7 +57,8 @@ from placement.kueue import cluster_queue_name as _cluster_queue_name
 from placement.kueue import local_queue_name as _local_queue_name
 from placement.shapes import Shape
 
-__all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "GPU_TAINT", "GPU_TOLERATION", "KUEUE_NAMESPACE",
+__all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "FABRIC_LABEL", "INSTANCE_TYPE_LABEL", "flavor_node_labels",
+           "GPU_TAINT", "GPU_TOLERATION", "KUEUE_NAMESPACE", "SERVING_PRIORITY_CLASS",
            "MULTIKUEUE_CONTROLLER", "MULTIKUEUE_KUBECONFIG_KEY", "POOL_LABEL", "PRIORITY_CLASSES", "RES_CPU",
            "RES_EFA", "RES_GPU", "RES_HUGEPAGES", "RES_MEMORY", "TOPOLOGY_LEVELS", "Allocatable", "allocatable",
            "covered_resources",
@@ -70,8 +77,21 @@ QUEUED_TAINT_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Eq
 
 
 def pool_quota(pool: NodePoolConfig) -> Allocatable:
-    """A pool's nominal quota: ``max_nodes`` nodes of its shape."""
+    """A pool's whole quota: ``max_nodes`` nodes of its shape (the training and inference queues' sum)."""
     return allocatable(pool.shape).scaled(pool.max_nodes)
+
+
+def inference_nodes(pool: NodePoolConfig, share: float) -> int:
+    """Nodes of ``pool`` the inference ClusterQueue owns: ``share`` of ``max_nodes``, rounded down; none on
+    flex-start pools, whose nodes only come through a training job's ProvisioningRequest."""
+    if pool.queued:
+        return 0
+    return min(pool.max_nodes, math.floor(pool.max_nodes * share + 1e-9))
+
+
+def training_quota(pool: NodePoolConfig, share: float) -> Allocatable:
+    """The training ClusterQueue's nominal quota on ``pool``: the nodes the inference queue does not own."""
+    return allocatable(pool.shape).scaled(pool.max_nodes - inference_nodes(pool, share))
 
 
 def quota_entries(quota: Allocatable, covered: Sequence[str]) -> list[dict[str, Any]]:
@@ -103,9 +123,10 @@ def flavor_name(pool: NodePoolConfig) -> str:
 
 
 def pool_scheduling(pool: NodePoolConfig) -> dict[str, Any]:
-    """Node selector and tolerations that put a pod on ``pool`` (what its ResourceFlavor injects)."""
+    """Node selector and tolerations that put a pod on ``pool`` (what its ResourceFlavor injects): the pool's
+    name, instance type and fabric (:func:`placement.kueue.flavor_node_labels`)."""
     tolerations = [dict(GPU_TOLERATION), *([dict(QUEUED_TAINT_TOLERATION)] if pool.queued else [])]
-    return {"nodeSelector": {POOL_LABEL: pool.name}, "tolerations": tolerations}
+    return {"nodeSelector": flavor_node_labels(pool.name, pool.shape), "tolerations": tolerations}
 
 
 def ordered_pools(cfg: StackConfig) -> list[NodePoolConfig]:
@@ -141,9 +162,14 @@ def topology(cloud: str, shape: Shape | None = None) -> dict[str, Any]:
 
 
 def resource_flavor(pool: NodePoolConfig, cloud: str) -> dict[str, Any]:
-    """One flavor per node pool: selects the pool's nodes and tolerates the GPU taint."""
+    """One flavor per node pool: selects the pool's nodes and tolerates the GPU taint.
+
+    Its ``nodeLabels`` name the pool, its instance type and its fabric: Kueue compares a job's node affinity
+    only on these keys, so a job whose affinity names another cloud's instance type or fabric is never
+    admitted on this flavor even where the pool name repeats."""
     # GKE taints queued-provisioning nodes; admitted pods get that toleration from the flavor too.
-    spec: dict[str, Any] = {"nodeLabels": {POOL_LABEL: pool.name}, "tolerations": pool_scheduling(pool)["tolerations"]}
+    sched = pool_scheduling(pool)
+    spec: dict[str, Any] = {"nodeLabels": sched["nodeSelector"], "tolerations": sched["tolerations"]}
     if uses_topology(pool):
         spec["topologyName"] = shape_topology_name(pool.shape)
     return _obj("ResourceFlavor", flavor_name(pool), spec,
@@ -169,7 +195,9 @@ def team_namespace_selector(teams: Sequence[str]) -> dict[str, Any]:
 
 
 def cluster_queue(cfg: StackConfig) -> dict[str, Any]:
-    """The cluster's GPU ClusterQueue: one flavor per pool, quota = pool max nodes x allocatable."""
+    """The cluster's training ClusterQueue: one flavor per pool, quota = the pool's max nodes less those the
+    inference queue owns (:func:`inference_nodes`), x allocatable. It borrows the inference queue's idle
+    quota (no borrowing limit) and gives it back when serving reclaims it (:func:`inference_cluster_queue`)."""
     pools = ordered_pools(cfg)
     covered = covered_resources(p.shape for p in pools)
     spec = {
@@ -178,7 +206,9 @@ def cluster_queue(cfg: StackConfig) -> dict[str, Any]:
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [{
             "coveredResources": covered,
-            "flavors": [{"name": flavor_name(p), "resources": quota_entries(pool_quota(p), covered)} for p in pools],
+            "flavors": [{"name": flavor_name(p),
+                         "resources": quota_entries(training_quota(p, cfg.kueue.inference_share), covered)}
+                        for p in pools],
         }],
         "preemption": preemption_policy(),
         "flavorFungibility": flavor_fungibility(),
@@ -222,10 +252,56 @@ def local_queues(cfg: StackConfig) -> list[dict[str, Any]]:
     return out
 
 
-def priority_classes() -> list[dict[str, Any]]:
-    """WorkloadPriorityClasses production / burst / low (top-level ``value``, no spec)."""
+def inference_preemption_policy() -> dict[str, Any]:
+    """Serving reclaims the quota it lent to training at once, whatever the training priority (``Any``); within
+    its own queue a higher-priority server evicts a lower one. It never borrows, so training has nothing to
+    reclaim from it, and it never preempts training that stays within its own quota."""
+    return {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+            "borrowWithinCohort": {"policy": "Never"}}
+
+
+def inference_cluster_queue(cfg: StackConfig) -> dict[str, Any] | None:
+    """The serving ClusterQueue ``<clusterName>-inference`` in the training cohort, or None when every pool is
+    flex-start. A pool too small for ``inferenceShare`` to round to a node gives it a zero quota: serving
+    there waits (visibly Pending in the queue) until the operator raises the share.
+
+    It owns :func:`inference_nodes` of each pool (flex-start pools excluded) and lends them to the training
+    queue while idle; ``borrowingLimit`` 0 keeps serving within what it owns, so training (whose preemption
+    reclaims only from queues that borrow) can never evict a server, while a serving burst evicts the
+    training workloads that borrowed its quota (:func:`inference_preemption_policy`).
+    """
+    share = cfg.kueue.inference_share
+    pools = [p for p in ordered_pools(cfg) if not p.queued]
+    if not pools:
+        return None
+    covered = covered_resources(p.shape for p in pools)
+    flavors = []
+    for p in pools:
+        entries = quota_entries(allocatable(p.shape).scaled(inference_nodes(p, share)), covered)
+        flavors.append({"name": flavor_name(p), "resources": [{**e, "borrowingLimit": 0} for e in entries]})
+    spec = {
+        "cohortName": cfg.kueue.cohort,
+        "namespaceSelector": team_namespace_selector(cfg.kueue.teams),
+        "queueingStrategy": "BestEffortFIFO",
+        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        "preemption": inference_preemption_policy(),
+        "flavorFungibility": flavor_fungibility(),
+    }
+    return _obj("ClusterQueue", inference_queue_name(cfg.cluster_name), spec)
+
+
+def inference_local_queues(cfg: StackConfig) -> list[dict[str, Any]]:
+    """Per team namespace: LocalQueue ``<clusterName>-inference`` for serving Deployments, StatefulSets and
+    LeaderWorkerSets (label ``kueue.x-k8s.io/queue-name``, priority class ``serving``)."""
+    name = inference_queue_name(cfg.cluster_name)
+    return [local_queue(name, team, name) for team in cfg.kueue.teams]
+
+
+def priority_classes(serving: bool = False) -> list[dict[str, Any]]:
+    """WorkloadPriorityClasses production / burst / low, and ``serving`` above them on workers (``serving``)
+    (top-level ``value``, no spec)."""
     out = []
-    for name, value, description in PRIORITY_CLASSES:
+    for name, value, description in ((SERVING_PRIORITY_CLASS,) if serving else ()) + PRIORITY_CLASSES:
         obj = _obj("WorkloadPriorityClass", name)
         obj["value"] = value
         obj["description"] = description
@@ -235,7 +311,7 @@ def priority_classes() -> list[dict[str, Any]]:
 
 def worker_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     """Every Kueue object of a worker cluster, dependencies first."""
-    objs = priority_classes()
+    objs = priority_classes(serving=True)
     # One Topology per distinct level set of the pools that use one (four-layer AWS shapes have their own).
     objs += list({shape_topology_name(p.shape): topology(cfg.cloud, p.shape)
                   for p in cfg.node_pools if uses_topology(p)}.values())
@@ -243,19 +319,82 @@ def worker_objects(cfg: StackConfig) -> list[dict[str, Any]]:
     if any(p.queued for p in cfg.node_pools):
         objs += [provisioning_request_config(), provisioning_admission_check()]
     objs.append(cluster_queue(cfg))
+    inference = inference_cluster_queue(cfg)
+    if inference is not None:
+        objs.append(inference)
     objs += local_queues(cfg)
+    if inference is not None:
+        objs += inference_local_queues(cfg)
     return objs
 
 
 # ---------------------------------------------------------------------------------------------- Kueue install
 
 
-def manager_config(dispatcher: str | None = None, *, wait_for_pods_ready: bool = True) -> str:
+# ---- waitForPodsReady: never evicted while booting
+# The autoscaler's limit on bringing up a node (past it the scale-up has failed and the group backs off).
+# AWS: our Cluster Autoscaler's --max-node-provision-time (infra/aws/autoscaler.py MAX_NODE_PROVISION_TIME;
+# tests/infra/test_kueue.py ties the two). GKE: the managed Cluster Autoscaler, whose limit is not
+# configurable; upstream's default --max-node-provision-time is 15 min (cluster-autoscaler config flags).
+NODE_PROVISION_SECONDS: dict[str, int] = {"aws": 20 * 60, "gcp": 15 * 60}
+# After the node is Ready: pulling the trainer image (the NGC PyTorch image is ~10 GB compressed, ~20 GB
+# unpacked) onto an empty disk and starting it, plus the fabric DaemonSets (device plugins, GPUDirect NCCL
+# installers) the pod's resources wait for. Ten minutes is 10 GB at ~140 Mbit/s end to end, well below
+# what a GPU node's network and disks sustain.
+IMAGE_PULL_ALLOWANCE_SECONDS = 10 * 60
+# Re-queuing after a pods-ready eviction: never deactivate (backoffLimitCount unset: Kueue re-queues
+# endlessly), first retry after 60 s (Kueue's default base), doubling to at most 30 min so a spot shortage
+# is retried twice an hour rather than Kueue's default once an hour.
+REQUEUE_BACKOFF_BASE_SECONDS = 60
+REQUEUE_BACKOFF_MAX_SECONDS = 30 * 60
+# The hub's own timeout outlasts every worker's by this much, so the worker, which sees its nodes, decides.
+HUB_PODS_READY_MARGIN_SECONDS = 10 * 60
+
+
+def pods_ready_timeout_seconds(cloud: str) -> int:
+    """Kueue's ``waitForPodsReady.timeout`` on a worker of ``cloud``: the slowest path from admission to a
+    running pod, a node provisioned from zero (:data:`NODE_PROVISION_SECONDS`) then the image pulled and
+    started (:data:`IMAGE_PULL_ALLOWANCE_SECONDS`). A shorter timeout evicts gangs whose nodes are still
+    booting (p5 from zero) and re-queues them forever."""
+    return NODE_PROVISION_SECONDS[cloud] + IMAGE_PULL_ALLOWANCE_SECONDS
+
+
+def hub_pods_ready_timeout_seconds() -> int:
+    """The hub's timeout: Kueue v0.19 always runs waitForPodsReady (30 min when the block is left out, which is
+    shorter than an AWS worker's); the hub waits for the slowest worker and then some."""
+    return max(pods_ready_timeout_seconds(c) for c in NODE_PROVISION_SECONDS) + HUB_PODS_READY_MARGIN_SECONDS
+
+
+def pods_ready_config(timeout_seconds: int) -> dict[str, Any]:
+    """Kueue's ``waitForPodsReady`` block (config.kueue.x-k8s.io/v1beta2). ``recoveryTimeout`` (a running
+    workload that lost a pod, e.g. a JobSet restarting after a spot reclaim, waits for the replacement node)
+    is the same boot path, so the same time; no ``backoffLimitCount``: spot churn never deactivates a
+    Workload."""
+    duration = f"{timeout_seconds}s"
+    return {"timeout": duration, "blockAdmission": False, "recoveryTimeout": duration,
+            "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": REQUEUE_BACKOFF_BASE_SECONDS,
+                                  "backoffMaxSeconds": REQUEUE_BACKOFF_MAX_SECONDS}}
+
+
+# Kueue integrations (Configuration.integrations.frameworks, v0.19.2 names). Serving: Deployments and
+# StatefulSets (their pods are admitted through the implicitly enabled "pod" integration) and LeaderWorkerSet
+# (its controller is installed next to Kueue, infra/k8s/addons.py), so inference draws on the inference queue.
+# Workers only: the hub dispatches training through MultiKueue, and its worker RBAC covers training kinds only.
+TRAINING_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob",
+                       "trainer.kubeflow.org/trainjob", "ray.io/rayjob", "ray.io/raycluster")
+SERVING_FRAMEWORKS = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
+
+
+def manager_config(dispatcher: str | None = None, *, wait_for_pods_ready: bool = True,
+                   cloud: str | None = None) -> str:
     """Kueue's ``controller_manager_config.yaml`` (chart value ``managerConfig.controllerManagerConfigYaml``).
 
-    ``dispatcher`` is a key of :data:`DISPATCHERS` (hub only). ``wait_for_pods_ready`` evicts and
-    requeues a workload whose pods are not all running 15 minutes after admission: quota assumes
-    pools at max size, so a failed scale-up (spot or capacity shortage) must not hold quota forever.
+    ``dispatcher`` is a key of :data:`DISPATCHERS` (hub only). On a worker of ``cloud``
+    (``wait_for_pods_ready``), a workload whose pods are not all ready :func:`pods_ready_timeout_seconds`
+    after admission is evicted and re-queued with a backoff, never deactivated: quota assumes pools at max
+    size, so a failed scale-up (spot or capacity shortage) must not hold quota forever. Kueue v0.19 cannot
+    switch the check off, so without ``wait_for_pods_ready`` (the hub) the timeout is the hub's
+    (:func:`hub_pods_ready_timeout_seconds`).
     """
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -268,13 +407,16 @@ def manager_config(dispatcher: str | None = None, *, wait_for_pods_ready: bool =
             "Job.batch": 5, "Pod": 5, "Workload.kueue.x-k8s.io": 5, "LocalQueue.kueue.x-k8s.io": 1,
             "Cohort.kueue.x-k8s.io": 1, "ClusterQueue.kueue.x-k8s.io": 1, "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 50, "burst": 100},
-        "integrations": {"frameworks": [
-            "batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob",
-            "trainer.kubeflow.org/trainjob", "ray.io/rayjob", "ray.io/raycluster"]},
+        # Serving runs on the workers' inference queues, never through the hub's MultiKueue.
+        "integrations": {"frameworks": [*TRAINING_FRAMEWORKS, *(SERVING_FRAMEWORKS if dispatcher is None else ())]},
     }
     if wait_for_pods_ready:
-        config["waitForPodsReady"] = {"timeout": "15m", "blockAdmission": False,
-                                      "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 5}}
+        # The slowest cloud when none is named: a longer timeout never evicts a booting gang.
+        timeout = (pods_ready_timeout_seconds(cloud) if cloud is not None
+                   else max(pods_ready_timeout_seconds(c) for c in NODE_PROVISION_SECONDS))
+    else:
+        timeout = hub_pods_ready_timeout_seconds()
+    config["waitForPodsReady"] = pods_ready_config(timeout)
     if dispatcher is not None:
         if dispatcher not in DISPATCHERS:
             raise ValueError(f"dispatcher must be one of {', '.join(DISPATCHERS)}, got {dispatcher!r}")

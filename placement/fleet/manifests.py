@@ -4,14 +4,21 @@ One node: a ``batch/v1`` Job; several nodes: a ``jobset.x-k8s.io/v1alpha2`` JobS
 one pod per node). Both are created suspended for Kueue. :func:`render` targets one existing pool of one
 cluster (pinned by node selector); :func:`render_portable` targets the group of workers a job sent through
 the MultiKueue hub may land on (``placement submit --via-hub``): no pool node selector, a required node
-affinity on the group's pool names, requests that fit the smallest node of the group, the group's fabric
-settings, and the job spec and the group recorded as annotations for ``placement dispatch``.
+affinity on the group's pool names, instance types and fabric, requests that fit the smallest node of the
+group, the group's fabric settings, and the job spec and the group recorded as annotations for ``placement dispatch``.
 
 The Kueue naming scheme and per-node resources come from :mod:`placement.kueue`.
+
+How the job runs to its end (:class:`Lifecycle`, docs/trainer-contract.md): node disruptions and lost peers
+restart it within a budget sized from the plan's expected interruptions (:func:`restart_budget`), any
+other trainer failure fails it at once; the trainer learns its dataset, checkpoint directory, interval and
+deadline from ``GPUFLEET_*`` variables (:func:`job_env`) and has ``terminationGracePeriodSeconds`` within the
+cloud's reclaim notice to checkpoint; a deadline becomes Kueue's maximum execution time.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -57,8 +64,28 @@ GCS_PV_SIZE = "5Ti"  # a bucket has no size; a PV must state one
 # Share of a node's allocatable CPU/memory (pro rata to the GPUs taken) the trainer requests. The rest
 # stays for the sidecars admission webhooks inject (GCS FUSE) and the GPUDirect RxDM daemon.
 REQUEST_FRACTION = 0.9
-JOB_BACKOFF_LIMIT = 3  # single node: pod retries (a spot reclaim counts as one) before the Job fails
-JOBSET_MAX_RESTARTS = 3  # multi node: whole-group restarts from the last checkpoint before the JobSet fails
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"  # Kueue: the Workload's maximumExecutionTimeSeconds
+
+# ---- restarts sized from the plan (see restart_budget and docs/trainer-contract.md)
+# Restarts every job gets at least: an on-demand gang still meets hardware faults and node failures.
+MIN_RESTARTS = 3
+# The budget covers the run's disruptions with this probability, interruptions being a Poisson process at
+# the plan's rate (the engine's model): P(more disruptions than the budget) <= 1 - RESTART_COVERAGE.
+RESTART_COVERAGE = 0.99
+# The trainer's "a peer is gone, restart the gang" exit code (EX_TEMPFAIL of sysexits.h). Any other non-zero
+# exit of the trainer is an application failure and fails the job at once.
+RETRY_EXIT_CODE = 75
+DISRUPTION_CONDITION = "DisruptionTarget"  # set by eviction, preemption, node shutdown, taint eviction, pod GC
+JOBSET_RESTART_RULE = "NodeDisruptionOrLostPeer"  # JobSet rule names: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
+JOBSET_FAIL_RULE = "ApplicationFailure"
+
+# ---- reclaim notices (/work/shared/reference/training-physics.md: AWS Spot 2 minutes, GCP Spot 30 seconds)
+RECLAIM_NOTICE_SECONDS = {"aws": 120, "gcp": 30}
+# What the trainer gets between SIGTERM and SIGKILL (terminationGracePeriodSeconds). GKE: graceful node
+# shutdown on a Spot reclaim splits the 30 s into 15 s for ordinary pods, then 15 s for system-critical ones
+# (GKE "Spot VMs" concepts page), so a longer grace is cut to 15 s anyway. AWS: the 2-minute notice less
+# 30 s for the notice to reach the node and the drain to start; the node is gone at 120 s.
+GRACE_SECONDS = {"aws": 90, "gcp": 15}
 
 # GKE GPUDirect: what Google's TCPX / TCPXO / RDMA manifests (GoogleCloudPlatform/container-engine-accelerators,
 # gpudirect-*/nccl-test*.yaml) put in a training pod, keyed by the shape's fabric kind. The RxDM daemon runs
@@ -80,6 +107,7 @@ class Target:
     candidate: Candidate
     existing: Existing
     via_hub: bool = False
+    now: dt.datetime | None = None  # submission time (aware): fixes GPUFLEET_DEADLINE
 
     @property
     def shape(self) -> Shape:
@@ -114,6 +142,161 @@ class Storage:
 
 
 @dataclass(frozen=True)
+class Lifecycle:
+    """How the job is run to its end: the restart budget, what the trainer is told (docs/trainer-contract.md)
+    and how it is stopped.
+
+    ``restarts`` whole-gang restarts (JobSet ``maxRestarts``) or pod retries (Job ``backoffLimit``) the node
+    disruptions and lost peers may use; ``checkpoint_interval_s`` the planned interval (seconds);
+    ``deadline`` the RFC 3339 UTC time results are due (None: no deadline or no submission time);
+    ``max_exec_seconds`` Kueue's limit on admitted time (the job's ``deadline_hours``, None: none);
+    ``grace_s`` the pod's terminationGracePeriodSeconds, which fits every cloud it may run on.
+    """
+
+    restarts: int = MIN_RESTARTS
+    checkpoint_interval_s: int = 1800
+    deadline: str | None = None
+    max_exec_seconds: int | None = None
+    grace_s: int = min(GRACE_SECONDS.values())
+
+
+def planned_interruptions(candidate: Candidate) -> float:
+    """Interruptions the plan expects over the whole run of ``candidate`` (the mean of a Poisson count).
+
+    The engine's ``Candidate.expected_interruptions`` when it has one; else the gang's rate times the
+    run's expected wall time: ``interruptions_per_hour`` (nodes x the per-node rate, 0 unless spot) x
+    ``hours`` x (1 + ``cost.spot_overhead``), since the time lost to interruptions is exposed to them too.
+    32 x H100 for 72 h on spot at 0.05/h per node: 0.2/h x 72 h x 1.1 = 15.8.
+    """
+    planned = getattr(candidate, "expected_interruptions", None)
+    if planned is not None:
+        return max(float(planned), 0.0)
+    return max(candidate.interruptions_per_hour * candidate.hours * (1.0 + candidate.cost.spot_overhead), 0.0)
+
+
+def restart_budget(expected: float, coverage: float = RESTART_COVERAGE) -> int:
+    """Restarts to allow for a run expecting ``expected`` interruptions: the smallest ``n`` with
+    P(N > n) <= 1 - ``coverage`` for N ~ Poisson(``expected``), and at least :data:`MIN_RESTARTS`.
+
+    At 16 expected interruptions that is 26 (ceil(16 x 1.5 + 2) is the same); at 1, 4; at 0.1, 3.
+    """
+    lam = float(expected)
+    if not lam > 0.0:  # also NaN
+        return MIN_RESTARTS
+    if lam > 1e4:  # normal approximation (an exact sum would take lam steps); inf is capped
+        z = 2.3263478740408408  # the standard normal's 99th percentile
+        return max(MIN_RESTARTS, math.ceil(min(lam, 1e9) + z * math.sqrt(min(lam, 1e9)) + 0.5))
+    n, cdf = 0, 0.0
+    log_lam = math.log(lam)
+    while True:
+        cdf += math.exp(-lam + n * log_lam - math.lgamma(n + 1))
+        if cdf >= coverage or n > lam + 40 * math.sqrt(lam) + 100:
+            return max(n, MIN_RESTARTS)
+        n += 1
+
+
+def planned_interval_seconds(job: JobSpec, candidate: Candidate) -> int:
+    """The checkpoint interval the plan priced (seconds): the candidate's own when the engine picks one per
+    candidate (``Candidate.checkpoint_interval_minutes``), else the job's ``checkpoint.interval_minutes``."""
+    minutes = getattr(candidate, "checkpoint_interval_minutes", None)
+    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not minutes > 0:
+        minutes = job.checkpoint_interval_minutes
+    return max(1, round(float(minutes) * 60))
+
+
+def lifecycle(job: JobSpec, candidate: Candidate, clouds: Sequence[str], now: dt.datetime | None = None
+              ) -> Lifecycle:
+    """The :class:`Lifecycle` of ``job`` run as ``candidate`` on any of ``clouds``; ``now`` (aware) the time of
+    submission, which fixes the deadline."""
+    deadline = None
+    max_exec = None
+    if job.deadline_hours is not None:
+        # Kueue counts admitted time, never more than the time since submission: past it the deadline is missed.
+        max_exec = max(1, math.ceil(job.deadline_hours * 3600))
+        if now is not None:
+            due = now.astimezone(dt.UTC) + dt.timedelta(hours=job.deadline_hours)
+            deadline = due.strftime("%Y-%m-%dT%H:%M:%SZ")
+    grace = min((GRACE_SECONDS[c] for c in clouds if c in GRACE_SECONDS), default=min(GRACE_SECONDS.values()))
+    return Lifecycle(restarts=restart_budget(planned_interruptions(candidate)),
+                     checkpoint_interval_s=planned_interval_seconds(job, candidate), deadline=deadline,
+                     max_exec_seconds=max_exec, grace_s=grace)
+
+
+def pod_failure_policy(gang: bool) -> dict[str, Any]:
+    """The Job's ``podFailurePolicy`` (Kubernetes: rules in order, the first match wins).
+
+    A node disruption (the pod's ``DisruptionTarget`` condition: spot reclaim drain, node shutdown, taint
+    eviction of a failed node, pod GC of a deleted node, preemption) and the trainer's lost-peer exit
+    :data:`RETRY_EXIT_CODE` are restarts. In a gang (``gang``: one pod per node of a JobSet, ``backoffLimit``
+    0) they fail the Job with reason ``PodFailurePolicy``, which the JobSet's rule turns into a counted
+    gang restart; on one node they ``Count`` against the Job's ``backoffLimit`` (the budget). Any other
+    non-zero exit of the trainer is an application failure: the single-node Job fails at once (``FailJob``),
+    and in a gang it exceeds ``backoffLimit`` 0 (reason ``BackoffLimitExceeded``), which fails the JobSet.
+    Sidecars (GPUDirect RxDM) are not judged: only the ``trainer`` container's exit codes count.
+    """
+    restart = "FailJob" if gang else "Count"
+    rules: list[dict[str, Any]] = [
+        {"action": restart, "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}]},
+        {"action": restart, "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+                                            "values": [RETRY_EXIT_CODE]}},
+    ]
+    if not gang:
+        rules.append({"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn",
+                                                           "values": [0]}})
+    return {"rules": rules}
+
+
+def jobset_failure_policy(restarts: int) -> dict[str, Any]:
+    """The JobSet's ``failurePolicy`` (JobSet v0.12.0: rules in order, the first match wins).
+
+    A child Job failed by its pod failure policy (reason ``PodFailurePolicy``: a node disruption or a lost
+    peer, :func:`pod_failure_policy`) restarts the whole gang from its last checkpoint (``RestartJobSet``),
+    counted against ``maxRestarts`` = ``restarts``, the budget sized from the plan. Any other failure
+    (``BackoffLimitExceeded``: the trainer failed on its own) fails the JobSet at once (``FailJobSet``)
+    instead of burning the gang's GPUs on restarts that fail the same way.
+    """
+    return {"maxRestarts": restarts, "restartStrategy": "Recreate", "rules": [
+        {"name": JOBSET_RESTART_RULE, "action": "RestartJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+        {"name": JOBSET_FAIL_RULE, "action": "FailJobSet"},
+    ]}
+
+
+def job_env(plan: PodPlan) -> list[dict[str, Any]]:
+    """What the trainer is told about its job (docs/trainer-contract.md): ``GPUFLEET_DATASET_URI``,
+    ``GPUFLEET_CHECKPOINT_DIR``, ``GPUFLEET_CHECKPOINT_INTERVAL_SECONDS``, ``GPUFLEET_DEADLINE``,
+    ``GPUFLEET_GRACE_SECONDS``, ``GPUFLEET_RETRY_EXIT_CODE`` and ``GPUFLEET_MAX_RESTARTS``."""
+    job, life = plan.job, plan.lifecycle
+    env: list[dict[str, Any]] = []
+    if job.dataset is not None:
+        env.append({"name": "GPUFLEET_DATASET_URI", "value": job.dataset.uri})
+    ckpt = _checkpoint_dir(plan)
+    if ckpt is not None:
+        env.append({"name": "GPUFLEET_CHECKPOINT_DIR", "value": ckpt})
+    env.append({"name": "GPUFLEET_CHECKPOINT_INTERVAL_SECONDS", "value": str(life.checkpoint_interval_s)})
+    if life.deadline is not None:
+        env.append({"name": "GPUFLEET_DEADLINE", "value": life.deadline})
+    env += [{"name": "GPUFLEET_GRACE_SECONDS", "value": str(life.grace_s)},
+            {"name": "GPUFLEET_RETRY_EXIT_CODE", "value": str(RETRY_EXIT_CODE)},
+            {"name": "GPUFLEET_MAX_RESTARTS", "value": str(life.restarts)}]
+    return env
+
+
+def _checkpoint_dir(plan: PodPlan) -> str | None:
+    """The job's own checkpoint directory: under the mounted claim or bucket (``/checkpoints/<job>``), else
+    under the worker's bucket (``$CHECKPOINT_URI/<job>``; through the hub Kubernetes expands
+    ``$(CHECKPOINT_URI)`` from the worker's ConfigMap); None when the job has no checkpoint location."""
+    name = plan.job.name
+    if plan.storage.volume is not None:
+        return f"{CHECKPOINT_DIR}/{name}"
+    uri = next((e.get("value") for e in plan.storage.env if e.get("name") == "CHECKPOINT_URI"), None)
+    if uri:
+        return f"{str(uri).rstrip('/')}/{name}"
+    if plan.storage.env_from:
+        return f"$(CHECKPOINT_URI)/{name}"
+    return None
+
+
+@dataclass(frozen=True)
 class PodPlan:
     """Everything that differs between a pinned and a portable pod: what it asks for and where it may run."""
 
@@ -132,6 +315,7 @@ class PodPlan:
     storage: Storage
     scheduling: Mapping[str, Any]  # nodeSelector / affinity, tolerations
     efa_rdma_read: bool = False  # every node the pod may land on has EFA RDMA read
+    lifecycle: Lifecycle = field(default_factory=lambda: Lifecycle())
 
 
 def _quantity(n: int) -> str:
@@ -366,7 +550,7 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
     gpudirect = plan.fabric in ("tcpx", "tcpxo", "rdma") and plan.gpu_vpcs_shape is not None
     if job.command:
         container["command"] = nccl_command(plan.fabric, job.command) if gpudirect else list(job.command)
-    env = _env(plan)
+    env = _env(plan) + job_env(plan)
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     sidecars: list[dict[str, Any]] = []
@@ -386,7 +570,8 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
     if plan.storage.env_from:
         container["envFrom"] = list(plan.storage.env_from)
     container.update(resources=_resources(plan), volumeMounts=mounts)
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never"}
+    # The trainer's SIGTERM -> emergency checkpoint window, within the reclaim notice of every cloud it may land on.
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": plan.lifecycle.grace_s}
     if plan.service_account:
         pod_spec["serviceAccountName"] = plan.service_account
     pod_spec.update(plan.scheduling)
@@ -398,16 +583,20 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
     if annotations:
         pod_meta["annotations"] = annotations
     pod = {"metadata": pod_meta, "spec": pod_spec}
+    life = plan.lifecycle
+    if life.max_exec_seconds is not None:
+        meta = {**meta, "labels": {**meta.get("labels", {}), MAX_EXEC_TIME_LABEL: str(life.max_exec_seconds)}}
     if plan.nodes == 1:
         return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": JOB_BACKOFF_LIMIT,
-                         "template": pod}}
+                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": life.restarts,
+                         "podFailurePolicy": pod_failure_policy(gang=False), "template": pod}}
     return {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": meta,
             "spec": {"suspend": True, "network": {"enableDNSHostnames": True},
-                     "failurePolicy": {"maxRestarts": JOBSET_MAX_RESTARTS},
+                     "failurePolicy": jobset_failure_policy(life.restarts),
                      "replicatedJobs": [{"name": REPLICATED_JOB, "replicas": 1, "template": {"spec": {
                          "parallelism": plan.nodes, "completions": plan.nodes, "completionMode": "Indexed",
-                         "backoffLimit": 0, "template": pod}}}]}}
+                         "backoffLimit": 0, "podFailurePolicy": pod_failure_policy(gang=True),
+                         "template": pod}}}]}}
 
 
 def _account_warnings(cl: ClusterStack, ns: str) -> list[str]:
@@ -448,7 +637,9 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
         gpu_vpcs_shape=shape if cl.cloud == "gcp" else None, efa_rdma_read=shape.efa_rdma_read,
         networks=gke_networks(cl, ex.pool, shape) if cl.cloud == "gcp" else (),
         service_account=cl.service_account.name if cl.service_account else None, storage=storage,
-        scheduling={"nodeSelector": {ko.POOL_LABEL: ex.pool.name}, "tolerations": [dict(ko.GPU_TOLERATION)]})
+        scheduling={"nodeSelector": ko.flavor_node_labels(ex.pool.name, shape),
+                    "tolerations": [dict(ko.GPU_TOLERATION)]},
+        lifecycle=lifecycle(job, target.candidate, (cl.cloud,), target.now))
     pod_annotations: dict[str, str] = {}
     if multi and not target.via_hub and ko.tas_enabled(ex.pool.min_nodes, ex.pool.max_nodes, shape):
         # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
@@ -542,15 +733,31 @@ def job_spec_annotation(job_doc: Mapping[str, Any]) -> str:
     return json.dumps(job_doc, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candidate, existing: Existing, group: Group
+def portable_affinity(group: Group, fabric: str) -> dict[str, Any]:
+    """The required node affinity of a job sent through the hub: the group's pools, instance types and (on a
+    multi-node fabric) fabric, in one term. Each worker's flavors carry the same three labels
+    (:func:`placement.kueue.flavor_node_labels`), so a worker's Kueue only admits the job on a flavor of the
+    group: pool names alone repeat across clouds."""
+    types = sorted({s.name for s in group.shapes()})
+    exprs = [{"key": ko.POOL_LABEL, "operator": "In", "values": list(group.pool_names)},
+             {"key": ko.INSTANCE_TYPE_LABEL, "operator": "In", "values": types}]
+    if fabric != "none":
+        exprs.append({"key": ko.FABRIC_LABEL, "operator": "In", "values": [fabric]})
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": exprs}]}}}
+
+
+def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candidate, existing: Existing, group: Group,
+                    now: dt.datetime | None = None
                     ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
     """The job for the hub's ``all-workers`` queue, valid on every member of ``group``, and the storage objects
     to create on each member first (by worker key), plus warnings.
 
     No pool node selector: the admitting worker's ResourceFlavor injects its pool label, so the worker's
     flavor order (spot, then on-demand, or the reverse) picks the capacity; a required node affinity keeps
-    the pods on the group's pools. CPU/memory requests fit the smallest node of the group; EFA asks for the
-    fewest interfaces among its shapes; GKE GPUDirect pods name the group's GPU networks.
+    the pods on the group's pools, instance types and fabric (:func:`portable_affinity`). CPU/memory
+    requests fit the smallest node of the group; EFA asks for the fewest interfaces among its shapes; GKE
+    GPUDirect pods name the group's GPU networks.
     """
     ns = existing.namespace
     shapes = group.shapes()
@@ -561,15 +768,16 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
     first = existing.cluster
     fabric = group.name if group.name != "single-node" else "none"
     efa = min(s.fabric_nics for s in shapes) if fabric == "efa" else 0
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": ko.POOL_LABEL, "operator": "In", "values": list(group.pool_names)}]}]}}}
+    affinity = portable_affinity(group, fabric)
+    clouds = sorted({m.cluster.cloud for m in group.members})
     plan = PodPlan(
         name=job.name, namespace=ns, job=job, nodes=group.nodes, gpus_per_node=per_node,
         cpu_millis=min(r[0] for r in reqs), memory_mib=min(r[1] for r in reqs), efa=efa, fabric=fabric,
         gpu_vpcs_shape=candidate.offer.shape if fabric in ("tcpx", "tcpxo", "rdma") else None,
         efa_rdma_read=bool(shapes) and all(s.efa_rdma_read for s in shapes),
         networks=group.networks, service_account=first.service_account.name if first.service_account else None,
-        storage=storage, scheduling={"affinity": affinity, "tolerations": [dict(ko.GPU_TOLERATION)]})
+        storage=storage, scheduling={"affinity": affinity, "tolerations": [dict(ko.GPU_TOLERATION)]},
+        lifecycle=lifecycle(job, candidate, clouds, now))
     for m in group.members:
         warnings += _account_warnings(m.cluster, ns)
     warnings += _nccl_warnings(fabric, job)

@@ -30,7 +30,9 @@ AWS_RAW: dict[str, Any] = {
         {"name": "p5-spot", "instanceType": "p5.48xlarge", "capacity": "SPOT", "minNodes": 1, "maxNodes": 4},
         {"name": "l40s-one", "instanceType": "g6e.xlarge", "capacity": "SPOT", "maxNodes": 1},
     ],
-    "kueue": {"teams": ["team-a", "team-b"], "flavorOrder": ["on-demand", "spot"], "cohort": "fleet"},
+    # A quarter of each pool's nodes (rounded down) for the serving queue: p5-spot lends 1 of its 4 nodes.
+    "kueue": {"teams": ["team-a", "team-b"], "flavorOrder": ["on-demand", "spot"], "cohort": "fleet",
+              "inferenceShare": 0.25},
     "tags": TAGS,
 }
 GCP_RAW: dict[str, Any] = {
@@ -104,6 +106,11 @@ def quantity(value: Any) -> int:
     return int(value)
 
 
+def training_nodes(cfg: StackConfig, pool: NodePoolConfig) -> int:
+    """Nodes of ``pool`` in the training queue's quota: those the inference queue does not own."""
+    return pool.max_nodes - ko.inference_nodes(pool, cfg.kueue.inference_share)
+
+
 def cq_flavors(cfg: StackConfig) -> list[dict[str, Any]]:
     groups = ko.cluster_queue(cfg)["spec"]["resourceGroups"]
     assert len(groups) == 1
@@ -116,16 +123,20 @@ def cq_flavors(cfg: StackConfig) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("which", ["aws", "gcp"])
 def test_cluster_queue_quota_is_pool_max_times_shape_allocatable(which: str, aws_cfg: StackConfig,
                                                                   gcp_cfg: StackConfig) -> None:
+    """The training and inference queues together hold exactly each pool at its maximum size."""
     cfg = aws_cfg if which == "aws" else gcp_cfg
     pools = {p.name: p for p in cfg.node_pools}
     flavors = cq_flavors(cfg)
     assert sorted(f["name"] for f in flavors) == sorted(pools)
+    inference = ko.inference_cluster_queue(cfg)
+    serving = {f["name"]: f for f in inference["spec"]["resourceGroups"][0]["flavors"]} if inference else {}
     for flavor in flavors:
         pool = pools[flavor["name"]]
         per_node = expected_allocatable(pool)
         got = {r["name"]: quantity(r["nominalQuota"]) for r in flavor["resources"]}
+        lent = {r["name"]: quantity(r["nominalQuota"]) for r in serving.get(pool.name, {}).get("resources", [])}
         for resource, value in got.items():
-            assert value == per_node[resource] * pool.max_nodes, (flavor["name"], resource)
+            assert value + lent.get(resource, 0) == per_node[resource] * pool.max_nodes, (flavor["name"], resource)
 
 
 def test_reserve_formula_matches_published_examples() -> None:
@@ -152,7 +163,8 @@ def test_efa_resource_only_on_aws_efa_shapes(aws_cfg: StackConfig, gcp_cfg: Stac
     for flavor in aws_cq["flavors"]:
         efa = next(quantity(r["nominalQuota"]) for r in flavor["resources"] if r["name"] == ko.RES_EFA)
         shape = pools[flavor["name"]].shape
-        assert efa == (shape.fabric_nics * pools[flavor["name"]].max_nodes if shape.fabric == "efa" else 0)
+        nodes = training_nodes(aws_cfg, pools[flavor["name"]])
+        assert efa == (shape.fabric_nics * nodes if shape.fabric == "efa" else 0)
     assert any(pools[f["name"]].shape.fabric == "none" for f in aws_cq["flavors"])  # the 0-EFA case was seen
 
     gcp_cq = ko.cluster_queue(gcp_cfg)["spec"]["resourceGroups"][0]
@@ -170,7 +182,7 @@ def test_efa_flavors_cover_the_huge_pages_efa_pods_request(aws_cfg: StackConfig,
     for flavor in aws_cq["flavors"]:
         pool = pools[flavor["name"]]
         pages = next(quantity(r["nominalQuota"]) for r in flavor["resources"] if r["name"] == "hugepages-2Mi")
-        assert pages == (5120 * pool.max_nodes if pool.shape.fabric == "efa" else 0)
+        assert pages == (5120 * training_nodes(aws_cfg, pool) if pool.shape.fabric == "efa" else 0)
     gcp_cq = ko.cluster_queue(gcp_cfg)["spec"]["resourceGroups"][0]
     assert "hugepages-2Mi" not in gcp_cq["coveredResources"]
 
@@ -183,7 +195,10 @@ def test_one_flavor_per_pool_with_pool_label_and_gpu_toleration(aws_cfg: StackCo
         flavors = [o for o in ko.worker_objects(cfg) if o["kind"] == "ResourceFlavor"]
         assert [f["metadata"]["name"] for f in flavors] == [p.name for p in cfg.node_pools]
         for flavor, pool in zip(flavors, cfg.node_pools, strict=True):
-            assert flavor["spec"]["nodeLabels"] == {"gpufleet.io/pool": pool.name}
+            # The instance type and fabric too: pool names repeat across clouds (issue 20).
+            assert flavor["spec"]["nodeLabels"] == {"gpufleet.io/pool": pool.name,
+                                                    "node.kubernetes.io/instance-type": pool.shape.name,
+                                                    "gpufleet.io/fabric": pool.shape.fabric}
             tol = flavor["spec"]["tolerations"]
             assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
                     "effect": "NoSchedule"} in tol
@@ -250,17 +265,19 @@ def test_local_queue_per_team_and_priority_classes(aws_cfg: StackConfig) -> None
     for team in aws_cfg.kueue.teams:
         expected[(team, ko.local_queue_name(aws_cfg, team))] = "test-aws-gpu"
         expected[(team, ko.ALL_WORKERS)] = "test-aws-gpu"
+        expected[(team, "test-aws-inference")] = "test-aws-inference"
     assert lqs == expected
     assert ko.local_queue_name("test-aws", "team-a") == ko.local_queue_name(aws_cfg, "team-a")
     with pytest.raises(ValueError):
         ko.local_queue_name(aws_cfg, "Not_A_Namespace")
     wpcs = {o["metadata"]["name"]: o["value"] for o in objs if o["kind"] == "WorkloadPriorityClass"}
-    assert wpcs["production"] > wpcs["burst"] > wpcs["low"]
+    assert wpcs["serving"] > wpcs["production"] > wpcs["burst"] > wpcs["low"]
 
 
 def test_manager_config_dispatcher() -> None:
     worker = yaml.safe_load(ko.manager_config())
-    assert "multiKueue" not in worker and worker["waitForPodsReady"]["timeout"] == "15m"
+    assert "multiKueue" not in worker and worker["waitForPodsReady"]["timeout"] == \
+        f"{max(ko.pods_ready_timeout_seconds(c) for c in ('aws', 'gcp'))}s"
     assert yaml.safe_load(ko.manager_config("AllAtOnce"))["multiKueue"]["dispatcherName"] == \
         "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
     external = yaml.safe_load(ko.manager_config("External"))["multiKueue"]["dispatcherName"]
@@ -392,8 +409,9 @@ def test_addons_device_plugins_per_platform(addon_runs: dict[str, Any]) -> None:
         assert any(t["key"] == "nvidia.com/gpu" and t["effect"] == "NoSchedule" for t in values["tolerations"])
 
     gcp = _releases(addon_runs["gcp"])
-    # No NVIDIA/EFA plugin on GKE: only JobSet and Kueue.
-    assert set(gcp) == {"oci://registry.k8s.io/jobset/charts/jobset", "oci://registry.k8s.io/kueue/charts/kueue"}
+    # No NVIDIA/EFA plugin on GKE: only JobSet, LeaderWorkerSet and Kueue.
+    assert set(gcp) == {"oci://registry.k8s.io/jobset/charts/jobset", "oci://registry.k8s.io/lws/charts/lws",
+                        "oci://registry.k8s.io/kueue/charts/kueue"}
     files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")]
     assert any(f.endswith("gpudirect-tcpxo/nccl-tcpxo-installer.yaml") for f in files)
     assert any(f.endswith("nri_device_injector/nri-device-injector.yaml") for f in files)
@@ -443,8 +461,9 @@ def test_addons_create_every_kueue_object_on_the_cluster_provider(which: str, ad
     namespaces = {r.inputs["metadata"]["name"] for r in run.of_type("kubernetes:core/v1:Namespace")}
     assert namespaces == set(cfg.training_namespaces) and set(cfg.kueue.teams) <= namespaces
     assert run.outputs["kueue"]["clusterQueue"] == ko.cluster_queue_name(cfg)
+    # The training LocalQueues (what placement submit targets); the serving ones are not training queues.
     assert {(q["namespace"], q["name"]) for q in run.outputs["kueue"]["localQueues"]} == \
-        {(k[1], k[2]) for k in expected if k[0] == "LocalQueue"}
+        {(k[1], k[2]) for k in expected if k[0] == "LocalQueue" and k[2] != ko.inference_queue_name(cfg.cluster_name)}
 
 
 @pytest.mark.parametrize("which", ["aws", "gcp"])
@@ -514,3 +533,155 @@ def test_addons_create_the_provisioning_config_then_check_then_queue(addon_runs:
     prc, check, cq = by_kind["ProvisioningRequestConfig"], by_kind["AdmissionCheck"], by_kind["ClusterQueue"]
     assert run.depends_on(check, prc) and run.depends_on(cq, check)
 
+
+
+# ------------------------------------------------------------------------------------------- pods ready (issue 20)
+
+
+def _seconds(duration: str) -> int:
+    """A Go duration as we render it (``1234s``) or the autoscaler writes it (``20m``)."""
+    m = re.fullmatch(r"(\d+)([smh])", duration)
+    assert m, duration
+    return int(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+@pytest.mark.parametrize("which", ["aws", "gcp"])
+def test_pods_ready_timeout_outlasts_the_slowest_node_path(which: str, aws_cfg: StackConfig,
+                                                           addon_runs: dict[str, Any]) -> None:
+    """Kueue's waitForPodsReady timeout on a worker is at least the autoscaler's node-provisioning limit
+    plus the image pull allowance: a p5 gang scaling from zero is never evicted while its nodes boot."""
+    kueue = _releases(addon_runs[which])["oci://registry.k8s.io/kueue/charts/kueue"]
+    wfpr = yaml.safe_load(kueue["values"]["managerConfig"]["controllerManagerConfigYaml"])["waitForPodsReady"]
+    if which == "aws":
+        from infra.aws.autoscaler import MAX_NODE_PROVISION_TIME, helm_values
+
+        # The number the autoscaler is really started with, read from its Helm values.
+        provision = _seconds(helm_values(aws_cfg, "test-aws", "v1.33.6")["extraArgs"]["max-node-provision-time"])
+        assert provision == _seconds(MAX_NODE_PROVISION_TIME) == ko.NODE_PROVISION_SECONDS["aws"]
+    else:
+        provision = ko.NODE_PROVISION_SECONDS["gcp"]  # GKE's managed autoscaler: upstream's 15 min default
+    assert _seconds(wfpr["timeout"]) >= provision + ko.IMAGE_PULL_ALLOWANCE_SECONDS > provision
+    # A workload that lost a pod (a JobSet restarting after a reclaim) waits the same boot path.
+    assert _seconds(wfpr["recoveryTimeout"]) == _seconds(wfpr["timeout"])
+
+
+def test_spot_churn_never_deactivates_a_workload() -> None:
+    """Kueue's triggerDeactivation: a workload is deactivated once requeueState.count + 1 exceeds
+    backoffLimitCount; unset, it is re-queued forever. Backoff delays stay within backoffMaxSeconds."""
+    strategy = yaml.safe_load(ko.manager_config(cloud="aws"))["waitForPodsReady"]["requeuingStrategy"]
+    limit = strategy.get("backoffLimitCount")
+    deactivated = any(limit is not None and count + 1 > limit for count in range(1000))
+    assert not deactivated
+    base, cap = strategy["backoffBaseSeconds"], strategy["backoffMaxSeconds"]
+    delays = [min(base * 2 ** (n - 1), cap) for n in range(1, 30)]
+    assert delays[0] == 60 and max(delays) == cap <= 3600
+
+
+def test_hub_pods_ready_timeout_never_fires_before_a_workers() -> None:
+    """Kueue v0.19 runs waitForPodsReady even when the block is left out (30 min), so the hub states one that
+    outlasts every worker's."""
+    hub = yaml.safe_load(ko.manager_config("External", wait_for_pods_ready=False))["waitForPodsReady"]
+    assert all(_seconds(hub["timeout"]) > ko.pods_ready_timeout_seconds(c) for c in ko.NODE_PROVISION_SECONDS)
+
+
+# ------------------------------------------------------------------------------------------- inference (issue 20)
+
+
+def test_serving_integrations_are_enabled_and_lws_is_installed_pinned(addon_runs: dict[str, Any]) -> None:
+    frameworks = yaml.safe_load(ko.manager_config(cloud="gcp"))["integrations"]["frameworks"]
+    # Kueue v0.19.2 framework names (pkg/controller/jobs/{deployment,statefulset,leaderworkerset}).
+    assert {"deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset"} <= set(frameworks)
+    assert "jobset.x-k8s.io/jobset" in frameworks
+    for which in ("aws", "gcp"):
+        lws = _releases(addon_runs[which])["oci://registry.k8s.io/lws/charts/lws"]
+        assert lws["version"] == "0.9.0"  # Kueue v0.19.2's go.mod: sigs.k8s.io/lws v0.9.0
+        assert lws["values"]["image"]["manager"] == {"repository": "registry.k8s.io/lws/lws", "tag": "v0.9.0",
+                                                     "pullPolicy": "IfNotPresent"}
+
+
+def _reclaim_victims(cqs: dict[str, dict[str, Any]], usage: dict[str, int], pending_cq: str, need: int
+                     ) -> list[str] | None:
+    """Kueue's classical preemption across a cohort, on GPUs of one flavor: a pending workload that fits its
+    queue's nominal quota (less its own usage) may, with reclaimWithinCohort != Never, preempt workloads of
+    other queues that use more than their nominal quota; a pending workload that would have to borrow may
+    only when borrowingLimit allows it and borrowWithinCohort is not Never. Returns the queues preempted
+    from (None: cannot be admitted)."""
+    def gpus(cq: dict[str, Any], field: str) -> int | None:
+        res = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        value = next(r.get(field) for r in res if r["name"] == ko.RES_GPU)
+        return None if value is None else int(value)
+    nominal = {name: gpus(cq, "nominalQuota") or 0 for name, cq in cqs.items()}
+    total = sum(nominal.values())
+    free = total - sum(usage.values())
+    if free >= need:
+        borrow = usage[pending_cq] + need - nominal[pending_cq]
+        limit = gpus(cqs[pending_cq], "borrowingLimit")
+        return [] if borrow <= 0 or limit is None or borrow <= limit else None
+    preemption = cqs[pending_cq]["spec"]["preemption"]
+    if usage[pending_cq] + need <= nominal[pending_cq] and preemption["reclaimWithinCohort"] != "Never":
+        victims = [n for n in cqs if n != pending_cq and usage[n] > nominal[n]]
+        return victims or None
+    return None
+
+
+def test_a_serving_burst_reclaims_lent_quota_from_training_never_the_reverse(aws_cfg: StackConfig) -> None:
+    pool = next(p for p in aws_cfg.node_pools if p.name == "p5-spot")  # 4 nodes of 8 GPUs
+    only = {**AWS_RAW, "nodePools": [{"name": pool.name, "instanceType": "p5.48xlarge", "capacity": "SPOT",
+                                      "maxNodes": 4}], "kueue": {**AWS_RAW["kueue"], "inferenceShare": 0.25}}
+    cfg = parse(only, stack="test-aws")
+    train, serve = ko.cluster_queue(cfg), ko.inference_cluster_queue(cfg)
+    assert serve is not None and serve["spec"]["cohortName"] == train["spec"]["cohortName"]
+    assert serve["metadata"]["name"] == "test-aws-inference"
+    cqs = {"train": train, "serve": serve}
+    # Idle serving quota is lent: training runs a 4-node job (borrowing the inference queue's node).
+    assert _reclaim_victims(cqs, {"train": 0, "serve": 0}, "train", 32) == []
+    # A serving burst of one node reclaims it from the borrowing training job.
+    assert _reclaim_victims(cqs, {"train": 32, "serve": 0}, "serve", 8) == ["train"]
+    # The reverse never happens: serving never borrows, so training has nothing to reclaim from it...
+    assert _reclaim_victims(cqs, {"train": 24, "serve": 8}, "train", 8) is None
+    # ...and serving cannot grow past what it owns by borrowing training's idle quota.
+    assert _reclaim_victims(cqs, {"train": 0, "serve": 8}, "serve", 8) is None
+    assert all(r["borrowingLimit"] == 0 for f in serve["spec"]["resourceGroups"][0]["flavors"]
+               for r in f["resources"])
+    assert serve["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+    assert serve["spec"]["preemption"]["borrowWithinCohort"]["policy"] == "Never"
+    assert train["spec"]["preemption"]["borrowWithinCohort"]["policy"] == "Never"
+    # Serving outranks every training priority; training jobs cannot ask for it.
+    from placement.jobspec import PRIORITIES
+
+    values = {n: v for n, v, _ in (ko.SERVING_PRIORITY_CLASS, *ko.PRIORITY_CLASSES)}
+    assert all(values["serving"] > values[p] for p in PRIORITIES) and "serving" not in PRIORITIES
+
+
+def test_flex_start_pools_lend_nothing_and_every_other_worker_has_an_inference_queue(gcp_cfg: StackConfig) -> None:
+    serve = ko.inference_cluster_queue(gcp_cfg)
+    assert serve is not None
+    assert "mega-flex" not in {f["name"] for f in serve["spec"]["resourceGroups"][0]["flavors"]}
+    # Pools too small for the share to round to a node: the queue exists with zero quota and lends nothing.
+    tiny = parse({**AWS_RAW, "nodePools": [{"name": "one", "instanceType": "g6e.xlarge", "maxNodes": 1}]})
+    (flavor,) = ko.inference_cluster_queue(tiny)["spec"]["resourceGroups"][0]["flavors"]
+    assert {r["nominalQuota"] for r in flavor["resources"]} <= {0, "0m", "0Mi"}
+    flex_only = parse({**GCP_RAW, "nodePools": [GCP_RAW["nodePools"][2]]})
+    assert ko.inference_cluster_queue(flex_only) is None
+    assert not [o for o in ko.worker_objects(flex_only) if o["metadata"]["name"].endswith("-inference")]
+    with pytest.raises(Exception, match="inferenceShare"):
+        parse({**AWS_RAW, "kueue": {**AWS_RAW["kueue"], "inferenceShare": 1.5}})
+
+
+@pytest.mark.parametrize("which", ["aws", "gcp"])
+def test_every_label_a_flavor_injects_is_on_its_pools_nodes(which: str, aws_cfg: StackConfig,
+                                                            gcp_cfg: StackConfig) -> None:
+    """A flavor's nodeLabels become the admitted pods' node selector: the pool's nodes (and, for scale from
+    zero, the autoscaler's template node) must carry every one. The kubelet sets the instance type on both
+    clouds; the rest are the node pool's own labels."""
+    cfg = aws_cfg if which == "aws" else gcp_cfg
+    if which == "aws":
+        from infra.aws.gpu_nodes import pool_labels as labels_of
+    else:
+        from infra.gcp.nodepool import node_labels as labels_of
+    for pool in cfg.node_pools:
+        labels = {**labels_of(pool), ko.INSTANCE_TYPE_LABEL: pool.shape.name}
+        if ko.FABRIC_LABEL not in labels:
+            pytest.skip("GKE node pools get gpufleet.io/fabric from the stacks22 branch (issue 22)")
+        flavor = ko.resource_flavor(pool, cfg.cloud)
+        assert flavor["spec"]["nodeLabels"].items() <= labels.items(), pool.name

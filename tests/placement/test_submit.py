@@ -414,8 +414,12 @@ def test_via_hub_renders_one_portable_job_for_the_efa_group(tmp_path, capsys):
     assert "nodeSelector" not in pod["spec"]  # the admitting worker's flavor picks the pool
     (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"]
-    assert term["matchExpressions"] == [{"key": ko.POOL_LABEL, "operator": "In",
-                                         "values": sorted(p["name"] for p in docs["aws-use1-p5"]["nodePools"])}]
+    # The group's pools, instance types and fabric: what every worker flavor names (pool names repeat across clouds).
+    assert term["matchExpressions"] == [
+        {"key": ko.POOL_LABEL, "operator": "In", "values": sorted(p["name"] for p in docs["aws-use1-p5"]["nodePools"])},
+        {"key": "node.kubernetes.io/instance-type", "operator": "In",
+         "values": sorted({p["instanceType"] for p in docs["aws-use1-p5"]["nodePools"]})},
+        {"key": "gpufleet.io/fabric", "operator": "In", "values": ["efa"]}]
     assert manifests.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})  # hub flavors: no TAS
     (container,) = pod["spec"]["containers"]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32",
@@ -943,3 +947,93 @@ def test_tcpx_pods_get_the_full_nccl_set_of_the_pinned_config():
     assert env["NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP"] == "1000"
     assert env["NCCL_MAX_NCHANNELS"] == env["NCCL_MIN_NCHANNELS"] == "8"
     assert len(env) == 22 and not any(k.startswith("NCCL_DEBUG") for k in env)
+# ----------------------------------------------------------------------------- Kueue's flavor rule (issue 20)
+
+
+def _expression_matches(expr: dict[str, Any], labels: dict[str, str]) -> bool:
+    """One NodeSelectorRequirement against a node's labels (k8s.io/component-helpers nodeaffinity)."""
+    key, op, values = expr["key"], expr["operator"], expr.get("values", [])
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return key not in labels or labels[key] not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt"):
+        have, bound = int(labels.get(key, "0")), int(values[0])
+        return key in labels and (have > bound if op == "Gt" else have < bound)
+    raise AssertionError(op)
+
+
+def kueue_flavor_admits(pod_spec: dict[str, Any], flavor: dict[str, Any]) -> bool:
+    """Kueue v0.19.2 pkg/scheduler/flavorassigner ``flavorSelector`` + ``Match``: keep only the node selector
+    entries and affinity expressions whose key is one of the flavor's own ``nodeLabels`` keys (a term left
+    empty makes the whole affinity match any flavor), then match them against the flavor's labels as if
+    they were a node's."""
+    labels = dict(flavor["spec"].get("nodeLabels") or {})
+    selector = {k: v for k, v in (pod_spec.get("nodeSelector") or {}).items() if k in labels}
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    if not required:
+        return True
+    terms = []
+    for term in required["nodeSelectorTerms"]:
+        kept = [e for e in term.get("matchExpressions", []) if e["key"] in labels]
+        if not kept:
+            return True  # terms are ORed: an empty one matches every flavor
+        terms.append(kept)
+    return any(all(_expression_matches(e, labels) for e in term) for term in terms)
+
+
+def test_a_tcpx_job_through_the_hub_is_never_admitted_on_an_aws_worker(tmp_path, capsys):
+    docs = {s: outputs(s) for s in WORKERS}
+    docs["hub"] = hub_outputs("External")
+    # 16 x H100 in europe-west4: the A3 High (GPUDirect-TCPX) worker; its pool h100-spot has an AWS namesake.
+    job, _ = job_file(tmp_path, regions={"allow": ["europe-west4"]})
+    code, out, err = run(capsys, "submit", job, "--stacks", write(tmp_path, "s.json", docs), "--dry-run", "--json",
+                         "--via-hub")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["chosen"]["group"]["name"] == "tcpx"
+    pod_spec = pod_of(result["manifest"][-1])["spec"]
+    aws_flavors = [o for o in ko.worker_objects(cfg_of("aws-use1-p5")) if o["kind"] == "ResourceFlavor"]
+    gke_flavors = [o for o in ko.worker_objects(cfg_of("gcp-euw4-a3high")) if o["kind"] == "ResourceFlavor"]
+    shared = {f["metadata"]["name"] for f in aws_flavors} & {f["metadata"]["name"] for f in gke_flavors}
+    assert "h100-spot" in shared  # the clash that let it through
+    assert not any(kueue_flavor_admits(pod_spec, f) for f in aws_flavors)
+    assert all(kueue_flavor_admits(pod_spec, f) for f in gke_flavors)
+    # With flavors that name only their pool (before issue 20) the AWS namesake admitted the TCPX job.
+    pool_only = [{**f, "spec": {**f["spec"], "nodeLabels": {ko.POOL_LABEL: f["metadata"]["name"]}}}
+                 for f in aws_flavors]
+    assert any(kueue_flavor_admits(pod_spec, f) for f in pool_only)
+
+
+def test_rendered_jobsets_validate_against_the_jobset_crd(tmp_path, capsys):
+    from infra.k8s.crd_validate import CRDValidator
+
+    crds = Path(__file__).resolve().parents[2].parent / "shared" / "jobset-crds"
+    if not crds.is_dir():
+        pytest.skip(f"JobSet CRD not found at {crds}")
+    validator = CRDValidator(crds)
+    docs = {s: outputs(s) for s in WORKERS}
+    docs["hub"] = hub_outputs("External")
+    stacks = write(tmp_path, "s.json", docs)
+    for argv in ((), ("--via-hub",)):
+        job, _ = job_file(tmp_path, deadline_hours=40, capacity="spot")
+        code, out, err = run(capsys, "submit", job, "--stacks", stacks, "--dry-run", "--json", *argv)
+        assert code == 0, err
+        result = json.loads(out)
+        js = result["manifest"][-1]
+        assert js["kind"] == "JobSet"
+        assert validator.validate(js) == []
+        assert js["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == str(40 * 3600)
+        # The JSON says how the job is run to its end, as rendered.
+        run_ = result["chosen"]["run"]
+        assert run_["max_restarts"] == js["spec"]["failurePolicy"]["maxRestarts"] > run_["expected_interruptions"]
+        assert run_["max_exec_seconds"] == 40 * 3600 and run_["deadline"].endswith("Z")
+        grace = pod_of(js)["spec"]["terminationGracePeriodSeconds"]
+        assert run_["grace_seconds"] == grace
