@@ -82,9 +82,82 @@ EXTRA_WORKER_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 def multikueue_rbac_rules() -> list[dict[str, Any]]:
-    """ClusterRole rules for the hub's MultiKueue service account on a worker: upstream's, then ours."""
-    return [{"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+    """Upstream's worker ClusterRole rules then ours, unsplit: the reference :func:`multikueue_worker_rules`
+    narrows (to the kinds the hub integrates) and splits (cluster-wide reads, namespaced writes)."""
+    return [_rbac_rule(group, resources, verbs)
             for group, resources, verbs in (*UPSTREAM_WORKER_RULES, *EXTRA_WORKER_RULES)]
+
+
+# The object each Kueue integration (Configuration ``integrations.frameworks``, Kueue v0.19.2's FrameworkName
+# constants) has MultiKueue create on a worker, through its MultiKueue adapter
+# (pkg/controller/jobs/*/*_multikueue_adapter.go). ``deployment`` has no adapter: its pods go through ``pod``.
+FRAMEWORK_RESOURCES: Mapping[str, tuple[str, str] | None] = {
+    "batch/job": ("batch", "jobs"),
+    "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+    "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
+    "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
+    "kubeflow.org/tfjob": ("kubeflow.org", "tfjobs"),
+    "kubeflow.org/paddlejob": ("kubeflow.org", "paddlejobs"),
+    "kubeflow.org/xgboostjob": ("kubeflow.org", "xgboostjobs"),
+    "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
+    "ray.io/rayjob": ("ray.io", "rayjobs"),
+    "ray.io/raycluster": ("ray.io", "rayclusters"),
+    "ray.io/rayservice": ("ray.io", "rayservices"),
+    "workload.codeflare.dev/appwrapper": ("workload.codeflare.dev", "appwrappers"),
+    "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    "statefulset": ("apps", "statefulsets"),
+    "pod": ("", "pods"),
+    "deployment": None,
+}
+# What MultiKueue reads cluster-wide on a worker: its remote client watches Workloads and every adapter's kind in
+# all namespaces (a label selector on the origin, which RBAC cannot narrow), and caches ClusterQueues and
+# LocalQueues (multikueuecluster.go: establishWatcher, startQueueWatchers). Every other verb acts on one object
+# in the namespace of the hub's workload, so it is granted there only.
+_CLUSTER_WIDE_VERBS = frozenset({"list", "watch"})
+_QUEUES = ("kueue.x-k8s.io", ("clusterqueues", "localqueues"))
+
+
+def hub_frameworks(dispatcher: str) -> tuple[str, ...]:
+    """The integrations the hub's Kueue runs (its manager config's ``integrations.frameworks``)."""
+    import yaml
+
+    config = yaml.safe_load(ko.manager_config(dispatcher, wait_for_pods_ready=False))
+    return tuple(config["integrations"]["frameworks"])
+
+
+def multikueue_worker_rules(frameworks: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(cluster_rules, namespace_rules)`` for the hub's MultiKueue identity on a worker: upstream's rules
+    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`) for Workloads and the kinds of ``frameworks``
+    only, split so the ClusterRole only lists and watches (and reads the queues), and every create, delete,
+    get, update and patch is a Role in each team namespace. Raises ValueError for a framework whose kind
+    :data:`FRAMEWORK_RESOURCES` does not know (a new integration must be granted deliberately)."""
+    kinds: set[tuple[str, str]] = {("kueue.x-k8s.io", "workloads")}
+    for framework in frameworks:
+        if framework not in FRAMEWORK_RESOURCES:
+            raise ValueError(f"Kueue integration {framework!r} has no MultiKueue worker rule in FRAMEWORK_RESOURCES")
+        kind = FRAMEWORK_RESOURCES[framework]
+        if kind is not None:
+            kinds.add(kind)
+    cluster: list[dict[str, Any]] = []
+    namespaced: list[dict[str, Any]] = []
+    for group, resources, verbs in (*UPSTREAM_WORKER_RULES, *EXTRA_WORKER_RULES):
+        if (group, resources) == _QUEUES:
+            cluster.append(_rbac_rule(group, resources, verbs))
+            continue
+        (resource,) = resources
+        if (group, resource.split("/", 1)[0]) not in kinds:
+            continue
+        wide = [v for v in verbs if v in _CLUSTER_WIDE_VERBS]
+        local = [v for v in verbs if v not in _CLUSTER_WIDE_VERBS]
+        if wide:
+            cluster.append(_rbac_rule(group, resources, wide))
+        if local:
+            namespaced.append(_rbac_rule(group, resources, local))
+    return cluster, namespaced
+
+
+def _rbac_rule(group: str, resources: Sequence[str], verbs: Sequence[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
 
 
 def _meta(name: str, namespace: str | None = None,
@@ -108,27 +181,40 @@ def _token(secret: k8s.core.v1.Secret) -> Output[str]:
 
 
 def _worker_identity(name: str, account: str, role_name: str, rules: list[dict[str, Any]],
-                     opts: ResourceOptions) -> k8s.core.v1.Secret:
+                     opts: ResourceOptions, *, namespace_rules: list[dict[str, Any]] | None = None,
+                     namespaces: Sequence[str] = ()) -> k8s.core.v1.Secret:
     """On a worker (``opts.provider``): ServiceAccount ``account`` in kueue-system bound to ClusterRole
-    ``role_name`` with ``rules``, and a long-lived token Secret for it (returned)."""
+    ``role_name`` with ``rules`` and, with ``namespace_rules``, to a Role ``role_name`` with them in each of
+    ``namespaces``; and a long-lived token Secret for it (returned)."""
     sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=_meta(account, ko.KUEUE_NAMESPACE), opts=opts)
+    subjects = [k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa.metadata.name, namespace=ko.KUEUE_NAMESPACE)]
     role = k8s.rbac.v1.ClusterRole(f"{name}-role", metadata=_meta(role_name), rules=dp.manifest(rules), opts=opts)
-    binding = k8s.rbac.v1.ClusterRoleBinding(
+    bindings: list[pulumi.Resource] = [k8s.rbac.v1.ClusterRoleBinding(
         f"{name}-binding",
         metadata=_meta(role_name),
         role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
                                          name=role.metadata.name),
-        subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa.metadata.name,
-                                          namespace=ko.KUEUE_NAMESPACE)],
+        subjects=subjects,
         opts=opts,
-    )
+    )]
+    for namespace in namespaces if namespace_rules else ():
+        ns_role = k8s.rbac.v1.Role(f"{name}-role-{namespace}", metadata=_meta(role_name, namespace),
+                                   rules=dp.manifest(namespace_rules), opts=opts)
+        bindings.append(k8s.rbac.v1.RoleBinding(
+            f"{name}-binding-{namespace}",
+            metadata=_meta(role_name, namespace),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role",
+                                             name=ns_role.metadata.name),
+            subjects=subjects,
+            opts=opts,
+        ))
     # A token Secret the control plane fills in; it lives as long as the Secret (no expiry to renew).
     return k8s.core.v1.Secret(
         f"{name}-token",
         metadata=_meta(f"{account}-token", ko.KUEUE_NAMESPACE,
                        annotations={"kubernetes.io/service-account.name": account}),
         type="kubernetes.io/service-account-token",
-        opts=ResourceOptions.merge(opts, ResourceOptions(depends_on=[sa, binding])),
+        opts=ResourceOptions.merge(opts, ResourceOptions(depends_on=[sa, *bindings])),
     )
 
 
@@ -178,8 +264,12 @@ class MultiKueueWorker(pulumi.ComponentResource):
         worker_provider = k8s.Provider(f"{name}-provider", kubeconfig=worker_kubeconfig,
                                        opts=ResourceOptions(parent=self))
         on_worker = ResourceOptions(parent=self, provider=worker_provider)
+        # Cluster-wide it only lists and watches; it creates, deletes and updates in the team namespaces
+        # only (where the hub's LocalQueues are, so where every copied workload and job lands).
+        cluster_rules, namespace_rules = multikueue_worker_rules(hub_frameworks(cfg.hub.dispatcher))
         token_secret = _worker_identity(name, HUB_SERVICE_ACCOUNT, f"gpufleet-{HUB_SERVICE_ACCOUNT}",
-                                        multikueue_rbac_rules(), on_worker)
+                                        cluster_rules, on_worker, namespace_rules=namespace_rules,
+                                        namespaces=cfg.kueue.teams)
 
         # --- on the hub: the kubeconfig Secret and the Kueue objects
         user = f"{self.key}-{HUB_SERVICE_ACCOUNT}"

@@ -163,7 +163,7 @@ def test_kubeconfig_secret_per_worker_uses_a_service_account_token(run: mockrun.
         for stack in workers:
             reg = next(r for r in regs if f"-{key_of(stack)}-" in r.name)
             assert reg.provider and f"-{key_of(stack)}-provider" in reg.provider, kind
-    role = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")[0]
+    role = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")[0]
     workload_rules = [r for r in role.inputs["rules"] if r["apiGroups"] == ["kueue.x-k8s.io"]]
     assert {"workloads", "workloads/status"} <= {res for r in workload_rules for res in r["resources"]}
 
@@ -287,31 +287,83 @@ def test_jobset_is_installed_before_kueue_and_everything_that_creates_a_jobset(r
 # ------------------------------------------------------------------------------------------- worker RBAC
 
 
-def test_worker_rbac_covers_what_multikueue_does_there(run: mockrun.RunResult) -> None:
-    roles = [r for r in run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
-             if r.inputs["metadata"]["name"] == "gpufleet-multikueue-hub"]
-    assert roles
-    for role in roles:
-        verbs: dict[tuple[str, str], set[str]] = {}
-        for rule in role.inputs["rules"]:
+def _verbs(rule_lists: list[list[dict[str, Any]]]) -> dict[tuple[str, str], set[str]]:
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for rules in rule_lists:
+        for rule in rules:
             for group in rule["apiGroups"]:
                 for res in rule["resources"]:
                     verbs.setdefault((group, res), set()).update(rule["verbs"])
-        # MultiKueue drops the finalizers of remote Workloads (update/patch) and writes their status.
-        assert verbs[("kueue.x-k8s.io", "workloads")] == {"create", "delete", "get", "list", "watch", "update", "patch"}
-        assert verbs[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}
-        assert verbs[("", "pods")] == {"create", "delete", "get", "list", "watch"}
-        # Every job kind our Kueue config integrates can be created on the worker and its status read.
-        config = yaml.safe_load(ko.manager_config("AllAtOnce"))
-        plural = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
-                  "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
-                  "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
-                  "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
-                  "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters")}
-        for framework in config["integrations"]["frameworks"]:
-            group, res = plural[framework]
-            assert {"create", "delete", "get", "list", "watch"} <= verbs[(group, res)], framework
-            assert "get" in verbs[(group, f"{res}/status")], framework
+    return verbs
+
+
+HUB_ROLE = "gpufleet-multikueue-hub"
+FRAMEWORK_KINDS = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+                   "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
+                   "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
+                   "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
+                   "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters"),
+                   "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                   "statefulset": ("apps", "statefulsets"), "pod": ("", "pods")}
+
+
+def test_worker_rbac_covers_what_multikueue_does_there(run: mockrun.RunResult, workers: dict[str, StackConfig],
+                                                      hub_cfg: StackConfig) -> None:
+    config = yaml.safe_load(ko.manager_config(hub_cfg.hub.dispatcher, wait_for_pods_ready=False))
+    for stack in workers:
+        key = key_of(stack)
+        mine = [r for r in run.resources if f"-{key}-provider" in str(r.provider)
+                and isinstance(r.inputs.get("metadata"), dict) and r.inputs["metadata"].get("name") == HUB_ROLE]
+        (cluster_role,) = [r for r in mine if r.type == RBAC + "ClusterRole"]
+        roles = {r.inputs["metadata"]["namespace"]: r for r in mine if r.type == RBAC + "Role"}
+        bindings = {r.inputs["metadata"]["namespace"]: r for r in mine if r.type == RBAC + "RoleBinding"}
+        # One Role per hub team, in that team's namespace on the worker, bound to the hub's account.
+        assert set(roles) == set(bindings) == set(hub_cfg.kueue.teams)
+        for team, binding in bindings.items():
+            assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                 "name": HUB_ROLE}, team
+            assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "multikueue-hub",
+                                                   "namespace": "kueue-system"}]
+        for team in hub_cfg.kueue.teams:
+            verbs = _verbs([cluster_role.inputs["rules"], roles[team].inputs["rules"]])
+            # MultiKueue drops the finalizers of remote Workloads (update/patch) and writes their status.
+            assert verbs[("kueue.x-k8s.io", "workloads")] == {"create", "delete", "get", "list", "watch", "update",
+                                                              "patch"}
+            assert verbs[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}
+            # Every job kind the hub's Kueue integrates can be created in the team namespace and its status read.
+            for framework in config["integrations"]["frameworks"]:
+                if framework == "deployment":
+                    continue
+                group, res = FRAMEWORK_KINDS[framework]
+                assert {"create", "delete", "get", "list", "watch"} <= verbs[(group, res)], framework
+                assert "get" in verbs[(group, f"{res}/status")], framework
+
+
+def test_no_cluster_role_lets_the_hub_write_on_a_worker(run: mockrun.RunResult) -> None:
+    """A stolen hub token must not be root on the GPU nodes: cluster-wide it only reads (list, watch; get on the
+    queues); creating pods or jobs is bound to the team namespaces."""
+    worker_roles = [r for r in run.of_type(RBAC + "ClusterRole") if not on_hub(r)]
+    assert worker_roles
+    for role in worker_roles:
+        for rule in role.inputs["rules"]:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}, (role.name, rule)
+            if "get" in rule["verbs"]:
+                assert rule["resources"] == ["clusterqueues", "localqueues"], (role.name, rule)
+        assert ("", "pods") not in {k for k, v in _verbs([role.inputs["rules"]]).items() if "create" in v}
+    for binding in run.of_type(RBAC + "ClusterRoleBinding"):
+        if not on_hub(binding):
+            assert binding.inputs["roleRef"]["kind"] == "ClusterRole"
+            assert binding.inputs["roleRef"]["name"] in (HUB_ROLE, "gpufleet-dispatch-reader")
+
+
+def test_pods_integration_is_granted_in_the_team_namespaces_only() -> None:
+    from infra.k8s.hub import multikueue_worker_rules
+
+    cluster, namespaced = multikueue_worker_rules(["pod", "jobset.x-k8s.io/jobset"])
+    assert _verbs([cluster])[("", "pods")] == {"list", "watch"}
+    assert _verbs([namespaced])[("", "pods")] == {"create", "delete", "get"}
+    with pytest.raises(ValueError, match="sparkoperator"):
+        multikueue_worker_rules(["sparkoperator.k8s.io/sparkapplication"])
 
 
 def _upstream_script() -> str:
@@ -328,7 +380,7 @@ def _upstream_script() -> str:
 
 
 def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
-    from infra.k8s.hub import EXTRA_WORKER_RULES, multikueue_rbac_rules
+    from infra.k8s.hub import EXTRA_WORKER_RULES, hub_frameworks, multikueue_rbac_rules, multikueue_worker_rules
 
     script = _upstream_script()
     manifest = script.split("kubectl apply -f - <<EOF\n", 1)[1].split("\nEOF", 1)[0]
@@ -338,6 +390,18 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
     assert len(ours) == len(role["rules"]) + len(EXTRA_WORKER_RULES)
     upstream_kinds = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert all((rule["apiGroups"][0], rule["resources"][0]) not in upstream_kinds for rule in ours[len(role["rules"]):])
+
+    # Split and narrowed, the hub's rules are upstream's verb for verb on every kind they keep, and keep
+    # exactly Workloads, the queues and the kinds the hub integrates.
+    reference = _verbs([ours])
+    for dispatcher_name in ("AllAtOnce", "External"):
+        cluster, namespaced = multikueue_worker_rules(hub_frameworks(dispatcher_name))
+        granted = _verbs([cluster, namespaced])
+        assert all(granted[k] == reference[k] for k in granted), dispatcher_name
+        kinds = {FRAMEWORK_KINDS[f] for f in hub_frameworks(dispatcher_name) if f != "deployment"}
+        expected = {("kueue.x-k8s.io", r) for r in ("workloads", "workloads/status", "clusterqueues", "localqueues")}
+        expected |= {(g, r) for g, r in kinds} | {(g, f"{r}/status") for g, r in kinds}
+        assert set(granted) == expected
 
 
 # ------------------------------------------------------------------------------------------- reachability
@@ -558,7 +622,8 @@ def test_no_dispatcher_unless_external(run: mockrun.RunResult) -> None:
     assert run.outputs["dispatcher"] != "External"
     assert not run.of_type(APPS + "Deployment")
     for r in run.resources:
-        meta = r.inputs.get("metadata") if isinstance(r.inputs.get("metadata"), dict) else {}
+        raw_meta = r.inputs.get("metadata")
+        meta = raw_meta if isinstance(raw_meta, dict) else {}
         assert not str(meta.get("name", "")).startswith(("gpufleet-dispatch", "gpufleet-fleet")), r.name
     assert "dispatch" not in run.outputs
 
