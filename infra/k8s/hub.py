@@ -10,9 +10,10 @@ and the rest of what the dispatcher's fleet file carries), so every worker stack
 The hub installs JobSet, then Kueue in manager mode. Per worker it creates, on the worker (through a
 provider built from its kubeconfig output), a ``multikueue-hub`` ServiceAccount with the RBAC MultiKueue
 needs and a long-lived token Secret; and on the hub a kubeconfig Secret holding that token, a
-MultiKueueCluster, a MultiKueueConfig, a MultiKueue AdmissionCheck, a ClusterQueue whose quota mirrors
-the worker's pools, and a LocalQueue per team. The ``all-workers`` MultiKueueConfig / AdmissionCheck /
-ClusterQueue / LocalQueues span every worker. With the External dispatcher the hub also runs
+MultiKueueCluster, a MultiKueueConfig, a MultiKueue AdmissionCheck, a ClusterQueue and a LocalQueue
+per team. The ``all-workers`` MultiKueueConfig / AdmissionCheck / ClusterQueue / LocalQueues span every
+worker; the hub Cohort alone holds each worker's capacity (its pools), which every hub ClusterQueue
+borrows, so a worker's capacity is counted once. With the External dispatcher the hub also runs
 ``placement dispatch`` (:mod:`infra.k8s.dispatcher`) and gives it a read-only identity on every worker.
 See docs/kueue-hub.md (How a job submitted to the hub reaches a worker) for the path a job takes.
 """

@@ -192,9 +192,14 @@ def test_multikueue_objects_per_worker(run: mockrun.RunResult, workers: dict[str
             assert local[f"{team}/{ko.local_queue_name(cfg, team)}"]["spec"]["clusterQueue"] == queue_name
         flavors = {f["name"]: quota_of(f) for f in cq["resourceGroups"][0]["flavors"]}
         assert list(flavors) == [ko.hub_flavor_name(key, kind) for kind in hub_cfg.kueue.flavor_order]
+        # The queue holds no quota of its own: it borrows the worker's capacity from the hub Cohort.
+        assert cq["cohortName"] == hub_cfg.kueue.cohort
+        assert all(set(q.values()) == {0} for q in flavors.values())
+        pool = {f["name"]: quota_of(f) for f in
+                kueue_objects(run, "Cohort")[hub_cfg.kueue.cohort]["spec"]["resourceGroups"][0]["flavors"]}
         for kind in hub_cfg.kueue.flavor_order:
             expected = expected_capacity(cfg, kind)
-            got = flavors[ko.hub_flavor_name(key, kind)]
+            got = pool[ko.hub_flavor_name(key, kind)]
             assert got == {r: expected[r] for r in got}, (key, kind)
             assert got[ko.RES_GPU] == sum(p.shape.gpus * p.max_nodes for p in cfg.node_pools
                                           if p.capacity_kind == kind)
@@ -211,7 +216,12 @@ def test_all_workers_queue_spans_every_worker(run: mockrun.RunResult, workers: d
     assert check["controllerName"] == ko.MULTIKUEUE_CONTROLLER and check["parameters"]["name"] == ko.ALL_WORKERS
     cq = kueue_objects(run, "ClusterQueue")[ko.ALL_WORKERS]["spec"]
     assert cq["admissionChecksStrategy"]["admissionChecks"] == [{"name": ko.ALL_WORKERS}]
-    flavors = {f["name"]: quota_of(f) for f in cq["resourceGroups"][0]["flavors"]}
+    assert cq["cohortName"] == hub_cfg.kueue.cohort
+    assert [f["name"] for f in cq["resourceGroups"][0]["flavors"]] == [
+        f["name"] for f in kueue_objects(run, "Cohort")[hub_cfg.kueue.cohort]["spec"]["resourceGroups"][0]["flavors"]]
+    assert all(set(quota_of(f).values()) == {0} for f in cq["resourceGroups"][0]["flavors"])
+    flavors = {f["name"]: quota_of(f) for f in
+               kueue_objects(run, "Cohort")[hub_cfg.kueue.cohort]["spec"]["resourceGroups"][0]["flavors"]}
     assert len(flavors) == len(workers) * 2
     total_gpus = sum(q[ko.RES_GPU] for q in flavors.values())
     assert total_gpus == sum(p.shape.gpus * p.max_nodes for c in workers.values() for p in c.node_pools)
@@ -221,6 +231,21 @@ def test_all_workers_queue_spans_every_worker(run: mockrun.RunResult, workers: d
     assert all(n.endswith(first) for n in names[:len(workers)])
     for team in hub_cfg.kueue.teams:
         assert kueue_objects(run, "LocalQueue")[f"{team}/{ko.ALL_WORKERS}"]["spec"]["clusterQueue"] == ko.ALL_WORKERS
+
+
+def test_hub_counts_each_workers_capacity_once(run: mockrun.RunResult, workers: dict[str, StackConfig],
+                                                hub_cfg: StackConfig) -> None:
+    """All the quota the hub can admit on a worker's flavor (the nominal quota of every ClusterQueue and Cohort
+    that names it, all in one cohort) is that worker's capacity, once: its own queue and all-workers share it."""
+    queues = kueue_objects(run, "ClusterQueue")
+    holders = [*(q["spec"] for q in queues.values()), *(c["spec"] for c in kueue_objects(run, "Cohort").values())]
+    assert {q["spec"].get("cohortName") for q in queues.values()} == {hub_cfg.kueue.cohort}
+    for stack, cfg in workers.items():
+        for kind in hub_cfg.kueue.flavor_order:
+            name = ko.hub_flavor_name(key_of(stack), kind)
+            gpus = sum(quota_of(f).get(ko.RES_GPU, 0) for h in holders for g in h["resourceGroups"]
+                       for f in g["flavors"] if f["name"] == name)
+            assert gpus == expected_capacity(cfg, kind)[ko.RES_GPU], (stack, kind)
 
 
 def releases_of(run: mockrun.RunResult) -> dict[str, mockrun.Registered]:
