@@ -248,8 +248,10 @@ class KueueConfig:
 class DispatchConfig:
     """The ``placement dispatch`` Deployment a hub runs when its dispatcher is External.
 
-    ``image`` is built from ``placement/dispatch/Dockerfile``; ``admission_deadline_seconds`` is how long a
-    nominated worker may take to admit before the next-best one is tried (seconds);
+    ``image`` is an image built from ``placement/dispatch/Dockerfile`` (best by digest); None: the hub stack
+    builds that Dockerfile for ``platform`` (``linux/amd64`` or ``linux/arm64``, the hub nodes'), pushes it to a
+    registry it creates and runs it by digest (:mod:`infra.k8s.dispatch_image`); ``admission_deadline_seconds``
+    is how long a nominated worker may take to admit before the next-best one is tried (seconds);
     ``wait_usd_per_gpu_hour`` prices the expected wait for admission (USD per GPU-hour);
     ``resources`` is the container's Kubernetes ``resources`` (requests/limits) or None; ``live`` runs it
     with ``--live`` (live spot prices and offerings, read with the pod's cloud identity);
@@ -258,6 +260,7 @@ class DispatchConfig:
     """
 
     image: str | None = None
+    platform: str = "linux/amd64"
     replicas: int = 2
     admission_deadline_seconds: int = 300
     wait_usd_per_gpu_hour: float = 2.0
@@ -566,6 +569,8 @@ def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
 
 
 DOCKER_BUILD = "docker build -f placement/dispatch/Dockerfile -t <image> ."
+# Platforms the hub builds the dispatcher image for (python:3.11-slim has both).
+DISPATCH_PLATFORMS = ("linux/amd64", "linux/arm64")
 # An annotation key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
 _ANNOTATION_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -590,21 +595,24 @@ def _annotations(value: Any, path: str) -> Mapping[str, str]:
 def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     path = "hub.dispatch"
     raw = _mapping(value, path)
-    _unknown_keys(raw, {"image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour", "resources", "live",
-                        "serviceAccountAnnotations"}, path)
+    _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
+                        "resources", "live", "serviceAccountAnnotations"}, path)
     image = raw.get("image")
     if image is not None:
         image = _str(image, f"{path}.image")
         if any(ch.isspace() for ch in image):
-            raise ConfigError(_key(f"{path}.image"), f"{shown(image)} is not an image reference")
-    if dispatcher == "External" and not image:
-        raise ConfigError(
-            _key(f"{path}.image"),
-            f"is required when gpufleet:hub.dispatcher is External: build it with `{DOCKER_BUILD}` from the "
-            "repository root, push it, and set its reference here",
-        )
+            raise ConfigError(_key(f"{path}.image"), f"{shown(image)} is not an image reference; unset it to have "
+                                                     f"the stack build and push one (or `{DOCKER_BUILD}`)")
+    platform = _str(raw.get("platform", DispatchConfig.platform), f"{path}.platform")
+    if platform not in DISPATCH_PLATFORMS:
+        raise ConfigError(_key(f"{path}.platform"), f"must be {' or '.join(DISPATCH_PLATFORMS)} (the hub nodes' "
+                                                    f"architecture), got {shown(platform)}")
+    if image is not None and "platform" in raw:
+        raise ConfigError(_key(f"{path}.platform"), "only applies to the image the stack builds; remove it or unset "
+                                                    "gpufleet:hub.dispatch.image")
     return DispatchConfig(
         image=image,
+        platform=platform,
         replicas=_int(raw.get("replicas", 2), f"{path}.replicas", minimum=1),
         admission_deadline_seconds=_int(raw.get("admissionDeadlineSeconds", 300),
                                         f"{path}.admissionDeadlineSeconds", minimum=1),

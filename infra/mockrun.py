@@ -8,6 +8,7 @@ test suite and by ``scripts/preview``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import warnings
@@ -25,6 +26,9 @@ INVOKE_RESULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "aws:index/getRegion:getRegion": lambda a: {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:iam/getPolicyDocument:getPolicyDocument": lambda a: {"json": json.dumps(_policy_json(a)), "id": "doc"},
     "aws:index/getAvailabilityZones:getAvailabilityZones": lambda a: _aws_zones(str(a.get("region") or "us-east-1")),
+    "aws:ecr/getAuthorizationToken:getAuthorizationToken": lambda a: {
+        "userName": "AWS", "password": "mock-ecr-password", "authorizationToken": "QVdTOm1vY2s=",
+        "proxyEndpoint": "https://123456789012.dkr.ecr.us-east-1.amazonaws.com", "expiresAt": "", "id": "1"},
     "gcp:organizations/getClientConfig:getClientConfig": lambda a: {"accessToken": "mock-token", "project": "p"},
     "gcp:organizations/getProject:getProject": lambda a: {"number": "123456789", "projectId": "p", "id": "p"},
     "gcp:storage/getProjectServiceAccount:getProjectServiceAccount": lambda a: {
@@ -167,6 +171,14 @@ def _mocks(result: RunResult) -> Any:
             if args.typ == "gcp:filestore/instance:Instance":
                 state["networks"] = [{**n, "ipAddresses": n.get("ipAddresses") or ["10.250.0.3"]}
                                      for n in state.get("networks") or [{}]]
+            # Registries the hub creates and the digest a push returns (a fake one, stable per resource name).
+            if args.typ == "aws:ecr/repository:Repository":
+                state.setdefault("registryId", "123456789012")
+                state.setdefault("repositoryUrl", f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{state['name']}")
+            if args.typ == "gcp:artifactregistry/repository:Repository":
+                state.setdefault("registryUri", f"{state.get('location')}-docker.pkg.dev/p/{state.get('repositoryId')}")
+            if args.typ == "docker-build:index:Image":
+                state.setdefault("digest", "sha256:" + hashlib.sha256(args.name.encode()).hexdigest())
             if args.typ == "gcp:container/cluster:Cluster":
                 state.setdefault("endpoint", "203.0.113.10")
                 state.setdefault("masterAuth", {"clusterCaCertificate": "bW9jaw=="})

@@ -34,6 +34,7 @@ from infra.config import ConfigError, StackConfig
 from infra.k8s import dispatcher as dp
 from infra.k8s import kueue_objects as ko
 from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject
+from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
@@ -376,13 +377,19 @@ class MultiKueueHub(pulumi.ComponentResource):
                               for w, access in zip(self.workers, accesses, strict=True)})
 
         self.dispatcher: Dispatcher | None = None
+        self.dispatcher_image: DispatcherImage | None = None
         if cfg.hub.dispatcher == "External":
+            image: Output[str] | None = None
+            if cfg.hub.dispatch.image is None:
+                self.dispatcher_image = DispatcherImage(f"{name}-dispatch-image", DispatcherImageArgs(cfg=cfg),
+                                                        opts=ResourceOptions(parent=self))
+                image = self.dispatcher_image.ref
             fleet = Output.all(*[w.fleet_entry for w in self.workers]).apply(
                 lambda entries: dp.fleet_document({w.key: e for w, e in zip(self.workers, entries, strict=True)}))
             self.dispatcher = Dispatcher(
                 f"{name}-dispatch",
                 DispatcherArgs(cfg=cfg.hub.dispatch, fleet=fleet, worker_keys=[w.key for w in self.workers],
-                               depends_on=[kueue.release, *self.workers, *self.all_workers.values()]),
+                               image=image, depends_on=[kueue.release, *self.workers, *self.all_workers.values()]),
                 opts=ResourceOptions(parent=self))
         self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues,
                                "reachability": self.reachability})
@@ -421,7 +428,10 @@ def build_hub(cfg: StackConfig) -> None:
     pulumi.export("egressCidrs", list(cfg.hub.egress_cidrs))
     pulumi.export("reachability", hub.reachability)
     if hub.dispatcher is not None:
+        built = hub.dispatcher_image
         pulumi.export("dispatch", {"deployment": dp.NAME, "namespace": dp.NAMESPACE,
-                                   "replicas": cfg.hub.dispatch.replicas, "image": cfg.hub.dispatch.image,
+                                   "replicas": cfg.hub.dispatch.replicas,
+                                   "image": built.ref if built else cfg.hub.dispatch.image,
+                                   "repository": built.repository if built else None,
                                    "metricsService": dp.METRICS_SERVICE, "fleetConfigMap": dp.FLEET_CONFIGMAP})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -90,8 +91,23 @@ def fabricated_outputs(workers: dict[str, StackConfig]) -> Iterator[dict[str, di
     mockrun.STACK_REFERENCE_OUTPUTS.update(saved)
 
 
+def hub_section(**changes: Any) -> dict[str, Any]:
+    """The example hub's ``gpufleet:hub`` mapping as written in its stack file, with ``changes``."""
+    doc = yaml.safe_load(Path(HUB_STACK).read_text(encoding="utf-8"))
+    section = dict(doc["config"]["gpufleet:hub"])
+    section.update(changes)
+    return {k: v for k, v in section.items() if v is not None}
+
+
 @pytest.fixture(scope="module")
 def run(fabricated_outputs: dict[str, dict[str, Any]]) -> mockrun.RunResult:
+    """The example hub with the AllAtOnce dispatcher (no dispatcher Deployment, no image)."""
+    return mockrun.run_stack(HUB_STACK, config_override={"hub": hub_section(dispatcher="AllAtOnce", dispatch=None)})
+
+
+@pytest.fixture(scope="module")
+def example(fabricated_outputs: dict[str, dict[str, Any]]) -> mockrun.RunResult:
+    """The example hub as written: the External dispatcher, its image built and pushed by the stack."""
     return mockrun.run_stack(HUB_STACK)
 
 
@@ -258,7 +274,7 @@ def test_hub_installs_kueue_with_the_dispatcher(run: mockrun.RunResult, hub_cfg:
     kueue = releases[addons.KUEUE_CHART]
     assert kueue.inputs["version"] == hub_cfg.kueue.version
     config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    assert config["multiKueue"]["dispatcherName"] == ko.DISPATCHERS[hub_cfg.hub.dispatcher]
+    assert config["multiKueue"]["dispatcherName"] == ko.DISPATCHERS["AllAtOnce"]
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
     # The hub Kueue objects use the default provider (the hub cluster), not a worker's.
     for r in run.resources:
@@ -653,15 +669,69 @@ def test_no_dispatcher_unless_external(run: mockrun.RunResult) -> None:
     assert "dispatch" not in run.outputs
 
 
-def test_external_without_an_image_names_the_key_and_the_build(fabricated_outputs: dict[str, dict[str, Any]],
-                                                               hub_cfg: StackConfig) -> None:
-    hub = {"workers": list(hub_cfg.hub.workers), "dispatcher": "External",
-           "egressCidrs": list(hub_cfg.hub.egress_cidrs)}
-    with pytest.raises(pulumi.RunError) as err:
-        mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
-    message = str(err.value)
-    assert message.startswith("invalid stack config: gpufleet:hub.dispatch.image:") and "\n" not in message
-    assert "docker build -f placement/dispatch/Dockerfile -t <image> ." in message
+IMAGE_TYPE = "docker-build:index:Image"
+
+
+def fake_digest(resource_name: str) -> str:
+    """The digest the mocks return for a pushed image (infra/mockrun.py)."""
+    return "sha256:" + hashlib.sha256(resource_name.encode()).hexdigest()
+
+
+def test_example_hub_runs_the_cost_aware_dispatcher_from_the_image_it_builds(example: mockrun.RunResult,
+                                                                            hub_cfg: StackConfig) -> None:
+    assert hub_cfg.hub.dispatcher == "External" and hub_cfg.hub.dispatch.image is None
+    (repo,) = example.of_type("aws:ecr/repository:Repository")
+    assert repo.inputs["name"] == "gpufleet-hub/placement"
+    assert repo.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
+    url = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repo.inputs['name']}"
+    (image,) = example.of_type(IMAGE_TYPE)
+    assert image.inputs["push"] is True and image.inputs["buildOnPreview"] is False
+    assert image.inputs["context"] == {"location": str(REPO)}
+    assert image.inputs["dockerfile"] == {"location": str(REPO / "placement" / "dispatch" / "Dockerfile")}
+    assert image.inputs["platforms"] == ["linux/amd64"]
+    assert image.inputs["tags"] == [f"{url}:dispatch"]
+    # The registry credentials (an ECR token) are registered as a secret, never in plain state.
+    assert image.inputs["registries"].get(SECRET_SIG) == SECRET_MARK
+    (registry,) = image.inputs["registries"]["value"]
+    assert registry["address"] == url and registry["username"] == "AWS"
+    # The Deployment runs exactly the pushed image: by digest, never by tag.
+    (deployment,) = named(example, APPS + "Deployment", "gpufleet-dispatch")
+    (container,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{url}@{fake_digest(image.name)}"
+    assert example.outputs["dispatch"]["image"] == container["image"]
+    assert example.outputs["dispatch"]["repository"] == url
+
+
+def test_gcp_hub_pushes_to_artifact_registry(fabricated_outputs: dict[str, dict[str, Any]]) -> None:
+    result = mockrun.run_stack(HUB_STACK, config_override={
+        "cloud": "gcp", "region": "us-central1", "project": "gpufleet-dev",
+        "hub": hub_section(dispatch={"platform": "linux/arm64"})})
+    (repo,) = result.of_type("gcp:artifactregistry/repository:Repository")
+    assert repo.inputs["format"] == "DOCKER" and repo.inputs["location"] == "us-central1"
+    assert repo.inputs["repositoryId"] == "gpufleet-hub-images"
+    (image,) = result.of_type(IMAGE_TYPE)
+    assert image.inputs["platforms"] == ["linux/arm64"]
+    assert image.inputs["registries"].get(SECRET_SIG) == SECRET_MARK
+    (registry,) = image.inputs["registries"]["value"]
+    assert registry["address"] == "us-central1-docker.pkg.dev" and registry["username"] == "oauth2accesstoken"
+    (deployment,) = named(result, APPS + "Deployment", "gpufleet-dispatch")
+    assert deployment.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        f"us-central1-docker.pkg.dev/p/gpufleet-hub-images/placement@{fake_digest(image.name)}")
+    assert not result.of_type("aws:ecr/repository:Repository")
+
+
+def test_a_given_image_is_used_as_is_and_nothing_is_built(external: mockrun.RunResult) -> None:
+    assert not external.of_type(IMAGE_TYPE) and not external.of_type("aws:ecr/repository:Repository")
+    assert external.outputs["dispatch"]["image"] == IMAGE and external.outputs["dispatch"]["repository"] is None
+
+
+def test_an_image_without_a_digest_is_never_deployed() -> None:
+    from infra.k8s.dispatch_image import pinned
+
+    assert pinned("r.example/p", "sha256:" + "a" * 64) == "r.example/p@sha256:" + "a" * 64
+    for digest in ("", "latest", "sha256:abc", "md5:" + "a" * 64):
+        with pytest.raises(ValueError, match="sha256 digest"):
+            pinned("r.example/p", digest)
 
 
 def test_every_example_worker_authorises_the_example_hub(hub_cfg: StackConfig,
