@@ -188,6 +188,13 @@ class ClusterConfig:
     # / a bastion subnet: the same 443 rule (EKS cluster security group) / GKE master authorized network as
     # hub_cidrs, and the public ones on the public allow-list too. IPv4 only; empty by default.
     operator_cidrs: tuple[str, ...] = ()
+    # The MultiKueue hub stack (org/project/stack) this worker serves: its exported egressCidrs (the hub's NAT
+    # addresses) are read by StackReference and authorised like hub_cidrs, so the allow-list follows the hub.
+    hub_stack: str | None = None
+    # How the hub's private egress ranges reach this cluster's private endpoint: "none" (only the public endpoint
+    # carries hub traffic) or "external" (a VPN, peering, Transit Gateway or Interconnect between the hub's and
+    # this cluster's networks, built outside these stacks, that the operator vouches for).
+    hub_private_link: Literal["none", "external"] = "none"
     # EKS: the AMI release every managed node group runs (e.g. 1.33.5-20251120). None: EKS picks the newest at
     # create and keeps it until this is set or the launch template changes.
     ami_release_version: str | None = None
@@ -524,6 +531,55 @@ _PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
 MAX_HUB_WORKERS = 20
 
 
+def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
+    text = _str(value, path)
+    if text not in choices:
+        raise ConfigError(_key(path), f"must be {' or '.join(choices)}, got {shown(text)}")
+    return text
+
+
+def _stack_ref(value: Any, path: str) -> str | None:
+    """An optional fully qualified stack ``org/project/stack`` (a StackReference name)."""
+    if value is None:
+        return None
+    ref = _str(value, path)
+    parts = ref.split("/")
+    if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
+        raise ConfigError(_key(path), f"{shown(ref)} must be a fully qualified stack org/project/stack such as "
+                                      "acme/gpufleet/hub")
+    return ref
+
+
+def linked_ranges(cfg: StackConfig) -> list[tuple[str, str]]:
+    """``(config key, CIDR)`` of the address ranges a stack brings into a hub's network of links: a worker's
+    VPC (AWS: nodes, pods and the EKS control-plane ENIs; GCP: the primary subnet, which also holds the GKE
+    private endpoint) and, on GCP, its pods range (alias IPs, routed in the VPC); a hub's private egress ranges.
+    Service ranges (virtual, never routed off the cluster) and GPU networks (VPCs of their own) are not in it."""
+    if cfg.role == "hub":
+        return [(f"hub.egressCidrs[{i}]", c) for i, c in enumerate(cfg.hub.egress_cidrs) if is_private_cidr(c)]
+    ranges = [("network.vpcCidr", cfg.network.vpc_cidr)]
+    if cfg.cloud == "gcp":
+        ranges.append(("network.podsCidr", cfg.network.pods_cidr))
+    return ranges
+
+
+def range_overlaps(stacks: Mapping[str, StackConfig]) -> list[str]:
+    """Every pair of overlapping :func:`linked_ranges` among ``stacks`` (stack name -> config), each as one line
+    naming both stacks, keys and ranges, in ``stacks`` order. Routes (VPN/BGP, peering, the hub's kubeconfig
+    servers) pick one destination per address: an overlap makes one of the two unreachable from the hub."""
+    seen: list[tuple[str, str, ipaddress.IPv4Network | ipaddress.IPv6Network, str]] = []
+    out = []
+    for stack, cfg in stacks.items():
+        for key, cidr in linked_ranges(cfg):
+            net = ipaddress.ip_network(cidr, strict=False)
+            for other_stack, other_key, other_net, other_cidr in seen:
+                if other_stack != stack and net.version == other_net.version and net.overlaps(other_net):
+                    out.append(f"{cidr} (gpufleet:{key} of stack {stack}) overlaps {other_cidr} (gpufleet:{other_key} "
+                               f"of stack {other_stack})")
+            seen.append((stack, key, net, cidr))
+    return out
+
+
 def _worker_refs(value: Any, path: str) -> tuple[str, ...]:
     """A hub's worker stacks: fully qualified ``org/project/stack``, each stack name a DNS-1123 label (it names
     the hub's objects for that worker), no stack name twice, at most :data:`MAX_HUB_WORKERS`."""
@@ -852,6 +908,8 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "maintenance",
             "operatorCidrs",
             "amiReleaseVersion",
+            "hubStack",
+            "hubPrivateLink",
         },
         "cluster",
     )
@@ -860,10 +918,12 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         _cidr(c, "cluster.publicAccessCidrs")
         for c in _strings(cl.get("publicAccessCidrs"), "cluster.publicAccessCidrs")
     )
-    if public and not cidrs:
+    hub_stack = _stack_ref(cl.get("hubStack"), "cluster.hubStack")
+    if public and not cidrs and hub_stack is None:
         raise ConfigError(
             _key("cluster.publicAccessCidrs"),
-            "list the CIDRs allowed to reach the public API endpoint (publicAccess is true)",
+            "list the CIDRs allowed to reach the public API endpoint (publicAccess is true), or set "
+            "gpufleet:cluster.hubStack to open it to the hub's egress addresses only",
         )
     channel = _str(cl.get("releaseChannel", "REGULAR"), "cluster.releaseChannel").upper()
     if channel not in ("RAPID", "REGULAR", "STABLE", "EXTENDED"):
@@ -885,6 +945,9 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
         hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
         operator_cidrs=_ipv4_cidrs(cl.get("operatorCidrs"), "cluster.operatorCidrs"),
+        hub_stack=hub_stack,
+        hub_private_link=_choice(cl.get("hubPrivateLink", "none"), "cluster.hubPrivateLink",
+                                 ("none", "external")),  # type: ignore[arg-type]
         ami_release_version=_ami_release(cl.get("amiReleaseVersion"), version),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
         maintenance=_maintenance(cl.get("maintenance")),
@@ -1038,7 +1101,7 @@ def from_pulumi() -> StackConfig:
     parsed = parse(raw, stack=pulumi.get_stack())
     project = _this_project()
     if project is not None:
-        check_worker_stacks(parsed, *project)
+        check_worker_stacks(parsed, *project, stack_name=pulumi.get_stack())
     return parsed
 
 
@@ -1057,12 +1120,14 @@ def _this_project() -> tuple[Path, str] | None:
     return root / str(doc.get("stackConfigDir") or "."), doc["name"]
 
 
-def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str) -> None:
-    """On a hub, every worker of this project (``org/<project>/<stack>``) must be a worker stack of it: its
-    ``Pulumi.<stack>.yaml`` is in ``stacks_dir`` and does not say ``role: hub``. Stacks of other projects are
-    not known here. Raises :class:`ConfigError` naming ``gpufleet:hub.workers[i]``."""
+def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str, *, stack_name: str = "hub") -> None:
+    """On a hub (stack ``stack_name``), every worker of this project (``org/<project>/<stack>``) must be a worker
+    stack of it: its ``Pulumi.<stack>.yaml`` is in ``stacks_dir``, does not say ``role: hub``, is a valid config,
+    and its :func:`linked_ranges` overlap neither the hub's nor an earlier worker's (:func:`range_overlaps`).
+    Stacks of other projects are not known here. Raises :class:`ConfigError` naming ``gpufleet:hub.workers[i]``."""
     import yaml
 
+    linked: dict[str, StackConfig] = {stack_name: cfg}
     for i, ref in enumerate(cfg.hub.workers):
         _, ref_project, stack = ref.split("/")
         if ref_project != project:
@@ -1081,6 +1146,16 @@ def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str) -> Non
         role = config.get(_key("role"), "worker") if isinstance(config, dict) else "worker"
         if role != "worker":
             raise ConfigError(where, f"stack {stack!r} is a {shown(role)} stack, not a worker; list worker stacks only")
+        raw = {k.split(":", 1)[1]: v for k, v in (config if isinstance(config, dict) else {}).items()
+               if isinstance(k, str) and k.startswith(NAMESPACE + ":")}
+        try:
+            linked[stack] = parse(raw, stack=stack)
+        except ConfigError as exc:
+            raise ConfigError(where, f"worker stack {stack!r} has an invalid config ({exc})") from None
+        overlaps = range_overlaps(linked)
+        if overlaps:
+            raise ConfigError(where, f"{overlaps[0]}: a hub and its workers need disjoint address ranges (the hub "
+                                     "routes to each by address); change one of them")
 
 
 def load_stack_file(path: str) -> StackConfig:
@@ -1097,5 +1172,5 @@ def load_stack_file(path: str) -> StackConfig:
     parsed = parse(raw, stack=stack)
     project = _this_project()
     if project is not None:
-        check_worker_stacks(parsed, Path(path).resolve().parent, project[1])
+        check_worker_stacks(parsed, Path(path).resolve().parent, project[1], stack_name=stack)
     return parsed

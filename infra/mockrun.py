@@ -62,6 +62,29 @@ def _aws_zones(region: str) -> dict[str, Any]:
 STACK_REFERENCE_OUTPUTS: dict[str, dict[str, Any]] = {}
 
 
+# The directory of the stack file being run: a worker's hub (gpufleet:cluster.hubStack) is read from there.
+_STACKS_DIR: list[str] = []
+
+
+def _local_hub_outputs(target: str) -> dict[str, Any] | None:
+    """What hub stack ``target`` (``org/project/<stack>``) exports that a worker reads (``egressCidrs``), from
+    ``Pulumi.<stack>.yaml`` beside the stack being run when that is a hub; None otherwise."""
+    from infra.hub_link import egress_cidrs
+
+    if not _STACKS_DIR:
+        return None
+    path = os.path.join(_STACKS_DIR[-1], f"Pulumi.{target.rsplit('/', 1)[-1]}.yaml")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = (yaml.safe_load(fh) or {}).get("config") or {}
+    except OSError:
+        return None
+    if config.get("gpufleet:role") != "hub":
+        return None
+    hub = config.get("gpufleet:hub") or {}
+    return {"role": "hub", "egressCidrs": list(egress_cidrs(hub.get("egressCidrs")) or ())}
+
+
 def _policy_json(args: dict[str, Any]) -> dict[str, Any]:
     """A faithful-enough rendering of aws.iam.get_policy_document so tests can read the statements."""
     statements = []
@@ -151,9 +174,11 @@ def _mocks(result: RunResult) -> Any:
                 state.setdefault("resources", [{"autoscalingGroups": [{"name": f"eks-{args.name}-asg"}]}])
             if args.typ == "pulumi:pulumi:StackReference":
                 target = str(args.inputs.get("name") or args.name)
-                if target not in STACK_REFERENCE_OUTPUTS:
+                outputs = STACK_REFERENCE_OUTPUTS.get(target) or _local_hub_outputs(target)
+                if outputs is None:
                     raise KeyError(f"no STACK_REFERENCE_OUTPUTS entry for stack {target!r}")
-                outputs = STACK_REFERENCE_OUTPUTS[target]
+                # What a policy pack sees of a StackReference: its name and the outputs it read.
+                result.resources[-1].inputs["outputs"] = outputs
                 state = {"name": target, "outputs": outputs,
                          "secretOutputNames": [k for k in ("kubeconfig",) if k in outputs]}
                 return target, state
@@ -257,6 +282,7 @@ def run_stack(stack_file: str, program: Callable[[], None] | None = None,
         real_export(name, value)
 
     pulumi.export = record_export  # type: ignore[assignment]
+    _STACKS_DIR.append(os.path.dirname(os.path.abspath(stack_file)))
     try:
         from pulumi.runtime.stack import run_pulumi_func
 
@@ -270,4 +296,5 @@ def run_stack(stack_file: str, program: Callable[[], None] | None = None,
             r.urn, r.dependencies = recorded.get((r.type, r.name), ("", ()))
     finally:
         pulumi.export = real_export  # type: ignore[assignment]
+        _STACKS_DIR.pop()
     return result

@@ -30,7 +30,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi import Output, ResourceOptions
 
-from infra.config import ConfigError, StackConfig
+from infra.config import ConfigError, StackConfig, linked_ranges
 from infra.k8s import dispatcher as dp
 from infra.k8s import kueue_objects as ko
 from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject
@@ -260,6 +260,7 @@ class MultiKueueWorker(pulumi.ComponentResource):
         self.worker: Output[ko.Worker] = Output.all(**required).apply(lambda o: _worker_of(args.stack, o))
         self.fleet_entry: Output[dict[str, Any]] = Output.all(**required, **optional).apply(dp.fleet_entry)
         self.api_access: Output[dict[str, Any] | None] = ref.get_output("apiAccess").apply(api_access_of)
+        self.hub_link: Output[dict[str, Any] | None] = ref.get_output("hubLink").apply(api_access_of)
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 
         # --- on the worker: an identity for the hub's Kueue controller
@@ -370,11 +371,15 @@ class MultiKueueHub(pulumi.ComponentResource):
                         for w in ws for team in cfg.kueue.teams]
             + [{"namespace": team, "name": ko.ALL_WORKERS} for team in cfg.kueue.teams])
 
-        # Per worker, what the hub needs (its egress CIDRs) next to what the worker authorises: the
-        # `hub-reaches-workers` policy checks one against the other from these stack outputs.
-        self.reachability: Output[dict[str, Any]] = Output.all(*[w.api_access for w in self.workers]).apply(
-            lambda accesses: {w.key: {"egressCidrs": list(cfg.hub.egress_cidrs), "apiAccess": access}
-                              for w, access in zip(self.workers, accesses, strict=True)})
+        # Per worker, what the hub needs (its egress CIDRs) next to what the worker authorises and the route it
+        # offers (its hubLink: private link, address ranges): the `hub-reaches-workers` policy checks one against
+        # the other from these stack outputs.
+        hub_ranges = [{"key": f"gpufleet:{key}", "cidr": cidr} for key, cidr in linked_ranges(cfg)]
+        self.reachability: Output[dict[str, Any]] = Output.all(
+            Output.all(*[w.api_access for w in self.workers]), Output.all(*[w.hub_link for w in self.workers])).apply(
+            lambda al: {w.key: {"egressCidrs": list(cfg.hub.egress_cidrs), "hubRanges": hub_ranges,
+                                "apiAccess": access, "hubLink": link}
+                        for w, access, link in zip(self.workers, al[0], al[1], strict=True)})
 
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_image: DispatcherImage | None = None

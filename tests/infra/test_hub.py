@@ -16,11 +16,12 @@ import pytest
 import yaml
 
 from infra import mockrun
-from infra.config import StackConfig, load_stack_file
+from infra.config import StackConfig, is_private_cidr, linked_ranges, load_stack_file
+from infra.hub_link import with_hub_egress
 from infra.k8s import addons, dispatcher
 from infra.k8s import kueue_objects as ko
 from infra.k8s.crd_validate import CRDValidator
-from infra.outputs import api_access_output, node_pool_output, training_service_account_output
+from infra.outputs import api_access_output, hub_link_output, node_pool_output, training_service_account_output
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_STACK = str(REPO / "stacks" / "Pulumi.hub.yaml")
@@ -61,7 +62,10 @@ def workers(hub_cfg: StackConfig) -> dict[str, StackConfig]:
 
 
 def fabricate(cfg: StackConfig) -> dict[str, Any]:
-    """The outputs a worker stack of ``cfg`` exports (what the hub reads through StackReference)."""
+    """The outputs a worker stack of ``cfg`` exports (what the hub reads through StackReference), with the
+    egress of its hub (gpufleet:cluster.hubStack, the example hub) authorised as the worker program does."""
+    if cfg.cluster.hub_stack is not None:
+        cfg, _ = with_hub_egress(cfg, load_stack_file(HUB_STACK).hub.egress_cidrs)
     out: dict[str, Any] = {
         "cloud": cfg.cloud, "region": cfg.region, "clusterName": cfg.cluster_name,
         "kubeconfig": _exec_kubeconfig(cfg.cluster_name),
@@ -74,6 +78,7 @@ def fabricate(cfg: StackConfig) -> dict[str, Any]:
         "checkpointFilesystem": None,
         "trainingServiceAccount": training_service_account_output(cfg),
         "apiAccess": api_access_output(cfg),
+        "hubLink": hub_link_output(cfg),
         "vpcId": "vpc-1234",  # a cloud-specific output the fleet file leaves out
     }
     if cfg.cloud == "gcp":
@@ -448,15 +453,16 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
 # ------------------------------------------------------------------------------------------- reachability
 
 
-def test_hub_exports_what_it_needs_next_to_what_each_worker_authorises(run: mockrun.RunResult,
-                                                                        hub_cfg: StackConfig,
-                                                                        workers: dict[str, StackConfig]) -> None:
+def test_hub_exports_what_it_needs_next_to_what_each_worker_authorises(
+        run: mockrun.RunResult, hub_cfg: StackConfig, workers: dict[str, StackConfig],
+        fabricated_outputs: dict[str, dict[str, Any]]) -> None:
     reach = run.outputs["reachability"]
     assert set(reach) == {key_of(s) for s in workers}
-    for stack, cfg in workers.items():
+    for stack in workers:
         entry = reach[key_of(stack)]
         assert entry["egressCidrs"] == list(hub_cfg.hub.egress_cidrs)
-        assert entry["apiAccess"] == api_access_output(cfg)
+        assert entry["apiAccess"] == fabricated_outputs[stack]["apiAccess"]
+        assert entry["hubLink"] == fabricated_outputs[stack]["hubLink"]
     assert run.outputs["egressCidrs"] == list(hub_cfg.hub.egress_cidrs)
 
 
@@ -736,10 +742,31 @@ def test_an_image_without_a_digest_is_never_deployed() -> None:
 
 def test_every_example_worker_authorises_the_example_hub(hub_cfg: StackConfig,
                                                          workers: dict[str, StackConfig]) -> None:
+    """By default the hub egresses from its NAT addresses, and each example worker reads them from the hub stack
+    into its public endpoint's allow-list: a route (the internet) and an allow-list entry, nothing else open."""
     from infra.policy.checks import unreachable_reason
 
-    assert hub_cfg.hub.egress_cidrs
+    assert hub_cfg.hub.egress_cidrs and not any(is_private_cidr(c) for c in hub_cfg.hub.egress_cidrs)
     for stack, cfg in workers.items():
-        assert cfg.cluster.hub_cidrs, stack
+        assert cfg.cluster.hub_stack == "org/gpufleet/hub" and cfg.cluster.public_access, stack
+        assert not cfg.cluster.hub_cidrs and not cfg.cluster.public_access_cidrs, stack  # only the hub's egress
+        linked, warnings = with_hub_egress(cfg, hub_cfg.hub.egress_cidrs)
+        assert warnings == [] and linked.cluster.hub_cidrs == hub_cfg.hub.egress_cidrs
         for egress in hub_cfg.hub.egress_cidrs:
-            assert unreachable_reason(egress, api_access_output(cfg), key_of(stack)) is None, (stack, egress)
+            assert unreachable_reason(egress, api_access_output(linked), key_of(stack),
+                                      hub_link_output(linked)) is None, (stack, egress)
+
+
+def test_example_hub_and_workers_have_disjoint_ranges(hub_cfg: StackConfig, workers: dict[str, StackConfig]) -> None:
+    from infra.config import range_overlaps
+
+    assert range_overlaps({"hub": hub_cfg, **workers}) == []
+
+
+def test_reachability_carries_each_workers_route_and_ranges(run: mockrun.RunResult,
+                                                            workers: dict[str, StackConfig]) -> None:
+    for stack, cfg in workers.items():
+        entry = run.outputs["reachability"][key_of(stack)]
+        assert entry["hubLink"]["privateLink"] == "none"
+        assert [r["cidr"] for r in entry["hubLink"]["addressRanges"]] == [c for _, c in linked_ranges(cfg)]
+        assert entry["hubRanges"] == []  # the example hub egresses from public NAT addresses only
