@@ -277,6 +277,19 @@ class DispatchConfig:
 
 
 @dataclass(frozen=True)
+class HubVpnConfig:
+    """An AWS hub's opt-in HA VPN (BGP, four tunnels, :mod:`infra.link`) to each of ``workers`` (GCP worker
+    stacks of ``hub.workers``): the hub cluster's VPC ``vpc_id``, the route tables that learn the workers'
+    routes, and the two BGP ASNs (AWS virtual private gateway, Cloud Router)."""
+
+    vpc_id: str
+    route_table_ids: tuple[str, ...]
+    workers: tuple[str, ...]
+    amazon_asn: int = 64512
+    google_asn: int = 65534
+
+
+@dataclass(frozen=True)
 class HubConfig:
     """A MultiKueue hub: the worker stacks it dispatches to (fully qualified stack names)."""
 
@@ -289,6 +302,7 @@ class HubConfig:
     # the workers see it: private ranges over peering/VPN, or public NAT addresses. IPv4 CIDRs.
     egress_cidrs: tuple[str, ...] = ()
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
+    vpn: HubVpnConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -529,6 +543,54 @@ def _float(value: Any, path: str, *, minimum: float = 0.0, maximum: float = 1e6)
 _PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
 # MultiKueueConfig.spec.clusters in the Kueue v1beta2 CRD (the hub's all-workers config lists every worker).
 MAX_HUB_WORKERS = 20
+
+
+# Private 16- and 32-bit ASNs (RFC 6996), what both a virtual private gateway and a Cloud Router take.
+_PRIVATE_ASNS = ((64512, 65534), (4200000000, 4294967294))
+
+
+def _asn(value: Any, path: str, default: int) -> int:
+    asn = _int(value if value is not None else default, path, minimum=0, maximum=2**32 - 1)
+    if not any(lo <= asn <= hi for lo, hi in _PRIVATE_ASNS):
+        raise ConfigError(_key(path), f"must be a private ASN (64512-65534 or 4200000000-4294967294), got {asn}")
+    return asn
+
+
+def _hub_vpn(value: Any, cloud: str, workers: tuple[str, ...]) -> HubVpnConfig | None:
+    """``hub.vpn`` (opt-in): vpcId, routeTableIds, workers (GCP worker stacks of hub.workers), amazonAsn,
+    googleAsn."""
+    if value is None:
+        return None
+    path = "hub.vpn"
+    raw = _mapping(value, path)
+    _unknown_keys(raw, {"vpcId", "routeTableIds", "workers", "amazonAsn", "googleAsn"}, path)
+    if cloud != "aws":
+        raise ConfigError(_key(path), "is an AWS hub's VPN to GCP workers; on a GCP hub build the link outside the "
+                                      "stacks and set gpufleet:cluster.hubPrivateLink: external on each worker")
+    if raw.get("vpcId") is None:
+        raise ConfigError(_key(f"{path}.vpcId"), "is required: the hub cluster's VPC (vpc-0123456789abcdef0)")
+    vpc_id = _str(raw["vpcId"], f"{path}.vpcId")
+    if not re.fullmatch(r"vpc-[0-9a-f]{8,17}", vpc_id):
+        raise ConfigError(_key(f"{path}.vpcId"), f"{shown(vpc_id)} is not a VPC ID (vpc-0123456789abcdef0)")
+    tables = _strings(raw.get("routeTableIds"), f"{path}.routeTableIds")
+    for i, table in enumerate(tables):
+        if not re.fullmatch(r"rtb-[0-9a-f]{8,17}", table):
+            raise ConfigError(_key(f"{path}.routeTableIds[{i}]"), f"{shown(table)} is not a route table ID (rtb-...)")
+    if not tables:
+        raise ConfigError(_key(f"{path}.routeTableIds"), "list the hub VPC's route tables that must learn the "
+                                                         "workers' routes (those of the hub nodes' subnets)")
+    linked = _strings(raw.get("workers"), f"{path}.workers")
+    for i, ref in enumerate(linked):
+        if ref not in workers:
+            raise ConfigError(_key(f"{path}.workers[{i}]"), f"{shown(ref)} is not in gpufleet:hub.workers; list "
+                                                            "the fully qualified GCP worker stacks to link")
+    if not linked:
+        raise ConfigError(_key(f"{path}.workers"), "list the GCP worker stacks to link (org/project/stack)")
+    amazon = _asn(raw.get("amazonAsn"), f"{path}.amazonAsn", HubVpnConfig.amazon_asn)
+    google = _asn(raw.get("googleAsn"), f"{path}.googleAsn", HubVpnConfig.google_asn)
+    if amazon == google:
+        raise ConfigError(_key(f"{path}.googleAsn"), "must differ from amazonAsn (two ends of one BGP session)")
+    return HubVpnConfig(vpc_id=vpc_id, route_table_ids=tables, workers=linked, amazon_asn=amazon, google_asn=google)
 
 
 def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
@@ -1044,14 +1106,15 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order)
 
     hb = _mapping(raw.get("hub"), "hub")
-    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch"}, "hub")
+    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch", "vpn"}, "hub")
     workers = _worker_refs(hb.get("workers"), "hub.workers")
     dispatcher = _str(hb.get("dispatcher", "AllAtOnce"), "hub.dispatcher")
     if dispatcher not in ("AllAtOnce", "Incremental", "External"):
         raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
     egress = _ipv4_cidrs(hb.get("egressCidrs"), "hub.egressCidrs")
     hub = HubConfig(workers=workers, dispatcher=dispatcher,  # type: ignore[arg-type]
-                    egress_cidrs=egress, dispatch=_dispatch(hb.get("dispatch"), dispatcher))
+                    egress_cidrs=egress, dispatch=_dispatch(hb.get("dispatch"), dispatcher),
+                    vpn=_hub_vpn(hb.get("vpn"), cloud, workers))
     if role == "hub" and not workers:
         raise ConfigError(
             _key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)"
@@ -1152,6 +1215,9 @@ def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str, *, sta
             linked[stack] = parse(raw, stack=stack)
         except ConfigError as exc:
             raise ConfigError(where, f"worker stack {stack!r} has an invalid config ({exc})") from None
+        if cfg.hub.vpn is not None and ref in cfg.hub.vpn.workers and linked[stack].cloud != "gcp":
+            raise ConfigError(where, f"worker stack {stack!r} is on {linked[stack].cloud}; gpufleet:hub.vpn links an "
+                                     "AWS hub to GCP workers only (peer same-cloud VPCs outside the stacks)")
         overlaps = range_overlaps(linked)
         if overlaps:
             raise ConfigError(where, f"{overlaps[0]}: a hub and its workers need disjoint address ranges (the hub "

@@ -202,6 +202,18 @@ def _mocks(result: RunResult) -> Any:
                 state.setdefault("repositoryUrl", f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{state['name']}")
             if args.typ == "gcp:artifactregistry/repository:Repository":
                 state.setdefault("registryUri", f"{state.get('location')}-docker.pkg.dev/p/{state.get('repositoryId')}")
+            # An HA VPN's two interface addresses and an AWS VPN connection's tunnels (outside addresses, inside
+            # link-local /30 pairs, pre-shared keys), as the clouds assign them.
+            if args.typ == "gcp:compute/haVpnGateway:HaVpnGateway":
+                state.setdefault("vpnInterfaces", [{"id": i, "ipAddress": f"34.157.0.{i + 1}"} for i in range(2)])
+            if args.typ == "aws:ec2/vpnConnection:VpnConnection":
+                n = int(hashlib.sha256(args.name.encode()).hexdigest(), 16) % 60
+                for t in (1, 2):
+                    block = 4 * (2 * n + t)
+                    state.setdefault(f"tunnel{t}Address", f"52.95.{n}.{t}")
+                    state.setdefault(f"tunnel{t}CgwInsideAddress", f"169.254.{block // 256}.{block % 256 + 2}")
+                    state.setdefault(f"tunnel{t}VgwInsideAddress", f"169.254.{block // 256}.{block % 256 + 1}")
+                    state.setdefault(f"tunnel{t}PresharedKey", f"mock-psk-{n}-{t}")
             if args.typ == "docker-build:index:Image":
                 state.setdefault("digest", "sha256:" + hashlib.sha256(args.name.encode()).hexdigest())
             if args.typ == "gcp:container/cluster:Cluster":

@@ -24,6 +24,7 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pulumi
@@ -261,6 +262,7 @@ class MultiKueueWorker(pulumi.ComponentResource):
         self.fleet_entry: Output[dict[str, Any]] = Output.all(**required, **optional).apply(dp.fleet_entry)
         self.api_access: Output[dict[str, Any] | None] = ref.get_output("apiAccess").apply(api_access_of)
         self.hub_link: Output[dict[str, Any] | None] = ref.get_output("hubLink").apply(api_access_of)
+        self.ref = ref
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 
         # --- on the worker: an identity for the hub's Kueue controller
@@ -375,11 +377,15 @@ class MultiKueueHub(pulumi.ComponentResource):
         # offers (its hubLink: private link, address ranges): the `hub-reaches-workers` policy checks one against
         # the other from these stack outputs.
         hub_ranges = [{"key": f"gpufleet:{key}", "cidr": cidr} for key, cidr in linked_ranges(cfg)]
+        vpn_keys = {ko.worker_key(s) for s in (cfg.hub.vpn.workers if cfg.hub.vpn else ())}
         self.reachability: Output[dict[str, Any]] = Output.all(
             Output.all(*[w.api_access for w in self.workers]), Output.all(*[w.hub_link for w in self.workers])).apply(
             lambda al: {w.key: {"egressCidrs": list(cfg.hub.egress_cidrs), "hubRanges": hub_ranges,
-                                "apiAccess": access, "hubLink": link}
+                                "apiAccess": access, "hubLink": link, "vpn": w.key in vpn_keys}
                         for w, access, link in zip(self.workers, al[0], al[1], strict=True)})
+
+        # Opt-in: an HA VPN from the hub's VPC to each GCP worker of hub.vpn (infra.link).
+        self.vpns = _worker_vpns(name, cfg, self.workers, parent=self)
 
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_image: DispatcherImage | None = None
@@ -398,6 +404,46 @@ class MultiKueueHub(pulumi.ComponentResource):
                 opts=ResourceOptions(parent=self))
         self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues,
                                "reachability": self.reachability})
+
+
+def _gcp_network(stack: str, outputs: Mapping[str, Any]) -> str:
+    """The primary VPC of a GCP worker, from its outputs (the GKE stack names it after the cluster)."""
+    if outputs.get("cloud") != "gcp":
+        raise pulumi.RunError(f"gpufleet:hub.vpn links GCP workers only; worker stack {stack} is on "
+                              f"{outputs.get('cloud')}: remove it from gpufleet:hub.vpn.workers")
+    return f"projects/{outputs['project']}/global/networks/{outputs['clusterName']}"
+
+
+def _worker_vpns(name: str, cfg: StackConfig, workers: Sequence[MultiKueueWorker],
+                 parent: pulumi.Resource) -> list[pulumi.Resource]:
+    """An :class:`infra.link.HaVpn` from the hub's VPC (``hub.vpn``) to each GCP worker it lists: the AWS side
+    in the hub's region, the GCP side in the worker's project, region and primary VPC."""
+    if cfg.hub.vpn is None:
+        return []
+    import pulumi_aws as aws
+    import pulumi_gcp as gcp
+
+    from infra.link import AwsEnd, GcpEnd, HaVpn, HaVpnArgs
+
+    vpn = cfg.hub.vpn
+    aws_provider = aws.Provider(f"{name}-vpn-aws", region=cfg.region, opts=ResourceOptions(parent=parent))
+    out: list[pulumi.Resource] = []
+    for worker in workers:
+        stack = next((s for s in vpn.workers if ko.worker_key(s) == worker.key), None)
+        if stack is None:
+            continue
+        outputs = {k: worker.ref.require_output(k) for k in ("cloud", "project", "region", "clusterName")}
+        network: Output[str] = Output.all(**outputs).apply(partial(_gcp_network, stack))
+        gcp_provider = gcp.Provider(f"{name}-{worker.key}-vpn-gcp", project=outputs["project"],
+                                    region=outputs["region"], opts=ResourceOptions(parent=parent))
+        out.append(HaVpn(
+            f"{name}-{worker.key}-vpn",
+            HaVpnArgs(aws=AwsEnd(vpc_id=vpn.vpc_id, region=cfg.region, route_table_ids=vpn.route_table_ids,
+                                 provider=aws_provider, asn=vpn.amazon_asn, tags=dict(cfg.tags)),
+                      gcp=GcpEnd(project=outputs["project"], region=outputs["region"], network=network,
+                                 provider=gcp_provider, asn=vpn.google_asn)),
+            opts=ResourceOptions(parent=parent)))
+    return out
 
 
 def _check_workers(cfg: StackConfig) -> None:

@@ -588,7 +588,7 @@ def check_kubeconfig_secret(outputs: Collection[str], secret_outputs: Collection
 
 
 def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str,
-                       link: Mapping[str, Any] | None = None) -> str | None:
+                       link: Mapping[str, Any] | None = None, vpn: bool = False) -> str | None:
     """Why hub egress CIDR ``egress`` has no route to the API of worker ``worker`` whose ``apiAccess`` output is
     ``access`` (:func:`infra.outputs.api_access_output`) and ``hubLink`` output ``link``
     (:func:`infra.outputs.hub_link_output`), or None when it has one.
@@ -596,8 +596,9 @@ def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str,
     A public address reaches only a public endpoint, when it lies in ``publicAccessCidrs`` or ``hubCidrs`` (both
     are on its allow-list): the internet is the route. A private range needs a private link between the two
     networks as well (``hubLink.privateLink`` other than ``none``: a VPN, peering, Transit Gateway or
-    Interconnect) and must lie in the worker's ``hubCidrs`` (the private endpoint's allow-list); an allow-list
-    entry alone routes nothing.
+    Interconnect, built outside the stacks; or ``vpn``: the hub stack builds an HA VPN to it, ``gpufleet:hub.vpn``)
+    and must lie in the worker's ``hubCidrs`` (the private endpoint's allow-list); an allow-list entry alone
+    routes nothing.
     """
     net = _cidr(egress)
     if net is None:
@@ -606,7 +607,7 @@ def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str,
     public_cidrs = [c for c in (_cidr(v) for v in _list(access.get("publicAccessCidrs"))) if c]
     where = f"gpufleet:cluster.hubCidrs of worker stack {worker}"
     if not _is_public(net):
-        private_link = str((link or {}).get("privateLink") or "none")
+        private_link = "vpn" if vpn else str((link or {}).get("privateLink") or "none")
         if private_link == "none":
             return (f"hub egress {net} (private) has no route to worker {worker}: no VPN or peering links the two "
                     f"networks (gpufleet:cluster.hubPrivateLink is none); egress from the hub's NAT addresses to a "
@@ -678,7 +679,7 @@ def check_hub_reachability(outputs: Mapping[str, Any]) -> list[Violation]:
             continue
         link = entry.get("hubLink") if isinstance(entry.get("hubLink"), Mapping) else None
         for egress in _list(entry.get("egressCidrs")):
-            reason = unreachable_reason(str(egress), access, str(worker), link)
+            reason = unreachable_reason(str(egress), access, str(worker), link, vpn=entry.get("vpn") is True)
             if reason:
                 out.append(Violation(HUB_REACHES_WORKERS, str(worker), STACK_REFERENCE, reason))
     for worker, reason in range_overlap_reasons(reach):
