@@ -93,7 +93,9 @@ def multikueue_rbac_rules() -> list[dict[str, Any]]:
 
 # The object each Kueue integration (Configuration ``integrations.frameworks``, Kueue v0.19.2's FrameworkName
 # constants) has MultiKueue create on a worker, through its MultiKueue adapter
-# (pkg/controller/jobs/*/*_multikueue_adapter.go). ``deployment`` has no adapter: its pods go through ``pod``.
+# (pkg/controller/jobs/*/*_multikueue_adapter.go). ``deployment`` has no adapter of its own: MultiKueue
+# creates its Pods on the worker through the pod adapter (site docs tasks/run/multikueue/deployment.md; since
+# v0.15 without ``pod`` in the list). None: a kind MultiKueue never creates on a worker.
 FRAMEWORK_RESOURCES: Mapping[str, tuple[str, str] | None] = {
     "batch/job": ("batch", "jobs"),
     "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
@@ -110,7 +112,8 @@ FRAMEWORK_RESOURCES: Mapping[str, tuple[str, str] | None] = {
     "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
     "statefulset": ("apps", "statefulsets"),
     "pod": ("", "pods"),
-    "deployment": None,
+    "deployment": ("", "pods"),
+    "sparkoperator.k8s.io/sparkapplication": None,
 }
 # What MultiKueue reads cluster-wide on a worker: its remote client watches Workloads and every adapter's kind in
 # all namespaces (a label selector on the origin, which RBAC cannot narrow), and caches ClusterQueues and

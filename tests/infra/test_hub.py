@@ -352,7 +352,7 @@ FRAMEWORK_KINDS = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("j
                    "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
                    "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters"),
                    "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-                   "statefulset": ("apps", "statefulsets"), "pod": ("", "pods")}
+                   "statefulset": ("apps", "statefulsets"), "pod": ("", "pods"), "deployment": ("", "pods")}
 
 
 def test_worker_rbac_covers_what_multikueue_does_there(run: mockrun.RunResult, workers: dict[str, StackConfig],
@@ -380,8 +380,6 @@ def test_worker_rbac_covers_what_multikueue_does_there(run: mockrun.RunResult, w
             assert verbs[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}
             # Every job kind the hub's Kueue integrates can be created in the team namespace and its status read.
             for framework in config["integrations"]["frameworks"]:
-                if framework == "deployment":
-                    continue
                 group, res = FRAMEWORK_KINDS[framework]
                 assert {"create", "delete", "get", "list", "watch"} <= verbs[(group, res)], framework
                 assert "get" in verbs[(group, f"{res}/status")], framework
@@ -410,8 +408,11 @@ def test_pods_integration_is_granted_in_the_team_namespaces_only() -> None:
     cluster, namespaced = multikueue_worker_rules(["pod", "jobset.x-k8s.io/jobset"])
     assert _verbs([cluster])[("", "pods")] == {"list", "watch"}
     assert _verbs([namespaced])[("", "pods")] == {"create", "delete", "get"}
-    with pytest.raises(ValueError, match="sparkoperator"):
-        multikueue_worker_rules(["sparkoperator.k8s.io/sparkapplication"])
+    # Deployments are dispatched as their Pods (the pod adapter): the same namespaced grant, nothing wider.
+    cluster, namespaced = multikueue_worker_rules(["deployment"])
+    assert _verbs([namespaced])[("", "pods")] == {"create", "delete", "get"}
+    with pytest.raises(ValueError, match="example.com/widget"):
+        multikueue_worker_rules(["example.com/widget"])
 
 
 def _upstream_script() -> str:
@@ -446,7 +447,7 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
         cluster, namespaced = multikueue_worker_rules(hub_frameworks(dispatcher_name))
         granted = _verbs([cluster, namespaced])
         assert all(granted[k] == reference[k] for k in granted), dispatcher_name
-        kinds = {FRAMEWORK_KINDS[f] for f in hub_frameworks(dispatcher_name) if f != "deployment"}
+        kinds = {FRAMEWORK_KINDS[f] for f in hub_frameworks(dispatcher_name)}
         expected = {("kueue.x-k8s.io", r) for r in ("workloads", "workloads/status", "clusterqueues", "localqueues")}
         expected |= {(g, r) for g, r in kinds} | {(g, f"{r}/status") for g, r in kinds}
         assert set(granted) == expected
