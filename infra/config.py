@@ -244,6 +244,13 @@ class ClusterConfig:
     # / a bastion subnet: the same 443 rule (EKS cluster security group) / GKE master authorized network as
     # hub_cidrs, and the public ones on the public allow-list too. IPv4 only; empty by default.
     operator_cidrs: tuple[str, ...] = ()
+    # The MultiKueue hub stack (org/project/stack) this worker serves: its exported egressCidrs (the hub's NAT
+    # addresses) are read by StackReference and authorised like hub_cidrs, so the allow-list follows the hub.
+    hub_stack: str | None = None
+    # How the hub's private egress ranges reach this cluster's private endpoint: "none" (only the public endpoint
+    # carries hub traffic) or "external" (a VPN, peering, Transit Gateway or Interconnect between the hub's and
+    # this cluster's networks, built outside these stacks, that the operator vouches for).
+    hub_private_link: Literal["none", "external"] = "none"
     # EKS: the AMI release every managed node group runs (<minor>.<patch>-<YYYYMMDD> of kubernetes_version).
     # None: EKS picks the newest at create and keeps it until this is set or the launch template changes.
     ami_release_version: str | None = None
@@ -307,8 +314,10 @@ class KueueConfig:
 class DispatchConfig:
     """The ``placement dispatch`` Deployment a hub runs when its dispatcher is External.
 
-    ``image`` is built from ``placement/dispatch/Dockerfile``; ``admission_deadline_seconds`` is how long a
-    nominated worker may take to admit before the next-best one is tried (seconds);
+    ``image`` is an image built from ``placement/dispatch/Dockerfile`` (best by digest); None: the hub stack
+    builds that Dockerfile for ``platform`` (``linux/amd64`` or ``linux/arm64``, the hub nodes'), pushes it to a
+    registry it creates and runs it by digest (:mod:`infra.k8s.dispatch_image`); ``admission_deadline_seconds``
+    is how long a nominated worker may take to admit before the next-best one is tried (seconds);
     ``wait_usd_per_gpu_hour`` prices the expected wait for admission (USD per GPU-hour);
     ``resources`` is the container's Kubernetes ``resources`` (requests/limits) or None; ``live`` runs it
     with ``--live`` (live spot prices and offerings, read with the pod's cloud identity);
@@ -317,12 +326,26 @@ class DispatchConfig:
     """
 
     image: str | None = None
+    platform: str = "linux/amd64"
     replicas: int = 2
     admission_deadline_seconds: int = 300
     wait_usd_per_gpu_hour: float = 2.0
     resources: Mapping[str, Mapping[str, str]] | None = None
     live: bool = False
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HubVpnConfig:
+    """An AWS hub's opt-in HA VPN (BGP, four tunnels, :mod:`infra.link`) to each of ``workers`` (GCP worker
+    stacks of ``hub.workers``): the hub cluster's VPC ``vpc_id``, the route tables that learn the workers'
+    routes, and the two BGP ASNs (AWS virtual private gateway, Cloud Router)."""
+
+    vpc_id: str
+    route_table_ids: tuple[str, ...]
+    workers: tuple[str, ...]
+    amazon_asn: int = 64512
+    google_asn: int = 65534
 
 
 @dataclass(frozen=True)
@@ -338,6 +361,7 @@ class HubConfig:
     # the workers see it: private ranges over peering/VPN, or public NAT addresses. IPv4 CIDRs.
     egress_cidrs: tuple[str, ...] = ()
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
+    vpn: HubVpnConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -591,6 +615,103 @@ _PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
 MAX_HUB_WORKERS = 20
 
 
+# Private 16- and 32-bit ASNs (RFC 6996), what both a virtual private gateway and a Cloud Router take.
+_PRIVATE_ASNS = ((64512, 65534), (4200000000, 4294967294))
+
+
+def _asn(value: Any, path: str, default: int) -> int:
+    asn = _int(value if value is not None else default, path, minimum=0, maximum=2**32 - 1)
+    if not any(lo <= asn <= hi for lo, hi in _PRIVATE_ASNS):
+        raise ConfigError(_key(path), f"must be a private ASN (64512-65534 or 4200000000-4294967294), got {asn}")
+    return asn
+
+
+def _hub_vpn(value: Any, cloud: str, workers: tuple[str, ...]) -> HubVpnConfig | None:
+    """``hub.vpn`` (opt-in): vpcId, routeTableIds, workers (GCP worker stacks of hub.workers), amazonAsn,
+    googleAsn."""
+    if value is None:
+        return None
+    path = "hub.vpn"
+    raw = _mapping(value, path)
+    _unknown_keys(raw, {"vpcId", "routeTableIds", "workers", "amazonAsn", "googleAsn"}, path)
+    if cloud != "aws":
+        raise ConfigError(_key(path), "is an AWS hub's VPN to GCP workers; on a GCP hub build the link outside the "
+                                      "stacks and set gpufleet:cluster.hubPrivateLink: external on each worker")
+    if raw.get("vpcId") is None:
+        raise ConfigError(_key(f"{path}.vpcId"), "is required: the hub cluster's VPC (vpc-0123456789abcdef0)")
+    vpc_id = _str(raw["vpcId"], f"{path}.vpcId")
+    if not re.fullmatch(r"vpc-[0-9a-f]{8,17}", vpc_id):
+        raise ConfigError(_key(f"{path}.vpcId"), f"{shown(vpc_id)} is not a VPC ID (vpc-0123456789abcdef0)")
+    tables = _strings(raw.get("routeTableIds"), f"{path}.routeTableIds")
+    for i, table in enumerate(tables):
+        if not re.fullmatch(r"rtb-[0-9a-f]{8,17}", table):
+            raise ConfigError(_key(f"{path}.routeTableIds[{i}]"), f"{shown(table)} is not a route table ID (rtb-...)")
+    if not tables:
+        raise ConfigError(_key(f"{path}.routeTableIds"), "list the hub VPC's route tables that must learn the "
+                                                         "workers' routes (those of the hub nodes' subnets)")
+    linked = _strings(raw.get("workers"), f"{path}.workers")
+    for i, ref in enumerate(linked):
+        if ref not in workers:
+            raise ConfigError(_key(f"{path}.workers[{i}]"), f"{shown(ref)} is not in gpufleet:hub.workers; list "
+                                                            "the fully qualified GCP worker stacks to link")
+    if not linked:
+        raise ConfigError(_key(f"{path}.workers"), "list the GCP worker stacks to link (org/project/stack)")
+    amazon = _asn(raw.get("amazonAsn"), f"{path}.amazonAsn", HubVpnConfig.amazon_asn)
+    google = _asn(raw.get("googleAsn"), f"{path}.googleAsn", HubVpnConfig.google_asn)
+    if amazon == google:
+        raise ConfigError(_key(f"{path}.googleAsn"), "must differ from amazonAsn (two ends of one BGP session)")
+    return HubVpnConfig(vpc_id=vpc_id, route_table_ids=tables, workers=linked, amazon_asn=amazon, google_asn=google)
+
+
+def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
+    text = _str(value, path)
+    if text not in choices:
+        raise ConfigError(_key(path), f"must be {' or '.join(choices)}, got {shown(text)}")
+    return text
+
+
+def _stack_ref(value: Any, path: str) -> str | None:
+    """An optional fully qualified stack ``org/project/stack`` (a StackReference name)."""
+    if value is None:
+        return None
+    ref = _str(value, path)
+    parts = ref.split("/")
+    if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
+        raise ConfigError(_key(path), f"{shown(ref)} must be a fully qualified stack org/project/stack such as "
+                                      "acme/gpufleet/hub")
+    return ref
+
+
+def linked_ranges(cfg: StackConfig) -> list[tuple[str, str]]:
+    """``(config key, CIDR)`` of the address ranges a stack brings into a hub's network of links: a worker's
+    VPC (AWS: nodes, pods and the EKS control-plane ENIs; GCP: the primary subnet, which also holds the GKE
+    private endpoint) and, on GCP, its pods range (alias IPs, routed in the VPC); a hub's private egress ranges.
+    Service ranges (virtual, never routed off the cluster) and GPU networks (VPCs of their own) are not in it."""
+    if cfg.role == "hub":
+        return [(f"hub.egressCidrs[{i}]", c) for i, c in enumerate(cfg.hub.egress_cidrs) if is_private_cidr(c)]
+    ranges = [("network.vpcCidr", cfg.network.vpc_cidr)]
+    if cfg.cloud == "gcp":
+        ranges.append(("network.podsCidr", cfg.network.pods_cidr))
+    return ranges
+
+
+def range_overlaps(stacks: Mapping[str, StackConfig]) -> list[str]:
+    """Every pair of overlapping :func:`linked_ranges` among ``stacks`` (stack name -> config), each as one line
+    naming both stacks, keys and ranges, in ``stacks`` order. Routes (VPN/BGP, peering, the hub's kubeconfig
+    servers) pick one destination per address: an overlap makes one of the two unreachable from the hub."""
+    seen: list[tuple[str, str, ipaddress.IPv4Network | ipaddress.IPv6Network, str]] = []
+    out = []
+    for stack, cfg in stacks.items():
+        for key, cidr in linked_ranges(cfg):
+            net = ipaddress.ip_network(cidr, strict=False)
+            for other_stack, other_key, other_net, other_cidr in seen:
+                if other_stack != stack and net.version == other_net.version and net.overlaps(other_net):
+                    out.append(f"{cidr} (gpufleet:{key} of stack {stack}) overlaps {other_cidr} (gpufleet:{other_key} "
+                               f"of stack {other_stack})")
+            seen.append((stack, key, net, cidr))
+    return out
+
+
 def _worker_refs(value: Any, path: str) -> tuple[str, ...]:
     """A hub's worker stacks: fully qualified ``org/project/stack``, each stack name a DNS-1123 label (it names
     the hub's objects for that worker), no stack name twice, at most :data:`MAX_HUB_WORKERS`."""
@@ -636,6 +757,8 @@ def _resources(value: Any, path: str) -> Mapping[str, Mapping[str, str]] | None:
 
 
 DOCKER_BUILD = "docker build -f placement/dispatch/Dockerfile -t <image> ."
+# Platforms the hub builds the dispatcher image for (python:3.11-slim has both).
+DISPATCH_PLATFORMS = ("linux/amd64", "linux/arm64")
 # An annotation key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
 _ANNOTATION_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ANNOTATION_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -660,21 +783,24 @@ def _annotations(value: Any, path: str) -> Mapping[str, str]:
 def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     path = "hub.dispatch"
     raw = _mapping(value, path)
-    _unknown_keys(raw, {"image", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour", "resources", "live",
-                        "serviceAccountAnnotations"}, path)
+    _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
+                        "resources", "live", "serviceAccountAnnotations"}, path)
     image = raw.get("image")
     if image is not None:
         image = _str(image, f"{path}.image")
         if any(ch.isspace() for ch in image):
-            raise ConfigError(_key(f"{path}.image"), f"{shown(image)} is not an image reference")
-    if dispatcher == "External" and not image:
-        raise ConfigError(
-            _key(f"{path}.image"),
-            f"is required when gpufleet:hub.dispatcher is External: build it with `{DOCKER_BUILD}` from the "
-            "repository root, push it, and set its reference here",
-        )
+            raise ConfigError(_key(f"{path}.image"), f"{shown(image)} is not an image reference; unset it to have "
+                                                     f"the stack build and push one (or `{DOCKER_BUILD}`)")
+    platform = _str(raw.get("platform", DispatchConfig.platform), f"{path}.platform")
+    if platform not in DISPATCH_PLATFORMS:
+        raise ConfigError(_key(f"{path}.platform"), f"must be {' or '.join(DISPATCH_PLATFORMS)} (the hub nodes' "
+                                                    f"architecture), got {shown(platform)}")
+    if image is not None and "platform" in raw:
+        raise ConfigError(_key(f"{path}.platform"), "only applies to the image the stack builds; remove it or unset "
+                                                    "gpufleet:hub.dispatch.image")
     return DispatchConfig(
         image=image,
+        platform=platform,
         replicas=_int(raw.get("replicas", 2), f"{path}.replicas", minimum=1),
         admission_deadline_seconds=_int(raw.get("admissionDeadlineSeconds", 300),
                                         f"{path}.admissionDeadlineSeconds", minimum=1),
@@ -958,16 +1084,20 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             "maintenance",
             "operatorCidrs",
             "amiReleaseVersion",
+            "hubStack",
+            "hubPrivateLink",
         },
         "cluster",
     )
     public = _bool(cl.get("publicAccess", False), "cluster.publicAccess")
     # The public allow-list takes the same IPv4-only, never-the-whole-internet CIDRs as hubCidrs/operatorCidrs.
     cidrs = _ipv4_cidrs(cl.get("publicAccessCidrs"), "cluster.publicAccessCidrs")
-    if public and not cidrs:
+    hub_stack = _stack_ref(cl.get("hubStack"), "cluster.hubStack")
+    if public and not cidrs and hub_stack is None:
         raise ConfigError(
             _key("cluster.publicAccessCidrs"),
-            "list the CIDRs allowed to reach the public API endpoint (publicAccess is true)",
+            "list the CIDRs allowed to reach the public API endpoint (publicAccess is true), or set "
+            "gpufleet:cluster.hubStack to open it to the hub's egress addresses only",
         )
     channel = _str(cl.get("releaseChannel", "REGULAR"), "cluster.releaseChannel").upper()
     if channel not in ("RAPID", "REGULAR", "STABLE", "EXTENDED"):
@@ -993,6 +1123,9 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         admin_principals=_strings(cl.get("adminPrincipals"), "cluster.adminPrincipals"),
         hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
         operator_cidrs=_ipv4_cidrs(cl.get("operatorCidrs"), "cluster.operatorCidrs"),
+        hub_stack=hub_stack,
+        hub_private_link=_choice(cl.get("hubPrivateLink", "none"), "cluster.hubPrivateLink",
+                                 ("none", "external")),  # type: ignore[arg-type]
         ami_release_version=_ami_release(cl.get("amiReleaseVersion"), version),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
         maintenance=_maintenance(cl.get("maintenance")),
@@ -1092,14 +1225,15 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order, inference_share=share)
 
     hb = _mapping(raw.get("hub"), "hub")
-    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch"}, "hub")
+    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch", "vpn"}, "hub")
     workers = _worker_refs(hb.get("workers"), "hub.workers")
     dispatcher = _str(hb.get("dispatcher", "AllAtOnce"), "hub.dispatcher")
     if dispatcher not in ("AllAtOnce", "Incremental", "External"):
         raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
     egress = _ipv4_cidrs(hb.get("egressCidrs"), "hub.egressCidrs")
     hub = HubConfig(workers=workers, dispatcher=dispatcher,  # type: ignore[arg-type]
-                    egress_cidrs=egress, dispatch=_dispatch(hb.get("dispatch"), dispatcher))
+                    egress_cidrs=egress, dispatch=_dispatch(hb.get("dispatch"), dispatcher),
+                    vpn=_hub_vpn(hb.get("vpn"), cloud, workers))
     if role == "hub" and not workers:
         raise ConfigError(
             _key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)"
@@ -1149,7 +1283,7 @@ def from_pulumi() -> StackConfig:
     parsed = parse(raw, stack=pulumi.get_stack())
     project = _this_project()
     if project is not None:
-        check_worker_stacks(parsed, *project)
+        check_worker_stacks(parsed, *project, stack_name=pulumi.get_stack())
     return parsed
 
 
@@ -1168,12 +1302,14 @@ def _this_project() -> tuple[Path, str] | None:
     return root / str(doc.get("stackConfigDir") or "."), doc["name"]
 
 
-def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str) -> None:
-    """On a hub, every worker of this project (``org/<project>/<stack>``) must be a worker stack of it: its
-    ``Pulumi.<stack>.yaml`` is in ``stacks_dir`` and does not say ``role: hub``. Stacks of other projects are
-    not known here. Raises :class:`ConfigError` naming ``gpufleet:hub.workers[i]``."""
+def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str, *, stack_name: str = "hub") -> None:
+    """On a hub (stack ``stack_name``), every worker of this project (``org/<project>/<stack>``) must be a worker
+    stack of it: its ``Pulumi.<stack>.yaml`` is in ``stacks_dir``, does not say ``role: hub``, is a valid config,
+    and its :func:`linked_ranges` overlap neither the hub's nor an earlier worker's (:func:`range_overlaps`).
+    Stacks of other projects are not known here. Raises :class:`ConfigError` naming ``gpufleet:hub.workers[i]``."""
     import yaml
 
+    linked: dict[str, StackConfig] = {stack_name: cfg}
     for i, ref in enumerate(cfg.hub.workers):
         _, ref_project, stack = ref.split("/")
         if ref_project != project:
@@ -1192,6 +1328,19 @@ def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str) -> Non
         role = config.get(_key("role"), "worker") if isinstance(config, dict) else "worker"
         if role != "worker":
             raise ConfigError(where, f"stack {stack!r} is a {shown(role)} stack, not a worker; list worker stacks only")
+        raw = {k.split(":", 1)[1]: v for k, v in (config if isinstance(config, dict) else {}).items()
+               if isinstance(k, str) and k.startswith(NAMESPACE + ":")}
+        try:
+            linked[stack] = parse(raw, stack=stack)
+        except ConfigError as exc:
+            raise ConfigError(where, f"worker stack {stack!r} has an invalid config ({exc})") from None
+        if cfg.hub.vpn is not None and ref in cfg.hub.vpn.workers and linked[stack].cloud != "gcp":
+            raise ConfigError(where, f"worker stack {stack!r} is on {linked[stack].cloud}; gpufleet:hub.vpn links an "
+                                     "AWS hub to GCP workers only (peer same-cloud VPCs outside the stacks)")
+        overlaps = range_overlaps(linked)
+        if overlaps:
+            raise ConfigError(where, f"{overlaps[0]}: a hub and its workers need disjoint address ranges (the hub "
+                                     "routes to each by address); change one of them")
 
 
 def load_stack_file(path: str) -> StackConfig:
@@ -1208,5 +1357,5 @@ def load_stack_file(path: str) -> StackConfig:
     parsed = parse(raw, stack=stack)
     project = _this_project()
     if project is not None:
-        check_worker_stacks(parsed, Path(path).resolve().parent, project[1])
+        check_worker_stacks(parsed, Path(path).resolve().parent, project[1], stack_name=stack)
     return parsed

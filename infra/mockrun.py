@@ -8,6 +8,7 @@ test suite and by ``scripts/preview``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import warnings
@@ -25,6 +26,9 @@ INVOKE_RESULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "aws:index/getRegion:getRegion": lambda a: {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:iam/getPolicyDocument:getPolicyDocument": lambda a: {"json": json.dumps(_policy_json(a)), "id": "doc"},
     "aws:index/getAvailabilityZones:getAvailabilityZones": lambda a: _aws_zones(str(a.get("region") or "us-east-1")),
+    "aws:ecr/getAuthorizationToken:getAuthorizationToken": lambda a: {
+        "userName": "AWS", "password": "mock-ecr-password", "authorizationToken": "QVdTOm1vY2s=",
+        "proxyEndpoint": "https://123456789012.dkr.ecr.us-east-1.amazonaws.com", "expiresAt": "", "id": "1"},
     "gcp:organizations/getClientConfig:getClientConfig": lambda a: {"accessToken": "mock-token", "project": "p"},
     "gcp:organizations/getProject:getProject": lambda a: {"number": "123456789", "projectId": "p", "id": "p"},
     "gcp:storage/getProjectServiceAccount:getProjectServiceAccount": lambda a: {
@@ -56,6 +60,29 @@ def _aws_zones(region: str) -> dict[str, Any]:
 # Outputs of the stacks a program reads through pulumi.StackReference, by fully qualified stack name
 # (``org/project/stack``). Tests fill it; ``kubeconfig`` is reported as a secret output, as exported.
 STACK_REFERENCE_OUTPUTS: dict[str, dict[str, Any]] = {}
+
+
+# The directory of the stack file being run: a worker's hub (gpufleet:cluster.hubStack) is read from there.
+_STACKS_DIR: list[str] = []
+
+
+def _local_hub_outputs(target: str) -> dict[str, Any] | None:
+    """What hub stack ``target`` (``org/project/<stack>``) exports that a worker reads (``egressCidrs``), from
+    ``Pulumi.<stack>.yaml`` beside the stack being run when that is a hub; None otherwise."""
+    from infra.hub_link import egress_cidrs
+
+    if not _STACKS_DIR:
+        return None
+    path = os.path.join(_STACKS_DIR[-1], f"Pulumi.{target.rsplit('/', 1)[-1]}.yaml")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = (yaml.safe_load(fh) or {}).get("config") or {}
+    except OSError:
+        return None
+    if config.get("gpufleet:role") != "hub":
+        return None
+    hub = config.get("gpufleet:hub") or {}
+    return {"role": "hub", "egressCidrs": list(egress_cidrs(hub.get("egressCidrs")) or ())}
 
 
 def _policy_json(args: dict[str, Any]) -> dict[str, Any]:
@@ -147,9 +174,11 @@ def _mocks(result: RunResult) -> Any:
                 state.setdefault("resources", [{"autoscalingGroups": [{"name": f"eks-{args.name}-asg"}]}])
             if args.typ == "pulumi:pulumi:StackReference":
                 target = str(args.inputs.get("name") or args.name)
-                if target not in STACK_REFERENCE_OUTPUTS:
+                outputs = STACK_REFERENCE_OUTPUTS.get(target) or _local_hub_outputs(target)
+                if outputs is None:
                     raise KeyError(f"no STACK_REFERENCE_OUTPUTS entry for stack {target!r}")
-                outputs = STACK_REFERENCE_OUTPUTS[target]
+                # What a policy pack sees of a StackReference: its name and the outputs it read.
+                result.resources[-1].inputs["outputs"] = outputs
                 state = {"name": target, "outputs": outputs,
                          "secretOutputNames": [k for k in ("kubeconfig",) if k in outputs]}
                 return target, state
@@ -167,6 +196,26 @@ def _mocks(result: RunResult) -> Any:
             if args.typ == "gcp:filestore/instance:Instance":
                 state["networks"] = [{**n, "ipAddresses": n.get("ipAddresses") or ["10.250.0.3"]}
                                      for n in state.get("networks") or [{}]]
+            # Registries the hub creates and the digest a push returns (a fake one, stable per resource name).
+            if args.typ == "aws:ecr/repository:Repository":
+                state.setdefault("registryId", "123456789012")
+                state.setdefault("repositoryUrl", f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{state['name']}")
+            if args.typ == "gcp:artifactregistry/repository:Repository":
+                state.setdefault("registryUri", f"{state.get('location')}-docker.pkg.dev/p/{state.get('repositoryId')}")
+            # An HA VPN's two interface addresses and an AWS VPN connection's tunnels (outside addresses, inside
+            # link-local /30 pairs, pre-shared keys), as the clouds assign them.
+            if args.typ == "gcp:compute/haVpnGateway:HaVpnGateway":
+                state.setdefault("vpnInterfaces", [{"id": i, "ipAddress": f"34.157.0.{i + 1}"} for i in range(2)])
+            if args.typ == "aws:ec2/vpnConnection:VpnConnection":
+                n = int(hashlib.sha256(args.name.encode()).hexdigest(), 16) % 60
+                for t in (1, 2):
+                    block = 4 * (2 * n + t)
+                    state.setdefault(f"tunnel{t}Address", f"52.95.{n}.{t}")
+                    state.setdefault(f"tunnel{t}CgwInsideAddress", f"169.254.{block // 256}.{block % 256 + 2}")
+                    state.setdefault(f"tunnel{t}VgwInsideAddress", f"169.254.{block // 256}.{block % 256 + 1}")
+                    state.setdefault(f"tunnel{t}PresharedKey", f"mock-psk-{n}-{t}")
+            if args.typ == "docker-build:index:Image":
+                state.setdefault("digest", "sha256:" + hashlib.sha256(args.name.encode()).hexdigest())
             if args.typ == "gcp:container/cluster:Cluster":
                 state.setdefault("endpoint", "203.0.113.10")
                 state.setdefault("masterAuth", {"clusterCaCertificate": "bW9jaw=="})
@@ -245,6 +294,7 @@ def run_stack(stack_file: str, program: Callable[[], None] | None = None,
         real_export(name, value)
 
     pulumi.export = record_export  # type: ignore[assignment]
+    _STACKS_DIR.append(os.path.dirname(os.path.abspath(stack_file)))
     try:
         from pulumi.runtime.stack import run_pulumi_func
 
@@ -258,4 +308,5 @@ def run_stack(stack_file: str, program: Callable[[], None] | None = None,
             r.urn, r.dependencies = recorded.get((r.type, r.name), ("", ()))
     finally:
         pulumi.export = real_export  # type: ignore[assignment]
+        _STACKS_DIR.pop()
     return result

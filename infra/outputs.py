@@ -51,6 +51,19 @@ def api_access_output(cfg: StackConfig) -> dict[str, Any]:
     }
 
 
+def hub_link_output(cfg: StackConfig) -> dict[str, Any]:
+    """How a MultiKueue hub's traffic reaches this cluster, for the hub's ``hub-reaches-workers`` check:
+    ``hubStack`` (``gpufleet:cluster.hubStack``, whose egress this stack authorises, or None),
+    ``privateLink`` (``gpufleet:cluster.hubPrivateLink``: ``none`` or ``external``, a link built outside the
+    stacks) and ``addressRanges``, the ranges the cluster brings into the hub's network
+    (:func:`infra.config.linked_ranges`, each ``{"key", "cidr"}``), which must not overlap the hub's or another
+    worker's."""
+    from infra.config import linked_ranges
+
+    return {"hubStack": cfg.cluster.hub_stack, "privateLink": cfg.cluster.hub_private_link,
+            "addressRanges": [{"key": f"gpufleet:{key}", "cidr": cidr} for key, cidr in linked_ranges(cfg)]}
+
+
 def endpoint_cidrs(cfg: StackConfig) -> list[str]:
     """Every CIDR authorised on the private endpoint (EKS cluster security group on 443, GKE master authorized
     networks): ``hubCidrs``, then the ``operatorCidrs`` not already listed."""
@@ -81,6 +94,7 @@ def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, chec
         lambda fs: {**fs, "claimName": CLAIM_NAME} if fs else fs))
     pulumi.export("trainingServiceAccount", training_service_account_output(cfg))
     pulumi.export("apiAccess", api_access_output(cfg))
+    pulumi.export("hubLink", hub_link_output(cfg))
     for key, value in (extra or {}).items():
         pulumi.export(key, value)
 

@@ -248,7 +248,8 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
     # `apiAccess` its workers' stack files export.
     violations = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=run.outputs,
                                 secret_outputs=run.secret_outputs, allowed_cidrs=checks.allowed_public_cidrs(cluster),
-                                hub_cidrs=checks.allowed_api_cidrs(cluster), stack=name)
+                                hub_cidrs=checks.allowed_api_cidrs(cluster), hub_stack=checks.hub_stack_of(cluster),
+                                stack=name)
     doc.update({
         "cloud": cloud,
         "region": region,

@@ -26,7 +26,11 @@ def main() -> None:
 
     import pulumi
 
+    from infra.hub_link import resolve
     from infra.k8s.addons import ClusterAddons, ClusterAddonsArgs
+
+    # A worker serving a hub (gpufleet:cluster.hubStack) authorises the egress that hub exports.
+    cfg = resolve(cfg)
 
     if cfg.cloud == "aws":
         from infra.aws import build

@@ -38,7 +38,7 @@ NS = "team-a"
 GVP = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
        "WorkloadPriorityClass": "workloadpriorityclasses", "Topology": "topologies",
        "MultiKueueCluster": "multikueueclusters", "MultiKueueConfig": "multikueueconfigs",
-       "AdmissionCheck": "admissionchecks"}
+       "AdmissionCheck": "admissionchecks", "Cohort": "cohorts"}
 
 
 def outputs(key: str) -> dict[str, Any]:

@@ -160,13 +160,14 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def pod_template(cfg: DispatchConfig) -> dict[str, Any]:
-    """The Deployment's pod template: container ``dispatch`` with the contract's args, the downward-API
-    identity (``POD_NAME`` is the Lease holder), probes on ``/healthz`` and the fleet file mounted read-only."""
+def pod_template(cfg: DispatchConfig, image: str | None = None) -> dict[str, Any]:
+    """The Deployment's pod template: container ``dispatch`` running ``image`` (default ``cfg.image``) with the
+    contract's args, the downward-API identity (``POD_NAME`` is the Lease holder), probes on ``/healthz`` and
+    the fleet file mounted read-only."""
     probe = {"httpGet": {"path": HEALTH_PATH, "port": METRICS_PORT}, "periodSeconds": 10, "failureThreshold": 3}
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": cfg.image,
+        "image": image or cfg.image,
         "args": container_args(cfg),
         "env": [_field_env("POD_NAME", "metadata.name"), _field_env("POD_NAMESPACE", "metadata.namespace")],
         "ports": [{"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}],
@@ -197,14 +198,15 @@ def pod_template(cfg: DispatchConfig) -> dict[str, Any]:
     }
 
 
-def deployment_spec(cfg: DispatchConfig) -> dict[str, Any]:
-    """``spec`` of Deployment ``gpufleet-dispatch``: ``cfg.replicas`` pods (one leads, the others wait)."""
+def deployment_spec(cfg: DispatchConfig, image: str | None = None) -> dict[str, Any]:
+    """``spec`` of Deployment ``gpufleet-dispatch``: ``cfg.replicas`` pods (one leads, the others wait) of
+    ``image`` (default ``cfg.image``)."""
     return {
         "replicas": cfg.replicas,
         "selector": {"matchLabels": dict(SELECTOR)},
         # Replace one pod at a time, so a replica keeps holding (or stands by to take) the Lease during a rollout.
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}},
-        "template": pod_template(cfg),
+        "template": pod_template(cfg, image),
     }
 
 
@@ -231,13 +233,15 @@ def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DispatcherArgs:
-    """``cfg`` the hub's ``hub.dispatch`` config (with an image); ``fleet`` the ``fleet.json`` text
-    (:func:`fleet_document` of the workers' outputs); ``worker_keys`` the MultiKueueCluster names (whose
-    kubeconfig Secrets it may read); ``depends_on`` the hub's Kueue release and workers."""
+    """``cfg`` the hub's ``hub.dispatch`` config; ``fleet`` the ``fleet.json`` text (:func:`fleet_document` of
+    the workers' outputs); ``worker_keys`` the MultiKueueCluster names (whose kubeconfig Secrets it may read);
+    ``image`` the image the stack built (``repository@sha256:...``), else ``cfg.image``; ``depends_on`` the
+    hub's Kueue release and workers."""
 
     cfg: DispatchConfig
     fleet: Input[str]
     worker_keys: Sequence[str]
+    image: Input[str] | None = None
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
 
 
@@ -247,8 +251,9 @@ class Dispatcher(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: DispatcherArgs, opts: ResourceOptions | None = None) -> None:
         super().__init__("gpufleet:k8s:Dispatcher", name, None, opts)
-        if not args.cfg.image:
-            raise ValueError("Dispatcher needs hub.dispatch.image (infra.config validates it)")
+        if args.image is None and not args.cfg.image:
+            raise ValueError("Dispatcher needs an image: hub.dispatch.image or the one the hub stack builds")
+        image: Output[str] = Output.from_input(args.image if args.image is not None else str(args.cfg.image))
         provider = opts.provider if opts else None
 
         def child(*deps: pulumi.Resource) -> ResourceOptions:
@@ -274,7 +279,8 @@ class Dispatcher(pulumi.ComponentResource):
                                            data=Output.from_input(args.fleet).apply(lambda t: {FLEET_KEY: t}),
                                            opts=child())
         self.deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment", metadata=meta[NAME], spec=manifest(deployment_spec(args.cfg)),
+            f"{name}-deployment", metadata=meta[NAME],
+            spec=image.apply(lambda ref: manifest(deployment_spec(args.cfg, ref))),
             opts=child(cluster_binding, binding, self.fleet))
         self.service = k8s.core.v1.Service(f"{name}-metrics", metadata=meta[METRICS_SERVICE],
                                            spec=manifest(metrics_service_spec()), opts=child())

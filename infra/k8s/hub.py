@@ -10,9 +10,10 @@ and the rest of what the dispatcher's fleet file carries), so every worker stack
 The hub installs JobSet, then Kueue in manager mode. Per worker it creates, on the worker (through a
 provider built from its kubeconfig output), a ``multikueue-hub`` ServiceAccount with the RBAC MultiKueue
 needs and a long-lived token Secret; and on the hub a kubeconfig Secret holding that token, a
-MultiKueueCluster, a MultiKueueConfig, a MultiKueue AdmissionCheck, a ClusterQueue whose quota mirrors
-the worker's pools, and a LocalQueue per team. The ``all-workers`` MultiKueueConfig / AdmissionCheck /
-ClusterQueue / LocalQueues span every worker. With the External dispatcher the hub also runs
+MultiKueueCluster, a MultiKueueConfig, a MultiKueue AdmissionCheck, a ClusterQueue and a LocalQueue
+per team. The ``all-workers`` MultiKueueConfig / AdmissionCheck / ClusterQueue / LocalQueues span every
+worker; the hub Cohort alone holds each worker's capacity (its pools), which every hub ClusterQueue
+borrows, so a worker's capacity is counted once. With the External dispatcher the hub also runs
 ``placement dispatch`` (:mod:`infra.k8s.dispatcher`) and gives it a read-only identity on every worker.
 See docs/kueue-hub.md (How a job submitted to the hub reaches a worker) for the path a job takes.
 """
@@ -23,16 +24,18 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi import Output, ResourceOptions
 
-from infra.config import ConfigError, StackConfig
+from infra.config import ConfigError, StackConfig, linked_ranges
 from infra.k8s import dispatcher as dp
 from infra.k8s import kueue_objects as ko
 from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject
+from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
@@ -82,9 +85,85 @@ EXTRA_WORKER_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 
 
 def multikueue_rbac_rules() -> list[dict[str, Any]]:
-    """ClusterRole rules for the hub's MultiKueue service account on a worker: upstream's, then ours."""
-    return [{"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
+    """Upstream's worker ClusterRole rules then ours, unsplit: the reference :func:`multikueue_worker_rules`
+    narrows (to the kinds the hub integrates) and splits (cluster-wide reads, namespaced writes)."""
+    return [_rbac_rule(group, resources, verbs)
             for group, resources, verbs in (*UPSTREAM_WORKER_RULES, *EXTRA_WORKER_RULES)]
+
+
+# The object each Kueue integration (Configuration ``integrations.frameworks``, Kueue v0.19.2's FrameworkName
+# constants) has MultiKueue create on a worker, through its MultiKueue adapter
+# (pkg/controller/jobs/*/*_multikueue_adapter.go). ``deployment`` has no adapter of its own: MultiKueue
+# creates its Pods on the worker through the pod adapter (site docs tasks/run/multikueue/deployment.md; since
+# v0.15 without ``pod`` in the list). None: a kind MultiKueue never creates on a worker.
+FRAMEWORK_RESOURCES: Mapping[str, tuple[str, str] | None] = {
+    "batch/job": ("batch", "jobs"),
+    "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+    "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
+    "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
+    "kubeflow.org/tfjob": ("kubeflow.org", "tfjobs"),
+    "kubeflow.org/paddlejob": ("kubeflow.org", "paddlejobs"),
+    "kubeflow.org/xgboostjob": ("kubeflow.org", "xgboostjobs"),
+    "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
+    "ray.io/rayjob": ("ray.io", "rayjobs"),
+    "ray.io/raycluster": ("ray.io", "rayclusters"),
+    "ray.io/rayservice": ("ray.io", "rayservices"),
+    "workload.codeflare.dev/appwrapper": ("workload.codeflare.dev", "appwrappers"),
+    "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    "statefulset": ("apps", "statefulsets"),
+    "pod": ("", "pods"),
+    "deployment": ("", "pods"),
+    "sparkoperator.k8s.io/sparkapplication": None,
+}
+# What MultiKueue reads cluster-wide on a worker: its remote client watches Workloads and every adapter's kind in
+# all namespaces (a label selector on the origin, which RBAC cannot narrow), and caches ClusterQueues and
+# LocalQueues (multikueuecluster.go: establishWatcher, startQueueWatchers). Every other verb acts on one object
+# in the namespace of the hub's workload, so it is granted there only.
+_CLUSTER_WIDE_VERBS = frozenset({"list", "watch"})
+_QUEUES = ("kueue.x-k8s.io", ("clusterqueues", "localqueues"))
+
+
+def hub_frameworks(dispatcher: str) -> tuple[str, ...]:
+    """The integrations the hub's Kueue runs (its manager config's ``integrations.frameworks``)."""
+    import yaml
+
+    config = yaml.safe_load(ko.manager_config(dispatcher, wait_for_pods_ready=False))
+    return tuple(config["integrations"]["frameworks"])
+
+
+def multikueue_worker_rules(frameworks: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(cluster_rules, namespace_rules)`` for the hub's MultiKueue identity on a worker: upstream's rules
+    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`) for Workloads and the kinds of ``frameworks``
+    only, split so the ClusterRole only lists and watches (and reads the queues), and every create, delete,
+    get, update and patch is a Role in each team namespace. Raises ValueError for a framework whose kind
+    :data:`FRAMEWORK_RESOURCES` does not know (a new integration must be granted deliberately)."""
+    kinds: set[tuple[str, str]] = {("kueue.x-k8s.io", "workloads")}
+    for framework in frameworks:
+        if framework not in FRAMEWORK_RESOURCES:
+            raise ValueError(f"Kueue integration {framework!r} has no MultiKueue worker rule in FRAMEWORK_RESOURCES")
+        kind = FRAMEWORK_RESOURCES[framework]
+        if kind is not None:
+            kinds.add(kind)
+    cluster: list[dict[str, Any]] = []
+    namespaced: list[dict[str, Any]] = []
+    for group, resources, verbs in (*UPSTREAM_WORKER_RULES, *EXTRA_WORKER_RULES):
+        if (group, resources) == _QUEUES:
+            cluster.append(_rbac_rule(group, resources, verbs))
+            continue
+        (resource,) = resources
+        if (group, resource.split("/", 1)[0]) not in kinds:
+            continue
+        wide = [v for v in verbs if v in _CLUSTER_WIDE_VERBS]
+        local = [v for v in verbs if v not in _CLUSTER_WIDE_VERBS]
+        if wide:
+            cluster.append(_rbac_rule(group, resources, wide))
+        if local:
+            namespaced.append(_rbac_rule(group, resources, local))
+    return cluster, namespaced
+
+
+def _rbac_rule(group: str, resources: Sequence[str], verbs: Sequence[str]) -> dict[str, Any]:
+    return {"apiGroups": [group], "resources": list(resources), "verbs": list(verbs)}
 
 
 def _meta(name: str, namespace: str | None = None,
@@ -108,27 +187,40 @@ def _token(secret: k8s.core.v1.Secret) -> Output[str]:
 
 
 def _worker_identity(name: str, account: str, role_name: str, rules: list[dict[str, Any]],
-                     opts: ResourceOptions) -> k8s.core.v1.Secret:
+                     opts: ResourceOptions, *, namespace_rules: list[dict[str, Any]] | None = None,
+                     namespaces: Sequence[str] = ()) -> k8s.core.v1.Secret:
     """On a worker (``opts.provider``): ServiceAccount ``account`` in kueue-system bound to ClusterRole
-    ``role_name`` with ``rules``, and a long-lived token Secret for it (returned)."""
+    ``role_name`` with ``rules`` and, with ``namespace_rules``, to a Role ``role_name`` with them in each of
+    ``namespaces``; and a long-lived token Secret for it (returned)."""
     sa = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=_meta(account, ko.KUEUE_NAMESPACE), opts=opts)
+    subjects = [k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa.metadata.name, namespace=ko.KUEUE_NAMESPACE)]
     role = k8s.rbac.v1.ClusterRole(f"{name}-role", metadata=_meta(role_name), rules=dp.manifest(rules), opts=opts)
-    binding = k8s.rbac.v1.ClusterRoleBinding(
+    bindings: list[pulumi.Resource] = [k8s.rbac.v1.ClusterRoleBinding(
         f"{name}-binding",
         metadata=_meta(role_name),
         role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
                                          name=role.metadata.name),
-        subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa.metadata.name,
-                                          namespace=ko.KUEUE_NAMESPACE)],
+        subjects=subjects,
         opts=opts,
-    )
+    )]
+    for namespace in namespaces if namespace_rules else ():
+        ns_role = k8s.rbac.v1.Role(f"{name}-role-{namespace}", metadata=_meta(role_name, namespace),
+                                   rules=dp.manifest(namespace_rules), opts=opts)
+        bindings.append(k8s.rbac.v1.RoleBinding(
+            f"{name}-binding-{namespace}",
+            metadata=_meta(role_name, namespace),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role",
+                                             name=ns_role.metadata.name),
+            subjects=subjects,
+            opts=opts,
+        ))
     # A token Secret the control plane fills in; it lives as long as the Secret (no expiry to renew).
     return k8s.core.v1.Secret(
         f"{name}-token",
         metadata=_meta(f"{account}-token", ko.KUEUE_NAMESPACE,
                        annotations={"kubernetes.io/service-account.name": account}),
         type="kubernetes.io/service-account-token",
-        opts=ResourceOptions.merge(opts, ResourceOptions(depends_on=[sa, binding])),
+        opts=ResourceOptions.merge(opts, ResourceOptions(depends_on=[sa, *bindings])),
     )
 
 
@@ -172,14 +264,20 @@ class MultiKueueWorker(pulumi.ComponentResource):
         self.worker: Output[ko.Worker] = Output.all(**required).apply(lambda o: _worker_of(args.stack, o))
         self.fleet_entry: Output[dict[str, Any]] = Output.all(**required, **optional).apply(dp.fleet_entry)
         self.api_access: Output[dict[str, Any] | None] = ref.get_output("apiAccess").apply(api_access_of)
+        self.hub_link: Output[dict[str, Any] | None] = ref.get_output("hubLink").apply(api_access_of)
+        self.ref = ref
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 
         # --- on the worker: an identity for the hub's Kueue controller
         worker_provider = k8s.Provider(f"{name}-provider", kubeconfig=worker_kubeconfig,
                                        opts=ResourceOptions(parent=self))
         on_worker = ResourceOptions(parent=self, provider=worker_provider)
+        # Cluster-wide it only lists and watches; it creates, deletes and updates in the team namespaces
+        # only (where the hub's LocalQueues are, so where every copied workload and job lands).
+        cluster_rules, namespace_rules = multikueue_worker_rules(hub_frameworks(cfg.hub.dispatcher))
         token_secret = _worker_identity(name, HUB_SERVICE_ACCOUNT, f"gpufleet-{HUB_SERVICE_ACCOUNT}",
-                                        multikueue_rbac_rules(), on_worker)
+                                        cluster_rules, on_worker, namespace_rules=namespace_rules,
+                                        namespaces=cfg.kueue.teams)
 
         # --- on the hub: the kubeconfig Secret and the Kueue objects
         user = f"{self.key}-{HUB_SERVICE_ACCOUNT}"
@@ -278,23 +376,77 @@ class MultiKueueHub(pulumi.ComponentResource):
                         for w in ws for team in cfg.kueue.teams]
             + [{"namespace": team, "name": ko.ALL_WORKERS} for team in cfg.kueue.teams])
 
-        # Per worker, what the hub needs (its egress CIDRs) next to what the worker authorises: the
-        # `hub-reaches-workers` policy checks one against the other from these stack outputs.
-        self.reachability: Output[dict[str, Any]] = Output.all(*[w.api_access for w in self.workers]).apply(
-            lambda accesses: {w.key: {"egressCidrs": list(cfg.hub.egress_cidrs), "apiAccess": access}
-                              for w, access in zip(self.workers, accesses, strict=True)})
+        # Per worker, what the hub needs (its egress CIDRs) next to what the worker authorises and the route it
+        # offers (its hubLink: private link, address ranges): the `hub-reaches-workers` policy checks one against
+        # the other from these stack outputs.
+        hub_ranges = [{"key": f"gpufleet:{key}", "cidr": cidr} for key, cidr in linked_ranges(cfg)]
+        vpn_keys = {ko.worker_key(s) for s in (cfg.hub.vpn.workers if cfg.hub.vpn else ())}
+        self.reachability: Output[dict[str, Any]] = Output.all(
+            Output.all(*[w.api_access for w in self.workers]), Output.all(*[w.hub_link for w in self.workers])).apply(
+            lambda al: {w.key: {"egressCidrs": list(cfg.hub.egress_cidrs), "hubRanges": hub_ranges,
+                                "apiAccess": access, "hubLink": link, "vpn": w.key in vpn_keys}
+                        for w, access, link in zip(self.workers, al[0], al[1], strict=True)})
+
+        # Opt-in: an HA VPN from the hub's VPC to each GCP worker of hub.vpn (infra.link).
+        self.vpns = _worker_vpns(name, cfg, self.workers, parent=self)
 
         self.dispatcher: Dispatcher | None = None
+        self.dispatcher_image: DispatcherImage | None = None
         if cfg.hub.dispatcher == "External":
+            image: Output[str] | None = None
+            if cfg.hub.dispatch.image is None:
+                self.dispatcher_image = DispatcherImage(f"{name}-dispatch-image", DispatcherImageArgs(cfg=cfg),
+                                                        opts=ResourceOptions(parent=self))
+                image = self.dispatcher_image.ref
             fleet = Output.all(*[w.fleet_entry for w in self.workers]).apply(
                 lambda entries: dp.fleet_document({w.key: e for w, e in zip(self.workers, entries, strict=True)}))
             self.dispatcher = Dispatcher(
                 f"{name}-dispatch",
                 DispatcherArgs(cfg=cfg.hub.dispatch, fleet=fleet, worker_keys=[w.key for w in self.workers],
-                               depends_on=[kueue.release, *self.workers, *self.all_workers.values()]),
+                               image=image, depends_on=[kueue.release, *self.workers, *self.all_workers.values()]),
                 opts=ResourceOptions(parent=self))
         self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues,
                                "reachability": self.reachability})
+
+
+def _gcp_network(stack: str, outputs: Mapping[str, Any]) -> str:
+    """The primary VPC of a GCP worker, from its outputs (the GKE stack names it after the cluster)."""
+    if outputs.get("cloud") != "gcp":
+        raise pulumi.RunError(f"gpufleet:hub.vpn links GCP workers only; worker stack {stack} is on "
+                              f"{outputs.get('cloud')}: remove it from gpufleet:hub.vpn.workers")
+    return f"projects/{outputs['project']}/global/networks/{outputs['clusterName']}"
+
+
+def _worker_vpns(name: str, cfg: StackConfig, workers: Sequence[MultiKueueWorker],
+                 parent: pulumi.Resource) -> list[pulumi.Resource]:
+    """An :class:`infra.link.HaVpn` from the hub's VPC (``hub.vpn``) to each GCP worker it lists: the AWS side
+    in the hub's region, the GCP side in the worker's project, region and primary VPC."""
+    if cfg.hub.vpn is None:
+        return []
+    import pulumi_aws as aws
+    import pulumi_gcp as gcp
+
+    from infra.link import AwsEnd, GcpEnd, HaVpn, HaVpnArgs
+
+    vpn = cfg.hub.vpn
+    aws_provider = aws.Provider(f"{name}-vpn-aws", region=cfg.region, opts=ResourceOptions(parent=parent))
+    out: list[pulumi.Resource] = []
+    for worker in workers:
+        stack = next((s for s in vpn.workers if ko.worker_key(s) == worker.key), None)
+        if stack is None:
+            continue
+        outputs = {k: worker.ref.require_output(k) for k in ("cloud", "project", "region", "clusterName")}
+        network: Output[str] = Output.all(**outputs).apply(partial(_gcp_network, stack))
+        gcp_provider = gcp.Provider(f"{name}-{worker.key}-vpn-gcp", project=outputs["project"],
+                                    region=outputs["region"], opts=ResourceOptions(parent=parent))
+        out.append(HaVpn(
+            f"{name}-{worker.key}-vpn",
+            HaVpnArgs(aws=AwsEnd(vpc_id=vpn.vpc_id, region=cfg.region, route_table_ids=vpn.route_table_ids,
+                                 provider=aws_provider, asn=vpn.amazon_asn, tags=dict(cfg.tags)),
+                      gcp=GcpEnd(project=outputs["project"], region=outputs["region"], network=network,
+                                 provider=gcp_provider, asn=vpn.google_asn)),
+            opts=ResourceOptions(parent=parent)))
+    return out
 
 
 def _check_workers(cfg: StackConfig) -> None:
@@ -330,7 +482,10 @@ def build_hub(cfg: StackConfig) -> None:
     pulumi.export("egressCidrs", list(cfg.hub.egress_cidrs))
     pulumi.export("reachability", hub.reachability)
     if hub.dispatcher is not None:
+        built = hub.dispatcher_image
         pulumi.export("dispatch", {"deployment": dp.NAME, "namespace": dp.NAMESPACE,
-                                   "replicas": cfg.hub.dispatch.replicas, "image": cfg.hub.dispatch.image,
+                                   "replicas": cfg.hub.dispatch.replicas,
+                                   "image": built.ref if built else cfg.hub.dispatch.image,
+                                   "repository": built.repository if built else None,
                                    "metricsService": dp.METRICS_SERVICE, "fleetConfigMap": dp.FLEET_CONFIGMAP})
 

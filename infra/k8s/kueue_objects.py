@@ -501,14 +501,37 @@ def worker_capacity(worker: Worker, capacity_kind: str) -> Allocatable:
     return total
 
 
-def hub_cluster_queue(name: str, workers: Sequence[Worker], flavor_order: Sequence[str], admission_check: str,
-                      teams: Sequence[str]) -> dict[str, Any]:
-    """A hub ClusterQueue whose quota mirrors the workers' (per worker and capacity kind) and whose
-    admission goes through the MultiKueue AdmissionCheck ``admission_check``."""
+def hub_flavors(workers: Sequence[Worker], flavor_order: Sequence[str], *, quota: bool) -> list[dict[str, Any]]:
+    """The hub flavors of ``workers`` in ``flavor_order`` (kind first, then worker), each with the worker's
+    capacity of that kind (``quota``) or a nominal quota of 0 (a queue that borrows it from the cohort)."""
     covered = covered_resources(p.shape for w in workers for p in w.pools)
-    flavors = [{"name": hub_flavor_name(w.key, kind), "resources": quota_entries(worker_capacity(w, kind), covered)}
-               for kind in flavor_order for w in workers]
+    zero = Allocatable(0, 0, 0, 0)
+    return [{"name": hub_flavor_name(w.key, kind),
+             "resources": quota_entries(worker_capacity(w, kind) if quota else zero, covered)}
+            for kind in flavor_order for w in workers]
+
+
+def hub_cohort(name: str, workers: Sequence[Worker], flavor_order: Sequence[str]) -> dict[str, Any]:
+    """The hub's Cohort ``name``: it alone holds each worker's capacity (per capacity kind), once.
+
+    Every hub ClusterQueue (one per worker and ``all-workers``) is in it with a nominal quota of 0 and
+    borrows from this pool, so a worker's capacity is admitted once however the jobs are split between
+    its own queue and ``all-workers``. (Were the quota on the queues, each would hold the worker's full
+    capacity and the hub would admit twice what the worker has.)"""
+    covered = covered_resources(p.shape for w in workers for p in w.pools)
+    return _obj("Cohort", name, {"resourceGroups": [{"coveredResources": covered,
+                                                    "flavors": hub_flavors(workers, flavor_order, quota=True)}]})
+
+
+def hub_cluster_queue(name: str, workers: Sequence[Worker], flavor_order: Sequence[str], admission_check: str,
+                      teams: Sequence[str], cohort: str) -> dict[str, Any]:
+    """A hub ClusterQueue over the flavors of ``workers``, admitting through the MultiKueue AdmissionCheck
+    ``admission_check``. Its nominal quota is 0: it borrows the workers' capacity from the hub Cohort
+    ``cohort`` (:func:`hub_cohort`), unlimited, and nothing it lends can be reclaimed."""
+    covered = covered_resources(p.shape for w in workers for p in w.pools)
+    flavors = hub_flavors(workers, flavor_order, quota=False)
     spec = {
+        "cohortName": cohort,
         "namespaceSelector": team_namespace_selector(teams),
         "queueingStrategy": "BestEffortFIFO",
         "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
@@ -558,7 +581,7 @@ def hub_worker_objects(worker: Worker, hub_cfg: StackConfig) -> dict[str, dict[s
     objs["multikueueconfig"] = multikueue_config(worker.key, [worker.key])
     objs["admissioncheck"] = admission_check(worker.key, worker.key)
     objs["clusterqueue"] = hub_cluster_queue(queue, [worker], hub_cfg.kueue.flavor_order, worker.key,
-                                             hub_cfg.kueue.teams)
+                                             hub_cfg.kueue.teams, hub_cfg.kueue.cohort)
     for team in hub_cfg.kueue.teams:
         objs[f"localqueue-{team}"] = local_queue(local_queue_name(worker.cluster_name, team), team, queue)
     return objs
@@ -566,19 +589,21 @@ def hub_worker_objects(worker: Worker, hub_cfg: StackConfig) -> dict[str, dict[s
 
 def hub_all_workers_layout(hub_cfg: StackConfig) -> list[tuple[str, str]]:
     """``(key, kind)`` of every object :func:`hub_all_workers_objects` returns, dependencies first."""
-    layout = [("multikueueconfig", "MultiKueueConfig"), ("admissioncheck", "AdmissionCheck"),
+    layout = [("cohort", "Cohort"), ("multikueueconfig", "MultiKueueConfig"), ("admissioncheck", "AdmissionCheck"),
               ("clusterqueue", "ClusterQueue")]
     layout += [(f"localqueue-{team}", "LocalQueue") for team in hub_cfg.kueue.teams]
     return layout
 
 
 def hub_all_workers_objects(workers: Sequence[Worker], hub_cfg: StackConfig) -> dict[str, dict[str, Any]]:
-    """The ``all-workers`` MultiKueueConfig / AdmissionCheck / ClusterQueue / LocalQueues."""
+    """The hub Cohort holding every worker's capacity (:func:`hub_cohort`) and the ``all-workers``
+    MultiKueueConfig / AdmissionCheck / ClusterQueue / LocalQueues."""
     objs = {
+        "cohort": hub_cohort(hub_cfg.kueue.cohort, workers, hub_cfg.kueue.flavor_order),
         "multikueueconfig": multikueue_config(ALL_WORKERS, [w.key for w in workers]),
         "admissioncheck": admission_check(ALL_WORKERS, ALL_WORKERS),
         "clusterqueue": hub_cluster_queue(ALL_WORKERS, workers, hub_cfg.kueue.flavor_order, ALL_WORKERS,
-                                          hub_cfg.kueue.teams),
+                                          hub_cfg.kueue.teams, hub_cfg.kueue.cohort),
     }
     for team in hub_cfg.kueue.teams:
         objs[f"localqueue-{team}"] = local_queue(ALL_WORKERS, team, ALL_WORKERS)

@@ -339,6 +339,12 @@ def allowed_api_cidrs(cluster_config: Mapping[str, Any] | None) -> frozenset[str
     return allowed_hub_cidrs(cluster_config) | operators
 
 
+def hub_stack_of(cluster_config: Mapping[str, Any] | None) -> str | None:
+    """``cluster.hubStack`` of the raw ``gpufleet:cluster`` mapping: the hub whose exported egress is allowed."""
+    value = (cluster_config or {}).get("hubStack")
+    return value if isinstance(value, str) and value else None
+
+
 def _aws_rule_ports(protocol: Any, from_port: Any, to_port: Any) -> list[int]:
     """The admin ports an AWS rule opens (protocol -1/all opens every port)."""
     proto = str(protocol).lower() if protocol is not None else ""
@@ -581,13 +587,18 @@ def check_kubeconfig_secret(outputs: Collection[str], secret_outputs: Collection
             for name in sorted(outputs) if "kubeconfig" in name.lower() and name not in secret_outputs]
 
 
-def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str) -> str | None:
-    """Why hub egress CIDR ``egress`` cannot reach the API of worker ``worker`` whose ``apiAccess`` output is
-    ``access`` (:func:`infra.outputs.api_access_output`), or None when it can.
+def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str,
+                       link: Mapping[str, Any] | None = None, vpn: bool = False) -> str | None:
+    """Why hub egress CIDR ``egress`` has no route to the API of worker ``worker`` whose ``apiAccess`` output is
+    ``access`` (:func:`infra.outputs.api_access_output`) and ``hubLink`` output ``link``
+    (:func:`infra.outputs.hub_link_output`), or None when it has one.
 
-    A private range reaches the private endpoint (always on, over peering / Transit Gateway / VPN /
-    Interconnect) when it lies in the worker's ``hubCidrs``; a public address reaches only a public endpoint,
-    when it lies in ``publicAccessCidrs`` or ``hubCidrs`` (both are on its allow-list).
+    A public address reaches only a public endpoint, when it lies in ``publicAccessCidrs`` or ``hubCidrs`` (both
+    are on its allow-list): the internet is the route. A private range needs a private link between the two
+    networks as well (``hubLink.privateLink`` other than ``none``: a VPN, peering, Transit Gateway or
+    Interconnect, built outside the stacks; or ``vpn``: the hub stack builds an HA VPN to it, ``gpufleet:hub.vpn``)
+    and must lie in the worker's ``hubCidrs`` (the private endpoint's allow-list); an allow-list entry alone
+    routes nothing.
     """
     net = _cidr(egress)
     if net is None:
@@ -596,23 +607,64 @@ def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str) -> s
     public_cidrs = [c for c in (_cidr(v) for v in _list(access.get("publicAccessCidrs"))) if c]
     where = f"gpufleet:cluster.hubCidrs of worker stack {worker}"
     if not _is_public(net):
+        private_link = "vpn" if vpn else str((link or {}).get("privateLink") or "none")
+        if private_link == "none":
+            return (f"hub egress {net} (private) has no route to worker {worker}: no VPN or peering links the two "
+                    f"networks (gpufleet:cluster.hubPrivateLink is none); egress from the hub's NAT addresses to a "
+                    f"public endpoint (gpufleet:cluster.publicAccess with gpufleet:cluster.hubStack), or build the "
+                    f"link and set hubPrivateLink on worker stack {worker}")
         if access.get("privateEndpoint") is not False and _within(net, hub):
             return None
         return (f"hub egress {net} (private) is not authorised on worker {worker}'s private API endpoint "
                 f"(hubCidrs: {', '.join(hub) or 'none'}); add it to {where}")
     if access.get("publicEndpoint") is not True:
         return (f"hub egress {net} is a public address and worker {worker}'s API endpoint is private-only; "
-                f"egress to it from a private range peered or VPN'd to its VPC (gpufleet:hub.egressCidrs) and "
-                f"list that in {where}, or set gpufleet:cluster.publicAccess true there with {net} in hubCidrs")
+                f"set gpufleet:cluster.publicAccess true and gpufleet:cluster.hubStack to the hub on worker stack "
+                f"{worker} (or egress from a private range with a VPN/peering to it)")
     if _within(net, [*public_cidrs, *hub]):
         return None
     return (f"hub egress {net} is not on worker {worker}'s public endpoint allow-list "
-            f"({', '.join([*public_cidrs, *hub]) or 'none'}); add it to {where}")
+            f"({', '.join([*public_cidrs, *hub]) or 'none'}); set gpufleet:cluster.hubStack to the hub on worker "
+            f"stack {worker} and `pulumi up` it, or add it to {where}")
+
+
+def _ranges(value: Any) -> list[tuple[str, str]]:
+    """``(key, cidr)`` of an ``addressRanges`` / ``hubRanges`` list (invalid entries dropped)."""
+    out = []
+    for item in _list(value):
+        if isinstance(item, Mapping) and _cidr(item.get("cidr")):
+            out.append((str(item.get("key") or "?"), str(_cidr(item.get("cidr")))))
+    return out
+
+
+def range_overlap_reasons(reach: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(worker, reason)`` for every overlap among the hub's private ranges (``hubRanges``) and the workers'
+    ``hubLink.addressRanges``, naming both stacks and ranges: the hub routes to each worker by address, so an
+    overlap leaves one of the two unreachable."""
+    seen: list[tuple[str, str, str]] = []
+    first = next((e for e in reach.values() if isinstance(e, Mapping)), {})
+    for key, cidr in _ranges(first.get("hubRanges")):
+        seen.append(("the hub", key, cidr))
+    out = []
+    for worker, entry in sorted(reach.items()):
+        link = entry.get("hubLink") if isinstance(entry, Mapping) else None
+        for key, cidr in _ranges(link.get("addressRanges") if isinstance(link, Mapping) else None):
+            net = ipaddress.ip_network(cidr)
+            for other, other_key, other_cidr in seen:
+                other_net = ipaddress.ip_network(other_cidr)
+                if other != str(worker) and net.version == other_net.version and net.overlaps(other_net):
+                    where = "the hub" if other == "the hub" else f"worker {other}"
+                    out.append((str(worker), f"{cidr} ({key} of worker {worker}) overlaps {other_cidr} ({other_key} of "
+                                             f"{where}): a hub and its workers need disjoint address ranges; change "
+                                             "one of them"))
+            seen.append((str(worker), key, cidr))
+    return out
 
 
 def check_hub_reachability(outputs: Mapping[str, Any]) -> list[Violation]:
-    """A hub stack reaches every worker API from every egress CIDR (its ``reachability`` output: per worker key,
-    the hub's ``egressCidrs`` and the worker's ``apiAccess``). Other stacks have no such output and pass."""
+    """A hub stack has a route to every worker API from every egress CIDR, over address ranges that do not
+    overlap (its ``reachability`` output: per worker key, the hub's ``egressCidrs`` and ``hubRanges`` and the
+    worker's ``apiAccess`` and ``hubLink``). Other stacks have no such output and pass."""
     reach = outputs.get("reachability")
     if not isinstance(reach, Mapping):
         return []
@@ -623,12 +675,15 @@ def check_hub_reachability(outputs: Mapping[str, Any]) -> list[Violation]:
         if not isinstance(access, Mapping):
             out.append(Violation(HUB_REACHES_WORKERS, str(worker), STACK_REFERENCE,
                                  f"worker {worker} exports no apiAccess; `pulumi up` the worker stack with this "
-                                 f"version and gpufleet:cluster.hubCidrs listing the hub's egress CIDRs first"))
+                                 f"version and gpufleet:cluster.hubStack naming this hub first"))
             continue
+        link = entry.get("hubLink") if isinstance(entry.get("hubLink"), Mapping) else None
         for egress in _list(entry.get("egressCidrs")):
-            reason = unreachable_reason(str(egress), access, str(worker))
+            reason = unreachable_reason(str(egress), access, str(worker), link, vpn=entry.get("vpn") is True)
             if reason:
                 out.append(Violation(HUB_REACHES_WORKERS, str(worker), STACK_REFERENCE, reason))
+    for worker, reason in range_overlap_reasons(reach):
+        out.append(Violation(HUB_REACHES_WORKERS, worker, STACK_REFERENCE, reason))
     return out
 
 
@@ -639,13 +694,30 @@ STACK_CHECKS: Mapping[str, Callable[[Sequence[Resource]], list[Violation]]] = {
 }
 
 
+def hub_egress_cidrs(resources: Sequence[Resource], hub_stack: str | None) -> frozenset[str]:
+    """The egress CIDRs hub stack ``hub_stack`` exports, as the worker's StackReference to it read them (its
+    ``outputs`` property): what ``gpufleet:cluster.hubStack`` authorises on the worker's API besides its stack
+    config. Empty without a hub stack or reference; never the whole internet."""
+    if not hub_stack:
+        return frozenset()
+    found: set[str] = set()
+    for r in resources:
+        if r.type == STACK_REFERENCE and r.props.get("name") == hub_stack:
+            outputs = r.props.get("outputs")
+            egress = outputs.get("egressCidrs") if isinstance(outputs, Mapping) else None
+            found |= {c for c in (_cidr(v) for v in _list(egress)) if c and c not in WORLD_CIDRS}
+    return frozenset(found)
+
+
 def run_all(resources: Sequence[Resource], *, outputs: Collection[str] | Mapping[str, Any] = (),
             secret_outputs: Collection[str] = (), allowed_cidrs: Collection[str] = (),
-            hub_cidrs: Collection[str] = (), stack: str = "stack") -> list[Violation]:
+            hub_cidrs: Collection[str] = (), hub_stack: str | None = None, stack: str = "stack") -> list[Violation]:
     """Every mandatory policy over one stack's resources and outputs, in a stable order.
 
     ``outputs`` are the stack output names, or the outputs themselves (then the hub's reachability is checked).
+    ``hub_stack`` (``gpufleet:cluster.hubStack``): the egress that hub exports is allowed like ``hub_cidrs``.
     """
+    hub_cidrs = frozenset(hub_cidrs) | hub_egress_cidrs(resources, hub_stack)
     out: list[Violation] = []
     for r in resources:
         for rule, check in RESOURCE_CHECKS.items():

@@ -123,6 +123,8 @@ def _public_ingress_policy() -> Any:
 
     def validate(args: Any, report_violation: Callable[..., None]) -> None:
         cluster = stack_cluster_config()
+        if checks.hub_stack_of(cluster):
+            return  # judged with the hub's exported egress by _public_ingress_with_hub_policy
         for message in checks.check_public_ingress(args.resource_type, args.props,
                                                    checks.allowed_public_cidrs(cluster),
                                                    checks.allowed_api_cidrs(cluster)):
@@ -130,6 +132,26 @@ def _public_ingress_policy() -> Any:
 
     return ResourceValidationPolicy(name=checks.PUBLIC_INGRESS, description=DESCRIPTIONS[checks.PUBLIC_INGRESS],
                                     validate=validate)
+
+
+def _public_ingress_with_hub_policy() -> Any:
+    """``no-public-admin-ingress`` for a worker with ``gpufleet:cluster.hubStack``: the same check, also allowing
+    the egress CIDRs its StackReference read from that hub (only a stack policy sees that resource)."""
+    from pulumi_policy import StackValidationPolicy
+
+    def validate(args: Any, report_violation: Callable[..., None]) -> None:
+        cluster = stack_cluster_config()
+        hub_stack = checks.hub_stack_of(cluster)
+        if not hub_stack:
+            return
+        resources = [from_policy_resource(r) for r in args.resources]
+        hub = checks.allowed_api_cidrs(cluster) | checks.hub_egress_cidrs(resources, hub_stack)
+        for r in resources:
+            for message in checks.check_public_ingress(r.type, r.props, checks.allowed_public_cidrs(cluster), hub):
+                report_violation(message, r.key)
+
+    return StackValidationPolicy(name=f"{checks.PUBLIC_INGRESS}-via-hub-stack",
+                                 description=DESCRIPTIONS[checks.PUBLIC_INGRESS], validate=validate)
 
 
 def _stack_policy(name: str, rule: str, check: Callable[[Sequence[checks.Resource]], list[checks.Violation]]) -> Any:
@@ -179,6 +201,7 @@ def policies() -> list[Any]:
     """Every gpufleet policy as a pulumi_policy ``Policy`` (resource policies first, then stack policies)."""
     out = [_resource_policy(rule, check) for rule, check in checks.RESOURCE_CHECKS.items()]
     out.append(_public_ingress_policy())
+    out.append(_public_ingress_with_hub_policy())
     out.append(_stack_policy(checks.S3_PROTECTED, checks.S3_PROTECTED, checks.check_s3_buckets))
     out.append(_stack_policy(checks.EFA_INTERFACES, checks.EFA_INTERFACES, checks.check_efa_interfaces))
     out.append(_stack_policy(f"{checks.GPU_TAINT}-via-launch-template", checks.GPU_TAINT,

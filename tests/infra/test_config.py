@@ -144,12 +144,16 @@ def test_hub_needs_egress_cidrs():
     assert "gpufleet:cluster.hubCidrs" in str(err.value)
 
 
-def test_external_dispatcher_needs_an_image_built_from_the_dockerfile():
-    with pytest.raises(ConfigError) as err:
-        parse(_hub(dispatcher="External"), stack="hub")
-    message = str(err.value)
-    assert message.startswith("gpufleet:hub.dispatch.image: is required when gpufleet:hub.dispatcher is External")
-    assert "docker build -f placement/dispatch/Dockerfile -t <image> ." in message and "\n" not in message
+def test_external_dispatcher_builds_its_image_unless_given_one():
+    built = parse(_hub(dispatcher="External"), stack="hub").hub.dispatch
+    assert built.image is None and built.platform == "linux/amd64"
+    assert parse(_hub(dispatcher="External", dispatch={"platform": "linux/arm64"}),
+                 stack="hub").hub.dispatch.platform == "linux/arm64"
+    for dispatch, key in (({"platform": "windows/amd64"}, "platform"),
+                          ({"image": "ghcr.io/acme/placement:1.0", "platform": "linux/arm64"}, "platform")):
+        with pytest.raises(ConfigError) as err:
+            parse(_hub(dispatcher="External", dispatch=dispatch), stack="hub")
+        assert str(err.value).startswith(f"gpufleet:hub.dispatch.{key}: ") and "\n" not in str(err.value)
     cfg = parse(_hub(dispatcher="External", dispatch={
         "image": "ghcr.io/acme/placement:1.0", "replicas": 3, "admissionDeadlineSeconds": 120,
         "waitUsdPerGpuHour": "0.5", "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},

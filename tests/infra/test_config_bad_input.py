@@ -251,9 +251,9 @@ def test_aws_zone_names_are_checked_against_the_region() -> None:
 
 
 @pytest.mark.parametrize(("base", "network", "key"), [
-    (GCP, {"podsCidr": "10.0.0.0/14"}, "gpufleet:network.podsCidr"),  # holds the /20 primary range
+    (GCP, {"podsCidr": "10.4.0.0/14"}, "gpufleet:network.podsCidr"),  # holds the /20 primary range
     (GCP, {"servicesCidr": "10.65.0.0/20"}, "gpufleet:network.servicesCidr"),  # inside the pods range
-    (GCP, {"servicesCidr": "10.0.8.0/24"}, "gpufleet:network.servicesCidr"),  # inside the primary range
+    (GCP, {"servicesCidr": "10.4.8.0/24"}, "gpufleet:network.servicesCidr"),  # inside the primary range
     (GCP, {"gpuCidrBase": "10.64.0.0/16"}, "gpufleet:network.gpuCidrBase"),  # the pods range's first /16
     (GCP, {"vpcCidr": "fd00::/64"}, "gpufleet:network.vpcCidr"),
     (AWS, {"servicesCidr": "10.0.128.0/20"}, "gpufleet:network.servicesCidr"),  # inside the VPC
@@ -377,7 +377,7 @@ def _issue_cases() -> list[tuple[str, dict[str, Any], str]]:
         ("hub", {"hub": {**HUB["hub"], "workers": ["org/gpufleet/aws-use1-p6"]}}, "hub.workers[0]"),
         ("aws-use1-p5", {"nodePools": [pool], "checkpoint": {"filesystem": {"kind": "none"}}},
          "nodePools[0].instanceType"),
-        ("gcp-usc1-a3mega", {"network": {**GCP["network"], "podsCidr": "10.0.0.0/14"}}, "network.podsCidr"),
+        ("gcp-usc1-a3mega", {"network": {**GCP["network"], "podsCidr": "10.4.0.0/14"}}, "network.podsCidr"),
         ("aws-use1-p5", {"kueue": {"cohort": "GPU_fleet"}}, "kueue.cohort"),
         ("aws-use1-p5", {"tags": {**TAGS, "env": ""}}, "tags.env"),
         ("aws-use1-p5", {"kueue": {"teams": ["team-a", "team-a"]}}, "kueue.teams[1]"),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -15,11 +17,12 @@ import pytest
 import yaml
 
 from infra import mockrun
-from infra.config import StackConfig, load_stack_file
+from infra.config import StackConfig, is_private_cidr, linked_ranges, load_stack_file
+from infra.hub_link import with_hub_egress
 from infra.k8s import addons, dispatcher
 from infra.k8s import kueue_objects as ko
 from infra.k8s.crd_validate import CRDValidator
-from infra.outputs import api_access_output, node_pool_output, training_service_account_output
+from infra.outputs import api_access_output, hub_link_output, node_pool_output, training_service_account_output
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_STACK = str(REPO / "stacks" / "Pulumi.hub.yaml")
@@ -60,7 +63,10 @@ def workers(hub_cfg: StackConfig) -> dict[str, StackConfig]:
 
 
 def fabricate(cfg: StackConfig) -> dict[str, Any]:
-    """The outputs a worker stack of ``cfg`` exports (what the hub reads through StackReference)."""
+    """The outputs a worker stack of ``cfg`` exports (what the hub reads through StackReference), with the
+    egress of its hub (gpufleet:cluster.hubStack, the example hub) authorised as the worker program does."""
+    if cfg.cluster.hub_stack is not None:
+        cfg, _ = with_hub_egress(cfg, load_stack_file(HUB_STACK).hub.egress_cidrs)
     out: dict[str, Any] = {
         "cloud": cfg.cloud, "region": cfg.region, "clusterName": cfg.cluster_name,
         "kubeconfig": _exec_kubeconfig(cfg.cluster_name),
@@ -73,9 +79,11 @@ def fabricate(cfg: StackConfig) -> dict[str, Any]:
         "checkpointFilesystem": None,
         "trainingServiceAccount": training_service_account_output(cfg),
         "apiAccess": api_access_output(cfg),
+        "hubLink": hub_link_output(cfg),
         "vpcId": "vpc-1234",  # a cloud-specific output the fleet file leaves out
     }
     if cfg.cloud == "gcp":
+        out["project"] = cfg.project
         out["gpuNetworks"] = {p.name: [f"vpc{i + 1}" for i in range(p.shape.gpu_vpcs)] for p in cfg.node_pools}
     return out
 
@@ -90,8 +98,23 @@ def fabricated_outputs(workers: dict[str, StackConfig]) -> Iterator[dict[str, di
     mockrun.STACK_REFERENCE_OUTPUTS.update(saved)
 
 
+def hub_section(**changes: Any) -> dict[str, Any]:
+    """The example hub's ``gpufleet:hub`` mapping as written in its stack file, with ``changes``."""
+    doc = yaml.safe_load(Path(HUB_STACK).read_text(encoding="utf-8"))
+    section = dict(doc["config"]["gpufleet:hub"])
+    section.update(changes)
+    return {k: v for k, v in section.items() if v is not None}
+
+
 @pytest.fixture(scope="module")
 def run(fabricated_outputs: dict[str, dict[str, Any]]) -> mockrun.RunResult:
+    """The example hub with the AllAtOnce dispatcher (no dispatcher Deployment, no image)."""
+    return mockrun.run_stack(HUB_STACK, config_override={"hub": hub_section(dispatcher="AllAtOnce", dispatch=None)})
+
+
+@pytest.fixture(scope="module")
+def example(fabricated_outputs: dict[str, dict[str, Any]]) -> mockrun.RunResult:
+    """The example hub as written: the External dispatcher, its image built and pushed by the stack."""
     return mockrun.run_stack(HUB_STACK)
 
 
@@ -163,7 +186,7 @@ def test_kubeconfig_secret_per_worker_uses_a_service_account_token(run: mockrun.
         for stack in workers:
             reg = next(r for r in regs if f"-{key_of(stack)}-" in r.name)
             assert reg.provider and f"-{key_of(stack)}-provider" in reg.provider, kind
-    role = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")[0]
+    role = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")[0]
     workload_rules = [r for r in role.inputs["rules"] if r["apiGroups"] == ["kueue.x-k8s.io"]]
     assert {"workloads", "workloads/status"} <= {res for r in workload_rules for res in r["resources"]}
 
@@ -192,9 +215,14 @@ def test_multikueue_objects_per_worker(run: mockrun.RunResult, workers: dict[str
             assert local[f"{team}/{ko.local_queue_name(cfg, team)}"]["spec"]["clusterQueue"] == queue_name
         flavors = {f["name"]: quota_of(f) for f in cq["resourceGroups"][0]["flavors"]}
         assert list(flavors) == [ko.hub_flavor_name(key, kind) for kind in hub_cfg.kueue.flavor_order]
+        # The queue holds no quota of its own: it borrows the worker's capacity from the hub Cohort.
+        assert cq["cohortName"] == hub_cfg.kueue.cohort
+        assert all(set(q.values()) == {0} for q in flavors.values())
+        pool = {f["name"]: quota_of(f) for f in
+                kueue_objects(run, "Cohort")[hub_cfg.kueue.cohort]["spec"]["resourceGroups"][0]["flavors"]}
         for kind in hub_cfg.kueue.flavor_order:
             expected = expected_capacity(cfg, kind)
-            got = flavors[ko.hub_flavor_name(key, kind)]
+            got = pool[ko.hub_flavor_name(key, kind)]
             assert got == {r: expected[r] for r in got}, (key, kind)
             assert got[ko.RES_GPU] == sum(p.shape.gpus * p.max_nodes for p in cfg.node_pools
                                           if p.capacity_kind == kind)
@@ -211,7 +239,12 @@ def test_all_workers_queue_spans_every_worker(run: mockrun.RunResult, workers: d
     assert check["controllerName"] == ko.MULTIKUEUE_CONTROLLER and check["parameters"]["name"] == ko.ALL_WORKERS
     cq = kueue_objects(run, "ClusterQueue")[ko.ALL_WORKERS]["spec"]
     assert cq["admissionChecksStrategy"]["admissionChecks"] == [{"name": ko.ALL_WORKERS}]
-    flavors = {f["name"]: quota_of(f) for f in cq["resourceGroups"][0]["flavors"]}
+    assert cq["cohortName"] == hub_cfg.kueue.cohort
+    assert [f["name"] for f in cq["resourceGroups"][0]["flavors"]] == [
+        f["name"] for f in kueue_objects(run, "Cohort")[hub_cfg.kueue.cohort]["spec"]["resourceGroups"][0]["flavors"]]
+    assert all(set(quota_of(f).values()) == {0} for f in cq["resourceGroups"][0]["flavors"])
+    flavors = {f["name"]: quota_of(f) for f in
+               kueue_objects(run, "Cohort")[hub_cfg.kueue.cohort]["spec"]["resourceGroups"][0]["flavors"]}
     assert len(flavors) == len(workers) * 2
     total_gpus = sum(q[ko.RES_GPU] for q in flavors.values())
     assert total_gpus == sum(p.shape.gpus * p.max_nodes for c in workers.values() for p in c.node_pools)
@@ -221,6 +254,21 @@ def test_all_workers_queue_spans_every_worker(run: mockrun.RunResult, workers: d
     assert all(n.endswith(first) for n in names[:len(workers)])
     for team in hub_cfg.kueue.teams:
         assert kueue_objects(run, "LocalQueue")[f"{team}/{ko.ALL_WORKERS}"]["spec"]["clusterQueue"] == ko.ALL_WORKERS
+
+
+def test_hub_counts_each_workers_capacity_once(run: mockrun.RunResult, workers: dict[str, StackConfig],
+                                                hub_cfg: StackConfig) -> None:
+    """All the quota the hub can admit on a worker's flavor (the nominal quota of every ClusterQueue and Cohort
+    that names it, all in one cohort) is that worker's capacity, once: its own queue and all-workers share it."""
+    queues = kueue_objects(run, "ClusterQueue")
+    holders = [*(q["spec"] for q in queues.values()), *(c["spec"] for c in kueue_objects(run, "Cohort").values())]
+    assert {q["spec"].get("cohortName") for q in queues.values()} == {hub_cfg.kueue.cohort}
+    for stack, cfg in workers.items():
+        for kind in hub_cfg.kueue.flavor_order:
+            name = ko.hub_flavor_name(key_of(stack), kind)
+            gpus = sum(quota_of(f).get(ko.RES_GPU, 0) for h in holders for g in h["resourceGroups"]
+                       for f in g["flavors"] if f["name"] == name)
+            assert gpus == expected_capacity(cfg, kind)[ko.RES_GPU], (stack, kind)
 
 
 def releases_of(run: mockrun.RunResult) -> dict[str, mockrun.Registered]:
@@ -233,7 +281,7 @@ def test_hub_installs_kueue_with_the_dispatcher(run: mockrun.RunResult, hub_cfg:
     kueue = releases[addons.KUEUE_CHART]
     assert kueue.inputs["version"] == hub_cfg.kueue.version
     config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    assert config["multiKueue"]["dispatcherName"] == ko.DISPATCHERS[hub_cfg.hub.dispatcher]
+    assert config["multiKueue"]["dispatcherName"] == ko.DISPATCHERS["AllAtOnce"]
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
     # The hub Kueue objects use the default provider (the hub cluster), not a worker's.
     for r in run.resources:
@@ -287,31 +335,84 @@ def test_jobset_is_installed_before_kueue_and_everything_that_creates_a_jobset(r
 # ------------------------------------------------------------------------------------------- worker RBAC
 
 
-def test_worker_rbac_covers_what_multikueue_does_there(run: mockrun.RunResult) -> None:
-    roles = [r for r in run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
-             if r.inputs["metadata"]["name"] == "gpufleet-multikueue-hub"]
-    assert roles
-    for role in roles:
-        verbs: dict[tuple[str, str], set[str]] = {}
-        for rule in role.inputs["rules"]:
+def _verbs(rule_lists: list[list[dict[str, Any]]]) -> dict[tuple[str, str], set[str]]:
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for rules in rule_lists:
+        for rule in rules:
             for group in rule["apiGroups"]:
                 for res in rule["resources"]:
                     verbs.setdefault((group, res), set()).update(rule["verbs"])
-        # MultiKueue drops the finalizers of remote Workloads (update/patch) and writes their status.
-        assert verbs[("kueue.x-k8s.io", "workloads")] == {"create", "delete", "get", "list", "watch", "update", "patch"}
-        assert verbs[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}
-        assert verbs[("", "pods")] == {"create", "delete", "get", "list", "watch"}
-        # Every job kind our Kueue config integrates can be created on the worker and its status read.
-        config = yaml.safe_load(ko.manager_config("AllAtOnce"))
-        plural = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
-                  "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
-                  "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
-                  "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
-                  "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters")}
-        for framework in config["integrations"]["frameworks"]:
-            group, res = plural[framework]
-            assert {"create", "delete", "get", "list", "watch"} <= verbs[(group, res)], framework
-            assert "get" in verbs[(group, f"{res}/status")], framework
+    return verbs
+
+
+HUB_ROLE = "gpufleet-multikueue-hub"
+FRAMEWORK_KINDS = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
+                   "kubeflow.org/pytorchjob": ("kubeflow.org", "pytorchjobs"),
+                   "kubeflow.org/mpijob": ("kubeflow.org", "mpijobs"),
+                   "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs"),
+                   "ray.io/rayjob": ("ray.io", "rayjobs"), "ray.io/raycluster": ("ray.io", "rayclusters"),
+                   "leaderworkerset.x-k8s.io/leaderworkerset": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                   "statefulset": ("apps", "statefulsets"), "pod": ("", "pods"), "deployment": ("", "pods")}
+
+
+def test_worker_rbac_covers_what_multikueue_does_there(run: mockrun.RunResult, workers: dict[str, StackConfig],
+                                                      hub_cfg: StackConfig) -> None:
+    config = yaml.safe_load(ko.manager_config(hub_cfg.hub.dispatcher, wait_for_pods_ready=False))
+    for stack in workers:
+        key = key_of(stack)
+        mine = [r for r in run.resources if f"-{key}-provider" in str(r.provider)
+                and isinstance(r.inputs.get("metadata"), dict) and r.inputs["metadata"].get("name") == HUB_ROLE]
+        (cluster_role,) = [r for r in mine if r.type == RBAC + "ClusterRole"]
+        roles = {r.inputs["metadata"]["namespace"]: r for r in mine if r.type == RBAC + "Role"}
+        bindings = {r.inputs["metadata"]["namespace"]: r for r in mine if r.type == RBAC + "RoleBinding"}
+        # One Role per hub team, in that team's namespace on the worker, bound to the hub's account.
+        assert set(roles) == set(bindings) == set(hub_cfg.kueue.teams)
+        for team, binding in bindings.items():
+            assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                 "name": HUB_ROLE}, team
+            assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "multikueue-hub",
+                                                   "namespace": "kueue-system"}]
+        for team in hub_cfg.kueue.teams:
+            verbs = _verbs([cluster_role.inputs["rules"], roles[team].inputs["rules"]])
+            # MultiKueue drops the finalizers of remote Workloads (update/patch) and writes their status.
+            assert verbs[("kueue.x-k8s.io", "workloads")] == {"create", "delete", "get", "list", "watch", "update",
+                                                              "patch"}
+            assert verbs[("kueue.x-k8s.io", "workloads/status")] == {"get", "patch", "update"}
+            # Every job kind the hub's Kueue integrates can be created in the team namespace and its status read.
+            for framework in config["integrations"]["frameworks"]:
+                group, res = FRAMEWORK_KINDS[framework]
+                assert {"create", "delete", "get", "list", "watch"} <= verbs[(group, res)], framework
+                assert "get" in verbs[(group, f"{res}/status")], framework
+
+
+def test_no_cluster_role_lets_the_hub_write_on_a_worker(run: mockrun.RunResult) -> None:
+    """A stolen hub token must not be root on the GPU nodes: cluster-wide it only reads (list, watch; get on the
+    queues); creating pods or jobs is bound to the team namespaces."""
+    worker_roles = [r for r in run.of_type(RBAC + "ClusterRole") if not on_hub(r)]
+    assert worker_roles
+    for role in worker_roles:
+        for rule in role.inputs["rules"]:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}, (role.name, rule)
+            if "get" in rule["verbs"]:
+                assert rule["resources"] == ["clusterqueues", "localqueues"], (role.name, rule)
+        assert ("", "pods") not in {k for k, v in _verbs([role.inputs["rules"]]).items() if "create" in v}
+    for binding in run.of_type(RBAC + "ClusterRoleBinding"):
+        if not on_hub(binding):
+            assert binding.inputs["roleRef"]["kind"] == "ClusterRole"
+            assert binding.inputs["roleRef"]["name"] in (HUB_ROLE, "gpufleet-dispatch-reader")
+
+
+def test_pods_integration_is_granted_in_the_team_namespaces_only() -> None:
+    from infra.k8s.hub import multikueue_worker_rules
+
+    cluster, namespaced = multikueue_worker_rules(["pod", "jobset.x-k8s.io/jobset"])
+    assert _verbs([cluster])[("", "pods")] == {"list", "watch"}
+    assert _verbs([namespaced])[("", "pods")] == {"create", "delete", "get"}
+    # Deployments are dispatched as their Pods (the pod adapter): the same namespaced grant, nothing wider.
+    cluster, namespaced = multikueue_worker_rules(["deployment"])
+    assert _verbs([namespaced])[("", "pods")] == {"create", "delete", "get"}
+    with pytest.raises(ValueError, match="example.com/widget"):
+        multikueue_worker_rules(["example.com/widget"])
 
 
 def _upstream_script() -> str:
@@ -328,7 +429,7 @@ def _upstream_script() -> str:
 
 
 def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
-    from infra.k8s.hub import EXTRA_WORKER_RULES, multikueue_rbac_rules
+    from infra.k8s.hub import EXTRA_WORKER_RULES, hub_frameworks, multikueue_rbac_rules, multikueue_worker_rules
 
     script = _upstream_script()
     manifest = script.split("kubectl apply -f - <<EOF\n", 1)[1].split("\nEOF", 1)[0]
@@ -339,19 +440,32 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
     upstream_kinds = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert all((rule["apiGroups"][0], rule["resources"][0]) not in upstream_kinds for rule in ours[len(role["rules"]):])
 
+    # Split and narrowed, the hub's rules are upstream's verb for verb on every kind they keep, and keep
+    # exactly Workloads, the queues and the kinds the hub integrates.
+    reference = _verbs([ours])
+    for dispatcher_name in ("AllAtOnce", "External"):
+        cluster, namespaced = multikueue_worker_rules(hub_frameworks(dispatcher_name))
+        granted = _verbs([cluster, namespaced])
+        assert all(granted[k] == reference[k] for k in granted), dispatcher_name
+        kinds = {FRAMEWORK_KINDS[f] for f in hub_frameworks(dispatcher_name)}
+        expected = {("kueue.x-k8s.io", r) for r in ("workloads", "workloads/status", "clusterqueues", "localqueues")}
+        expected |= {(g, r) for g, r in kinds} | {(g, f"{r}/status") for g, r in kinds}
+        assert set(granted) == expected
+
 
 # ------------------------------------------------------------------------------------------- reachability
 
 
-def test_hub_exports_what_it_needs_next_to_what_each_worker_authorises(run: mockrun.RunResult,
-                                                                        hub_cfg: StackConfig,
-                                                                        workers: dict[str, StackConfig]) -> None:
+def test_hub_exports_what_it_needs_next_to_what_each_worker_authorises(
+        run: mockrun.RunResult, hub_cfg: StackConfig, workers: dict[str, StackConfig],
+        fabricated_outputs: dict[str, dict[str, Any]]) -> None:
     reach = run.outputs["reachability"]
     assert set(reach) == {key_of(s) for s in workers}
-    for stack, cfg in workers.items():
+    for stack in workers:
         entry = reach[key_of(stack)]
         assert entry["egressCidrs"] == list(hub_cfg.hub.egress_cidrs)
-        assert entry["apiAccess"] == api_access_output(cfg)
+        assert entry["apiAccess"] == fabricated_outputs[stack]["apiAccess"]
+        assert entry["hubLink"] == fabricated_outputs[stack]["hubLink"]
     assert run.outputs["egressCidrs"] == list(hub_cfg.hub.egress_cidrs)
 
 
@@ -558,28 +672,203 @@ def test_no_dispatcher_unless_external(run: mockrun.RunResult) -> None:
     assert run.outputs["dispatcher"] != "External"
     assert not run.of_type(APPS + "Deployment")
     for r in run.resources:
-        meta = r.inputs.get("metadata") if isinstance(r.inputs.get("metadata"), dict) else {}
+        raw_meta = r.inputs.get("metadata")
+        meta = raw_meta if isinstance(raw_meta, dict) else {}
         assert not str(meta.get("name", "")).startswith(("gpufleet-dispatch", "gpufleet-fleet")), r.name
     assert "dispatch" not in run.outputs
 
 
-def test_external_without_an_image_names_the_key_and_the_build(fabricated_outputs: dict[str, dict[str, Any]],
-                                                               hub_cfg: StackConfig) -> None:
-    hub = {"workers": list(hub_cfg.hub.workers), "dispatcher": "External",
-           "egressCidrs": list(hub_cfg.hub.egress_cidrs)}
-    with pytest.raises(pulumi.RunError) as err:
-        mockrun.run_stack(HUB_STACK, config_override={"hub": hub})
-    message = str(err.value)
-    assert message.startswith("invalid stack config: gpufleet:hub.dispatch.image:") and "\n" not in message
-    assert "docker build -f placement/dispatch/Dockerfile -t <image> ." in message
+IMAGE_TYPE = "docker-build:index:Image"
+
+
+def fake_digest(resource_name: str) -> str:
+    """The digest the mocks return for a pushed image (infra/mockrun.py)."""
+    return "sha256:" + hashlib.sha256(resource_name.encode()).hexdigest()
+
+
+def test_example_hub_runs_the_cost_aware_dispatcher_from_the_image_it_builds(example: mockrun.RunResult,
+                                                                            hub_cfg: StackConfig) -> None:
+    assert hub_cfg.hub.dispatcher == "External" and hub_cfg.hub.dispatch.image is None
+    (repo,) = example.of_type("aws:ecr/repository:Repository")
+    assert repo.inputs["name"] == "gpufleet-hub/placement"
+    assert repo.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
+    url = f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{repo.inputs['name']}"
+    (image,) = example.of_type(IMAGE_TYPE)
+    assert image.inputs["push"] is True and image.inputs["buildOnPreview"] is False
+    assert image.inputs["context"] == {"location": str(REPO)}
+    assert image.inputs["dockerfile"] == {"location": str(REPO / "placement" / "dispatch" / "Dockerfile")}
+    assert image.inputs["platforms"] == ["linux/amd64"]
+    assert image.inputs["tags"] == [f"{url}:dispatch"]
+    # The registry credentials (an ECR token) are registered as a secret, never in plain state.
+    assert image.inputs["registries"].get(SECRET_SIG) == SECRET_MARK
+    (registry,) = image.inputs["registries"]["value"]
+    assert registry["address"] == url and registry["username"] == "AWS"
+    # The Deployment runs exactly the pushed image: by digest, never by tag.
+    (deployment,) = named(example, APPS + "Deployment", "gpufleet-dispatch")
+    (container,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{url}@{fake_digest(image.name)}"
+    assert example.outputs["dispatch"]["image"] == container["image"]
+    assert example.outputs["dispatch"]["repository"] == url
+
+
+def test_gcp_hub_pushes_to_artifact_registry(fabricated_outputs: dict[str, dict[str, Any]]) -> None:
+    result = mockrun.run_stack(HUB_STACK, config_override={
+        "cloud": "gcp", "region": "us-central1", "project": "gpufleet-dev",
+        "hub": hub_section(dispatch={"platform": "linux/arm64"})})
+    (repo,) = result.of_type("gcp:artifactregistry/repository:Repository")
+    assert repo.inputs["format"] == "DOCKER" and repo.inputs["location"] == "us-central1"
+    assert repo.inputs["repositoryId"] == "gpufleet-hub-images"
+    (image,) = result.of_type(IMAGE_TYPE)
+    assert image.inputs["platforms"] == ["linux/arm64"]
+    assert image.inputs["registries"].get(SECRET_SIG) == SECRET_MARK
+    (registry,) = image.inputs["registries"]["value"]
+    assert registry["address"] == "us-central1-docker.pkg.dev" and registry["username"] == "oauth2accesstoken"
+    (deployment,) = named(result, APPS + "Deployment", "gpufleet-dispatch")
+    assert deployment.inputs["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        f"us-central1-docker.pkg.dev/p/gpufleet-hub-images/placement@{fake_digest(image.name)}")
+    assert not result.of_type("aws:ecr/repository:Repository")
+
+
+def test_a_given_image_is_used_as_is_and_nothing_is_built(external: mockrun.RunResult) -> None:
+    assert not external.of_type(IMAGE_TYPE) and not external.of_type("aws:ecr/repository:Repository")
+    assert external.outputs["dispatch"]["image"] == IMAGE and external.outputs["dispatch"]["repository"] is None
+
+
+def test_an_image_without_a_digest_is_never_deployed() -> None:
+    from infra.k8s.dispatch_image import pinned
+
+    assert pinned("r.example/p", "sha256:" + "a" * 64) == "r.example/p@sha256:" + "a" * 64
+    for digest in ("", "latest", "sha256:abc", "md5:" + "a" * 64):
+        with pytest.raises(ValueError, match="sha256 digest"):
+            pinned("r.example/p", digest)
 
 
 def test_every_example_worker_authorises_the_example_hub(hub_cfg: StackConfig,
                                                          workers: dict[str, StackConfig]) -> None:
+    """By default the hub egresses from its NAT addresses, and each example worker reads them from the hub stack
+    into its public endpoint's allow-list: a route (the internet) and an allow-list entry, nothing else open."""
     from infra.policy.checks import unreachable_reason
 
-    assert hub_cfg.hub.egress_cidrs
+    assert hub_cfg.hub.egress_cidrs and not any(is_private_cidr(c) for c in hub_cfg.hub.egress_cidrs)
     for stack, cfg in workers.items():
-        assert cfg.cluster.hub_cidrs, stack
+        assert cfg.cluster.hub_stack == "org/gpufleet/hub" and cfg.cluster.public_access, stack
+        assert not cfg.cluster.hub_cidrs and not cfg.cluster.public_access_cidrs, stack  # only the hub's egress
+        linked, warnings = with_hub_egress(cfg, hub_cfg.hub.egress_cidrs)
+        assert warnings == [] and linked.cluster.hub_cidrs == hub_cfg.hub.egress_cidrs
         for egress in hub_cfg.hub.egress_cidrs:
-            assert unreachable_reason(egress, api_access_output(cfg), key_of(stack)) is None, (stack, egress)
+            assert unreachable_reason(egress, api_access_output(linked), key_of(stack),
+                                      hub_link_output(linked)) is None, (stack, egress)
+
+
+def test_example_hub_and_workers_have_disjoint_ranges(hub_cfg: StackConfig, workers: dict[str, StackConfig]) -> None:
+    from infra.config import range_overlaps
+
+    assert range_overlaps({"hub": hub_cfg, **workers}) == []
+
+
+def test_reachability_carries_each_workers_route_and_ranges(run: mockrun.RunResult,
+                                                            workers: dict[str, StackConfig]) -> None:
+    for stack, cfg in workers.items():
+        entry = run.outputs["reachability"][key_of(stack)]
+        assert entry["hubLink"]["privateLink"] == "none"
+        assert [r["cidr"] for r in entry["hubLink"]["addressRanges"]] == [c for _, c in linked_ranges(cfg)]
+        assert entry["hubRanges"] == []  # the example hub egresses from public NAT addresses only
+
+
+# ------------------------------------------------------------------------------------------- opt-in HA VPN
+
+VPN_WORKERS = ["org/gpufleet/gcp-usc1-a3mega", "org/gpufleet/gcp-euw4-a3high"]
+
+
+@pytest.fixture(scope="module")
+def vpn_run(workers: dict[str, StackConfig]) -> mockrun.RunResult:
+    """The example hub egressing from its VPC's private range over an HA VPN to both GCP workers, which list
+    that range in hubCidrs; the AWS workers keep the public path."""
+    hub_range = "10.200.0.0/20"
+    outputs = {}
+    for stack, cfg in workers.items():
+        if stack in VPN_WORKERS:
+            cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, hub_cidrs=(hub_range,)))
+        outputs[stack] = fabricate(cfg)
+    saved = dict(mockrun.STACK_REFERENCE_OUTPUTS)
+    mockrun.STACK_REFERENCE_OUTPUTS.update(outputs)
+    try:
+        egress = [*load_stack_file(HUB_STACK).hub.egress_cidrs, hub_range]
+        vpn = {"vpcId": "vpc-0123456789abcdef0", "routeTableIds": ["rtb-0123456789abcdef0", "rtb-0fedcba987654321f"],
+               "workers": VPN_WORKERS}
+        return mockrun.run_stack(HUB_STACK, config_override={"hub": hub_section(
+            dispatcher="AllAtOnce", dispatch=None, egressCidrs=egress, vpn=vpn)})
+    finally:
+        mockrun.STACK_REFERENCE_OUTPUTS.clear()
+        mockrun.STACK_REFERENCE_OUTPUTS.update(saved)
+
+
+def test_hub_builds_a_four_tunnel_bgp_vpn_to_each_linked_gcp_worker(vpn_run: mockrun.RunResult,
+                                                                     workers: dict[str, StackConfig]) -> None:
+    for stack in VPN_WORKERS:
+        key, cfg = key_of(stack), workers[stack]
+
+        def mine(typ: str, key: str = key) -> list[mockrun.Registered]:
+            return [r for r in vpn_run.of_type(typ) if r.name.startswith(f"gpufleet-hub-{key}-vpn-")]
+
+        (gateway,) = mine("gcp:compute/haVpnGateway:HaVpnGateway")
+        network = f"projects/{cfg.project}/global/networks/{cfg.cluster_name}"
+        assert (gateway.inputs["network"], gateway.inputs["region"]) == (network, cfg.region)
+        (router,) = mine("gcp:compute/router:Router")
+        assert router.inputs["bgp"]["asn"] == 65534 and router.inputs["network"] == network
+        (vgw,) = mine("aws:ec2/vpnGateway:VpnGateway")
+        assert (vgw.inputs["vpcId"], vgw.inputs["amazonSideAsn"]) == ("vpc-0123456789abcdef0", "64512")
+        propagations = mine("aws:ec2/vpnGatewayRoutePropagation:VpnGatewayRoutePropagation")
+        assert {r.inputs["routeTableId"] for r in propagations} == {"rtb-0123456789abcdef0", "rtb-0fedcba987654321f"}
+        # One customer gateway per HA VPN interface, speaking BGP as the Cloud Router.
+        cgws = mine("aws:ec2/customerGateway:CustomerGateway")
+        assert sorted(c.inputs["ipAddress"] for c in cgws) == ["34.157.0.1", "34.157.0.2"]
+        assert {c.inputs["bgpAsn"] for c in cgws} == {"65534"} and {c.inputs["type"] for c in cgws} == {"ipsec.1"}
+        conns = mine("aws:ec2/vpnConnection:VpnConnection")
+        assert len(conns) == 2 and all(c.inputs["staticRoutesOnly"] is False for c in conns)
+        (external,) = mine("gcp:compute/externalVpnGateway:ExternalVpnGateway")
+        assert external.inputs["redundancyType"] == "FOUR_IPS_REDUNDANCY"
+        assert [i["id"] for i in external.inputs["interfaces"]] == [0, 1, 2, 3]
+        tunnels = mine("gcp:compute/vPNTunnel:VPNTunnel")
+        assert len(tunnels) == 4
+        assert sorted((t.inputs["vpnGatewayInterface"], t.inputs["peerExternalGatewayInterface"]) for t in tunnels) \
+            == [(0, 0), (0, 1), (1, 2), (1, 3)]
+        assert all(t.inputs["ikeVersion"] == 2 and t.inputs["sharedSecret"].get(SECRET_SIG) == SECRET_MARK
+                   for t in tunnels)
+        interfaces = mine("gcp:compute/routerInterface:RouterInterface")
+        peers = mine("gcp:compute/routerPeer:RouterPeer")
+        assert len(interfaces) == len(peers) == 4
+        for interface in interfaces:
+            assert interface.inputs["ipRange"].startswith("169.254.") and interface.inputs["ipRange"].endswith("/30")
+        assert {p.inputs["peerAsn"] for p in peers} == {64512}
+    # Only the listed workers are linked; the AWS workers stay on the public path.
+    assert len(vpn_run.of_type("gcp:compute/haVpnGateway:HaVpnGateway")) == len(VPN_WORKERS)
+
+
+def test_a_vpn_is_the_route_a_private_egress_range_needs(vpn_run: mockrun.RunResult) -> None:
+    from infra.policy.checks import check_hub_reachability
+
+    reach = vpn_run.outputs["reachability"]
+    assert {k for k, e in reach.items() if e["vpn"]} == {key_of(s) for s in VPN_WORKERS}
+    found = check_hub_reachability(vpn_run.outputs)
+    # The GCP workers are reached over the VPN; the AWS workers cannot be reached from the private range.
+    assert {v.resource for v in found} == {k for k, e in reach.items() if not e["vpn"]}
+    assert all("10.200.0.0/20 (private) has no route" in v.message for v in found)
+
+
+def test_vpn_config_is_checked() -> None:
+    from infra.config import ConfigError, parse
+
+    hub = yaml.safe_load(Path(HUB_STACK).read_text())["config"]
+    raw = {k.split(":", 1)[1]: v for k, v in hub.items()}
+    good = {"vpcId": "vpc-0123456789abcdef0", "routeTableIds": ["rtb-0123456789abcdef0"], "workers": VPN_WORKERS[:1]}
+    assert parse({**raw, "hub": {**raw["hub"], "vpn": good}}, stack="hub").hub.vpn is not None
+    for bad, key in (({**good, "vpcId": "vpc-x"}, "vpcId"), ({**good, "routeTableIds": []}, "routeTableIds"),
+                     ({**good, "workers": ["org/gpufleet/nope"]}, "workers[0]"),
+                     ({**good, "amazonAsn": 65534}, "googleAsn"), ({**good, "googleAsn": 7224}, "googleAsn")):
+        with pytest.raises(ConfigError) as err:
+            parse({**raw, "hub": {**raw["hub"], "vpn": bad}}, stack="hub")
+        assert str(err.value).startswith(f"gpufleet:hub.vpn.{key}: "), str(err.value)
+    with pytest.raises(ConfigError, match=r"^gpufleet:hub\.vpn: .*hubPrivateLink: external"):
+        parse({**raw, "cloud": "gcp", "project": "gpufleet-dev", "region": "us-central1",
+               "hub": {**raw["hub"], "vpn": good}}, stack="hub")

@@ -323,9 +323,50 @@ def access(public: bool = False, public_cidrs: tuple[str, ...] = (), hub: tuple[
             "hubCidrs": list(hub)}
 
 
-def reach(egress: list[str], **workers: Any) -> list[Violation]:
+def link(private: str = "external", *ranges: str) -> dict[str, Any]:
+    """A worker's hubLink output: its private link to the hub and the address ranges it brings."""
+    return {"hubStack": "org/gpufleet/hub", "privateLink": private,
+            "addressRanges": [{"key": "gpufleet:network.vpcCidr", "cidr": c} for c in ranges]}
+
+
+def reach(egress: list[str], links: dict[str, Any] | None = None, **workers: Any) -> list[Violation]:
+    """The hub's check over ``workers`` (key -> apiAccess), each with a private link unless ``links`` says."""
     return checks.check_hub_reachability({"role": "hub", "reachability": {
-        key: {"egressCidrs": egress, "apiAccess": acc} for key, acc in workers.items()}})
+        key: {"egressCidrs": egress, "apiAccess": acc, "hubLink": (links or {}).get(key, link())}
+        for key, acc in workers.items()}})
+
+
+def test_a_private_range_needs_a_route_not_only_an_allow_list() -> None:
+    """Issue 20: a worker listing the hub's private range passed although nothing routed it there."""
+    (v,) = reach(["10.200.0.0/20"], links={"w1": link("none")}, w1=access(hub=("10.200.0.0/20",)))
+    assert "no route to worker w1" in v.message and "gpufleet:cluster.hubPrivateLink" in v.message
+    (v,) = reach(["10.200.0.0/20"], links={"w1": None}, w1=access(hub=("10.200.0.0/20",)))
+    assert "no route" in v.message  # an older worker without hubLink has no declared link either
+    # The public path needs no link: the internet routes it, the allow-list admits it.
+    nat = access(public=True, hub=("198.51.100.7/32",))
+    assert reach(["198.51.100.7/32"], links={"w1": link("none")}, w1=nat) == []
+
+
+def test_overlapping_ranges_of_hub_and_workers_fail_naming_both() -> None:
+    """Issue 20: aws-use1-p5's 10.0.0.0/16 held gcp-usc1-a3mega's whole primary subnet 10.0.0.0/20."""
+    nat = ["198.51.100.7/32"]
+    public = access(public=True, hub=("198.51.100.7/32",))
+    found = reach(nat, links={"aws-use1-p5": link("none", "10.0.0.0/16"),
+                              "gcp-usc1-a3mega": link("none", "10.0.0.0/20")},
+                  **{"aws-use1-p5": public, "gcp-usc1-a3mega": public})
+    (v,) = found
+    assert v.rule == checks.HUB_REACHES_WORKERS and v.resource == "gcp-usc1-a3mega"
+    assert "10.0.0.0/20" in v.message and "10.0.0.0/16" in v.message
+    assert "worker gcp-usc1-a3mega" in v.message and "worker aws-use1-p5" in v.message
+    disjoint = {"a": link("none", "10.0.0.0/16"), "b": link("none", "10.4.0.0/20")}
+    assert reach(nat, links=disjoint, a=public, b=public) == []
+    # The hub's own private ranges count too.
+    outputs = {"role": "hub", "reachability": {"w1": {
+        "egressCidrs": ["10.200.0.0/20"],
+        "hubRanges": [{"key": "gpufleet:hub.egressCidrs[0]", "cidr": "10.200.0.0/20"}],
+        "apiAccess": access(hub=("10.200.0.0/20",)), "hubLink": link("external", "10.200.0.0/16")}}}
+    (v,) = checks.check_hub_reachability(outputs)
+    assert "10.200.0.0/16" in v.message and "of the hub" in v.message
 
 
 def test_private_hub_egress_reaches_a_private_endpoint_only_through_hub_cidrs() -> None:
@@ -350,6 +391,8 @@ def test_public_hub_egress_needs_a_public_endpoint_that_lists_it() -> None:
 def test_every_egress_cidr_is_checked_and_a_worker_without_api_access_fails() -> None:
     found = reach(["10.200.0.0/20", "198.51.100.7/32"], w1=access(hub=("10.200.0.0/20",)))
     assert [v.resource for v in found] == ["w1"] and "198.51.100.7/32" in found[0].message
+    assert len(reach(["10.200.0.0/20", "198.51.100.7/32"], links={"w1": link("none")},
+                     w1=access(hub=("10.200.0.0/20",)))) == 2
     (missing,) = reach(["10.200.0.0/20"], w1=None)
     assert "exports no apiAccess" in missing.message
     assert checks.check_hub_reachability({"cloud": "aws", "kubeconfig": "x"}) == []  # not a hub
@@ -461,7 +504,8 @@ def test_pack_checks_the_hubs_reachability_output(analyzer: Any) -> None:
 
     def hub(worker_hub_cidrs: list[str]) -> Any:
         outputs = {"role": "hub", "reachability": {"aws-use1-p5": {
-            "egressCidrs": ["10.200.0.0/20"], "apiAccess": access(hub=tuple(worker_hub_cidrs))}}}
+            "egressCidrs": ["10.200.0.0/20"], "apiAccess": access(hub=tuple(worker_hub_cidrs)),
+            "hubLink": link()}}}
         return proto.AnalyzeStackRequest(resources=[
             proto.AnalyzerResource(type="pulumi:pulumi:Stack", name="p-hub", urn="urn:hub",
                                    properties=_struct(outputs))])
@@ -519,7 +563,8 @@ def test_real_stack_passes_every_mandatory_policy(stack_runs: Any, stack_file: s
     run, cluster = stack_runs[stack_file]
     found = checks.run_all([checks.from_registered(r) for r in run.resources], outputs=run.outputs,
                            secret_outputs=run.secret_outputs, allowed_cidrs=checks.allowed_public_cidrs(cluster),
-                           hub_cidrs=checks.allowed_hub_cidrs(cluster), stack=stack_file)
+                           hub_cidrs=checks.allowed_hub_cidrs(cluster), hub_stack=checks.hub_stack_of(cluster),
+                           stack=stack_file)
     assert found == [], "\n".join(map(str, found))
     if "reachability" in run.outputs:  # the hub: the check ran over every worker
         assert set(run.outputs["reachability"]) == {w.rsplit("/", 1)[-1] for w in
@@ -528,7 +573,8 @@ def test_real_stack_passes_every_mandatory_policy(stack_runs: Any, stack_file: s
         broken = copy.deepcopy(run.outputs)
         for entry in broken["reachability"].values():
             entry["apiAccess"]["hubCidrs"] = []
-        assert len(checks.check_hub_reachability(broken)) == len(broken["reachability"])
+        assert len(checks.check_hub_reachability(broken)) == sum(len(e["egressCidrs"])
+                                                                 for e in broken["reachability"].values())
 
 
 @pytest.mark.parametrize("stack_file", [p.name for p in STACKS])

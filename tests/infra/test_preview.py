@@ -201,12 +201,15 @@ def test_mandatory_violation_is_exit_1_naming_resource_and_rule(tmp_path: Path, 
     assert "`imdsv2-required` on `nodes-lt`" in captured.out
 
 
-def hub_and_worker(root: Path, worker_hub_cidrs: list[str]) -> str:
-    """stacks/ under ``root``: the example hub dispatching to one example worker whose hubCidrs are given."""
+def hub_and_worker(root: Path, linked: bool) -> str:
+    """stacks/ under ``root``: the example hub dispatching to one example worker, which reads the hub's egress
+    by StackReference (``linked``) or has neither that nor a public endpoint."""
     worker = "aws-usw2-p4d"
     (root / "stacks").mkdir(parents=True)
     doc = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{worker}.yaml").read_text())
-    doc["config"]["gpufleet:cluster"]["hubCidrs"] = worker_hub_cidrs
+    if not linked:
+        doc["config"]["gpufleet:cluster"].pop("hubStack")
+        doc["config"]["gpufleet:cluster"]["publicAccess"] = False
     (root / "stacks" / f"Pulumi.{worker}.yaml").write_text(yaml.safe_dump(doc))
     hub = yaml.safe_load((ROOT / "stacks" / "Pulumi.hub.yaml").read_text())
     hub["config"]["gpufleet:hub"]["workers"] = [f"org/gpufleet/{worker}"]
@@ -216,15 +219,16 @@ def hub_and_worker(root: Path, worker_hub_cidrs: list[str]) -> str:
 
 def test_hub_that_cannot_reach_a_worker_fails_like_a_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     egress = yaml.safe_load((ROOT / "stacks" / "Pulumi.hub.yaml").read_text())["config"]["gpufleet:hub"]["egressCidrs"]
-    worker = hub_and_worker(tmp_path / "bad", ["10.9.0.0/16"])
+    worker = hub_and_worker(tmp_path / "bad", linked=False)
     assert pv.main(["--root", str(tmp_path / "bad"), "--stack", "hub"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == len(egress) == 1, err
-    assert err[0].startswith(f"preview: hub: mandatory policy hub-reaches-workers violated by {worker} ")
-    assert f"add it to gpufleet:cluster.hubCidrs of worker stack {worker}" in err[0]
-    assert egress[0] in err[0] and "Traceback" not in err[0]
+    assert len(err) == len(egress), err
+    for line, cidr in zip(err, egress, strict=True):
+        assert line.startswith(f"preview: hub: mandatory policy hub-reaches-workers violated by {worker} ")
+        assert "gpufleet:cluster.hubStack" in line and cidr in line and "Traceback" not in line
 
-    hub_and_worker(tmp_path / "good", [egress[0]])
+    # The example worker reads the hub's NAT egress by StackReference into its public endpoint's allow-list.
+    hub_and_worker(tmp_path / "good", linked=True)
     assert pv.main(["--root", str(tmp_path / "good"), "--stack", "hub"]) == 0
 
 
