@@ -283,7 +283,7 @@ class _Context:
         self.offer_caps = tuple(c for c in ("on-demand", "spot") if c in caps)
         self.reserved = "reserved" in caps
         self.regions: dict[tuple[str, str], tuple[float, float, float, str | None]] = {}
-        self.shapes: dict[int, tuple[int, int, float, str | None, float, float] | None] = {}
+        self.shapes: dict[int, tuple[int, int, float, str | None, float, float, Gang, Gang] | None] = {}
         self.zones: dict[tuple[str, str], str | None] = {}
         self.gangs: dict[tuple[int, int, float, float, float], Gang] = {}
         self.phys = physics_book()
@@ -311,13 +311,14 @@ class _Context:
                                                     self.job.allows(cloud, region))
         return memo
 
-    def shape(self, shape: Shape) -> tuple[int, int, float, str | None, float, float] | None:
-        """(nodes, idle GPUs, run hours, node-shape reason, scaling efficiency, checkpoint write hours), or
-        None when the job does not take its accelerator. Once per shape of a plan, never per offer."""
+    def shape(self, shape: Shape) -> tuple[int, int, float, str | None, float, float, Gang, Gang] | None:
+        """(nodes, idle GPUs, run hours, node-shape reason, scaling efficiency, checkpoint write hours, the gang
+        off spot, the gang on spot at the job's rate), or None when the job does not take its accelerator.
+        Once per shape of a plan, never per offer."""
         key = id(shape)
         if key in self.shapes:
             return self.shapes[key]
-        memo: tuple[int, int, float, str | None, float, float] | None = None
+        memo: tuple[int, int, float, str | None, float, float, Gang, Gang] | None = None
         job = self.job
         if shape.accelerator in self.accels:
             nodes, reason = nodes_for(job, shape)
@@ -334,7 +335,10 @@ class _Context:
                              self.phys.reference_gpus_per_node) if shape.fabric_gbps > 0 else (
                 1.0 if nodes <= 1 else 1e-9)
             run_h = job.hours * (self.ref_speed / speed) * (self.ref_eff / eff)
-            memo = (nodes, nodes * shape.gpus - job.gpus, run_h, reason, eff, checkpoint_write_hours(job, nodes))
+            write_h = checkpoint_write_hours(job, nodes)
+            memo = (nodes, nodes * shape.gpus - job.gpus, run_h, reason, eff, write_h,
+                    self.gang(nodes, shape.gpus, 0.0, run_h, write_h),
+                    self.gang(nodes, shape.gpus, job.interruptions_per_hour, run_h, write_h))
         self.shapes[key] = memo
         return memo
 
@@ -351,7 +355,7 @@ class _Context:
         if sh is None:
             return None
         job = self.job
-        nodes, idle, run_h, shape_reason, eff, write_h = sh
+        nodes, idle, run_h, shape_reason, eff, write_h, g_off, g_spot = sh
         eg_in, eg_out, transfer_h, region_reason = self.region(cloud, region)
         t = Terms()
         t.capacity, t.order, t.nodes, t.idle, t.run_h = capacity, CAPACITY_ORDER[capacity], nodes, idle, run_h
@@ -359,9 +363,10 @@ class _Context:
         t.reservation = reservation
         t.delay_rate = job.usd_per_hour_of_delay
         t.eff, t.write_h = eff, write_h
-        spot_rate = job.interruptions_per_hour if capacity == "spot" else 0.0
-        t.gang = self.gang(nodes, shape.gpus, spot_rate, run_h, write_h)
-        t.rate = nodes * spot_rate
+        if capacity == "spot":
+            t.gang, t.rate = g_spot, nodes * job.interruptions_per_hour
+        else:
+            t.gang, t.rate = g_off, 0.0
         t.overhead = t.gang.overhead
         t.mult = run_h * (1.0 + t.overhead)
         t.ready_h = transfer_h + t.mult
@@ -582,10 +587,16 @@ class Plan:
     @functools.cached_property
     def frontier(self) -> tuple[Candidate, ...]:
         """The cost/ready-time Pareto set of the runnable candidates, fastest first: each is cheaper (compute +
-        egress, to the cent) than every one ready sooner. One pass over the rows sorted by ready hours."""
+        egress, to the cent) than every one ready sooner. Rows sharing terms share their ready time and delay, so
+        the first of each in the ranked rows is its cheapest: only those few are sorted."""
+        firsts: dict[tuple[int, float], Row] = {}
+        for r in self.rows:
+            key = (id(r[11]), r[15])
+            if key not in firsts:
+                firsts[key] = r
         best = math.inf
         out: list[Row] = []
-        for r in sorted(self.rows, key=lambda r: (r[15], r[14] + r[11].eg, r[:10])):
+        for r in sorted(firsts.values(), key=lambda r: (r[15], r[14] + r[11].eg, r[:10])):
             spend = _cents(r[14] + r[11].eg)
             if spend < best:
                 best = spend
