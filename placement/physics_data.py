@@ -139,3 +139,59 @@ def physics_book() -> PhysicsBook:
 def scaling_points() -> tuple[ScalingPoint, ...]:
     """The shipped MLPerf scaling points, fitted and held out."""
     return _loaded()[1]
+
+
+def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...] | None = None) -> str:
+    """The model against its measurements, as Markdown tables (docs/cost-model-fit.md, scripts/fit_report.py):
+    speeds per class, the held-out B200/H200 ratios, the scaling fit and its held-out points, efficiencies by
+    fabric, and Daly against the first-order formula."""
+    from placement.physics import efficiency, first_order, optimal_interval, predicted, wall_ratio
+    from placement.shapes import shape_book
+
+    if book is None or points is None:
+        book, points = _loaded()
+    text = resources.files("placement.data").joinpath("workloads.yaml").read_text(encoding="utf-8")
+    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    out = ["### Speed per GPU (H100 = 1.0)", "",
+           "| class | accelerator | model | measured ratios (n, range) | datasheet |", "|---|---|---|---|---|"]
+    sb = shape_book()
+    for w in WORKLOADS:
+        for accel, row in doc["speed"][w].items():
+            a = str(accel).upper()
+            if "stand_in" in row:
+                measured = f"stand-in: {row['stand_in']}"
+            else:
+                vals = [m["value"] for m in row["measured"]]
+                measured = f"{len(vals)}: {min(vals):g}–{max(vals):g}" if len(vals) > 1 else f"1: {vals[0]:g}"
+            out.append(f"| {w} | {a} | {book.speeds[w][a]:.3f} | {measured} | {sb.speed(a):.3f} |")
+    out += ["", "### Held out: B200 against H200 (not used for the speeds)", "",
+            "| class | result | measured | model | model / measured |", "|---|---|---|---|---|"]
+    for h in doc.get("speed_held_out") or []:
+        w = h["workload"]
+        model = book.speeds[w]["B200"] / book.speeds[w]["H200"]
+        out.append(f"| {w} | {h['result']} | {h['value']:.3f} | {model:.3f} | {model / h['value']:.2f} |")
+    out += ["", "### Scaling efficiency: fit and held-out points", ""]
+    for w in WORKLOADS:
+        c = book.scaling[w]
+        out.append(f"- {w}: a = {c.a:.4f}, c = {c.c:.6f}")
+    out += ["", "| class | role | system | GPUs (base) | fabric Gbps | measured | model | error |",
+            "|---|---|---|---|---|---|---|---|"]
+    for p in points:
+        e = predicted(p, book.scaling[p.workload], book.reference_gbps, book.reference_gpus_per_node)
+        out.append(f"| {p.workload} | {p.role} | {p.system} | {p.gpus} ({p.base_gpus}) | {p.fabric_gbps:g} | "
+                   f"{p.efficiency:.2f} | {e:.2f} | {e - p.efficiency:+.2f} |")
+    out += ["", "### Efficiency by fabric: 64 GPUs on 8 nodes of 8 (H100 speed)", "",
+            "| fabric Gbps per node | llm | diffusion |", "|---|---|---|"]
+    for gbps in (3200, 1600, 800, 400, 100):
+        es = [efficiency(8, gbps, 8, 1.0, book.scaling[w], book.reference_gbps, 8) for w in ("llm", "diffusion")]
+        out.append(f"| {gbps} | {es[0]:.2f} | {es[1]:.2f} |")
+    out += ["", "### Interruptions: Daly against the first-order formula", "",
+            "r = 0.05/h per node, restart 15 min, interval 30 min, C = 2 min (training-physics.md section 3).", "",
+            "| nodes | first order (no C) | Daly | Daly at the optimal interval (C = 2 min) | optimal interval |",
+            "|---|---|---|---|---|"]
+    for n in (8, 16, 32, 64):
+        rate = n * 0.05
+        tau = optimal_interval(rate, 2 / 60)
+        out.append(f"| {n} | {first_order(rate, 0.5, 0.25):.1%} | {wall_ratio(rate, 0.5, 2 / 60, 0.25) - 1:.1%} | "
+                   f"{wall_ratio(rate, tau, 2 / 60, 0.25) - 1:.1%} | {tau * 60:.1f} min |")
+    return "\n".join(out) + "\n"

@@ -315,8 +315,9 @@ def run_text(c: Candidate) -> str:
     if c.nodes > 1:
         parts.append(f"scaling efficiency {c.scaling_efficiency:.0%} on {c.nodes} nodes "
                      f"({c.offer.shape.fabric_gbps:g} Gbps each)")
-    write = (f"{c.checkpoint_write_minutes:,.1f} min to write" if c.checkpoint_write_minutes
-             else "write time unknown: set model.parameters_b or checkpoint.size_gb")
+    minutes = c.checkpoint_write_minutes
+    write = ("write time unknown: set model.parameters_b or checkpoint.size_gb" if not minutes
+             else f"{minutes * 60:.0f} s to write" if minutes < 1 else f"{minutes:,.1f} min to write")
     parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min ({write})")
     parts.append(f"{c.expected_interruptions:,.2f} expected interruptions")
     parts.append(f"+{c.overhead:.1%} run time for interruptions and checkpoints")
