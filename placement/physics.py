@@ -224,7 +224,7 @@ def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faul
 @dataclass(frozen=True)
 class ScalingPoint:
     """One measured scaling point: per-GPU ``efficiency`` of ``gpus`` GPUs against ``base_gpus`` GPUs of the
-    same system (8-GPU nodes), on a fabric of ``fabric_gbps`` per node, at per-GPU ``speed``."""
+    same system (nodes of ``gpus_per_node``), on a fabric of ``fabric_gbps`` per node, at per-GPU ``speed``."""
 
     workload: str
     role: str  # fit | held_out
@@ -236,10 +236,11 @@ class ScalingPoint:
     efficiency: float
     source: str
     speed: float = 1.0
+    gpus_per_node: int = 8
 
 
-def _terms(p: ScalingPoint, nodes: int, reference_gbps: float, gpus_per_node: int) -> tuple[float, float]:
-    load = p.speed * (reference_gbps / p.fabric_gbps)
+def _terms(p: ScalingPoint, nodes: int, reference_gbps: float, reference_gpus: int) -> tuple[float, float]:
+    load = p.speed * (p.gpus_per_node / reference_gpus) * (reference_gbps / p.fabric_gbps)
     return load * (1.0 - 1.0 / nodes), load * (nodes - 1)
 
 
@@ -248,9 +249,9 @@ def fit_scaling(points: tuple[ScalingPoint, ...], reference_gbps: float = 3200.0
     """Least squares of ``1/e − 1 = a·x₁ + c·x₂`` over ``points`` (each against one node), with a, c >= 0."""
     rows = []
     for p in points:
-        if p.base_gpus != gpus_per_node:
-            raise ValueError(f"fit point {p.system} {p.gpus}: base_gpus must be one node ({gpus_per_node})")
-        x1, x2 = _terms(p, p.gpus // gpus_per_node, reference_gbps, gpus_per_node)
+        if p.base_gpus != p.gpus_per_node:
+            raise ValueError(f"fit point {p.system} {p.gpus}: base_gpus must be one node ({p.gpus_per_node})")
+        x1, x2 = _terms(p, p.gpus // p.gpus_per_node, reference_gbps, gpus_per_node)
         rows.append((x1, x2, 1.0 / p.efficiency - 1.0))
     s11 = sum(r[0] * r[0] for r in rows)
     s12 = sum(r[0] * r[1] for r in rows)
@@ -276,6 +277,6 @@ def fit_scaling(points: tuple[ScalingPoint, ...], reference_gbps: float = 3200.0
 def predicted(p: ScalingPoint, coef: Scaling, reference_gbps: float = 3200.0, gpus_per_node: int = 8) -> float:
     """The model's efficiency for point ``p`` (against its own base run)."""
     def e(gpus: int) -> float:
-        return efficiency(max(gpus // gpus_per_node, 1), p.fabric_gbps, gpus_per_node, p.speed, coef,
+        return efficiency(max(gpus // p.gpus_per_node, 1), p.fabric_gbps, p.gpus_per_node, p.speed, coef,
                           reference_gbps, gpus_per_node)
     return e(p.gpus) / e(p.base_gpus)

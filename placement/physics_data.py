@@ -74,7 +74,8 @@ def _points(doc: dict[str, Any], speeds: dict[str, dict[str, float]]) -> tuple[S
                                     fabric_gbps=_num(p["fabric_gbps"], f"{where}.fabric_gbps"),
                                     base_gpus=int(p["base_gpus"]), gpus=int(p["gpus"]),
                                     efficiency=_num(p["efficiency"], f"{where}.efficiency"),
-                                    source=str(p["source"]), speed=speeds[w][accel]))
+                                    source=str(p["source"]), speed=speeds[w][accel],
+                                    gpus_per_node=int(p.get("gpus_per_node", 8))))
         except KeyError as exc:
             raise InputError(f"{where}.{exc.args[0]}", "is required (or names no known class/accelerator)") from None
         if out[-1].role not in ("fit", "held_out"):
@@ -174,11 +175,12 @@ def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...]
     for w in WORKLOADS:
         c = book.scaling[w]
         out.append(f"- {w}: a = {c.a:.4f}, c = {c.c:.6f}")
-    out += ["", "| class | role | system | GPUs (base) | fabric Gbps | measured | model | error |",
-            "|---|---|---|---|---|---|---|---|"]
-    for p in points:
+    out += ["", "| class | role | system | GPUs (base) | GPUs per node | fabric Gbps | measured | model | error |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for p in sorted(points, key=lambda p: (WORKLOADS.index(p.workload), p.role != "fit")):
         e = predicted(p, book.scaling[p.workload], book.reference_gbps, book.reference_gpus_per_node)
-        out.append(f"| {p.workload} | {p.role} | {p.system} | {p.gpus} ({p.base_gpus}) | {p.fabric_gbps:g} | "
+        out.append(f"| {p.workload} | {p.role} | {p.system} | {p.gpus} ({p.base_gpus}) | {p.gpus_per_node} | "
+                   f"{p.fabric_gbps:g} | "
                    f"{p.efficiency:.2f} | {e:.2f} | {e - p.efficiency:+.2f} |")
     out += ["", "### Efficiency by fabric: 64 GPUs on 8 nodes of 8 (H100 speed)", "",
             "| fabric Gbps per node | llm | diffusion |", "|---|---|---|"]
