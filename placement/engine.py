@@ -396,9 +396,9 @@ class _Context:
 
     def time_reason(self, ready_h: float, reservation: Reservation | None) -> str | None:
         """The deadline (reason text starts "ready in ") or a reservation that ends first."""
-        deadline = self.job.deadline_hours
-        if deadline is not None and ready_h > deadline:
-            return f"ready in {ready_h:,.1f} h, after deadline_hours {deadline:g}"
+        late = deadline_reason(self.job, ready_h)
+        if late is not None:
+            return late
         if reservation is not None and reservation.ends is not None:
             now = self.now or dt.datetime.now(dt.UTC)
             left = reservation.hours_left(now) or 0.0
@@ -406,6 +406,16 @@ class _Context:
                 return (f"reservation {reservation.id} ends {reservation.ends:%Y-%m-%d %H:%M}Z, {max(left, 0):,.1f} h "
                         f"from now, before the job is ready ({ready_h:,.1f} h)")
         return None
+
+
+def deadline_reason(job: JobSpec, ready_hours: float) -> str | None:
+    """Why results ready in ``ready_hours`` miss the job's ``deadline_hours`` (text starting "ready in "), or
+    None when they meet it or the job has none. ``placement dispatch`` passes a candidate's ``ready_hours``
+    plus the expected wait for admission, so planning and dispatch apply one rule."""
+    deadline = job.deadline_hours
+    if deadline is not None and ready_hours > deadline:
+        return f"ready in {ready_hours:,.1f} h, after deadline_hours {deadline:g}"
+    return None
 
 
 def _never(g: Gang) -> str | None:

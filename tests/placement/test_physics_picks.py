@@ -190,3 +190,13 @@ def test_interval_auto_is_the_default():
     assert job().checkpoint_interval_minutes is None
     assert job(checkpoint={"interval_minutes": "auto"}).checkpoint_interval_minutes is None
     assert job(checkpoint={"interval_minutes": 20}).checkpoint_interval_minutes == 20
+
+
+def test_one_deadline_rule_for_plan_and_dispatch():
+    from placement.engine import deadline_reason
+
+    j = job(hours=10, capacity="on-demand", deadline_hours=12)
+    (c,) = plan(j, [offer("p5.48xlarge", "us-east-1")]).ranked
+    assert deadline_reason(j, c.ready_hours) is None
+    assert deadline_reason(j, c.ready_hours + 3).startswith("ready in 13.0 h, after deadline_hours 12")
+    assert deadline_reason(job(), 1e6) is None
