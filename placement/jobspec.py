@@ -14,6 +14,8 @@ from typing import Any, Literal
 from placement.errors import InputError
 from placement.inputs import MAX_COUNT, finite_number, shown
 from placement.k8snames import dns1123_label_problem, jobset_name_problem
+from placement.physics import DESTINATIONS, TRAINING, WORKLOADS
+from placement.physics_data import physics_book
 from placement.shapes import CLOUDS, ShapeBook, shape_book
 from placement.zones import known_regions, needs_opt_in, region_cloud
 
@@ -28,7 +30,7 @@ MAX_GB = 1e9
 MAX_RATE = 1e6  # per hour, minutes, Gbps, USD per hour: far above any real value, far below overflow
 JOB_FIELDS = ("name", "accelerator", "gpus", "hours", "capacity", "data", "checkpoint", "spot", "clouds", "regions",
               "zones", "max_usd_per_hour", "priority", "team", "image", "command", "gpus_per_node", "speed",
-              "deadline_hours", "usd_per_hour_of_delay")
+              "deadline_hours", "usd_per_hour_of_delay", "workload", "model", "require_fabric", "faults")
 BATCH_FIELDS = ("jobs",)
 
 
@@ -66,9 +68,16 @@ class JobSpec:
     """A training job to place. Times in hours unless named otherwise; sizes in GB; money in USD.
 
     ``interruptions_per_hour`` is per spot node: a gang of N nodes is interrupted N times as often.
-    ``hours`` is the run time on the first accelerator listed; ``speed`` overrides the shape data's
-    relative training throughput per accelerator (H100 = 1.0). ``throughput_gbps`` overrides the data's
-    transfer throughput per path (same_region, inter_region, cross_cloud), in Gbps.
+    ``hours`` is the run time on the first accelerator listed, at the job's GPU count, on a full-bandwidth
+    fabric (3200 Gbps per 8-GPU node), without interruptions or checkpoint writes. ``speed`` overrides the
+    measured per-GPU training speed of the job's ``workload`` class (H100 = 1.0,
+    ``placement/data/workloads.yaml``). ``throughput_gbps`` overrides the data's transfer throughput per
+    path (same_region, inter_region, cross_cloud), in Gbps.
+
+    Checkpoints: ``checkpoint_interval_minutes`` None is ``auto`` (the optimal interval per candidate);
+    ``checkpoint_size_gb`` None defaults from ``parameters_b`` (unknown without it: writes not priced);
+    ``checkpoint_write_gbps`` None uses the ``checkpoint_destination``'s throughput. ``faults_per_gpu_hour``
+    and ``spot_replacement_minutes`` None use the data's figures.
     """
 
     name: str
@@ -78,7 +87,7 @@ class JobSpec:
     capacity: CapacityChoice = "any"
     dataset: Dataset | None = None
     outputs_gb: float = 0.0
-    checkpoint_interval_minutes: float = 30.0
+    checkpoint_interval_minutes: float | None = None
     interruptions_per_hour: float = 0.05
     restart_minutes: float = 15.0
     allow_clouds: tuple[str, ...] = ()
@@ -98,6 +107,17 @@ class JobSpec:
     throughput_gbps: tuple[tuple[str, float], ...] = ()
     deadline_hours: float | None = None
     usd_per_hour_of_delay: float = 0.0
+    workload: str = "llm"
+    parameters_b: float | None = None
+    training: str = "full"
+    require_fabric: bool = False
+    checkpoint_size_gb: float | None = None
+    checkpoint_write_gbps: float | None = None
+    checkpoint_destination: str = "object-store"
+    filesystem_capacity_gb: float | None = None
+    filesystem_mbps_per_tib: float | None = None
+    faults_per_gpu_hour: float | None = None
+    spot_replacement_minutes: float | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def capacities(self) -> tuple[str, ...]:
@@ -128,14 +148,18 @@ class JobSpec:
         return None
 
     def speed_of(self, accelerator: str) -> float:
-        """Relative training throughput per GPU: the job's ``speed`` entry, else the shape data's."""
+        """Per-GPU training speed (H100 = 1.0): the job's ``speed`` entry, else the measured figure of its
+        ``workload`` class (``placement/data/workloads.yaml``; the shape data's datasheet figure for an
+        accelerator that file does not know)."""
         for name, value in self.speed:
             if name == accelerator:
                 return value
-        return shape_book().speed(accelerator)
+        speeds = physics_book().speeds[self.workload]
+        return speeds[accelerator] if accelerator in speeds else shape_book().speed(accelerator)
 
     def run_hours(self, accelerator: str) -> float:
-        """Hours of training on ``accelerator``: ``hours`` is the run time on the first one listed."""
+        """Hours of training on one node-equivalent of ``accelerator`` at the reference fabric's efficiency:
+        ``hours × speed[first listed] / speed[accelerator]`` (the engine adds the candidate's scaling)."""
         return self.hours * self.speed_of(self.accelerators[0]) / self.speed_of(accelerator)
 
     def gbps(self, path: str, default: float) -> float:
@@ -328,12 +352,52 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
                          "needs data.dataset: outputs are copied to the dataset's home region")
     throughput = _throughput(data.get("throughput_gbps"), f"{where}data.throughput_gbps")
 
-    ck = _section(doc, "checkpoint", {"interval_minutes"}, where)
-    interval = _number(ck.get("interval_minutes", 30), f"{where}checkpoint.interval_minutes", minimum=0, strict=True,
-                       maximum=MAX_RATE)
-    spot = _section(doc, "spot", {"interruptions_per_hour", "restart_minutes"}, where)
+    ck = _section(doc, "checkpoint", {"interval_minutes", "size_gb", "write_gbps", "destination", "filesystem"},
+                  where)
+    raw_interval = ck.get("interval_minutes", "auto")
+    if isinstance(raw_interval, str) and raw_interval != "auto":
+        raise InputError(f"{where}checkpoint.interval_minutes", f"must be a number of minutes or auto, got "
+                         f"{shown(raw_interval)}")
+    interval = None if raw_interval == "auto" else _number(
+        raw_interval, f"{where}checkpoint.interval_minutes", minimum=0, strict=True, maximum=MAX_RATE)
+    ck_size = None if ck.get("size_gb") is None else _number(ck["size_gb"], f"{where}checkpoint.size_gb",
+                                                             maximum=MAX_GB)
+    ck_gbps = None if ck.get("write_gbps") is None else _number(ck["write_gbps"], f"{where}checkpoint.write_gbps",
+                                                                strict=True, maximum=MAX_RATE)
+    destination = ck.get("destination", "object-store")
+    if destination not in DESTINATIONS:
+        raise InputError(f"{where}checkpoint.destination", f"must be one of {', '.join(DESTINATIONS)}, got "
+                         f"{shown(destination)}")
+    fs = _section(ck, "filesystem", {"capacity_gb", "throughput_mbps_per_tib"}, f"{where}checkpoint.")
+    if fs and destination == "object-store":
+        raise InputError(f"{where}checkpoint.filesystem", "needs checkpoint.destination fsx-lustre or managed-lustre")
+    fs_gb = None if fs.get("capacity_gb") is None else _number(
+        fs["capacity_gb"], f"{where}checkpoint.filesystem.capacity_gb", strict=True, maximum=MAX_GB)
+    fs_tier = None if fs.get("throughput_mbps_per_tib") is None else _number(
+        fs["throughput_mbps_per_tib"], f"{where}checkpoint.filesystem.throughput_mbps_per_tib", strict=True,
+        maximum=MAX_RATE)
+    spot = _section(doc, "spot", {"interruptions_per_hour", "restart_minutes", "replacement_minutes"}, where)
     rate = _number(spot.get("interruptions_per_hour", 0.05), f"{where}spot.interruptions_per_hour", maximum=MAX_RATE)
     restart = _number(spot.get("restart_minutes", 15), f"{where}spot.restart_minutes", maximum=MAX_RATE)
+    replacement = None if spot.get("replacement_minutes") is None else _number(
+        spot["replacement_minutes"], f"{where}spot.replacement_minutes", maximum=MAX_RATE)
+    faults = _section(doc, "faults", {"per_gpu_hour"}, where)
+    fault_rate = None if faults.get("per_gpu_hour") is None else _number(
+        faults["per_gpu_hour"], f"{where}faults.per_gpu_hour", maximum=MAX_RATE)
+    workload = doc.get("workload", "llm")
+    if workload not in WORKLOADS:
+        raise InputError(f"{where}workload", f"must be one of {', '.join(WORKLOADS)}, got {shown(workload)}")
+    model = _section(doc, "model", {"parameters_b", "training"}, where)
+    params = None if model.get("parameters_b") is None else _number(
+        model["parameters_b"], f"{where}model.parameters_b", strict=True, maximum=MAX_GB)
+    if model and params is None:
+        raise InputError(f"{where}model.parameters_b", "is required with model: the parameter count in billions")
+    training = model.get("training", "full")
+    if training not in TRAINING:
+        raise InputError(f"{where}model.training", f"must be {' or '.join(TRAINING)}, got {shown(training)}")
+    require_fabric = doc.get("require_fabric", False)
+    if not isinstance(require_fabric, bool):
+        raise InputError(f"{where}require_fabric", f"must be true or false, got {shown(require_fabric)}")
 
     clouds = _section(doc, "clouds", {"allow", "deny"}, where)
     regions = _section(doc, "regions", {"allow", "deny"}, where)
@@ -387,6 +451,10 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
                                                                         maximum=MAX_HOURS),
         usd_per_hour_of_delay=0.0 if delay is None else _number(delay, f"{where}usd_per_hour_of_delay",
                                                                           maximum=MAX_RATE),
+        workload=workload, parameters_b=params, training=training, require_fabric=require_fabric,
+        checkpoint_size_gb=ck_size, checkpoint_write_gbps=ck_gbps, checkpoint_destination=destination,
+        filesystem_capacity_gb=fs_gb, filesystem_mbps_per_tib=fs_tier, faults_per_gpu_hour=fault_rate,
+        spot_replacement_minutes=replacement,
         warnings=tuple(warnings),
     )
 

@@ -12,6 +12,9 @@ from placement.catalog import Catalog, Offer
 from placement.engine import Candidate, Plan, why_chosen
 
 SCHEMA = "gpufleet.placement/v1"
+# Fields added to v1 documents since it was cut (fields are only ever added): 1 = issue 19 (scaling_efficiency,
+# overhead, checkpoint_interval_minutes, checkpoint_write_minutes, expected_interruptions, frontier).
+SCHEMA_MINOR = 1
 
 
 def _money(x: float) -> float | None:
@@ -46,6 +49,11 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "transfer_hours": _hours(c.transfer_hours),
         "ready_hours": _hours(c.ready_hours),
         "interruptions_per_hour": _rate(c.interruptions_per_hour),
+        "scaling_efficiency": _rate(c.scaling_efficiency),
+        "overhead": _rate(c.overhead),
+        "checkpoint_interval_minutes": _hours(c.checkpoint_interval_minutes),
+        "checkpoint_write_minutes": _hours(c.checkpoint_write_minutes),
+        "expected_interruptions": _hours(c.expected_interruptions),
         "cost": {
             "compute_usd": _money(c.cost.compute_usd),
             "egress_usd": _money(c.cost.egress_usd),
@@ -103,6 +111,7 @@ def plan_doc(
         cands += [candidate_doc(c) for c in p.excluded]
     return {
         "schema": SCHEMA,
+        "schema_minor": SCHEMA_MINOR,
         "kind": "plan",
         "job": p.job.name,
         "catalog": catalog_info(catalog),
@@ -114,6 +123,7 @@ def plan_doc(
         "excluded": len(p.excluded_rows),
         "closest_reasons": [] if p.rows else closest_reasons(p, catalog),
         "candidates": cands,
+        "frontier": [candidate_doc(c) for c in p.frontier],
     }
 
 
@@ -133,6 +143,7 @@ def batch_doc(
         )
     doc: dict[str, Any] = {
         "schema": SCHEMA,
+        "schema_minor": SCHEMA_MINOR,
         "kind": "batch",
         "catalog": catalog_info(catalog),
         "sources": list(sources),
@@ -292,8 +303,25 @@ def plan_text(
         out.append(wrap(f"... {hidden} more runnable, {len(p.excluded_rows)} excluded (--all-candidates lists them)",
                         width))
     out.append(sources_text(sources, width))
+    if p.chosen is not None:
+        out.append(wrap("run: " + run_text(p.chosen), width, "     "))
     out.append(wrap("why: " + why_chosen(p), width, "     "))
     return "\n".join(x for x in out if x)
+
+
+def run_text(c: Candidate) -> str:
+    """The chosen candidate's run: checkpoint interval and write time, expected interruptions, overhead."""
+    parts = [f"{c.hours:,.1f} h of training"]
+    if c.nodes > 1:
+        parts.append(f"scaling efficiency {c.scaling_efficiency:.0%} on {c.nodes} nodes "
+                     f"({c.offer.shape.fabric_gbps:g} Gbps each)")
+    minutes = c.checkpoint_write_minutes
+    write = ("write time unknown: set model.parameters_b or checkpoint.size_gb" if not minutes
+             else f"{minutes * 60:.0f} s to write" if minutes < 1 else f"{minutes:,.1f} min to write")
+    parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min ({write})")
+    parts.append(f"{c.expected_interruptions:,.2f} expected interruptions")
+    parts.append(f"+{c.overhead:.1%} run time for interruptions and checkpoints")
+    return ", ".join(parts)
 
 
 def closest_reasons(p: Plan, catalog: Catalog, limit: int = 3) -> list[str]:

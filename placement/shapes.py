@@ -52,6 +52,8 @@ class Shape:
     fabric: str
     fabric_nics: int
     quota: QuotaKeys
+    # One node's GPU fabric line rate in Gbps (its VPC network without a fabric): the scaling model's bandwidth.
+    fabric_gbps: float = 0.0
     # AWS only
     network_cards: int = 0
     instance_store_gb: int = 0
@@ -180,6 +182,7 @@ def _shape(row: dict[str, Any], where: str) -> Shape:
             memory_gib=int(row["memory_gib"]),
             fabric=str(fabric["kind"]),
             fabric_nics=int(fabric["nics"]),
+            fabric_gbps=float(fabric["gbps"]),
             quota=QuotaKeys(unit=quota["unit"], on_demand=quota.get("on_demand"), spot=quota.get("spot")),
             network_cards=int(aws.get("network_cards", 0)),
             instance_store_gb=int(aws.get("instance_store_gb", 0)),

@@ -21,7 +21,9 @@ def offer(itype: str, region: str, zone: str | None = None, price: float | None 
 
 
 def job(**fields: Any) -> JobSpec:
-    doc: dict[str, Any] = {"name": "j", "accelerator": "H100", "gpus": 8, "hours": 10}
+    """A small job. Hardware faults are off (``faults.per_gpu_hour: 0``) so on-demand costs are exact products;
+    tests of the interruption model set their own rate."""
+    doc: dict[str, Any] = {"name": "j", "accelerator": "H100", "gpus": 8, "hours": 10, "faults": {"per_gpu_hour": 0}}
     doc.update(fields)
     return parse_job(doc)
 

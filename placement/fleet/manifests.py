@@ -161,17 +161,11 @@ class Lifecycle:
 
 
 def planned_interruptions(candidate: Candidate) -> float:
-    """Interruptions the plan expects over the whole run of ``candidate`` (the mean of a Poisson count).
-
-    The engine's ``Candidate.expected_interruptions`` when it has one; else the gang's rate times the
-    run's expected wall time: ``interruptions_per_hour`` (nodes x the per-node rate, 0 unless spot) x
-    ``hours`` x (1 + ``cost.spot_overhead``), since the time lost to interruptions is exposed to them too.
-    32 x H100 for 72 h on spot at 0.05/h per node: 0.2/h x 72 h x 1.1 = 15.8.
-    """
-    planned = getattr(candidate, "expected_interruptions", None)
-    if planned is not None:
-        return max(float(planned), 0.0)
-    return max(candidate.interruptions_per_hour * candidate.hours * (1.0 + candidate.cost.spot_overhead), 0.0)
+    """Interruptions the plan expects over the whole run of ``candidate`` (the mean of a Poisson count): the
+    engine's ``Candidate.expected_interruptions`` (spot reclaims and hardware faults of the whole gang, from
+    the exact expected-time model; docs/cost-model.md). Infinite (the gang never finishes) is kept infinite."""
+    planned = float(candidate.expected_interruptions)
+    return planned if planned > 0 else 0.0
 
 
 def restart_budget(expected: float, coverage: float = RESTART_COVERAGE) -> int:
@@ -196,11 +190,14 @@ def restart_budget(expected: float, coverage: float = RESTART_COVERAGE) -> int:
 
 
 def planned_interval_seconds(job: JobSpec, candidate: Candidate) -> int:
-    """The checkpoint interval the plan priced (seconds): the candidate's own when the engine picks one per
-    candidate (``Candidate.checkpoint_interval_minutes``), else the job's ``checkpoint.interval_minutes``."""
-    minutes = getattr(candidate, "checkpoint_interval_minutes", None)
-    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not minutes > 0:
+    """The checkpoint interval the plan priced (seconds): the candidate's own (``Candidate.
+    checkpoint_interval_minutes``, the optimum under ``auto``), else the job's ``checkpoint.interval_minutes``,
+    else 30 minutes."""
+    minutes: float | None = candidate.checkpoint_interval_minutes
+    if not (minutes is not None and math.isfinite(minutes) and minutes > 0):
         minutes = job.checkpoint_interval_minutes
+    if not (minutes is not None and math.isfinite(minutes) and minutes > 0):
+        minutes = 30.0
     return max(1, round(float(minutes) * 60))
 
 

@@ -26,13 +26,14 @@ def test_on_demand_compute_is_nodes_times_price_times_hours():
 
 
 def test_spot_compute_adds_interruption_overhead():
-    # r = 0.2/h, interval 60 min -> 0.5 h, restart 30 min -> 0.5 h: factor 1 + 0.2 * (0.5/... )
+    # r = 0.2/h on one node, interval 60 min, restart 30 min, no replacement wait, no write time known:
+    # Daly's factor (e^(R·τ) − 1)/(R·τ) · e^(R·ρ).
     j = job(gpus=8, hours=10, capacity="spot", checkpoint={"interval_minutes": 60},
-            spot={"interruptions_per_hour": 0.2, "restart_minutes": 30})
+            spot={"interruptions_per_hour": 0.2, "restart_minutes": 30, "replacement_minutes": 0})
     c = _one(j, offer("p5.48xlarge", "us-east-1", spot=20.0), "spot")
-    factor = 1 + 0.2 * (1.0 / 2 + 0.5)
+    factor = math.expm1(0.2) / 0.2 * math.exp(0.2 * 0.5)
     assert c.cost.compute_usd == pytest.approx(20.0 * 10 * factor)
-    assert c.cost.spot_overhead == pytest.approx(spot_overhead(j, 0.2)) == pytest.approx(0.2)
+    assert c.cost.spot_overhead == pytest.approx(spot_overhead(j, 0.2)) == pytest.approx(factor - 1)
 
 
 def test_live_interruption_rate_only_raises_the_job_rate():

@@ -1,0 +1,282 @@
+"""Training physics: how fast a job trains on a candidate, whether it fits, and what interruptions cost. Pure.
+
+Every constant comes from ``placement/data/workloads.yaml`` (read by :mod:`placement.physics_data`), where
+each one names its measured source; the formulas and their derivation are in ``docs/cost-model.md``.
+
+Units: hours, GB (10⁹ bytes), Gbps (10⁹ bits per second), parameters in billions; rates per hour.
+
+* **Speed** per workload class: training throughput per GPU relative to H100 SXM, measured (MLPerf Training).
+* **Memory fit**: ``bytes_per_parameter × parameters / GPUs`` of training state per GPU (sharded as under
+  ZeRO-3/FSDP) must fit in the GPU's memory less an activation reserve.
+* **Scaling efficiency** of a gang of ``n`` nodes (per-GPU throughput against one node)::
+
+      e = 1 / (1 + s · (g / 8) · (B_ref / B) · (a · (1 − 1/n) + c · (n − 1)))
+
+  ``s`` the per-GPU speed (H100 = 1), ``g`` GPUs per node, ``B`` the node's fabric line rate in Gbps,
+  ``B_ref`` = 3200 Gbps, ``a`` and ``c`` fitted per workload class to MLPerf scaling points.
+* **Interruptions** (Daly 2006, exact expected-time model): a gang of ``n`` nodes stops at rate
+  ``R = n · (r_spot + g · f)`` (``f`` hardware faults per GPU-hour, every capacity kind); with checkpoint
+  interval ``τ``, checkpoint write time ``C`` and restart time ``ρ``, ``M = 1/R``::
+
+      T_wall / T_work = (M / τ) · e^(ρ/M) · (e^((τ + C)/M) − 1)
+
+  and ``overhead = T_wall / T_work − 1``. The optimal ``τ`` minimises it (solved numerically).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+WORKLOADS = ("llm", "diffusion", "vision")
+TRAINING = ("full", "adapter")
+DESTINATIONS = ("object-store", "fsx-lustre", "managed-lustre")
+REFERENCE_ACCELERATOR = "H100"
+MB_PER_TIB_GB = 2**40 / 1e9  # GB in one TiB: Lustre tiers are quoted in MB/s per TiB of capacity
+NO_WRITE_INTERVAL_H = 0.5  # auto interval when the write time is unknown (0): the old fixed default, 30 min
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Fitted coefficients of one workload class's efficiency formula (see the module docstring)."""
+
+    a: float  # per-step communication share on the reference fabric, as (1 - 1/n) of a ring all-reduce
+    c: float  # growth per extra node: latency, stragglers and the smaller per-GPU batch of a fixed global batch
+
+
+@dataclass(frozen=True)
+class Lustre:
+    """A Lustre checkpoint filesystem's default size and throughput tier."""
+
+    capacity_gb: float
+    mbps_per_tib: float
+
+
+@dataclass(frozen=True)
+class PhysicsBook:
+    """The constants of the model (see ``placement/data/workloads.yaml`` for each one's source)."""
+
+    speeds: Mapping[str, Mapping[str, float]]  # workload class -> accelerator -> speed (H100 = 1.0)
+    scaling: Mapping[str, Scaling]  # workload class -> fitted coefficients
+    reference_gbps: float = 3200.0
+    reference_gpus_per_node: int = 8
+    training_bytes_per_parameter: Mapping[str, float] = field(default_factory=lambda: {"full": 16.0, "adapter": 2.0})
+    checkpoint_bytes_per_parameter: Mapping[str, float] = field(
+        default_factory=lambda: {"full": 14.0, "adapter": 0.14})
+    memory_reserve: float = 0.2
+    faults_per_gpu_hour: float = 2.0e-5
+    spot_replacement_minutes: float = 10.0
+    object_store_gbps_per_node: float = 50.0
+    lustre: Mapping[str, Lustre] = field(default_factory=dict)
+
+    def speed(self, workload: str, accelerator: str) -> float:
+        """Per-GPU training speed of ``accelerator`` on ``workload`` (H100 = 1.0)."""
+        return self.speeds[workload][accelerator]
+
+
+# ------------------------------------------------------------------------------------------------ scaling
+
+
+def efficiency(nodes: int, fabric_gbps: float, gpus_per_node: int, speed: float, coef: Scaling,
+               reference_gbps: float = 3200.0, reference_gpus: int = 8) -> float:
+    """Per-GPU throughput of ``nodes`` nodes against one node, in (0, 1]; exactly 1 on one node.
+
+    ``fabric_gbps`` is one node's GPU fabric line rate (or its plain network without a fabric), ``speed``
+    the per-GPU speed (H100 = 1.0): a faster GPU leaves less compute to hide communication behind."""
+    if nodes <= 1:
+        return 1.0
+    load = speed * (gpus_per_node / reference_gpus) * (reference_gbps / max(fabric_gbps, 1e-9))
+    return 1.0 / (1.0 + load * (coef.a * (1.0 - 1.0 / nodes) + coef.c * (nodes - 1)))
+
+
+# ------------------------------------------------------------------------------------------------- memory
+
+
+def state_gb_per_gpu(parameters_b: float, training: str, gpus: int, book: PhysicsBook) -> float:
+    """GB of training state per GPU, the whole state sharded over the job's ``gpus`` (ZeRO-3 / FSDP)."""
+    return book.training_bytes_per_parameter[training] * parameters_b / gpus
+
+
+def usable_gb(gpu_memory_gib: float, book: PhysicsBook) -> float:
+    """GB of one GPU's memory left for training state after the activation reserve."""
+    return gpu_memory_gib * 2**30 / 1e9 * (1.0 - book.memory_reserve)
+
+
+def memory_reason(parameters_b: float, training: str, gpus: int, accelerator: str, gpu_memory_gib: float,
+                  book: PhysicsBook) -> str | None:
+    """Why ``accelerator`` cannot hold the sharded training state, or None when it can."""
+    need = state_gb_per_gpu(parameters_b, training, gpus, book)
+    room = usable_gb(gpu_memory_gib, book)
+    if need <= room:
+        return None
+    bpp = book.training_bytes_per_parameter[training]
+    return (f"{parameters_b:g}B parameters ({training} training, {bpp:g} bytes each) need {need:,.0f} GB per GPU "
+            f"over {gpus} GPUs; {accelerator} has {room:,.0f} GB free of {gpu_memory_gib:g} GiB")
+
+
+def checkpoint_gb(parameters_b: float, training: str, book: PhysicsBook) -> float:
+    """Default checkpoint size in GB for a model of ``parameters_b`` billion parameters."""
+    return book.checkpoint_bytes_per_parameter[training] * parameters_b
+
+
+def write_gbps(destination: str, nodes: int, book: PhysicsBook, capacity_gb: float | None = None,
+               mbps_per_tib: float | None = None) -> float:
+    """Aggregate checkpoint write throughput in Gbps: object store per node × nodes (each node writes its
+    shards); a Lustre filesystem its capacity × throughput tier, whatever the node count."""
+    if destination == "object-store":
+        return book.object_store_gbps_per_node * max(nodes, 1)
+    fs = book.lustre[destination]
+    cap = fs.capacity_gb if capacity_gb is None else capacity_gb
+    tier = fs.mbps_per_tib if mbps_per_tib is None else mbps_per_tib
+    return cap / MB_PER_TIB_GB * tier * 8.0 / 1000.0
+
+
+# ---------------------------------------------------------------------------------------------- interruptions
+
+
+def wall_ratio(rate: float, interval_h: float, write_h: float, restart_h: float) -> float:
+    """Daly's expected wall time per unit of work, ``(M/τ)·e^(ρ/M)·(e^((τ+C)/M) − 1)``, M = 1/rate.
+
+    ``rate`` 0 gives the limit ``(τ + C)/τ``; an overflow gives ``inf`` (the job never finishes)."""
+    if interval_h <= 0:
+        return math.inf
+    x = rate * (interval_h + write_h)
+    if x == 0.0:
+        return (interval_h + write_h) / interval_h
+    try:
+        return math.expm1(x) / (rate * interval_h) * math.exp(rate * restart_h)
+    except OverflowError:
+        return math.inf
+
+
+def first_order(rate: float, interval_h: float, restart_h: float) -> float:
+    """The first-order overhead ``R·(τ/2 + ρ)`` (no write time): right only while ``R·τ`` ≪ 1."""
+    return rate * (interval_h / 2.0 + restart_h)
+
+
+def optimal_interval(rate: float, write_h: float) -> float:
+    """The ``τ`` (hours) that minimises :func:`wall_ratio`: the root of ``e^(x+k)·(1 − x) = 1`` with
+    ``x = R·τ``, ``k = R·C`` (the restart factor does not move the optimum). Bisection to 1e-12 relative.
+
+    ``rate`` 0 has no optimum (``inf``: never checkpoint for interruptions); ``write_h`` 0 has it at 0."""
+    if rate <= 0:
+        return math.inf
+    k = rate * write_h
+    if k <= 0:
+        return 0.0
+    lo, hi = 0.0, 1.0  # f(0) = e^k - 1 > 0, f(1) = -1 < 0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        try:
+            f = math.exp(mid + k) * (1.0 - mid) - 1.0
+        except OverflowError:
+            f = -1.0
+        if f > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return (lo + hi) / 2.0 / rate
+
+
+@dataclass(frozen=True)
+class Gang:
+    """Interruptions of one gang over one run: its rate (per hour), the checkpoint interval and write time
+    (hours), the restart (hours, a spot one includes waiting for a replacement node), the expected extra
+    run time as a fraction (``overhead``) and the expected number of interruptions over the run."""
+
+    rate: float
+    interval_h: float
+    write_h: float
+    restart_h: float
+    overhead: float
+    expected_interruptions: float
+
+
+def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faults_per_gpu_hour: float,
+         restart_h: float, replacement_h: float, write_h: float, interval_h: float | None) -> Gang:
+    """The expected cost of interruptions for ``nodes`` nodes running ``run_h`` hours of work.
+
+    ``spot_rate`` is the per-node reclaim rate (0 unless spot); ``interval_h`` None picks the optimal
+    interval (capped at the run: one checkpoint at the end is the least a run writes)."""
+    hw = nodes * gpus_per_node * faults_per_gpu_hour
+    spot = nodes * spot_rate
+    rate = hw + spot
+    restart = restart_h + (replacement_h * spot / rate if rate > 0 else 0.0)
+    if interval_h is None:
+        tau = NO_WRITE_INTERVAL_H if write_h <= 0 else optimal_interval(rate, write_h)
+        tau = min(tau, run_h) if run_h > 0 else tau
+        if not math.isfinite(tau) or tau <= 0:
+            tau = max(run_h, NO_WRITE_INTERVAL_H)
+    else:
+        tau = interval_h
+    ratio = wall_ratio(rate, tau, write_h, restart)
+    overhead = ratio - 1.0
+    return Gang(rate=rate, interval_h=tau, write_h=write_h, restart_h=restart, overhead=overhead,
+                expected_interruptions=rate * run_h * ratio)
+
+
+# ------------------------------------------------------------------------------------------------ fitting
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    """One measured scaling point: per-GPU ``efficiency`` of ``gpus`` GPUs against ``base_gpus`` GPUs of the
+    same system (nodes of ``gpus_per_node``), on a fabric of ``fabric_gbps`` per node, at per-GPU ``speed``."""
+
+    workload: str
+    role: str  # fit | held_out
+    system: str
+    accelerator: str
+    fabric_gbps: float
+    base_gpus: int
+    gpus: int
+    efficiency: float
+    source: str
+    speed: float = 1.0
+    gpus_per_node: int = 8
+
+
+def _terms(p: ScalingPoint, nodes: int, reference_gbps: float, reference_gpus: int) -> tuple[float, float]:
+    load = p.speed * (p.gpus_per_node / reference_gpus) * (reference_gbps / p.fabric_gbps)
+    return load * (1.0 - 1.0 / nodes), load * (nodes - 1)
+
+
+def fit_scaling(points: tuple[ScalingPoint, ...], reference_gbps: float = 3200.0,
+                gpus_per_node: int = 8) -> Scaling:
+    """Least squares of ``1/e − 1 = a·x₁ + c·x₂`` over ``points`` (each against one node), with a, c >= 0."""
+    rows = []
+    for p in points:
+        if p.base_gpus != p.gpus_per_node:
+            raise ValueError(f"fit point {p.system} {p.gpus}: base_gpus must be one node ({p.gpus_per_node})")
+        x1, x2 = _terms(p, p.gpus // p.gpus_per_node, reference_gbps, gpus_per_node)
+        rows.append((x1, x2, 1.0 / p.efficiency - 1.0))
+    s11 = sum(r[0] * r[0] for r in rows)
+    s12 = sum(r[0] * r[1] for r in rows)
+    s22 = sum(r[1] * r[1] for r in rows)
+    s1y = sum(r[0] * r[2] for r in rows)
+    s2y = sum(r[1] * r[2] for r in rows)
+    det = s11 * s22 - s12 * s12
+    a = c = -1.0
+    if det > 1e-12 * max(s11 * s22, 1e-300):
+        a = (s22 * s1y - s12 * s2y) / det
+        c = (s11 * s2y - s12 * s1y) / det
+    if a < 0 or c < 0:  # the best fit with one coefficient at zero
+        only_a = (max(s1y / s11, 0.0), 0.0) if s11 > 0 else (0.0, 0.0)
+        only_c = (0.0, max(s2y / s22, 0.0)) if s22 > 0 else (0.0, 0.0)
+
+        def sse(ac: tuple[float, float]) -> float:
+            return sum((ac[0] * r[0] + ac[1] * r[1] - r[2]) ** 2 for r in rows)
+
+        a, c = min(only_a, only_c, key=sse)
+    return Scaling(a=a, c=c)
+
+
+def predicted(p: ScalingPoint, coef: Scaling, reference_gbps: float = 3200.0, gpus_per_node: int = 8) -> float:
+    """The model's efficiency for point ``p`` (against its own base run)."""
+    def e(gpus: int) -> float:
+        return efficiency(max(gpus // p.gpus_per_node, 1), p.fabric_gbps, p.gpus_per_node, p.speed, coef,
+                          reference_gbps, gpus_per_node)
+    return e(p.gpus) / e(p.base_gpus)

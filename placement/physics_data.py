@@ -1,0 +1,199 @@
+"""``placement/data/workloads.yaml`` read into a :class:`~placement.physics.PhysicsBook` (cached, once per
+process). The parsing is pure (:func:`parse_workloads`); only :func:`physics_book` reads the file."""
+
+from __future__ import annotations
+
+import functools
+import math
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from placement.errors import InputError
+from placement.physics import (
+    TRAINING,
+    WORKLOADS,
+    Lustre,
+    PhysicsBook,
+    Scaling,
+    ScalingPoint,
+    fit_scaling,
+)
+
+
+def _num(value: Any, where: str, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or (value <= 0 if positive else value < 0):
+        raise InputError(where, f"must be a {'positive' if positive else 'non-negative'} number, got {value!r}")
+    return float(value)
+
+
+def _speeds(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per class and accelerator: the geometric mean of the measured ratios (3 digits), or a stand-in class."""
+    rows = doc.get("speed") or {}
+    out: dict[str, dict[str, float]] = {}
+    stand_ins: list[tuple[str, str, str]] = []
+    for w in WORKLOADS:
+        cls = rows.get(w)
+        if not isinstance(cls, dict):
+            raise InputError(f"speed.{w}", "is required: a mapping of accelerator -> measured ratios")
+        out[w] = {}
+        for accel, row in cls.items():
+            where = f"speed.{w}.{accel}"
+            if not isinstance(row, dict):
+                raise InputError(where, "must be a mapping with measured (or stand_in and why)")
+            if "stand_in" in row:
+                if row["stand_in"] not in WORKLOADS or not str(row.get("why") or "").strip():
+                    raise InputError(where, "stand_in must name a workload class, with a why")
+                stand_ins.append((w, str(accel).upper(), row["stand_in"]))
+                continue
+            measured = row.get("measured")
+            if not isinstance(measured, list) or not measured:
+                raise InputError(f"{where}.measured", "must list the measured ratios with their results")
+            logs = []
+            for i, m in enumerate(measured):
+                if not isinstance(m, dict) or not str(m.get("result") or "").strip():
+                    raise InputError(f"{where}.measured[{i}].result", "is required: the measured result it cites")
+                logs.append(math.log(_num(m.get("value"), f"{where}.measured[{i}].value")))
+            out[w][str(accel).upper()] = round(math.exp(sum(logs) / len(logs)), 3)
+    for w, accel, other in stand_ins:
+        if accel not in out[other]:
+            raise InputError(f"speed.{w}.{accel}.stand_in", f"{other} has no measured figure for {accel}")
+        out[w][accel] = out[other][accel]
+    return out
+
+
+def _points(doc: dict[str, Any], speeds: dict[str, dict[str, float]]) -> tuple[ScalingPoint, ...]:
+    out = []
+    for i, p in enumerate(doc.get("points") or []):
+        where = f"scaling.points[{i}]"
+        try:
+            w, accel = str(p["workload"]), str(p["accelerator"]).upper()
+            out.append(ScalingPoint(workload=w, role=str(p["role"]), system=str(p["system"]), accelerator=accel,
+                                    fabric_gbps=_num(p["fabric_gbps"], f"{where}.fabric_gbps"),
+                                    base_gpus=int(p["base_gpus"]), gpus=int(p["gpus"]),
+                                    efficiency=_num(p["efficiency"], f"{where}.efficiency"),
+                                    source=str(p["source"]), speed=speeds[w][accel],
+                                    gpus_per_node=int(p.get("gpus_per_node", 8))))
+        except KeyError as exc:
+            raise InputError(f"{where}.{exc.args[0]}", "is required (or names no known class/accelerator)") from None
+        if out[-1].role not in ("fit", "held_out"):
+            raise InputError(f"{where}.role", "must be fit or held_out")
+    return tuple(out)
+
+
+def parse_workloads(doc: dict[str, Any]) -> tuple[PhysicsBook, tuple[ScalingPoint, ...]]:
+    """The book of constants and the scaling points it was fitted to (and checked against)."""
+    speeds = _speeds(doc)
+    sc = doc.get("scaling") or {}
+    ref_gbps = _num(sc.get("reference_gbps", 3200), "scaling.reference_gbps")
+    ref_gpus = int(sc.get("reference_gpus_per_node", 8))
+    points = _points(sc, speeds)
+    scaling: dict[str, Scaling] = {}
+    for w in WORKLOADS:
+        fit = tuple(p for p in points if p.workload == w and p.role == "fit")
+        if fit:
+            scaling[w] = fit_scaling(fit, ref_gbps, ref_gpus)
+    for w, other in (sc.get("stand_in") or {}).items():
+        scaling[str(w)] = scaling[str(other)]
+    missing = [w for w in WORKLOADS if w not in scaling]
+    if missing:
+        raise InputError(f"scaling.points ({missing[0]})", "needs fit points or a stand_in class")
+    mem = doc.get("memory") or {}
+    ck = doc.get("checkpoint") or {}
+    ints = doc.get("interruptions") or {}
+    tb = {t: _num((mem.get("training_bytes_per_parameter") or {}).get(t),
+                  f"memory.training_bytes_per_parameter.{t}") for t in TRAINING}
+    cb = {t: _num((ck.get("bytes_per_parameter") or {}).get(t), f"checkpoint.bytes_per_parameter.{t}")
+          for t in TRAINING}
+    lustre = {str(k): Lustre(capacity_gb=_num(v.get("capacity_gb"), f"checkpoint.lustre.{k}.capacity_gb"),
+                             mbps_per_tib=_num(v.get("mbps_per_tib"), f"checkpoint.lustre.{k}.mbps_per_tib"))
+              for k, v in (ck.get("lustre") or {}).items()}
+    reserve = _num(mem.get("reserve"), "memory.reserve", positive=False)
+    if reserve >= 1:
+        raise InputError("memory.reserve", f"must be below 1, got {reserve!r}")
+    book = PhysicsBook(
+        speeds=speeds, scaling=scaling, reference_gbps=ref_gbps, reference_gpus_per_node=ref_gpus,
+        training_bytes_per_parameter=tb, checkpoint_bytes_per_parameter=cb, memory_reserve=reserve,
+        faults_per_gpu_hour=_num(ints.get("faults_per_gpu_hour"), "interruptions.faults_per_gpu_hour",
+                                 positive=False),
+        spot_replacement_minutes=_num(ints.get("spot_replacement_minutes"),
+                                      "interruptions.spot_replacement_minutes", positive=False),
+        object_store_gbps_per_node=_num(ck.get("object_store_gbps_per_node"), "checkpoint.object_store_gbps_per_node"),
+        lustre=lustre)
+    return book, points
+
+
+@functools.cache
+def _loaded() -> tuple[PhysicsBook, tuple[ScalingPoint, ...]]:
+    text = resources.files("placement.data").joinpath("workloads.yaml").read_text(encoding="utf-8")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return parse_workloads(yaml.load(text, Loader=loader))
+
+
+def physics_book() -> PhysicsBook:
+    """The shipped constants (cached)."""
+    return _loaded()[0]
+
+
+def scaling_points() -> tuple[ScalingPoint, ...]:
+    """The shipped MLPerf scaling points, fitted and held out."""
+    return _loaded()[1]
+
+
+def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...] | None = None) -> str:
+    """The model against its measurements, as Markdown tables (docs/cost-model-fit.md, scripts/fit_report.py):
+    speeds per class, the held-out B200/H200 ratios, the scaling fit and its held-out points, efficiencies by
+    fabric, and Daly against the first-order formula."""
+    from placement.physics import efficiency, first_order, optimal_interval, predicted, wall_ratio
+    from placement.shapes import shape_book
+
+    if book is None or points is None:
+        book, points = _loaded()
+    text = resources.files("placement.data").joinpath("workloads.yaml").read_text(encoding="utf-8")
+    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    out = ["### Speed per GPU (H100 = 1.0)", "",
+           "| class | accelerator | model | measured ratios (n, range) | datasheet |", "|---|---|---|---|---|"]
+    sb = shape_book()
+    for w in WORKLOADS:
+        for accel, row in doc["speed"][w].items():
+            a = str(accel).upper()
+            if "stand_in" in row:
+                measured = f"stand-in: {row['stand_in']}"
+            else:
+                vals = [m["value"] for m in row["measured"]]
+                measured = f"{len(vals)}: {min(vals):g}–{max(vals):g}" if len(vals) > 1 else f"1: {vals[0]:g}"
+            out.append(f"| {w} | {a} | {book.speeds[w][a]:.3f} | {measured} | {sb.speed(a):.3f} |")
+    out += ["", "### Held out: B200 against H200 (not used for the speeds)", "",
+            "| class | result | measured | model | model / measured |", "|---|---|---|---|---|"]
+    for h in doc.get("speed_held_out") or []:
+        w = h["workload"]
+        model = book.speeds[w]["B200"] / book.speeds[w]["H200"]
+        out.append(f"| {w} | {h['result']} | {h['value']:.3f} | {model:.3f} | {model / h['value']:.2f} |")
+    out += ["", "### Scaling efficiency: fit and held-out points", ""]
+    for w in WORKLOADS:
+        c = book.scaling[w]
+        out.append(f"- {w}: a = {c.a:.4f}, c = {c.c:.6f}")
+    out += ["", "| class | role | system | GPUs (base) | GPUs per node | fabric Gbps | measured | model | error |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for p in sorted(points, key=lambda p: (WORKLOADS.index(p.workload), p.role != "fit")):
+        e = predicted(p, book.scaling[p.workload], book.reference_gbps, book.reference_gpus_per_node)
+        out.append(f"| {p.workload} | {p.role} | {p.system} | {p.gpus} ({p.base_gpus}) | {p.gpus_per_node} | "
+                   f"{p.fabric_gbps:g} | "
+                   f"{p.efficiency:.2f} | {e:.2f} | {e - p.efficiency:+.2f} |")
+    out += ["", "### Efficiency by fabric: 64 GPUs on 8 nodes of 8 (H100 speed)", "",
+            "| fabric Gbps per node | llm | diffusion |", "|---|---|---|"]
+    for gbps in (3200, 1600, 800, 400, 100):
+        es = [efficiency(8, gbps, 8, 1.0, book.scaling[w], book.reference_gbps, 8) for w in ("llm", "diffusion")]
+        out.append(f"| {gbps} | {es[0]:.2f} | {es[1]:.2f} |")
+    out += ["", "### Interruptions: Daly against the first-order formula", "",
+            "r = 0.05/h per node, restart 15 min, interval 30 min, C = 2 min (training-physics.md section 3).", "",
+            "| nodes | first order (no C) | Daly | Daly at the optimal interval (C = 2 min) | optimal interval |",
+            "|---|---|---|---|---|"]
+    for n in (8, 16, 32, 64):
+        rate = n * 0.05
+        tau = optimal_interval(rate, 2 / 60)
+        out.append(f"| {n} | {first_order(rate, 0.5, 0.25):.1%} | {wall_ratio(rate, 0.5, 2 / 60, 0.25) - 1:.1%} | "
+                   f"{wall_ratio(rate, tau, 2 / 60, 0.25) - 1:.1%} | {tau * 60:.1f} min |")
+    return "\n".join(out) + "\n"
