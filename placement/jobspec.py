@@ -86,7 +86,7 @@ class JobSpec:
     allow_regions: tuple[str, ...] = ()
     deny_regions: tuple[str, ...] = ()
     max_usd_per_hour: float | None = None
-    priority: str = "production"
+    priority: str = "production"  # the Kueue WorkloadPriorityClass name `placement submit` labels the job with
     team: str | None = None
     image: str = "nvcr.io/nvidia/pytorch:25.10-py3"
     command: tuple[str, ...] = ()
@@ -98,6 +98,7 @@ class JobSpec:
     throughput_gbps: tuple[tuple[str, float], ...] = ()
     deadline_hours: float | None = None
     usd_per_hour_of_delay: float = 0.0
+    priority_value: int = 1000  # plan-batch: higher first (the class's value, or the integer the job gave)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def capacities(self) -> tuple[str, ...]:
@@ -242,6 +243,21 @@ def _throughput(value: Any, field: str) -> tuple[tuple[str, float], ...]:
     return tuple((p, gbps) for p in TRANSFER_PATHS)
 
 
+def _priority(value: Any, field: str) -> tuple[str, int]:
+    """(Kueue WorkloadPriorityClass name, value): a class name, or an integer on the classes' scale (production
+    1000, burst 500, low 100), which takes the class of the highest value at or below it (else ``low``)."""
+    from placement.kueue import PRIORITY_CLASSES
+
+    values = {name: v for name, v, _ in PRIORITY_CLASSES}
+    if isinstance(value, str) and value in values:
+        return value, values[value]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 1_000_000_000:
+        below = [(v, name) for name, v in values.items() if v <= value]
+        return (max(below)[1] if below else min((v, n) for n, v in values.items())[1]), value
+    raise InputError(field, f"must be one of {', '.join(PRIORITIES)} or an integer (higher first, like a Kueue "
+                     f"WorkloadPriorityClass value: production 1000, burst 500, low 100), got {shown(value)}")
+
+
 def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     """Validate one job mapping. ``where`` prefixes field names (``jobs[3].``) for batch files."""
     if not isinstance(doc, Mapping):
@@ -350,9 +366,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     deadline = doc.get("deadline_hours")
     delay = doc.get("usd_per_hour_of_delay")
     max_usd = doc.get("max_usd_per_hour")
-    priority = doc.get("priority", "production")
-    if priority not in PRIORITIES:
-        raise InputError(f"{where}priority", f"must be one of {', '.join(PRIORITIES)}")
+    priority, priority_value = _priority(doc.get("priority", "production"), f"{where}priority")
     team = doc.get("team")
     if team is not None:
         if not isinstance(team, str):
@@ -378,7 +392,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         deny_regions=deny_regions,
         max_usd_per_hour=None if max_usd is None else _number(max_usd, f"{where}max_usd_per_hour", strict=True,
                                                                           maximum=MAX_RATE),
-        priority=priority, team=team, image=image, command=tuple(command),
+        priority=priority, priority_value=priority_value, team=team, image=image, command=tuple(command),
         gpus_per_node=gpus_per_node, speed=speed,
         allow_zones=_strings(zones.get("allow"), f"{where}zones.allow"),
         deny_zones=_strings(zones.get("deny"), f"{where}zones.deny"),

@@ -129,6 +129,12 @@ def batch_doc(
                 "chosen": candidate_doc(a.candidate, 1) if a.candidate else None,
                 "placed": a.candidate is not None,
                 "reason": a.reason,
+                "priority": a.job.priority_value,
+                "moved": a.moved,
+                "alone": candidate_doc(a.alone, 1) if a.alone else None,
+                "binding": [{"cloud": b.cloud, "region": b.region, "quota": b.key, "unit": b.unit,
+                             "needed": b.needed, "headroom": b.headroom, "used": b.used, "taken_by": list(b.taken_by)}
+                            for b in a.binding],
             }
         )
     doc: dict[str, Any] = {
@@ -242,9 +248,23 @@ def _h(x: float) -> str:
     return "-" if math.isinf(x) else f"{x:,.1f}"
 
 
-def candidate_row(c: Candidate, rank: str) -> list[str]:
+def _row_notes(c: Candidate) -> tuple[str, ...]:
+    """The notes a row shows: the reason it is excluded, else its notes."""
+    return (c.excluded,) if c.excluded else c.notes
+
+
+def common_notes(notes: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """Notes every one of two or more rows carries, in the first row's order: said once above the table."""
+    if len(notes) < 2:
+        return ()
+    rest = [set(n) for n in notes[1:]]
+    return tuple(n for n in notes[0] if all(n in r for r in rest))
+
+
+def candidate_row(c: Candidate, rank: str, said: Sequence[str] = ()) -> list[str]:
+    """One table row; notes in ``said`` (told once above the table) are left out."""
     o = c.offer
-    notes = c.excluded or ", ".join(c.notes)
+    notes = ", ".join(n for n in _row_notes(c) if n not in said)
     total = _usd(c.cost.total_usd)
     if c.cost.delay_usd:
         total += f" (delay {_usd(c.cost.delay_usd)})"
@@ -265,7 +285,8 @@ def candidate_row(c: Candidate, rank: str) -> list[str]:
     ]
 
 
-PLAN_DROP = ("compute $", "egress $", "ready h", "quota need/headroom", "region", "$/h")
+# At 80 columns a table keeps where (cloud, region) and what it costs (total): zone IDs go first.
+PLAN_DROP = ("zone", "compute $", "egress $", "ready h", "quota need/headroom", "$/h")
 
 
 def plan_text(
@@ -274,13 +295,17 @@ def plan_text(
 ) -> str:
     """The plan as a table and the "why" line, fitted to ``width`` columns (``None``: no limit)."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
-    rows = [candidate_row(c, str(i + 1)) for i, c in enumerate(shown)]
+    every = shown + (list(p.excluded) if all_candidates else [])
+    said = common_notes([_row_notes(c) for c in every])
+    rows = [candidate_row(c, str(i + 1), said) for i, c in enumerate(shown)]
     if all_candidates:
-        rows += [candidate_row(c, "x") for c in p.excluded]
+        rows += [candidate_row(c, "x", said) for c in p.excluded]
     out = [wrap(
         f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h on "
         f"{p.job.accelerators[0]}, capacity {p.job.capacity} (catalog: {catalog_text(catalog)})", width, "    ")
     ]
+    if said:
+        out.append(wrap("every row: " + ", ".join(said), width, "    "))
     if rows:
         out.append(fit_table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10}, width=width, drop=PLAN_DROP))
     if not p.rows:
@@ -337,34 +362,24 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
                width: int | None = None) -> str:
     """One row per job, the total and the greedy comparison, fitted to ``width`` columns (``None``: no limit)."""
     rows = []
-    for a in result.assignments:
+    notes = [(a.reason or "unplaceable",) if a.candidate is None else a.candidate.notes for a in result.assignments]
+    said = common_notes(notes)
+    priorities = len({a.job.priority_value for a in result.assignments}) > 1
+    for a, n in zip(result.assignments, notes, strict=True):
         c = a.candidate
+        prio = [str(a.job.priority_value)] if priorities else []
+        text = ", ".join(x for x in n if x not in said)
         if c is None:
-            rows.append([a.job.name, "-", "-", "-", "-", "-", "-", "-", a.reason or "unplaceable"])
+            rows.append([a.job.name, *prio, "-", "-", "-", "-", "-", "-", "-", text])
             continue
         o = c.offer
-        rows.append(
-            [
-                a.job.name,
-                o.cloud,
-                o.region,
-                o.zone,
-                f"{o.instance_type} x{c.nodes}",
-                c.capacity,
-                _usd(c.usd_per_hour),
-                _usd(c.cost.total_usd),
-                ", ".join(c.notes),
-            ]
-        )
-    out = [
-        fit_table(
-            ("job", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "notes"),
-            rows,
-            right={6, 7},
-            width=width,
-            drop=("$/h", "region"),
-        )
-    ]
+        rows.append([a.job.name, *prio, o.cloud, o.region, o.zone, f"{o.instance_type} x{c.nodes}", c.capacity,
+                     _usd(c.usd_per_hour), _usd(c.cost.total_usd), text])
+    headers = ("job", *(["priority"] if priorities else []), "cloud", "region", "zone", "instance x nodes",
+               "capacity", "$/h", "total $", "notes")
+    out = [wrap("every job: " + ", ".join(said), width, "    ")] if said else []
+    out.append(fit_table(headers, rows, right={len(headers) - 3, len(headers) - 2} | ({1} if priorities else set()),
+                         width=width, drop=("zone", "$/h")))
     out.append(wrap(
         f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
         f"(solver {result.solver}: {result.status}; catalog: {catalog_text(catalog)})", width, "    "
@@ -375,12 +390,38 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
                 f"one-by-one greedy in arrival order: ${greedy.total_usd:,.2f}; "
                 f"joint placement saves ${greedy.total_usd - result.total_usd:,.2f}", width, "    "
             ))
-        else:
+        elif greedy.placed < result.placed:
             out.append(wrap(
                 f"one-by-one greedy in arrival order places only {greedy.placed} "
                 f"(${greedy.total_usd:,.2f}); joint placement places {result.placed}", width, "    "
             ))
+        else:  # more jobs, but not the higher-priority ones
+            out.append(wrap(
+                f"one-by-one greedy in arrival order places {greedy.placed} (${greedy.total_usd:,.2f}) by leaving "
+                f"higher-priority jobs out; joint placement places {result.placed}, higher priority first",
+                width, "    "))
+    moved = [a for a in result.assignments if a.moved]
+    if moved:
+        out.append(f"placed differently from planning each job alone ({len(moved)}):")
+        for a in moved:
+            alone = a.alone
+            assert alone is not None
+            if a.candidate is None:
+                here = "unplaced (its row says why)"
+            else:
+                delta = a.candidate.cost.total_usd - alone.cost.total_usd
+                here = (f"{_place(a.candidate)} ${a.candidate.cost.total_usd:,.2f} "
+                        + ("(the same cost)" if abs(delta) < 0.005 else f"(${delta:+,.2f})".replace("$+", "+$")))
+                if a.binding:
+                    here += f"; first choice full: {a.binding[0].text()}"
+            out.append(wrap(f"  {a.job.name}: alone {_place(alone)} ${alone.cost.total_usd:,.2f}; here {here}",
+                            width, "      "))
     return "\n".join(out)
+
+
+def _place(c: Candidate) -> str:
+    o = c.offer
+    return f"{o.cloud} {o.region} {o.zone} {o.instance_type} x{c.nodes} {c.capacity}"
 
 
 def offers_text(offers: Sequence[Offer], width: int | None = None) -> str:
@@ -403,7 +444,7 @@ def offers_text(offers: Sequence[Offer], width: int | None = None) -> str:
         rows,
         right={5, 6, 7},
         width=width,
-        drop=("accelerator", "region"),
+        drop=("zone", "accelerator"),
         wrap_last=False,
     )
 
