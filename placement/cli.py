@@ -10,8 +10,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml, shown
 
@@ -26,8 +26,24 @@ EXIT_OK, EXIT_NOTHING_FEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
+    # Worked out only when the help is printed (e.g. a path that needs platformdirs), so --help stays fast.
+    describe: Callable[[], str] | None = None
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see --help)")
+
+    def format_help(self) -> str:
+        if self.describe is not None:
+            self.description = self.describe()
+        return super().format_help()
+
+
+def _refresh_description() -> str:
+    from placement.catalog import DATA_DIR_ENV, refreshed_catalog_path
+
+    return (f"Write a catalog from live AWS/GCP prices and offerings. Default output: {refreshed_catalog_path()} "
+            f"(the user data directory; set {DATA_DIR_ENV} to move it, or pass --output). plan, plan-batch and offers "
+            "then use the newer of it and the embedded catalog, and say which.")
 
 
 def _add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
@@ -50,6 +66,9 @@ def _add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
                                                            "Credentials / GOOGLE_CLOUD_PROJECT)")
         g.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                        help="per-call timeout for live queries (default 5)")
+        g.add_argument("--allow-catalog-fallback", action="store_true",
+                       help="with --live: when no cloud has credentials, answer from the catalog (with a warning) "
+                            "instead of failing with exit 2")
 
 
 def _add_plan_flags(p: argparse.ArgumentParser) -> None:
@@ -94,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only offers with this price (default any)")
     _add_data_flags(o)
 
-    r = sub.add_parser("refresh", help="write a new embedded-catalog file from live AWS/GCP data")
+    r = sub.add_parser("refresh", help="write a new catalog file from live AWS/GCP data (to the user data directory)")
+    cast(_Parser, r).describe = _refresh_description
     r.add_argument("--output", "-o", metavar="PATH", help="where to write (default: catalog.json in the user's data "
                                                            "directory, which plan then prefers when newer)")
     r.add_argument("--allow-shrink", action="store_true",
@@ -154,7 +174,24 @@ def _live(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accele
                           timeout_s=args.timeout, progress=not args.json and sys.stderr.isatty(),
                           gpus_per_node=gpus_per_node, reservations=reservations)
     live = fetch_live(request, catalog)
+    _no_credentials(args, live.sources)
     return live.catalog, quotas.merged(live.quotas), [s.as_dict() for s in live.sources], live.reservations
+
+
+def _no_credentials(args: argparse.Namespace, sources: Sequence[Any]) -> None:
+    """A cloud without credentials answers from the catalog: say so on stderr. When no cloud has any, the whole
+    answer would be catalog data under a --live flag: refused (exit 2) unless --allow-catalog-fallback, so a
+    script never takes catalog prices and unknown quota for live ones."""
+    clouds = {s.cloud for s in sources}
+    missing = sorted({s.cloud for s in sources if s.status == "no-credentials"})
+    if not missing:
+        return
+    if set(missing) == clouds and not getattr(args, "allow_catalog_fallback", False):
+        raise UsageError(f"--live: no credentials for {' or '.join(missing)}, so the answer would be catalog data "
+                         "(catalog prices, quota unknown); configure credentials (--aws-profile, `gcloud auth "
+                         "application-default login`) or pass --allow-catalog-fallback")
+    _warn([f"--live: no {cloud} credentials: {cloud} candidates use catalog data (catalog prices, quota unknown)"
+           for cloud in missing])
 
 
 def _warn(lines: Sequence[str]) -> None:
@@ -167,7 +204,12 @@ def _now(args: argparse.Namespace) -> dt.datetime:
 
     from placement.reservations import parse_time
 
-    return parse_time(args.now, "--now", "") if args.now else dt.datetime.now(dt.UTC)
+    if args.now is None:
+        return dt.datetime.now(dt.UTC)
+    if not args.now.strip():
+        raise UsageError("--now: is empty; give an ISO-8601 time such as 2026-12-01T00:00:00Z, or leave the flag out "
+                         "for the current time")
+    return parse_time(args.now, "--now", "", blank="")
 
 
 def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:

@@ -54,8 +54,9 @@ class Reservation:
         return None if self.ends is None else (self.ends - now).total_seconds() / 3600.0
 
 
-def parse_time(value: str, field: str, source: str) -> dt.datetime:
-    """An ISO-8601 timestamp (``Z`` or an offset; a date alone is midnight UTC; no offset means UTC)."""
+def parse_time(value: str, field: str, source: str, *, blank: str = ", or blank for open-ended") -> dt.datetime:
+    """An ISO-8601 timestamp (``Z`` or an offset; a date alone is midnight UTC; no offset means UTC). ``blank``
+    ends the message's first clause: what a blank value means where it is allowed."""
     text = value.strip()
     try:
         if len(text) == 10:
@@ -64,7 +65,7 @@ def parse_time(value: str, field: str, source: str) -> dt.datetime:
             stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
         stamp = stamp.astimezone(dt.UTC) if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
     except (ValueError, OverflowError):
-        raise InputError(field, f"must be an ISO-8601 time such as 2026-12-01T00:00:00Z, or blank for open-ended; "
+        raise InputError(field, f"must be an ISO-8601 time such as 2026-12-01T00:00:00Z{blank}; "
                          f"got {shown(value)}", source=source) from None
     return stamp
 
