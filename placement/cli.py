@@ -175,6 +175,7 @@ def _live(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accele
                           gpus_per_node=gpus_per_node, reservations=reservations)
     live = fetch_live(request, catalog)
     _no_credentials(args, live.sources)
+    _warn(live.quotas.warnings)
     return live.catalog, quotas.merged(live.quotas), [s.as_dict() for s in live.sources], live.reservations
 
 
