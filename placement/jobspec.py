@@ -15,7 +15,7 @@ from placement.errors import InputError
 from placement.inputs import MAX_COUNT, finite_number, shown
 from placement.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.shapes import CLOUDS, ShapeBook, shape_book
-from placement.zones import known_regions, needs_opt_in, region_cloud
+from placement.zones import known_regions, needs_opt_in, region_cloud, zone_region
 
 CapacityChoice = Literal["spot", "on-demand", "reserved", "any"]
 CAPACITY_CHOICES = ("spot", "on-demand", "reserved", "any")
@@ -216,6 +216,19 @@ def _regions(value: Any, field: str, clouds: tuple[str, ...], warnings: list[str
     return names
 
 
+def _zones(value: Any, field: str, warnings: list[str]) -> tuple[str, ...]:
+    """``zones.allow``: zones no known region has are a warning; a list naming none is an error (it would
+    exclude every candidate)."""
+    names = _strings(value, field)
+    unknown = [z for z in names if zone_region(z) is None]
+    if unknown and len(unknown) == len(names):
+        raise InputError(field, f"names no zone of a known region ({_names(unknown)}); use AWS zone IDs like use1-az4 "
+                         "(or names like us-east-1a) or GCP zones like us-central1-a")
+    if unknown:
+        warnings.append(f"{field}: {_names(unknown)} is not a zone of a known region (placement/data/regions.yaml)")
+    return names
+
+
 def _speed(value: Any, field: str, book: ShapeBook) -> tuple[tuple[str, float], ...]:
     if value is None:
         return ()
@@ -355,6 +368,12 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     regions = _section(doc, "regions", {"allow", "deny"}, where)
     zones = _section(doc, "zones", {"allow", "deny", "opt_in"}, where)
     allow_clouds = _clouds(clouds.get("allow"), f"{where}clouds.allow")
+    deny_clouds = _clouds(clouds.get("deny"), f"{where}clouds.deny")
+    if set(allow_clouds or CLOUDS) <= set(deny_clouds):
+        which = "clouds.allow lets in" if allow_clouds else "there is"
+        named = ", ".join(sorted(set(allow_clouds or CLOUDS)))
+        raise InputError(f"{where}clouds.deny", f"denies every cloud {which} ({named}), so nothing can run; drop it "
+                         "from clouds.deny or clouds.allow")
     warnings: list[str] = []
     allow_regions = _regions(regions.get("allow"), f"{where}regions.allow", allow_clouds, warnings, required=True)
     deny_regions = _regions(regions.get("deny"), f"{where}regions.deny", allow_clouds, warnings, required=False)
@@ -387,14 +406,14 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         outputs_gb=outputs_gb, checkpoint_interval_minutes=interval, interruptions_per_hour=rate,
         restart_minutes=restart,
         allow_clouds=allow_clouds,
-        deny_clouds=_clouds(clouds.get("deny"), f"{where}clouds.deny"),
+        deny_clouds=deny_clouds,
         allow_regions=allow_regions,
         deny_regions=deny_regions,
         max_usd_per_hour=None if max_usd is None else _number(max_usd, f"{where}max_usd_per_hour", strict=True,
                                                                           maximum=MAX_RATE),
         priority=priority, priority_value=priority_value, team=team, image=image, command=tuple(command),
         gpus_per_node=gpus_per_node, speed=speed,
-        allow_zones=_strings(zones.get("allow"), f"{where}zones.allow"),
+        allow_zones=_zones(zones.get("allow"), f"{where}zones.allow", warnings),
         deny_zones=_strings(zones.get("deny"), f"{where}zones.deny"),
         opt_in_zones=opt_in, throughput_gbps=throughput,
         deadline_hours=None if deadline is None else _number(deadline, f"{where}deadline_hours", strict=True,

@@ -316,11 +316,16 @@ def test_dataset_region_error_says_which_cloud_the_region_belongs_to(tmp_path, c
 QUOTA_HEAD = "cloud,region,quota,limit,usage\n"
 
 
-def test_quota_usage_above_limit_exits_2(tmp_path, capsys):
+def test_quota_usage_above_limit_is_zero_headroom_with_one_warning_line(tmp_path, capsys):
+    # Real after a quota is lowered below what runs: no room, not bad input (issue 18).
     q = write(tmp_path, "q.csv", QUOTA_HEAD + "aws,us-east-1,L-417A185B,400,0\naws,us-east-1,L-C4BD4855,192,384\n")
-    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
-    assert "usage (row 2): 384 exceeds limit 192 for L-C4BD4855" in err
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q, "--json",
+                         "--all-candidates")
+    assert code == 0 and err.count("\n") == 1 and "Traceback" not in err
+    assert "usage (row 2): quota L-C4BD4855 in aws us-east-1: usage 384 is above its limit 192" in err
+    spot = [c for c in json.loads(out)["candidates"]
+            if c["quota"]["key"] == "L-C4BD4855" and c["region"] == "us-east-1"]
+    assert spot and all(c["quota"]["headroom"] == 0 and c["feasible"] is False for c in spot)
 
 
 def test_unknown_quota_key_warns_on_one_line_and_still_plans(tmp_path, capsys):
