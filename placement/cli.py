@@ -195,6 +195,13 @@ def _no_credentials(args: argparse.Namespace, sources: Sequence[Any]) -> None:
            for cloud in missing])
 
 
+def _trust(catalog: Catalog, now: dt.datetime) -> None:
+    """Say on stderr when a cloud's catalog is over a week old, and how old (placement.trust)."""
+    from placement.trust import stale_lines
+
+    _warn(stale_lines(catalog, now))
+
+
 def _warn(lines: Sequence[str]) -> None:
     for line in lines:
         print(f"placement: warning: {line}", file=sys.stderr)
@@ -205,7 +212,7 @@ def _now(args: argparse.Namespace) -> dt.datetime:
 
     from placement.reservations import parse_time
 
-    if args.now is None:
+    if getattr(args, "now", None) is None:  # offers has no --now
         return dt.datetime.now(dt.UTC)
     if not args.now.strip():
         raise UsageError("--now: is empty; give an ISO-8601 time such as 2026-12-01T00:00:00Z, or leave the flag out "
@@ -256,9 +263,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _warn(job.warnings + quotas.warnings)
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, job.accelerators, job.gpus,
                                                     job.gpus_per_node, True)
+    _trust(catalog, now)
     result = plan(job, catalog.offers, quotas, reservations=reserved + live_reserved, now=now,
                   egress_allowance_gb=allowance)
-    doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources)
+    doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources, now=now)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
                                           sources=sources, width=output_width())
     _emit(doc, text, args.json)
@@ -281,13 +289,14 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     accels = sorted({a for j in jobs for a in j.accelerators})
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
     reserved += live_reserved
+    _trust(catalog, now)
     # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
     ready = prepare(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
     result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, prepared=ready)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
     text = "" if args.json else batch_text(result, catalog, base, output_width())
-    _emit(batch_doc(result, catalog, base, sources), text, args.json)
+    _emit(batch_doc(result, catalog, base, sources, now), text, args.json)
     # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
 
@@ -321,8 +330,10 @@ def cmd_offers(args: argparse.Namespace) -> int:
               and (args.capacity != "spot" or o.spot_price is not None)
               and (args.capacity != "on-demand" or o.price is not None)]
     offers.sort(key=lambda o: (o.cloud, o.region, o.zone, o.instance_type))
+    now = _now(args)
+    _trust(catalog, now)
     doc = {"schema": "gpufleet.placement/v1", "kind": "offers", "accelerator": accel,
-           "catalog": catalog_info(catalog), "sources": sources,
+           "catalog": catalog_info(catalog, now), "sources": sources,
            "offers": [offer_doc(o) for o in offers]}
     _emit(doc, "" if args.json else offers_text(offers, output_width()), args.json)
     return EXIT_OK if offers else EXIT_NOTHING_FEASIBLE

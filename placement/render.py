@@ -5,11 +5,15 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement.batch import BatchResult
 from placement.catalog import Catalog, Offer
 from placement.engine import Candidate, Plan, why_chosen
+from placement.trust import SPOT_NOT_CHEAPER, spot_not_cheaper, stale_clouds
+
+if TYPE_CHECKING:
+    import datetime as dt
 
 SCHEMA = "gpufleet.placement/v1"
 
@@ -54,9 +58,11 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         },
         "quota": {"key": c.quota.key, "unit": c.quota.unit, "needed": c.quota.needed, "headroom": c.quota.headroom},
         "feasible": c.feasible,
-        "notes": list(c.notes),
+        "notes": list(notes(c)),
         "price_source": o.price_source,
     }
+    if _suspect(c):
+        doc["spot_not_cheaper"] = True
     if c.reservation is not None:
         r = c.reservation
         doc["reservation"] = {"id": r.id, "kind": r.kind, "source": r.source, "count": r.count,
@@ -69,11 +75,24 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
     return doc
 
 
-def catalog_info(catalog: Catalog) -> dict[str, Any]:
-    """Where the offers came from: ``source``/``as_of`` summarised, and per cloud in ``clouds``."""
+def _suspect(c: Candidate) -> bool:
+    """A spot candidate on an offer whose spot price is not below on-demand (placement.trust)."""
+    return c.capacity == "spot" and spot_not_cheaper(c.offer)
+
+
+def notes(c: Candidate) -> tuple[str, ...]:
+    """A candidate's notes, with the catalog-trust flag on a spot price at or above on-demand."""
+    return (*c.notes, SPOT_NOT_CHEAPER) if _suspect(c) else c.notes
+
+
+def catalog_info(catalog: Catalog, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Where the offers came from: ``source``/``as_of`` summarised, and per cloud in ``clouds``. With ``now``,
+    each cloud says whether its catalog is ``stale`` (over a week old, placement.trust)."""
     counts = catalog.offers_per_cloud
+    old = set(stale_clouds(catalog, now)) if now is not None else set()
     clouds = {o.cloud: {"source": o.source, "path": o.path, "as_of": o.as_of, "modified": o.modified,
-                        "live": o.live, "offers": counts.get(o.cloud, 0)} for o in catalog.provenance()}
+                        "live": o.live, "offers": counts.get(o.cloud, 0),
+                        **({"stale": o.cloud in old} if now is not None else {})} for o in catalog.provenance()}
     return {"source": catalog.source, "as_of": catalog.as_of, "offers": len(catalog.offers), "clouds": clouds}
 
 
@@ -94,7 +113,8 @@ def cheaper_doc(p: Plan) -> dict[str, Any] | None:
 
 
 def plan_doc(
-    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = ()
+    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = (),
+    now: dt.datetime | None = None,
 ) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for one job."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
@@ -105,7 +125,7 @@ def plan_doc(
         "schema": SCHEMA,
         "kind": "plan",
         "job": p.job.name,
-        "catalog": catalog_info(catalog),
+        "catalog": catalog_info(catalog, now),
         "sources": list(sources),
         "chosen": candidate_doc(p.chosen, 1) if p.chosen else None,
         "cheaper_unconfirmed": cheaper_doc(p),
@@ -118,7 +138,8 @@ def plan_doc(
 
 
 def batch_doc(
-    result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None, sources: Sequence[dict[str, Any]] = ()
+    result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None, sources: Sequence[dict[str, Any]] = (),
+    now: dt.datetime | None = None,
 ) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for a batch: one ``chosen`` per job, the total and solver status."""
     jobs = []
@@ -140,7 +161,7 @@ def batch_doc(
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "kind": "batch",
-        "catalog": catalog_info(catalog),
+        "catalog": catalog_info(catalog, now),
         "sources": list(sources),
         "jobs": jobs,
         "placed": result.placed,
@@ -250,21 +271,21 @@ def _h(x: float) -> str:
 
 def _row_notes(c: Candidate) -> tuple[str, ...]:
     """The notes a row shows: the reason it is excluded, else its notes."""
-    return (c.excluded,) if c.excluded else c.notes
+    return (c.excluded,) if c.excluded else notes(c)
 
 
-def common_notes(notes: Sequence[Sequence[str]]) -> tuple[str, ...]:
+def common_notes(rows: Sequence[Sequence[str]]) -> tuple[str, ...]:
     """Notes every one of two or more rows carries, in the first row's order: said once above the table."""
-    if len(notes) < 2:
+    if len(rows) < 2:
         return ()
-    rest = [set(n) for n in notes[1:]]
-    return tuple(n for n in notes[0] if all(n in r for r in rest))
+    rest = [set(n) for n in rows[1:]]
+    return tuple(n for n in rows[0] if all(n in r for r in rest))
 
 
 def candidate_row(c: Candidate, rank: str, said: Sequence[str] = ()) -> list[str]:
     """One table row; notes in ``said`` (told once above the table) are left out."""
     o = c.offer
-    notes = ", ".join(n for n in _row_notes(c) if n not in said)
+    text = ", ".join(n for n in _row_notes(c) if n not in said)
     total = _usd(c.cost.total_usd)
     if c.cost.delay_usd:
         total += f" (delay {_usd(c.cost.delay_usd)})"
@@ -281,7 +302,7 @@ def candidate_row(c: Candidate, rank: str, said: Sequence[str] = ()) -> list[str
         total,
         _h(c.ready_hours),
         _headroom(c),
-        notes,
+        text,
     ]
 
 
@@ -362,10 +383,11 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
                width: int | None = None) -> str:
     """One row per job, the total and the greedy comparison, fitted to ``width`` columns (``None``: no limit)."""
     rows = []
-    notes = [(a.reason or "unplaceable",) if a.candidate is None else a.candidate.notes for a in result.assignments]
-    said = common_notes(notes)
+    row_notes = [(a.reason or "unplaceable",) if a.candidate is None else notes(a.candidate)
+                 for a in result.assignments]
+    said = common_notes(row_notes)
     priorities = len({a.job.priority_value for a in result.assignments}) > 1
-    for a, n in zip(result.assignments, notes, strict=True):
+    for a, n in zip(result.assignments, row_notes, strict=True):
         c = a.candidate
         prio = [str(a.job.priority_value)] if priorities else []
         text = ", ".join(x for x in n if x not in said)
