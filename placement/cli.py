@@ -75,7 +75,8 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     """Flags of plan and plan-batch: capacity already reserved, and the time the plan is made at."""
     p.add_argument("--reservations", metavar="PATH",
                    help="capacity reservations: CSV with header cloud,region,zone,instance_type,count,usd_per_hour,"
-                        "ends (usd_per_hour: marginal USD per node-hour, 0 if already paid; ends: ISO-8601 or blank)")
+                        "ends (count: free nodes of that instance type, not GPUs; usd_per_hour: marginal USD per "
+                        "node-hour, 0 if already paid; ends: ISO-8601 or blank)")
     p.add_argument("--now", metavar="TIME", help="plan as of this ISO-8601 time (reservation end dates are compared "
                                                   "with it); default: the current time")
 
@@ -264,11 +265,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, job.accelerators, job.gpus,
                                                     job.gpus_per_node, True)
     _trust(catalog, now)
-    result = plan(job, catalog.offers, quotas, reservations=reserved + live_reserved, now=now,
-                  egress_allowance_gb=allowance)
-    doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources, now=now)
+    reserved += live_reserved
+    result = plan(job, catalog.offers, quotas, reservations=reserved, now=now, egress_allowance_gb=allowance)
+    doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources, now=now,
+                   reservations=reserved)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
-                                          sources=sources, width=output_width())
+                                          sources=sources, width=output_width(), reservations=reserved)
     _emit(doc, text, args.json)
     return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
 

@@ -15,6 +15,8 @@ from placement.trust import SPOT_NOT_CHEAPER, spot_not_cheaper, stale_clouds
 if TYPE_CHECKING:
     import datetime as dt
 
+    from placement.reservations import Reservation
+
 SCHEMA = "gpufleet.placement/v1"
 
 
@@ -112,9 +114,18 @@ def cheaper_doc(p: Plan) -> dict[str, Any] | None:
                         "amount": c.quota.needed}}
 
 
+def unused_reservations(p: Plan, reservations: Sequence[Reservation]) -> list[dict[str, Any]]:
+    """``reservations_unused``: each reservation in the job's scope the plan does not use, and why."""
+    from placement.reservations import unused
+
+    return [{"id": u.reservation.id, "cloud": u.reservation.cloud, "region": u.reservation.region,
+             "zone": u.reservation.zone, "instance_type": u.reservation.instance_type, "count": u.reservation.count,
+             "kind": u.kind, "reason": u.reason} for u in unused(p, list(reservations))]
+
+
 def plan_doc(
     p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = (),
-    now: dt.datetime | None = None,
+    now: dt.datetime | None = None, reservations: Sequence[Reservation] = (),
 ) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for one job."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
@@ -133,6 +144,7 @@ def plan_doc(
         "runnable": len(p.rows),
         "excluded": len(p.excluded_rows),
         "closest_reasons": [] if p.rows else closest_reasons(p, catalog),
+        "reservations_unused": unused_reservations(p, reservations),
         "candidates": cands,
     }
 
@@ -312,7 +324,7 @@ PLAN_DROP = ("zone", "compute $", "egress $", "ready h", "quota need/headroom", 
 
 def plan_text(
     p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = (),
-    width: int | None = None,
+    width: int | None = None, reservations: Sequence[Reservation] = (),
 ) -> str:
     """The plan as a table and the "why" line, fitted to ``width`` columns (``None``: no limit)."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
@@ -337,6 +349,8 @@ def plan_text(
     if hidden > 0 and not all_candidates:
         out.append(wrap(f"... {hidden} more runnable, {len(p.excluded_rows)} excluded (--all-candidates lists them)",
                         width))
+    out += [wrap(f"reservation {u['id']} ({u['instance_type']} x{u['count']} in {u['zone']}) not used: {u['reason']}",
+                 width, "    ") for u in unused_reservations(p, reservations)]
     out.append(sources_text(sources, width))
     out.append(wrap("why: " + why_chosen(p), width, "     "))
     return "\n".join(x for x in out if x)
