@@ -146,7 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bash; zsh uses the same script after `autoload -U bashcompinit && bashcompinit`")
 
     d = sub.add_parser("dispatch", help="the MultiKueue External dispatcher: nominate the cheapest worker, "
-                                        "counting the wait, for every hub Workload")
+                                        "counting the wait, for every hub Workload",
+                       description="The hub's MultiKueue dispatcher, a controller that runs on the hub (the hub stack "
+                       "deploys it with gpufleet:hub.dispatcher: External). For every Workload waiting in the hub's "
+                       "all-workers queue it nominates the worker with the lowest cost: the placement engine's total "
+                       "plus the expected wait for admission, moving on when the nominated worker has not admitted "
+                       "within --admission-deadline-seconds. It needs the hub's API (--kubeconfig or --in-cluster; "
+                       "exit 1 when unreachable) and a fleet file: worker key -> that worker stack's outputs, e.g. "
+                       "placement/examples/fleet.json (the example stacks' workers). --once --dry-run decides one "
+                       "pass, prints it and writes nothing.")
     from placement.dispatch.command import add_arguments
 
     add_arguments(d)
