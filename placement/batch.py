@@ -568,7 +568,9 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     # tiers' counts held. Phase 2: at those counts, the least cost. Solving the objectives in turn keeps the
     # cost objective free of big-M penalties, whose weak LP bound would otherwise stall the search.
     status = "Optimal"
-    for tier in _tiers(jobs):
+    tiers = _tiers(jobs)
+    unproven: list[int] = []  # priorities whose placement count was cut by the time limit
+    for k, tier in enumerate(tiers):
         members = [n_x + j for j in tier]
         if sum(warm[i] for i in members) > 0.5:  # the incumbent leaves some of this tier unplaced
             tier_cost = [0.0] * n
@@ -576,10 +578,15 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
                 tier_cost[i] = 1.0
             h.changeColsCost(n, list(range(n)), tier_cost)
             h.setSolution(n, list(range(n)), warm)
-            _run(h, deadline)
+            # With several tiers, each count problem gets a share of what is left so that the later tiers and
+            # the cost phase keep time: 60 % of the remaining budget, split over the tiers still to solve.
+            share = 1.0 if len(tiers) == 1 else 0.6 / (len(tiers) - k)
+            _run(h, time.monotonic() + max(deadline - time.monotonic(), 0.0) * share)
             status = h.modelStatusToString(h.getModelStatus())
             if not h.getSolution().value_valid:
                 return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal and len(tiers) > 1:
+                unproven.append(jobs[tier[0]].priority_value)
             warm = list(h.getSolution().col_value)
         h.addRow(-inf, float(round(sum(warm[i] for i in members))), len(members), members, [1.0] * len(members))
     h.changeColsCost(n, list(range(n)), costs)
@@ -608,4 +615,6 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
            else "no room left" for j in range(len(jobs))]
     if ready.timed_out:
         status = f"{status}; time limit: no candidates for {len(ready.timed_out)} of {len(jobs)} jobs"
+    if unproven:
+        status += f"; time limit: the count placed at priority {', '.join(map(str, unproven))} is not proven the most"
     return _result(plans, picks, "HiGHS", status, why, gap=gap)
