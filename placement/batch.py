@@ -588,7 +588,11 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
             if h.getModelStatus() != highspy.HighsModelStatus.kOptimal and len(tiers) > 1:
                 unproven.append(jobs[tier[0]].priority_value)
             warm = list(h.getSolution().col_value)
-        h.addRow(-inf, float(round(sum(warm[i] for i in members))), len(members), members, [1.0] * len(members))
+        count = float(round(sum(warm[i] for i in members)))
+        if count == 0 and len(tiers) > 1:  # the whole tier placed: fix its slacks rather than add a row
+            h.changeColsBounds(len(members), members, [0.0] * len(members), [0.0] * len(members))
+        else:
+            h.addRow(-inf, count, len(members), members, [1.0] * len(members))
     h.changeColsCost(n, list(range(n)), costs)
     hint = warm
     relaxed = _lp_rounding(h, cols, n_x, len(jobs), by_job)
