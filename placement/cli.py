@@ -399,6 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "refresh", False) and not getattr(args, "live", False):
             raise UsageError(f"placement {args.command}: --refresh only applies with --live (it skips the live "
                              "cache); add --live or drop --refresh (see --help)")
+        if getattr(args, "allow_catalog_fallback", False) and not getattr(args, "live", False):
+            raise UsageError(f"placement {args.command}: --allow-catalog-fallback only applies with --live; add "
+                             "--live or drop it (see --help)")
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return code

@@ -20,6 +20,7 @@ JOB = str(ROOT / "placement" / "examples" / "job.yaml")
     (["plan", JOB, "--refresh"], "--refresh only applies with --live"),
     (["plan", JOB, "--offline", "--refresh"], "--refresh only applies with --live"),
     (["offers", "--accelerator", "H100", "--refresh"], "--refresh only applies with --live"),
+    (["plan", JOB, "--allow-catalog-fallback"], "--allow-catalog-fallback only applies with --live"),
 ])
 def test_contradictory_live_flags_exit_2_with_one_line(capsys, argv, needle):
     assert main(argv) == 2
