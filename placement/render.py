@@ -475,7 +475,7 @@ def offers_text(offers: Sequence[Offer], width: int | None = None) -> str:
         ]
         for o in offers
     ]
-    return fit_table(
+    text = fit_table(
         ("cloud", "region", "zone", "instance", "accelerator", "GPUs", "on-demand $/h", "spot $/h"),
         rows,
         right={5, 6, 7},
@@ -483,6 +483,11 @@ def offers_text(offers: Sequence[Offer], width: int | None = None) -> str:
         drop=("zone", "accelerator"),
         wrap_last=False,
     )
+    suspect = sum(1 for o in offers if spot_not_cheaper(o))
+    if suspect:
+        text += "\n" + wrap(f"({suspect} of these offers have a spot price at or above on-demand: no spare spot "
+                            "capacity, or a catalog error; JSON spot_not_cheaper)", width)
+    return text
 
 
 def _where(o: Offer) -> dict[str, Any]:
@@ -498,4 +503,7 @@ def _where(o: Offer) -> dict[str, Any]:
 
 
 def offer_doc(o: Offer) -> dict[str, Any]:
-    return {**_where(o), "usd_per_hour": o.price, "spot_usd_per_hour": o.spot_price}
+    doc = {**_where(o), "usd_per_hour": o.price, "spot_usd_per_hour": o.spot_price}
+    if spot_not_cheaper(o):
+        doc["spot_not_cheaper"] = True
+    return doc

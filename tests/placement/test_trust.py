@@ -56,3 +56,12 @@ def test_plan_warns_once_on_stderr_and_json_marks_stale_clouds(capsys):
     assert main(["plan", JOB, "--json", "--now", "2026-11-02"]) == 0
     out, err = capsys.readouterr()
     assert "over a week old" not in err and not any(c["stale"] for c in json.loads(out)["catalog"]["clouds"].values())
+
+
+def test_offers_flag_a_spot_price_at_or_above_on_demand():
+    from placement.render import offer_doc, offers_text
+
+    same, cheap = offer("p5.48xlarge", "us-east-1", price=50, spot=50), offer("p5.48xlarge", "us-west-2", price=50)
+    assert offer_doc(same)["spot_not_cheaper"] is True and "spot_not_cheaper" not in offer_doc(cheap)
+    assert "(1 of these offers have a spot price at or above on-demand" in offers_text([same, cheap])
+    assert "at or above" not in offers_text([cheap])
