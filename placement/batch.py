@@ -3,9 +3,15 @@
     subject to Σ_c x[j,c] + u[j] = 1                     for every job j
                Σ_(j,c in g) needed[j,c]·x[j,c] ≤ headroom[g]  for every known (cloud, region, quota key) g
                x binary, 0 ≤ u ≤ 1
-    phase 1:   minimise Σ_j u[j]                          (place as many jobs as quota allows: U*)
+    phase 1:   for each priority tier t, highest first:
+                 minimise Σ_(j in t) u[j]                 (place as many of tier t as quota allows: U*_t)
+                 then add Σ_(j in t) u[j] ≤ U*_t          (later phases keep that many placed)
     phase 2:   minimise Σ_j Σ_c total_usd[j,c]·x[j,c] + UNKNOWN·Σ (x on quota-unknown candidates)
-               subject to Σ_j u[j] ≤ U*
+
+Priorities (a job's ``priority``: higher first, Kueue WorkloadPriorityClass values) are lexicographic, not
+weights: tier t is optimised with every higher tier's count fixed, so no placement of lower-priority jobs
+can ever cost a higher-priority one its place (weights would have to grow like (jobs + 1)^tiers to promise
+the same, beyond what a MIP tolerance can tell apart). One tier (no priorities given) is one solve.
 
 UNKNOWN exceeds any job's cost, so quota-unknown candidates rank after every known-feasible one, as
 in the single-job plan. Both phases are solved to HiGHS's MIP gap tolerance (``mip_rel_gap``).
@@ -48,12 +54,47 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Binding:
+    """A quota or reservation that kept an unplaced job off one of its candidates: it ``needed`` that much
+    (in ``unit``), the group had ``headroom`` and the placed jobs ``taken_by`` used ``used`` of it."""
+
+    cloud: str
+    region: str
+    key: str
+    unit: str
+    needed: int
+    headroom: float
+    used: float
+    taken_by: tuple[str, ...]
+
+    def text(self) -> str:
+        what = (f"reservation {self.key.removeprefix('reservation:')}" if self.key.startswith("reservation:")
+                else f"quota {self.key} in {self.cloud} {self.region}")
+        by = ", ".join(self.taken_by[:4]) + (f" and {len(self.taken_by) - 4} more" if len(self.taken_by) > 4 else "")
+        return (f"{what}: needs {self.needed} {self.unit}, headroom {self.headroom:g}, {self.used:g} taken by "
+                f"{by or 'no job'}")
+
+
+@dataclass(frozen=True)
 class Assignment:
-    """Where one job went (``candidate`` None = unplaceable, with ``reason``)."""
+    """Where one job went (``candidate`` None = unplaceable, with ``reason`` and what ``binding`` it, cheapest
+    candidate's group first); ``alone`` is where the job goes when planned on its own (``placement plan``)."""
 
     job: JobSpec
     candidate: Candidate | None
     reason: str | None = None
+    alone: Candidate | None = None
+    binding: tuple[Binding, ...] = ()
+
+    @property
+    def moved(self) -> bool:
+        """True when the batch places the job elsewhere than planning it alone would (or not at all)."""
+        return self.alone is not None and (self.candidate is None or _spot(self.candidate) != _spot(self.alone))
+
+
+def _spot(c: Candidate) -> tuple[object, ...]:
+    o = c.offer
+    return (o.cloud, o.region, o.zone, o.instance_type, c.capacity, c.nodes, c.reservation)
 
 
 @dataclass(frozen=True)
@@ -111,33 +152,60 @@ def _options(p: Plan) -> list[Row]:
 def _result(plans: Sequence[Plan], picks: Sequence[Row | None], solver: str, status: str, why: Sequence[str],
             gap: float = 0.0) -> BatchResult:
     used: dict[tuple[str, str, str], float] = defaultdict(float)
+    takers: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for p, r in zip(plans, picks, strict=True):
+        if r is not None and (g := _group(r)) is not None:
+            used[g] += _needed(r)
+            takers[g].append(p.job.name)
     out = []
     total = 0.0
     for p, r, reason in zip(plans, picks, why, strict=True):
+        alone = _candidate(p.job, p.rows[0]) if p.rows else None
         if r is None:
-            out.append(Assignment(p.job, None, reason))
+            binding = _binding(p, used, takers) if reason != TIMED_OUT else ()
+            if binding:
+                reason = f"{reason}: {binding[0].text()}"
+            out.append(Assignment(p.job, None, reason, alone, binding))
             continue
-        g = _group(r)
-        if g is not None:
-            used[g] += _needed(r)
         total += _total(r)
-        out.append(Assignment(p.job, _candidate(p.job, r)))
+        moved = _binding(p, used, takers, r)[:1] if p.rows and r is not p.rows[0] else ()
+        out.append(Assignment(p.job, _candidate(p.job, r), alone=alone, binding=moved))
     return BatchResult(tuple(out), total, solver, status, dict(used), gap=gap)
+
+
+def _binding(p: Plan, used: dict[tuple[str, str, str], float], takers: dict[tuple[str, str, str], list[str]],
+             pick: Row | None = None) -> tuple[Binding, ...]:
+    """The full groups a job's candidates cheaper than its ``pick`` (all, when unplaced) draw on, its cheapest
+    candidate's first (one per group), counting the other jobs' use only."""
+    out: dict[tuple[str, str, str], Binding] = {}
+    own = _group(pick) if pick is not None else None
+    for r in p.rows:
+        if r is pick:
+            break
+        g = _group(r)
+        if g is None or g in out:
+            continue
+        others = used[g] - (_needed(pick) if pick is not None and g == own else 0)
+        if others + _needed(r) <= _headroom(r):
+            continue
+        names = [n for n in takers[g] if n != p.job.name]
+        out[g] = Binding(g[0], g[1], g[2], r[11].unit, _needed(r), _headroom(r), others, tuple(names))
+    return tuple(out.values())
 
 
 def _placement_key(job: JobSpec) -> JobSpec:
     """``job`` without the fields that do not change where or at what cost it runs."""
     ds = job.dataset
-    return dataclasses.replace(job, name="", team=None, priority="production", image="", command=(),
+    return dataclasses.replace(job, name="", team=None, priority="production", priority_value=0, image="", command=(),
                                dataset=None if ds is None else dataclasses.replace(ds, uri=""))
 
 
 def _earlier_first(jobs: Sequence[JobSpec], picks: list[Row | None]) -> list[Row | None]:
-    """Among identical jobs, hand the placements to the earlier ones (cheapest to the first): any solution
-    can be permuted so, at the same total cost and quota use."""
+    """Among identical jobs, hand the placements to the higher-priority ones, then the earlier ones (cheapest
+    to the first): any solution can be permuted so, at the same total cost and quota use."""
     classes: dict[JobSpec, list[int]] = defaultdict(list)
-    for j, job in enumerate(jobs):
-        classes[_placement_key(job)].append(j)
+    for j in _by_priority(jobs):
+        classes[_placement_key(jobs[j])].append(j)
     out = list(picks)
     for members in classes.values():
         if len(members) < 2:
@@ -148,10 +216,25 @@ def _earlier_first(jobs: Sequence[JobSpec], picks: list[Row | None]) -> list[Row
     return out
 
 
-def _greedy_picks(plans: Sequence[Plan]) -> list[Row | None]:
+def _by_priority(jobs: Sequence[JobSpec]) -> list[int]:
+    """Job indices, higher priority first, in file order within one priority."""
+    return sorted(range(len(jobs)), key=lambda j: -jobs[j].priority_value)
+
+
+def _tiers(jobs: Sequence[JobSpec]) -> list[list[int]]:
+    """Job indices grouped by priority, highest first."""
+    tiers: dict[int, list[int]] = defaultdict(list)
+    for j in _by_priority(jobs):
+        tiers[jobs[j].priority_value].append(j)
+    return list(tiers.values())
+
+
+def _greedy_picks(plans: Sequence[Plan], order: Sequence[int] | None = None) -> list[Row | None]:
+    """Each job in turn (``order``, default file order) on its cheapest candidate that still fits."""
     used: dict[tuple[str, str, str], float] = defaultdict(float)
-    picks: list[Row | None] = []
-    for p in plans:
+    picks: list[Row | None] = [None] * len(plans)
+    for j in range(len(plans)) if order is None else order:
+        p = plans[j]
         chosen = None
         for r in p.rows:
             g = _group(r)
@@ -160,7 +243,7 @@ def _greedy_picks(plans: Sequence[Plan]) -> list[Row | None]:
                 break
         if chosen is not None and (g := _group(chosen)) is not None:
             used[g] += _needed(chosen)
-        picks.append(chosen)
+        picks[j] = chosen
     return picks
 
 
@@ -350,6 +433,13 @@ class Prepared:
     plans: tuple[Plan, ...]
     deadline: float
     timed_out: frozenset[int] = frozenset()
+    # Why a job has no runnable candidate at all: its cheapest excluded candidate's reason, by job index.
+    closest: tuple[tuple[int, str], ...] = ()
+
+    def no_candidate(self, j: int) -> str:
+        """The reason job ``j`` has no option, for the report."""
+        reason = dict(self.closest).get(j)
+        return f"no runnable candidate ({reason})" if reason else "no runnable candidate"
 
 
 def prepare(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None = None,
@@ -363,6 +453,7 @@ def prepare(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable
     memo: dict[JobSpec, Plan] = {}
     out: list[Plan] = []
     timed_out: set[int] = set()
+    closest: dict[JobSpec, str] = {}
     for j, job in enumerate(jobs):
         key = _placement_key(job)
         p = memo.get(key)
@@ -374,9 +465,13 @@ def prepare(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable
             full = plan(job, offers, quotas, book, reservations=reservations, now=now)
             # Only the options can matter to either placement (see _options); the rest is dropped here.
             p = memo[key] = Plan(job=job, rows=tuple(_options(full)))
+            if not full.rows and full.excluded_rows:
+                closest[key] = full.excluded[0].excluded or ""
             del full
         out.append(p if p.job is job else dataclasses.replace(p, job=job))
-    return Prepared(tuple(out), deadline, frozenset(timed_out))
+    reasons = tuple((j, closest[_placement_key(job)]) for j, job in enumerate(jobs)
+                    if closest.get(_placement_key(job)))
+    return Prepared(tuple(out), deadline, frozenset(timed_out), reasons)
 
 
 def _prepared(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None, book: EgressBook | None,
@@ -400,7 +495,8 @@ def greedy(jobs: Iterable[JobSpec], offers: Sequence[Offer], quotas: QuotaTable 
     ready = _prepared(jobs, offers, quotas, book, reservations, now, math.inf, prepared)
     plans = ready.plans
     picks = _greedy_picks(plans)
-    why = [TIMED_OUT if j in ready.timed_out else "no candidate left with quota headroom" for j in range(len(plans))]
+    why = [TIMED_OUT if j in ready.timed_out else ready.no_candidate(j) if not plans[j].rows
+           else "no room left" for j in range(len(plans))]
     return _result(plans, picks, "greedy", "done", why)
 
 
@@ -417,9 +513,8 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     deadline = ready.deadline
     plans = list(ready.plans)
     options = [list(p.rows) for p in plans]
-    # Greedy is a feasible solution: hand it to HiGHS as the first incumbent.
-    start = _greedy_picks(plans)
-    start_placed = sum(1 for r in start if r is not None)
+    # Greedy in priority order is a feasible solution: hand it to HiGHS as the first incumbent.
+    start = _greedy_picks(plans, _by_priority(jobs))
     max_cost = max((_total(r) for opts in options for r in opts), default=0.0)
     unknown_penalty = max_cost * 2 + 1.0
 
@@ -469,17 +564,35 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
         warm[n_x + j if pick is None else index_of[(j, _option_key(pick))]] = 1.0
     h.setSolution(n, list(range(n)), warm)
 
-    # Phase 1: the most jobs quota allows. Phase 2: at that count, the least cost. Solving the two
-    # objectives in turn keeps the cost objective free of big-M penalties, whose weak LP bound would
-    # otherwise stall the search.
+    # Phase 1, per priority tier from the highest: the most jobs of that tier quota allows, with the higher
+    # tiers' counts held. Phase 2: at those counts, the least cost. Solving the objectives in turn keeps the
+    # cost objective free of big-M penalties, whose weak LP bound would otherwise stall the search.
     status = "Optimal"
-    if start_placed < len(jobs):
-        _run(h, deadline)
-        status = h.modelStatusToString(h.getModelStatus())
-        if not h.getSolution().value_valid:
-            return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
-        warm = list(h.getSolution().col_value)
-    h.addRow(-inf, float(round(sum(warm[n_x:]))), len(jobs), list(range(n_x, n)), [1.0] * len(jobs))
+    tiers = _tiers(jobs)
+    unproven: list[int] = []  # priorities whose placement count was cut by the time limit
+    for k, tier in enumerate(tiers):
+        members = [n_x + j for j in tier]
+        if sum(warm[i] for i in members) > 0.5:  # the incumbent leaves some of this tier unplaced
+            tier_cost = [0.0] * n
+            for i in members:
+                tier_cost[i] = 1.0
+            h.changeColsCost(n, list(range(n)), tier_cost)
+            h.setSolution(n, list(range(n)), warm)
+            # With several tiers, each count problem gets a share of what is left so that the later tiers and
+            # the cost phase keep time: 60 % of the remaining budget, split over the tiers still to solve.
+            share = 1.0 if len(tiers) == 1 else 0.6 / (len(tiers) - k)
+            _run(h, time.monotonic() + max(deadline - time.monotonic(), 0.0) * share)
+            status = h.modelStatusToString(h.getModelStatus())
+            if not h.getSolution().value_valid:
+                return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal and len(tiers) > 1:
+                unproven.append(jobs[tier[0]].priority_value)
+            warm = list(h.getSolution().col_value)
+        count = float(round(sum(warm[i] for i in members)))
+        if count == 0 and len(tiers) > 1:  # the whole tier placed: fix its slacks rather than add a row
+            h.changeColsBounds(len(members), members, [0.0] * len(members), [0.0] * len(members))
+        else:
+            h.addRow(-inf, count, len(members), members, [1.0] * len(members))
     h.changeColsCost(n, list(range(n)), costs)
     hint = warm
     relaxed = _lp_rounding(h, cols, n_x, len(jobs), by_job)
@@ -493,7 +606,8 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
         x, gap = list(solution.col_value), float(h.getInfo().mip_gap)
     else:
         rounded, bound, reduced = relaxed
-        if sum(rounded[n_x:]) <= sum(warm[n_x:]):
+        if all(sum(rounded[n_x + j] for j in tier) <= sum(warm[n_x + j] for j in tier) + 1e-9
+               for tier in _tiers(jobs)):  # as many placed in every priority tier
             hint = rounded
         x, status, gap = _solve_by_reduced_costs(h, n, n_x, costs, hint, bound, reduced, deadline)
     picks: list[Row | None] = [None] * len(jobs)
@@ -501,8 +615,10 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
         if x[i] > 0.5:
             picks[j] = r
     picks = _earlier_first(jobs, picks)
-    why = [TIMED_OUT if j in ready.timed_out else "no runnable candidate" if not options[j]
-           else "quota headroom taken by cheaper placements" for j in range(len(jobs))]
+    why = [TIMED_OUT if j in ready.timed_out else ready.no_candidate(j) if not options[j]
+           else "no room left" for j in range(len(jobs))]
     if ready.timed_out:
         status = f"{status}; time limit: no candidates for {len(ready.timed_out)} of {len(jobs)} jobs"
+    if unproven:
+        status += f"; time limit: the count placed at priority {', '.join(map(str, unproven))} is not proven the most"
     return _result(plans, picks, "HiGHS", status, why, gap=gap)

@@ -10,8 +10,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml, shown
 
@@ -26,8 +26,24 @@ EXIT_OK, EXIT_NOTHING_FEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
+    # Worked out only when the help is printed (e.g. a path that needs platformdirs), so --help stays fast.
+    describe: Callable[[], str] | None = None
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see --help)")
+
+    def format_help(self) -> str:
+        if self.describe is not None:
+            self.description = self.describe()
+        return super().format_help()
+
+
+def _refresh_description() -> str:
+    from placement.catalog import DATA_DIR_ENV, refreshed_catalog_path
+
+    return (f"Write a catalog from live AWS/GCP prices and offerings. Default output: {refreshed_catalog_path()} "
+            f"(the user data directory; set {DATA_DIR_ENV} to move it, or pass --output). plan, plan-batch and offers "
+            "then use the newer of it and the embedded catalog, and say which.")
 
 
 def _add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
@@ -50,13 +66,17 @@ def _add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
                                                            "Credentials / GOOGLE_CLOUD_PROJECT)")
         g.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                        help="per-call timeout for live queries (default 5)")
+        g.add_argument("--allow-catalog-fallback", action="store_true",
+                       help="with --live: when no cloud has credentials, answer from the catalog (with a warning) "
+                            "instead of failing with exit 2")
 
 
 def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     """Flags of plan and plan-batch: capacity already reserved, and the time the plan is made at."""
     p.add_argument("--reservations", metavar="PATH",
                    help="capacity reservations: CSV with header cloud,region,zone,instance_type,count,usd_per_hour,"
-                        "ends (usd_per_hour: marginal USD per node-hour, 0 if already paid; ends: ISO-8601 or blank)")
+                        "ends (count: free nodes of that instance type, not GPUs; usd_per_hour: marginal USD per "
+                        "node-hour, 0 if already paid; ends: ISO-8601 or blank)")
     p.add_argument("--now", metavar="TIME", help="plan as of this ISO-8601 time (reservation end dates are compared "
                                                   "with it); default: the current time")
 
@@ -94,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only offers with this price (default any)")
     _add_data_flags(o)
 
-    r = sub.add_parser("refresh", help="write a new embedded-catalog file from live AWS/GCP data")
+    r = sub.add_parser("refresh", help="write a new catalog file from live AWS/GCP data (to the user data directory)")
+    cast(_Parser, r).describe = _refresh_description
     r.add_argument("--output", "-o", metavar="PATH", help="where to write (default: catalog.json in the user's data "
                                                            "directory, which plan then prefers when newer)")
     r.add_argument("--allow-shrink", action="store_true",
@@ -125,7 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bash; zsh uses the same script after `autoload -U bashcompinit && bashcompinit`")
 
     d = sub.add_parser("dispatch", help="the MultiKueue External dispatcher: nominate the cheapest worker, "
-                                        "counting the wait, for every hub Workload")
+                                        "counting the wait, for every hub Workload",
+                       description="The hub's MultiKueue dispatcher, a controller that runs on the hub (the hub stack "
+                       "deploys it with gpufleet:hub.dispatcher: External). For every Workload waiting in the hub's "
+                       "all-workers queue it nominates the worker with the lowest cost: the placement engine's total "
+                       "plus the expected wait for admission, moving on when the nominated worker has not admitted "
+                       "within --admission-deadline-seconds. It needs the hub's API (--kubeconfig or --in-cluster; "
+                       "exit 1 when unreachable) and a fleet file: worker key -> that worker stack's outputs, e.g. "
+                       "placement/examples/fleet.json (the example stacks' workers). --once --dry-run decides one "
+                       "pass, prints it and writes nothing.")
     from placement.dispatch.command import add_arguments
 
     add_arguments(d)
@@ -154,7 +183,32 @@ def _live(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accele
                           timeout_s=args.timeout, progress=not args.json and sys.stderr.isatty(),
                           gpus_per_node=gpus_per_node, reservations=reservations)
     live = fetch_live(request, catalog)
+    _no_credentials(args, live.sources)
+    _warn(live.quotas.warnings)
     return live.catalog, quotas.merged(live.quotas), [s.as_dict() for s in live.sources], live.reservations
+
+
+def _no_credentials(args: argparse.Namespace, sources: Sequence[Any]) -> None:
+    """A cloud without credentials answers from the catalog: say so on stderr. When no cloud has any, the whole
+    answer would be catalog data under a --live flag: refused (exit 2) unless --allow-catalog-fallback, so a
+    script never takes catalog prices and unknown quota for live ones."""
+    clouds = {s.cloud for s in sources}
+    missing = sorted({s.cloud for s in sources if s.status == "no-credentials"})
+    if not missing:
+        return
+    if set(missing) == clouds and not getattr(args, "allow_catalog_fallback", False):
+        raise UsageError(f"--live: no credentials for {' or '.join(missing)}, so the answer would be catalog data "
+                         "(catalog prices, quota unknown); configure credentials (--aws-profile, `gcloud auth "
+                         "application-default login`) or pass --allow-catalog-fallback")
+    _warn([f"--live: no {cloud} credentials: {cloud} candidates use catalog data (catalog prices, quota unknown)"
+           for cloud in missing])
+
+
+def _trust(catalog: Catalog, now: dt.datetime) -> None:
+    """Say on stderr when a cloud's catalog is over a week old, and how old (placement.trust)."""
+    from placement.trust import stale_lines
+
+    _warn(stale_lines(catalog, now))
 
 
 def _warn(lines: Sequence[str]) -> None:
@@ -167,7 +221,12 @@ def _now(args: argparse.Namespace) -> dt.datetime:
 
     from placement.reservations import parse_time
 
-    return parse_time(args.now, "--now", "") if args.now else dt.datetime.now(dt.UTC)
+    if getattr(args, "now", None) is None:  # offers has no --now
+        return dt.datetime.now(dt.UTC)
+    if not args.now.strip():
+        raise UsageError("--now: is empty; give an ISO-8601 time such as 2026-12-01T00:00:00Z, or leave the flag out "
+                         "for the current time")
+    return parse_time(args.now, "--now", "", blank="")
 
 
 def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:
@@ -213,11 +272,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _warn(job.warnings + quotas.warnings)
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, job.accelerators, job.gpus,
                                                     job.gpus_per_node, True)
-    result = plan(job, catalog.offers, quotas, reservations=reserved + live_reserved, now=now,
-                  egress_allowance_gb=allowance)
-    doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources)
+    _trust(catalog, now)
+    reserved += live_reserved
+    result = plan(job, catalog.offers, quotas, reservations=reserved, now=now, egress_allowance_gb=allowance)
+    doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources, now=now,
+                   reservations=reserved)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
-                                          sources=sources, width=output_width())
+                                          sources=sources, width=output_width(), reservations=reserved)
     _emit(doc, text, args.json)
     return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
 
@@ -238,13 +299,14 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     accels = sorted({a for j in jobs for a in j.accelerators})
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
     reserved += live_reserved
+    _trust(catalog, now)
     # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
     ready = prepare(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
     result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, prepared=ready)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
     text = "" if args.json else batch_text(result, catalog, base, output_width())
-    _emit(batch_doc(result, catalog, base, sources), text, args.json)
+    _emit(batch_doc(result, catalog, base, sources, now), text, args.json)
     # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
 
@@ -278,8 +340,10 @@ def cmd_offers(args: argparse.Namespace) -> int:
               and (args.capacity != "spot" or o.spot_price is not None)
               and (args.capacity != "on-demand" or o.price is not None)]
     offers.sort(key=lambda o: (o.cloud, o.region, o.zone, o.instance_type))
+    now = _now(args)
+    _trust(catalog, now)
     doc = {"schema": "gpufleet.placement/v1", "kind": "offers", "accelerator": accel,
-           "catalog": catalog_info(catalog), "sources": sources,
+           "catalog": catalog_info(catalog, now), "sources": sources,
            "offers": [offer_doc(o) for o in offers]}
     _emit(doc, "" if args.json else offers_text(offers, output_width()), args.json)
     return EXIT_OK if offers else EXIT_NOTHING_FEASIBLE
@@ -335,6 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "refresh", False) and not getattr(args, "live", False):
             raise UsageError(f"placement {args.command}: --refresh only applies with --live (it skips the live "
                              "cache); add --live or drop --refresh (see --help)")
+        if getattr(args, "allow_catalog_fallback", False) and not getattr(args, "live", False):
+            raise UsageError(f"placement {args.command}: --allow-catalog-fallback only applies with --live; add "
+                             "--live or drop it (see --help)")
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return code

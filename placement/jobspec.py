@@ -17,7 +17,7 @@ from placement.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.physics import DESTINATIONS, TRAINING, WORKLOADS
 from placement.physics_data import physics_book
 from placement.shapes import CLOUDS, ShapeBook, shape_book
-from placement.zones import known_regions, needs_opt_in, region_cloud
+from placement.zones import known_regions, needs_opt_in, region_cloud, zone_region
 
 CapacityChoice = Literal["spot", "on-demand", "reserved", "any"]
 CAPACITY_CHOICES = ("spot", "on-demand", "reserved", "any")
@@ -95,7 +95,7 @@ class JobSpec:
     allow_regions: tuple[str, ...] = ()
     deny_regions: tuple[str, ...] = ()
     max_usd_per_hour: float | None = None
-    priority: str = "production"
+    priority: str = "production"  # the Kueue WorkloadPriorityClass name `placement submit` labels the job with
     team: str | None = None
     image: str = "nvcr.io/nvidia/pytorch:25.10-py3"
     command: tuple[str, ...] = ()
@@ -118,6 +118,7 @@ class JobSpec:
     filesystem_mbps_per_tib: float | None = None
     faults_per_gpu_hour: float | None = None
     spot_replacement_minutes: float | None = None
+    priority_value: int = 1000  # plan-batch: higher first (the class's value, or the integer the job gave)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def capacities(self) -> tuple[str, ...]:
@@ -239,6 +240,19 @@ def _regions(value: Any, field: str, clouds: tuple[str, ...], warnings: list[str
     return names
 
 
+def _zones(value: Any, field: str, warnings: list[str]) -> tuple[str, ...]:
+    """``zones.allow``: zones no known region has are a warning; a list naming none is an error (it would
+    exclude every candidate)."""
+    names = _strings(value, field)
+    unknown = [z for z in names if zone_region(z) is None]
+    if unknown and len(unknown) == len(names):
+        raise InputError(field, f"names no zone of a known region ({_names(unknown)}); use AWS zone IDs like use1-az4 "
+                         "(or names like us-east-1a) or GCP zones like us-central1-a")
+    if unknown:
+        warnings.append(f"{field}: {_names(unknown)} is not a zone of a known region (placement/data/regions.yaml)")
+    return names
+
+
 def _speed(value: Any, field: str, book: ShapeBook) -> tuple[tuple[str, float], ...]:
     if value is None:
         return ()
@@ -264,6 +278,21 @@ def _throughput(value: Any, field: str) -> tuple[tuple[str, float], ...]:
                      for p in TRANSFER_PATHS if p in value)
     gbps = _number(value, field, strict=True, maximum=MAX_RATE)
     return tuple((p, gbps) for p in TRANSFER_PATHS)
+
+
+def _priority(value: Any, field: str) -> tuple[str, int]:
+    """(Kueue WorkloadPriorityClass name, value): a class name, or an integer on the classes' scale (production
+    1000, burst 500, low 100), which takes the class of the highest value at or below it (else ``low``)."""
+    from placement.kueue import PRIORITY_CLASSES
+
+    values = {name: v for name, v, _ in PRIORITY_CLASSES}
+    if isinstance(value, str) and value in values:
+        return value, values[value]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 1_000_000_000:
+        below = [(v, name) for name, v in values.items() if v <= value]
+        return (max(below)[1] if below else min((v, n) for n, v in values.items())[1]), value
+    raise InputError(field, f"must be one of {', '.join(PRIORITIES)} or an integer (higher first, like a Kueue "
+                     f"WorkloadPriorityClass value: production 1000, burst 500, low 100), got {shown(value)}")
 
 
 def parse_job(doc: Any, *, where: str = "") -> JobSpec:
@@ -403,6 +432,12 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     regions = _section(doc, "regions", {"allow", "deny"}, where)
     zones = _section(doc, "zones", {"allow", "deny", "opt_in"}, where)
     allow_clouds = _clouds(clouds.get("allow"), f"{where}clouds.allow")
+    deny_clouds = _clouds(clouds.get("deny"), f"{where}clouds.deny")
+    if set(allow_clouds or CLOUDS) <= set(deny_clouds):
+        which = "clouds.allow lets in" if allow_clouds else "there is"
+        named = ", ".join(sorted(set(allow_clouds or CLOUDS)))
+        raise InputError(f"{where}clouds.deny", f"denies every cloud {which} ({named}), so nothing can run; drop it "
+                         "from clouds.deny or clouds.allow")
     warnings: list[str] = []
     allow_regions = _regions(regions.get("allow"), f"{where}regions.allow", allow_clouds, warnings, required=True)
     deny_regions = _regions(regions.get("deny"), f"{where}regions.deny", allow_clouds, warnings, required=False)
@@ -414,9 +449,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     deadline = doc.get("deadline_hours")
     delay = doc.get("usd_per_hour_of_delay")
     max_usd = doc.get("max_usd_per_hour")
-    priority = doc.get("priority", "production")
-    if priority not in PRIORITIES:
-        raise InputError(f"{where}priority", f"must be one of {', '.join(PRIORITIES)}")
+    priority, priority_value = _priority(doc.get("priority", "production"), f"{where}priority")
     team = doc.get("team")
     if team is not None:
         if not isinstance(team, str):
@@ -437,14 +470,14 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         outputs_gb=outputs_gb, checkpoint_interval_minutes=interval, interruptions_per_hour=rate,
         restart_minutes=restart,
         allow_clouds=allow_clouds,
-        deny_clouds=_clouds(clouds.get("deny"), f"{where}clouds.deny"),
+        deny_clouds=deny_clouds,
         allow_regions=allow_regions,
         deny_regions=deny_regions,
         max_usd_per_hour=None if max_usd is None else _number(max_usd, f"{where}max_usd_per_hour", strict=True,
                                                                           maximum=MAX_RATE),
-        priority=priority, team=team, image=image, command=tuple(command),
+        priority=priority, priority_value=priority_value, team=team, image=image, command=tuple(command),
         gpus_per_node=gpus_per_node, speed=speed,
-        allow_zones=_strings(zones.get("allow"), f"{where}zones.allow"),
+        allow_zones=_zones(zones.get("allow"), f"{where}zones.allow", warnings),
         deny_zones=_strings(zones.get("deny"), f"{where}zones.deny"),
         opt_in_zones=opt_in, throughput_gbps=throughput,
         deadline_hours=None if deadline is None else _number(deadline, f"{where}deadline_hours", strict=True,

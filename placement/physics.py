@@ -165,11 +165,16 @@ def optimal_interval(rate: float, write_h: float) -> float:
     k = rate * write_h
     if k <= 0:
         return 0.0
+    if k < 1e-12:
+        # Young's root sqrt(2k) is exact to a relative O(sqrt k) here, where the bisection's f (about k - x²/2)
+        # would drown in rounding error.
+        return math.sqrt(2.0 * k) / rate
     lo, hi = 0.0, 1.0  # f(0) = e^k - 1 > 0, f(1) = -1 < 0
     for _ in range(200):
         mid = (lo + hi) / 2.0
         try:
-            f = math.exp(mid + k) * (1.0 - mid) - 1.0
+            # e^(x+k)(1-x) - 1 written with expm1, so the x terms cancel exactly rather than in rounding.
+            f = math.expm1(mid + k) * (1.0 - mid) - mid
         except OverflowError:
             f = -1.0
         if f > 0:

@@ -18,9 +18,16 @@ QUOTA_COLUMNS = ("cloud", "region", "quota", "limit", "usage")
 QuotaKey = tuple[str, str, str]  # (cloud, region, quota code or metric)
 
 
+def over_limit(cloud: str, region: str, key: str, limit: float, usage: float) -> str:
+    """The warning for a quota whose usage is above its limit: real after a quota is lowered below what runs."""
+    return (f"quota {shown(key)[1:-1]} in {cloud} {shown(region)[1:-1]}: usage {usage:g} is above its limit "
+            f"{limit:g} (lowered below what is running): headroom 0")
+
+
 @dataclass(frozen=True)
 class Quota:
-    """One quota: ``limit`` and current ``usage`` in its unit (vCPU on AWS, GPUs on GCP)."""
+    """One quota: ``limit`` and current ``usage`` in its unit (vCPU on AWS, GPUs on GCP). Usage above the
+    limit (a quota lowered below what runs) is allowed: the headroom is 0."""
 
     limit: float
     usage: float
@@ -76,9 +83,8 @@ def parse_quota_rows(rows: list[Any], source: str) -> QuotaTable:
         limit = non_negative_number(row["limit"], f"limit ({where})", source=source)
         usage = non_negative_number(row["usage"], f"usage ({where})", source=source)
         if usage > limit:
-            raise InputError(f"usage ({where})", f"{usage:g} exceeds limit {limit:g} for {shown(key)[1:-1]}; a quota's "
-                             "usage cannot be above its limit: re-export the row (limit = the applied quota value)",
-                             source=source)
+            warnings.append(f"{source}: usage ({where}): " + over_limit(cloud, str(row["region"]).strip(), key, limit,
+                                                                       usage))
         if not book.known_quota_key(cloud, key):
             unit = "an EC2 Service Quotas code such as L-417A185B" if cloud == "aws" else \
                 "a Compute Engine metric such as NVIDIA_H100_GPUS"

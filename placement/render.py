@@ -5,11 +5,17 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement.batch import BatchResult
 from placement.catalog import Catalog, Offer
 from placement.engine import Candidate, Plan, why_chosen
+from placement.trust import SPOT_NOT_CHEAPER, spot_not_cheaper, stale_clouds
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from placement.reservations import Reservation
 
 SCHEMA = "gpufleet.placement/v1"
 # Fields added to v1 documents since it was cut (fields are only ever added): 1 = issue 19 (scaling_efficiency,
@@ -62,9 +68,11 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         },
         "quota": {"key": c.quota.key, "unit": c.quota.unit, "needed": c.quota.needed, "headroom": c.quota.headroom},
         "feasible": c.feasible,
-        "notes": list(c.notes),
+        "notes": list(notes(c)),
         "price_source": o.price_source,
     }
+    if _suspect(c):
+        doc["spot_not_cheaper"] = True
     if c.reservation is not None:
         r = c.reservation
         doc["reservation"] = {"id": r.id, "kind": r.kind, "source": r.source, "count": r.count,
@@ -77,11 +85,24 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
     return doc
 
 
-def catalog_info(catalog: Catalog) -> dict[str, Any]:
-    """Where the offers came from: ``source``/``as_of`` summarised, and per cloud in ``clouds``."""
+def _suspect(c: Candidate) -> bool:
+    """A spot candidate on an offer whose spot price is not below on-demand (placement.trust)."""
+    return c.capacity == "spot" and spot_not_cheaper(c.offer)
+
+
+def notes(c: Candidate) -> tuple[str, ...]:
+    """A candidate's notes, with the catalog-trust flag on a spot price at or above on-demand."""
+    return (*c.notes, SPOT_NOT_CHEAPER) if _suspect(c) else c.notes
+
+
+def catalog_info(catalog: Catalog, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Where the offers came from: ``source``/``as_of`` summarised, and per cloud in ``clouds``. With ``now``,
+    each cloud says whether its catalog is ``stale`` (over a week old, placement.trust)."""
     counts = catalog.offers_per_cloud
+    old = set(stale_clouds(catalog, now)) if now is not None else set()
     clouds = {o.cloud: {"source": o.source, "path": o.path, "as_of": o.as_of, "modified": o.modified,
-                        "live": o.live, "offers": counts.get(o.cloud, 0)} for o in catalog.provenance()}
+                        "live": o.live, "offers": counts.get(o.cloud, 0),
+                        **({"stale": o.cloud in old} if now is not None else {})} for o in catalog.provenance()}
     return {"source": catalog.source, "as_of": catalog.as_of, "offers": len(catalog.offers), "clouds": clouds}
 
 
@@ -101,8 +122,18 @@ def cheaper_doc(p: Plan) -> dict[str, Any] | None:
                         "amount": c.quota.needed}}
 
 
+def unused_reservations(p: Plan, reservations: Sequence[Reservation]) -> list[dict[str, Any]]:
+    """``reservations_unused``: each reservation in the job's scope the plan does not use, and why."""
+    from placement.reservations import unused
+
+    return [{"id": u.reservation.id, "cloud": u.reservation.cloud, "region": u.reservation.region,
+             "zone": u.reservation.zone, "instance_type": u.reservation.instance_type, "count": u.reservation.count,
+             "kind": u.kind, "reason": u.reason} for u in unused(p, list(reservations))]
+
+
 def plan_doc(
-    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = ()
+    p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = (),
+    now: dt.datetime | None = None, reservations: Sequence[Reservation] = (),
 ) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for one job."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
@@ -114,7 +145,7 @@ def plan_doc(
         "schema_minor": SCHEMA_MINOR,
         "kind": "plan",
         "job": p.job.name,
-        "catalog": catalog_info(catalog),
+        "catalog": catalog_info(catalog, now),
         "sources": list(sources),
         "chosen": candidate_doc(p.chosen, 1) if p.chosen else None,
         "cheaper_unconfirmed": cheaper_doc(p),
@@ -122,13 +153,15 @@ def plan_doc(
         "runnable": len(p.rows),
         "excluded": len(p.excluded_rows),
         "closest_reasons": [] if p.rows else closest_reasons(p, catalog),
+        "reservations_unused": unused_reservations(p, reservations),
         "candidates": cands,
         "frontier": [candidate_doc(c) for c in p.frontier],
     }
 
 
 def batch_doc(
-    result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None, sources: Sequence[dict[str, Any]] = ()
+    result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None, sources: Sequence[dict[str, Any]] = (),
+    now: dt.datetime | None = None,
 ) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for a batch: one ``chosen`` per job, the total and solver status."""
     jobs = []
@@ -139,13 +172,19 @@ def batch_doc(
                 "chosen": candidate_doc(a.candidate, 1) if a.candidate else None,
                 "placed": a.candidate is not None,
                 "reason": a.reason,
+                "priority": a.job.priority_value,
+                "moved": a.moved,
+                "alone": candidate_doc(a.alone, 1) if a.alone else None,
+                "binding": [{"cloud": b.cloud, "region": b.region, "quota": b.key, "unit": b.unit,
+                             "needed": b.needed, "headroom": b.headroom, "used": b.used, "taken_by": list(b.taken_by)}
+                            for b in a.binding],
             }
         )
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "schema_minor": SCHEMA_MINOR,
         "kind": "batch",
-        "catalog": catalog_info(catalog),
+        "catalog": catalog_info(catalog, now),
         "sources": list(sources),
         "jobs": jobs,
         "placed": result.placed,
@@ -253,9 +292,23 @@ def _h(x: float) -> str:
     return "-" if math.isinf(x) else f"{x:,.1f}"
 
 
-def candidate_row(c: Candidate, rank: str) -> list[str]:
+def _row_notes(c: Candidate) -> tuple[str, ...]:
+    """The notes a row shows: the reason it is excluded, else its notes."""
+    return (c.excluded,) if c.excluded else notes(c)
+
+
+def common_notes(rows: Sequence[Sequence[str]]) -> tuple[str, ...]:
+    """Notes every one of two or more rows carries, in the first row's order: said once above the table."""
+    if len(rows) < 2:
+        return ()
+    rest = [set(n) for n in rows[1:]]
+    return tuple(n for n in rows[0] if all(n in r for r in rest))
+
+
+def candidate_row(c: Candidate, rank: str, said: Sequence[str] = ()) -> list[str]:
+    """One table row; notes in ``said`` (told once above the table) are left out."""
     o = c.offer
-    notes = c.excluded or ", ".join(c.notes)
+    text = ", ".join(n for n in _row_notes(c) if n not in said)
     total = _usd(c.cost.total_usd)
     if c.cost.delay_usd:
         total += f" (delay {_usd(c.cost.delay_usd)})"
@@ -272,26 +325,31 @@ def candidate_row(c: Candidate, rank: str) -> list[str]:
         total,
         _h(c.ready_hours),
         _headroom(c),
-        notes,
+        text,
     ]
 
 
-PLAN_DROP = ("compute $", "egress $", "ready h", "quota need/headroom", "region", "$/h")
+# At 80 columns a table keeps where (cloud, region) and what it costs (total): zone IDs go first.
+PLAN_DROP = ("zone", "compute $", "egress $", "ready h", "quota need/headroom", "$/h")
 
 
 def plan_text(
     p: Plan, catalog: Catalog, *, top: int, all_candidates: bool, sources: Sequence[dict[str, Any]] = (),
-    width: int | None = None,
+    width: int | None = None, reservations: Sequence[Reservation] = (),
 ) -> str:
     """The plan as a table and the "why" line, fitted to ``width`` columns (``None``: no limit)."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
-    rows = [candidate_row(c, str(i + 1)) for i, c in enumerate(shown)]
+    every = shown + (list(p.excluded) if all_candidates else [])
+    said = common_notes([_row_notes(c) for c in every])
+    rows = [candidate_row(c, str(i + 1), said) for i, c in enumerate(shown)]
     if all_candidates:
-        rows += [candidate_row(c, "x") for c in p.excluded]
+        rows += [candidate_row(c, "x", said) for c in p.excluded]
     out = [wrap(
         f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h on "
         f"{p.job.accelerators[0]}, capacity {p.job.capacity} (catalog: {catalog_text(catalog)})", width, "    ")
     ]
+    if said:
+        out.append(wrap("every row: " + ", ".join(said), width, "    "))
     if rows:
         out.append(fit_table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10}, width=width, drop=PLAN_DROP))
     if not p.rows:
@@ -302,6 +360,8 @@ def plan_text(
     if hidden > 0 and not all_candidates:
         out.append(wrap(f"... {hidden} more runnable, {len(p.excluded_rows)} excluded (--all-candidates lists them)",
                         width))
+    out += [wrap(f"reservation {u['id']} ({u['instance_type']} x{u['count']} in {u['zone']}) not used: {u['reason']}",
+                 width, "    ") for u in unused_reservations(p, reservations)]
     out.append(sources_text(sources, width))
     if p.chosen is not None:
         out.append(wrap("run: " + run_text(p.chosen), width, "     "))
@@ -365,34 +425,25 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
                width: int | None = None) -> str:
     """One row per job, the total and the greedy comparison, fitted to ``width`` columns (``None``: no limit)."""
     rows = []
-    for a in result.assignments:
+    row_notes = [(a.reason or "unplaceable",) if a.candidate is None else notes(a.candidate)
+                 for a in result.assignments]
+    said = common_notes(row_notes)
+    priorities = len({a.job.priority_value for a in result.assignments}) > 1
+    for a, n in zip(result.assignments, row_notes, strict=True):
         c = a.candidate
+        prio = [str(a.job.priority_value)] if priorities else []
+        text = ", ".join(x for x in n if x not in said)
         if c is None:
-            rows.append([a.job.name, "-", "-", "-", "-", "-", "-", "-", a.reason or "unplaceable"])
+            rows.append([a.job.name, *prio, "-", "-", "-", "-", "-", "-", "-", text])
             continue
         o = c.offer
-        rows.append(
-            [
-                a.job.name,
-                o.cloud,
-                o.region,
-                o.zone,
-                f"{o.instance_type} x{c.nodes}",
-                c.capacity,
-                _usd(c.usd_per_hour),
-                _usd(c.cost.total_usd),
-                ", ".join(c.notes),
-            ]
-        )
-    out = [
-        fit_table(
-            ("job", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "notes"),
-            rows,
-            right={6, 7},
-            width=width,
-            drop=("$/h", "region"),
-        )
-    ]
+        rows.append([a.job.name, *prio, o.cloud, o.region, o.zone, f"{o.instance_type} x{c.nodes}", c.capacity,
+                     _usd(c.usd_per_hour), _usd(c.cost.total_usd), text])
+    headers = ("job", *(["priority"] if priorities else []), "cloud", "region", "zone", "instance x nodes",
+               "capacity", "$/h", "total $", "notes")
+    out = [wrap("every job: " + ", ".join(said), width, "    ")] if said else []
+    out.append(fit_table(headers, rows, right={len(headers) - 3, len(headers) - 2} | ({1} if priorities else set()),
+                         width=width, drop=("zone", "$/h")))
     out.append(wrap(
         f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
         f"(solver {result.solver}: {result.status}; catalog: {catalog_text(catalog)})", width, "    "
@@ -403,12 +454,38 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
                 f"one-by-one greedy in arrival order: ${greedy.total_usd:,.2f}; "
                 f"joint placement saves ${greedy.total_usd - result.total_usd:,.2f}", width, "    "
             ))
-        else:
+        elif greedy.placed < result.placed:
             out.append(wrap(
                 f"one-by-one greedy in arrival order places only {greedy.placed} "
                 f"(${greedy.total_usd:,.2f}); joint placement places {result.placed}", width, "    "
             ))
+        else:  # more jobs, but not the higher-priority ones
+            out.append(wrap(
+                f"one-by-one greedy in arrival order places {greedy.placed} (${greedy.total_usd:,.2f}) by leaving "
+                f"higher-priority jobs out; joint placement places {result.placed}, higher priority first",
+                width, "    "))
+    moved = [a for a in result.assignments if a.moved]
+    if moved:
+        out.append(f"placed differently from planning each job alone ({len(moved)}):")
+        for a in moved:
+            alone = a.alone
+            assert alone is not None
+            if a.candidate is None:
+                here = "unplaced (its row says why)"
+            else:
+                delta = a.candidate.cost.total_usd - alone.cost.total_usd
+                here = (f"{_place(a.candidate)} ${a.candidate.cost.total_usd:,.2f} "
+                        + ("(the same cost)" if abs(delta) < 0.005 else f"(${delta:+,.2f})".replace("$+", "+$")))
+                if a.binding:
+                    here += f"; first choice full: {a.binding[0].text()}"
+            out.append(wrap(f"  {a.job.name}: alone {_place(alone)} ${alone.cost.total_usd:,.2f}; here {here}",
+                            width, "      "))
     return "\n".join(out)
+
+
+def _place(c: Candidate) -> str:
+    o = c.offer
+    return f"{o.cloud} {o.region} {o.zone} {o.instance_type} x{c.nodes} {c.capacity}"
 
 
 def offers_text(offers: Sequence[Offer], width: int | None = None) -> str:
@@ -426,14 +503,19 @@ def offers_text(offers: Sequence[Offer], width: int | None = None) -> str:
         ]
         for o in offers
     ]
-    return fit_table(
+    text = fit_table(
         ("cloud", "region", "zone", "instance", "accelerator", "GPUs", "on-demand $/h", "spot $/h"),
         rows,
         right={5, 6, 7},
         width=width,
-        drop=("accelerator", "region"),
+        drop=("zone", "accelerator"),
         wrap_last=False,
     )
+    suspect = sum(1 for o in offers if spot_not_cheaper(o))
+    if suspect:
+        text += "\n" + wrap(f"({suspect} of these offers have a spot price at or above on-demand: no spare spot "
+                            "capacity, or a catalog error; JSON spot_not_cheaper)", width)
+    return text
 
 
 def _where(o: Offer) -> dict[str, Any]:
@@ -449,4 +531,7 @@ def _where(o: Offer) -> dict[str, Any]:
 
 
 def offer_doc(o: Offer) -> dict[str, Any]:
-    return {**_where(o), "usd_per_hour": o.price, "spot_usd_per_hour": o.spot_price}
+    doc = {**_where(o), "usd_per_hour": o.price, "spot_usd_per_hour": o.spot_price}
+    if spot_not_cheaper(o):
+        doc["spot_not_cheaper"] = True
+    return doc

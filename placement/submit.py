@@ -72,7 +72,7 @@ def text_table(job: JobSpec, choice: Choice, catalog: Catalog, width: int | None
     head = (f"job {job.name}: {job.gpus} x {'/'.join(job.accelerators)}, {job.hours:g} h, capacity {job.capacity} "
             f"(catalog {catalog.source}, as of {catalog.as_of})")
     body = fit_table(("#", "cloud", "region", "zone", "instance x nodes", "capacity", "$/h", "total $", "cluster",
-                      "notes"), rows, right={0, 6, 7}, width=width, drop=("region", "$/h")
+                      "notes"), rows, right={0, 6, 7}, width=width, drop=("zone", "$/h")
                      ) if rows else "(no runnable candidate)"
     return wrap(head, width, "    ") + "\n" + body
 

@@ -123,6 +123,17 @@ def known_regions() -> dict[str, frozenset[str]]:
     return {cloud: frozenset(str(r) for r in doc.get(cloud) or []) for cloud in ("aws", "gcp")}
 
 
+@functools.lru_cache(maxsize=4096)
+def zone_region(zone: str) -> tuple[str, str] | None:
+    """(cloud, region) of a zone named like a zone of a known region (AWS zone name or ID, Local and Wavelength
+    Zones included; GCP zone), or None when no known region has it."""
+    for cloud, regions in sorted(known_regions().items()):
+        for region in sorted(regions):
+            if _zone_in_region(cloud, zone, region):
+                return cloud, region
+    return None
+
+
 def region_cloud(region: str) -> str | None:
     """The cloud whose region ``region`` is, or None when neither knows it."""
     for cloud, regions in known_regions().items():

@@ -11,6 +11,8 @@
      and the cost saved against greedy one-by-one placement in arrival order
   5. the same 500-job batch with 40 capacity reservations in play, proven optimal (target <= 3 s)
   6. the same batch with scarce quota (a 30 s budget; how close it gets)
+  6b. 4 and 6 with each job in one of three priority tiers (production, burst, low): plan-batch solves
+     one placement-count problem per tier that leaves jobs out                 (target < 3 s)
   7. `placement plan-batch` as a user runs it (a subprocess): 100 distinct jobs over a generated 200,000-row
      catalog (two SkyPilot CSVs): wall time and peak RSS, with --time-limit 600 (everything placed) and
      with the default 30 s (bounded). It measures the `placement` package beside this script, so the same
@@ -145,14 +147,17 @@ def bench_plan(repeat: int) -> None:
     )
 
 
-def contended_batch(n_jobs: int, nodes_choice: tuple[int, ...], seed: int = 11) -> tuple[list[Any], Any]:
+def contended_batch(n_jobs: int, nodes_choice: tuple[int, ...], seed: int = 11,
+                    priorities: bool = False) -> tuple[list[Any], Any]:
     """500 jobs of 8-64 GPUs; every (region, quota key) gets headroom for a random one of ``nodes_choice``
-    nodes, so the cheap regions are oversubscribed and jobs compete for them."""
+    nodes, so the cheap regions are oversubscribed and jobs compete for them. ``priorities``: each job gets
+    one of the three Kueue classes (production, burst, low) from a separate random stream."""
     from placement.catalog import embedded_catalog
     from placement.jobspec import parse_job
     from placement.quotas import Quota, QuotaTable
 
     rng = random.Random(seed)
+    prio = random.Random(seed + 1)
     cat = embedded_catalog()
     homes = [
         ("s3", "us-east-1"),
@@ -180,6 +185,7 @@ def contended_batch(n_jobs: int, nodes_choice: tuple[int, ...], seed: int = 11) 
                         },
                         "outputs_gb": rng.choice([50, 200, 1000]),
                     },
+                    **({"priority": prio.choice(["production", "burst", "low"])} if priorities else {}),
                 }
             )
         )
@@ -212,10 +218,10 @@ def reservations(cat: Any, n: int, seed: int = 13) -> list[Any]:
 
 
 def bench_batch(repeat: int, label: str, nodes_choice: tuple[int, ...], n_reserved: int = 0,
-                target: str = "target < 3 s") -> None:
+                target: str = "target < 3 s", priorities: bool = False) -> None:
     from placement.batch import greedy, solve
 
-    jobs, (cat, quotas) = contended_batch(500, nodes_choice)
+    jobs, (cat, quotas) = contended_batch(500, nodes_choice, priorities=priorities)
     res = reservations(cat, n_reserved) if n_reserved else []
     median, result = timed(lambda: solve(jobs, cat.offers, quotas, reservations=res, now=NOW), repeat)
     g = greedy(jobs, cat.offers, quotas, reservations=res, now=NOW)
@@ -318,6 +324,10 @@ def main() -> None:
         bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64))
         bench_batch(max(1, args.repeat // 2 + 1), "contended quota", (8, 16, 32, 64), n_reserved=40)
         bench_batch(1, "scarce quota", (2, 4, 8, 16), target="no target: a 30 s budget")
+        bench_batch(max(1, args.repeat // 2 + 1), "contended quota, 3 priority tiers", (8, 16, 32, 64),
+                    priorities=True)
+        bench_batch(1, "scarce quota, 3 priority tiers", (2, 4, 8, 16), target="no target: a 30 s budget",
+                    priorities=True)
     if "scale" in only:
         bench_batch_scale()
 

@@ -3,6 +3,8 @@
 Pulumi mocks (infra/mockrun.py), in the shape `pulumi stack output --json --show-secrets` exports them, one
 entry per stack. `placement submit --stacks placement/examples/stacks-outputs.json --dry-run` then works with
 no deployed stack. The values are mock values (endpoints, tokens, account IDs): for trying the CLI only.
+Beside it, placement/examples/fleet.json: the dispatcher's fleet file (ConfigMap gpufleet-fleet) of the
+example hub's workers, built from those outputs as the hub stack builds it (`placement dispatch --fleet`).
 
 Usage: scripts/example_outputs.py [--check]   (--check: exit 1 when the file differs from what the stacks give)
 """
@@ -18,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _venv  # noqa: E402
 
 OUTPUT = _venv.ROOT / "placement" / "examples" / "stacks-outputs.json"
+FLEET = OUTPUT.parent / "fleet.json"
 
 
 def render() -> str:
@@ -34,22 +37,36 @@ def render() -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+def fleet(outputs_text: str) -> str:
+    """fleet.json of the example hub: its workers' outputs without secrets (infra.k8s.dispatcher.fleet_document)."""
+    from infra.k8s.dispatcher import fleet_document
+
+    doc = json.loads(outputs_text)
+    hubs = [s for s in doc.values() if s.get("role") == "hub"]
+    workers = sorted({key for hub in hubs for key in hub.get("workers", {})})
+    return fleet_document({key: doc[key] for key in workers}) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     args = parser.parse_args()
     _venv.ensure("pulumi", "yaml", extra="infra")
     text = render()
-    rel = OUTPUT.relative_to(_venv.ROOT)
+    files = {OUTPUT: text, FLEET: fleet(text)}
     if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text(encoding="utf-8") != text:
-            print(f"example_outputs: {rel} is out of date with stacks/; run `scripts/example_outputs.py`",
-                  file=sys.stderr)
+        stale = [path for path, body in files.items()
+                 if not path.exists() or path.read_text(encoding="utf-8") != body]
+        for path in stale:
+            print(f"example_outputs: {path.relative_to(_venv.ROOT)} is out of date with stacks/; run "
+                  "`scripts/example_outputs.py`", file=sys.stderr)
+        if stale:
             return 1
-        print(f"example_outputs: {rel} is up to date")
+        print(f"example_outputs: {', '.join(str(p.relative_to(_venv.ROOT)) for p in files)} are up to date")
         return 0
-    OUTPUT.write_text(text, encoding="utf-8")
-    print(f"example_outputs: wrote {rel} ({text.count(chr(10))} lines)")
+    for path, body in files.items():
+        path.write_text(body, encoding="utf-8")
+        print(f"example_outputs: wrote {path.relative_to(_venv.ROOT)} ({body.count(chr(10))} lines)")
     return 0
 
 

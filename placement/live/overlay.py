@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from placement.catalog import Catalog, Offer, with_origins
-from placement.quotas import Quota, QuotaKey, QuotaTable
+from placement.quotas import Quota, QuotaKey, QuotaTable, over_limit
 from placement.shapes import Shape, shape_book
 
 if TYPE_CHECKING:
@@ -203,6 +203,7 @@ def quotas(data: LiveData) -> QuotaTable:
     from placement.live.aws import CODE_USAGE_CLASS
 
     table: dict[QuotaKey, Quota] = {}
+    warnings: list[str] = []
     for region, limits in data.aws_quota_limits.items():
         used = data.aws_usage.get(region)
         for code, limit in limits.items():
@@ -214,7 +215,10 @@ def quotas(data: LiveData) -> QuotaTable:
     for region, metrics in data.gcp_quotas.items():
         for metric, (limit, usage) in metrics.items():
             table[("gcp", region, metric)] = Quota(limit=float(limit), usage=float(usage))
-    return QuotaTable(table)
+    for (cloud, region, key), q in sorted(table.items()):
+        if q.usage > q.limit:  # headroom 0 (Quota.headroom), said once
+            warnings.append(f"live {over_limit(cloud, region, key, q.limit, q.usage)}")
+    return QuotaTable(table, warnings=tuple(warnings))
 
 
 def _on_demand(offers: Iterable[Offer]) -> dict[tuple[str, ...], float]:

@@ -297,3 +297,76 @@ def test_time_limit_bounds_candidate_generation_and_reports_what_it_placed(monke
     cut = [a for a in m.assignments if a.candidate is None]
     assert placed and cut and all("--time-limit" in a.reason for a in cut)
     assert "time limit" in m.status
+
+
+# ----------------------------------------------------------------------------- priorities (issue 19 item 5)
+
+
+def test_a_high_priority_pretrain_is_never_dropped_to_place_more_low_priority_jobs():
+    # Quota for 32 H100s (4 nodes) in the only region. Counting jobs alone, two 16-GPU fine-tunes (2 jobs)
+    # beat one 32-GPU pretrain (1 job): the pretrain used to be the job dropped. At priority production it
+    # takes the quota, and each fine-tune names what bound it and who took it.
+    east = offer("p5.48xlarge", "us-east-1", price=50)
+    q = quotas(("aws", "us-east-1", "L-417A185B", 4 * 192, 0))
+    pretrain = job(name="pretrain", gpus=32, capacity="on-demand", priority="production")
+    tunes = [job(name=f"tune-{i}", gpus=16, capacity="on-demand", priority=100) for i in range(2)]
+    m = solve([*tunes, pretrain], [east], q)
+    by_name = {a.job.name: a for a in m.assignments}
+    assert by_name["pretrain"].candidate is not None
+    assert [by_name[f"tune-{i}"].candidate for i in range(2)] == [None, None]
+    (b,) = by_name["tune-0"].binding
+    assert (b.key, b.needed, b.headroom, b.used, b.taken_by) == ("L-417A185B", 384, 768, 768, ("pretrain",))
+    assert "quota L-417A185B in aws us-east-1" in by_name["tune-0"].reason and "pretrain" in by_name["tune-0"].reason
+    assert by_name["tune-0"].moved and not by_name["pretrain"].moved
+    # Without priorities the count wins, as before.
+    flat = solve([job(name=f"tune-{i}", gpus=16, capacity="on-demand") for i in range(2)]
+                 + [job(name="pretrain", gpus=32, capacity="on-demand")], [east], q)
+    assert flat.placed == 2 and flat.assignments[2].candidate is None
+
+
+def test_priority_accepts_a_class_name_or_an_integer():
+    assert (job(priority="burst").priority, job(priority="burst").priority_value) == ("burst", 500)
+    assert (job(priority=700).priority, job(priority=700).priority_value) == ("burst", 700)
+    assert job(priority=5).priority == "low" and job().priority_value == 1000
+
+
+def _brute_force_by_priority(jobs, offers, q):
+    """Best assignment by enumeration: per priority tier (highest first) the most placed, then cost."""
+    import itertools
+
+    from placement.engine import plan
+
+    tiers = sorted({j.priority_value for j in jobs}, reverse=True)
+    options = [[None, *plan(j, offers, q).ranked] for j in jobs]
+    best = None
+    for combo in itertools.product(*options):
+        used = defaultdict(float)
+        ok = True
+        for c in combo:
+            if c is not None and c.quota_group:
+                used[c.quota_group] += c.quota.needed
+                ok = ok and used[c.quota_group] <= _room(c, q)
+        if not ok:
+            continue
+        key = (*(-sum(1 for j, c in zip(jobs, combo, strict=True) if c is not None and j.priority_value == t)
+                 for t in tiers),
+               sum(1 for c in combo if c is not None and c.quota_group is None),
+               sum(c.cost.total_usd for c in combo if c is not None))
+        best = key if best is None or key < best else best
+    return tiers, best
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([8, 16, 32]), st.sampled_from([100, 500, 1000])), min_size=1, max_size=5),
+       st.integers(1, 6))
+def test_priorities_are_lexicographic_like_brute_force(specs, nodes):
+    offers = [offer("p5.48xlarge", "us-east-1", price=55), offer("p5.48xlarge", "us-west-2", price=50)]
+    q = quotas(("aws", "us-east-1", "L-417A185B", 192 * nodes, 0), ("aws", "us-west-2", "L-417A185B", 192, 0))
+    jobs = [job(name=f"j{i}", gpus=g, capacity="on-demand", priority=p) for i, (g, p) in enumerate(specs)]
+    m = solve(jobs, offers, q)
+    tiers, want = _brute_force_by_priority(jobs, offers, q)
+    got = [-sum(1 for a in m.assignments if a.candidate is not None and a.job.priority_value == t) for t in tiers]
+    assert got == list(want[: len(tiers)])
+    assert abs(m.total_usd - want[-1]) <= 1e-4 * max(want[-1], 1.0) + 1e-6
+    for a in m.assignments:  # every unplaced job names a full group
+        assert a.candidate is not None or a.binding or "quota" in a.reason

@@ -15,6 +15,10 @@ from placement.cli import main
 EXAMPLES = Path(__file__).resolve().parents[2] / "placement" / "examples"
 
 
+# A plan as of a day after the embedded catalog's date: no "catalog over a week old" warning line.
+FRESH = ("--now", "2026-11-02")
+
+
 def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -316,17 +320,22 @@ def test_dataset_region_error_says_which_cloud_the_region_belongs_to(tmp_path, c
 QUOTA_HEAD = "cloud,region,quota,limit,usage\n"
 
 
-def test_quota_usage_above_limit_exits_2(tmp_path, capsys):
+def test_quota_usage_above_limit_is_zero_headroom_with_one_warning_line(tmp_path, capsys):
+    # Real after a quota is lowered below what runs: no room, not bad input (issue 18).
     q = write(tmp_path, "q.csv", QUOTA_HEAD + "aws,us-east-1,L-417A185B,400,0\naws,us-east-1,L-C4BD4855,192,384\n")
-    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
-    assert "usage (row 2): 384 exceeds limit 192 for L-C4BD4855" in err
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q, "--json",
+                         "--all-candidates", *FRESH)
+    assert code == 0 and err.count("\n") == 1 and "Traceback" not in err
+    assert "usage (row 2): quota L-C4BD4855 in aws us-east-1: usage 384 is above its limit 192" in err
+    spot = [c for c in json.loads(out)["candidates"]
+            if c["quota"]["key"] == "L-C4BD4855" and c["region"] == "us-east-1"]
+    assert spot and all(c["quota"]["headroom"] == 0 and c["feasible"] is False for c in spot)
 
 
 def test_unknown_quota_key_warns_on_one_line_and_still_plans(tmp_path, capsys):
     q = write(tmp_path, "q.csv", QUOTA_HEAD + "aws,us-east-1,L-417A185B,400,0\naws,us-east-1,L-TYPO1234,96,0\n"
                                               "gcp,us-central1,PREEMPTIBLE_NVIDIA_T4_GPUS,8,0\n")
-    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q, "--json")
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--quotas", q, "--json", *FRESH)
     assert code == 0 and json.loads(out)["chosen"]
     assert err.count("\n") == 1 and err.startswith("placement: warning:")
     assert "'L-TYPO1234' is not a known aws GPU quota" in err and "row 2" in err
@@ -334,7 +343,7 @@ def test_unknown_quota_key_warns_on_one_line_and_still_plans(tmp_path, capsys):
 
 def test_regions_allow_with_some_unknown_names_warns(tmp_path, capsys):
     doc = dict(JOB, regions={"allow": ["us-east-1", "us-est-2"]})
-    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", doc), "--json")
+    code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", doc), "--json", *FRESH)
     assert code == 0
     assert err.count("\n") == 1 and "regions.allow: us-est-2 is not a known region" in err
     assert {c["region"] for c in json.loads(out)["candidates"]} == {"us-east-1"}
@@ -505,7 +514,7 @@ def _cli(*argv: str, **kw) -> subprocess.CompletedProcess:
 def test_a_full_disk_is_one_line_not_a_traceback(tmp_path, fmt):
     job = write(tmp_path, "j.yaml", JOB)
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "placement.cli", "plan", job, *fmt], stdout=full,
+        proc = subprocess.run([sys.executable, "-m", "placement.cli", "plan", job, *fmt, *FRESH], stdout=full,
                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert proc.stderr == "placement: error: cannot write the output: No space left on device\n"
@@ -513,7 +522,7 @@ def test_a_full_disk_is_one_line_not_a_traceback(tmp_path, fmt):
 
 def test_a_closed_pipe_exits_quietly(tmp_path):
     job = write(tmp_path, "j.yaml", JOB)
-    proc = subprocess.Popen([sys.executable, "-m", "placement.cli", "plan", job, "--all-candidates", "--json"],
+    proc = subprocess.Popen([sys.executable, "-m", "placement.cli", "plan", job, "--all-candidates", "--json", *FRESH],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.readline()

@@ -20,6 +20,7 @@ JOB = str(ROOT / "placement" / "examples" / "job.yaml")
     (["plan", JOB, "--refresh"], "--refresh only applies with --live"),
     (["plan", JOB, "--offline", "--refresh"], "--refresh only applies with --live"),
     (["offers", "--accelerator", "H100", "--refresh"], "--refresh only applies with --live"),
+    (["plan", JOB, "--allow-catalog-fallback"], "--allow-catalog-fallback only applies with --live"),
 ])
 def test_contradictory_live_flags_exit_2_with_one_line(capsys, argv, needle):
     assert main(argv) == 2
@@ -64,3 +65,51 @@ def test_help_names_no_readme_section_that_moved():
     for _, help_text in _actions(build_parser()):
         assert "see README:" not in (help_text or "")
     assert os.path.exists(ROOT / "docs" / "kueue-hub.md")
+
+
+def test_an_empty_now_is_refused_not_taken_for_the_current_time(capsys):
+    assert main(["plan", JOB, "--now", ""]) == 2
+    err = capsys.readouterr().err
+    assert "--now: is empty" in err and err.count("\n") == 1
+    assert main(["plan", JOB, "--now", "2026-13-01"]) == 2
+    assert "blank" not in capsys.readouterr().err  # blank means open-ended for reservation ends only
+
+
+def test_refresh_help_says_where_it_writes(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUFLEET_DATA_DIR", str(tmp_path))
+    with pytest.raises(SystemExit):
+        main(["refresh", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"Default output: {tmp_path / 'catalog.json'}" in out and "GPUFLEET_DATA_DIR" in out
+
+
+def _no_credentials(monkeypatch, clouds):
+    import placement.live as live
+    from placement.live import LiveResult, Source
+
+    def fake(request, catalog):
+        from placement.quotas import QuotaTable
+
+        sources = [Source(c, "credentials", "", "no-credentials", "none found") if c in clouds
+                   else Source(c, "compute:regions", "", "ok") for c in ("aws", "gcp")]
+        return LiveResult(catalog=catalog, quotas=QuotaTable(), sources=sources)
+
+    monkeypatch.setattr(live, "fetch_live", fake)
+
+
+def test_live_without_any_credentials_fails_unless_catalog_fallback_is_allowed(capsys, monkeypatch):
+    _no_credentials(monkeypatch, {"aws", "gcp"})
+    assert main(["plan", JOB, "--live", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "the answer would be catalog data" in captured.err and "--allow-catalog-fallback" in captured.err
+    assert main(["plan", JOB, "--live", "--json", "--allow-catalog-fallback"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("placement: warning: --live: no ") == 2 and "catalog data" in err
+
+
+def test_live_with_one_cloud_lacking_credentials_warns_and_answers(capsys, monkeypatch):
+    _no_credentials(monkeypatch, {"aws"})
+    assert main(["plan", JOB, "--live", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "placement: warning: --live: no aws credentials: aws candidates use catalog data" in err

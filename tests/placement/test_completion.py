@@ -29,7 +29,7 @@ def test_commands_complete():
 
 
 def test_flags_of_the_command_complete():
-    assert complete("placement", "plan", "--all") == ["--all-candidates"]
+    assert complete("placement", "plan", "--all-") == ["--all-candidates"]
     assert complete("placement", "offers", "--acc") == ["--accelerator"]
     assert "--time-limit" in complete("placement", "plan-batch", "--")
     assert "--time-limit" not in complete("placement", "plan", "--")

@@ -86,3 +86,19 @@ def test_errors_are_one_short_line_whatever_the_value(extra):
 def test_warnings_are_one_line():
     job = parse_job({**JOB, "regions": {"allow": ["us-east-1"], "deny": ["x\ny"]}})
     assert job.warnings and all("\n" not in w for w in job.warnings)
+
+
+@pytest.mark.parametrize("clouds", [{"allow": ["aws"], "deny": ["aws"]}, {"deny": ["aws", "gcp"]},
+                                    {"allow": ["aws", "gcp"], "deny": ["gcp", "aws"]}])
+def test_clouds_allow_and_deny_that_cancel_out_are_one_error_naming_the_field(clouds):
+    with pytest.raises(InputError) as err:
+        parse_job({**JOB, "clouds": clouds})
+    assert str(err.value).startswith("clouds.deny: denies every cloud") and "\n" not in str(err.value)
+
+
+def test_an_unknown_zone_in_zones_allow_is_named():
+    with pytest.raises(InputError, match=r"^zones.allow: names no zone of a known region \(us-east-9z\)"):
+        parse_job({**JOB, "zones": {"allow": ["us-east-9z"]}})
+    spec = parse_job({**JOB, "zones": {"allow": ["use1-az4", "us-central1-a", "nowhere-1"]}})
+    assert spec.allow_zones == ("use1-az4", "us-central1-a", "nowhere-1")
+    assert any(w.startswith("zones.allow: nowhere-1 is not a zone of a known region") for w in spec.warnings)

@@ -41,3 +41,12 @@ def test_duplicate_columns_and_non_string_names_are_refused():
 def test_malformed_quota_csv_is_an_input_error():
     with pytest.raises(InputError, match=r"line 2: is not valid CSV"):
         parse_quota_csv(HEAD + 'aws,us-east-1,"' + "x" * 200_000 + '",1,0\n', "q.csv")
+
+
+def test_usage_above_the_limit_is_zero_headroom_with_a_warning_not_bad_input():
+    # Real after a quota is lowered below what is already running.
+    table = parse_quota_csv(HEAD + "aws,us-east-1,L-417A185B,192,384\n", "q.csv")
+    assert table.headrooms[("aws", "us-east-1", "L-417A185B")] == 0.0
+    (warning,) = table.warnings
+    assert warning.startswith("q.csv: usage (row 1): quota L-417A185B in aws us-east-1: usage 384 is above its limit")
+    assert "headroom 0" in warning and "\n" not in warning

@@ -96,3 +96,48 @@ def test_plan_json_lists_the_closest_reasons_only_when_nothing_runs():
     assert doc["chosen"] is None and "no offer of L4 on gcp in the catalog" in doc["closest_reasons"]
     p, catalog = _plan(job(accelerator="L4", gpus=1), offers)
     assert plan_doc(p, catalog, top=5, all_candidates=False)["closest_reasons"] == []
+
+
+def test_at_80_columns_a_plan_keeps_region_and_total_and_hides_zone_ids_first():
+    offers = [offer("p5.48xlarge", "us-east-1", "use1-az4", price=98.32, spot=30.0),
+              offer("a3-highgpu-8g", "us-central1", "us-central1-a", price=88.0, spot=30.0)]
+    p, catalog = _plan(job(gpus=16), offers)
+    text = plan_text(p, catalog, top=5, all_candidates=False, width=80)
+    header = lines(text)[[i for i, x in enumerate(lines(text)) if x.startswith("#  ")][0]].split()
+    assert "region" in header and "total" in header and "zone" not in header
+    assert "(hidden to fit 80 columns: zone" in text
+
+
+def test_a_note_every_row_carries_is_said_once_above_the_table():
+    offers = [offer("p5.48xlarge", "us-east-1", "use1-az4", price=98.32, spot=30.0),
+              offer("p5.48xlarge", "us-west-2", "usw2-az1", price=98.32, spot=35.0)]
+    p, catalog = _plan(job(gpus=16, capacity="spot"), offers)
+    text = plan_text(p, catalog, top=5, all_candidates=False)
+    assert text.count("quota unknown") == 2  # once above the table, once in "why"
+    assert "every row: quota unknown, +" in text and "for interruptions" in text.split("\n#")[0]
+    one, _ = _plan(job(gpus=16, capacity="spot"), offers[:1])
+    assert "every row" not in plan_text(one, catalog, top=5, all_candidates=False)
+
+
+def test_batch_text_lists_moved_jobs_and_what_bound_the_unplaced():
+    from factories import quotas
+
+    from placement.batch import solve
+    from placement.render import batch_doc, batch_text
+
+    east = offer("p5.48xlarge", "us-east-1", "use1-az4", price=50)
+    q = quotas(("aws", "us-east-1", "L-417A185B", 4 * 192, 0))
+    jobs = [job(name="tune", gpus=16, capacity="on-demand", priority="low"),
+            job(name="pretrain", gpus=32, capacity="on-demand")]
+    result = solve(jobs, [east], q)
+    catalog = Catalog(offers=(east,), source="test", as_of="2026-11-01")
+    text = batch_text(result, catalog, width=80)
+    assert max(map(len, lines(text))) <= 80
+    assert "priority" in lines(text)[0] and "region" in lines(text)[0]
+    assert "placed differently from planning each job alone (1):" in text
+    assert "taken by pretrain" in text
+    doc = batch_doc(result, catalog)
+    tune = doc["jobs"][0]
+    assert tune["moved"] and tune["priority"] == 100 and tune["alone"]["region"] == "us-east-1"
+    assert tune["binding"] == [{"cloud": "aws", "region": "us-east-1", "quota": "L-417A185B", "unit": "vcpu",
+                                "needed": 384, "headroom": 768.0, "used": 768.0, "taken_by": ["pretrain"]}]

@@ -57,3 +57,52 @@ def test_reservation_numbers_are_finite_counts_positive(column, value):
     text = ",".join(row) + "\n" + ",".join(row.values()) + "\n"
     with pytest.raises(InputError, match=f"^r.csv: {column} \\(row 1\\)"):
         parse_reservations_csv(text, "r.csv")
+
+
+def test_count_is_nodes_and_a_fraction_of_a_node_is_refused_saying_so():
+    text = f"{HEAD}\naws,us-east-1,use1-az4,p5.48xlarge,1.5,0,\n"
+    with pytest.raises(InputError) as err:
+        parse_reservations_csv(text, "r.csv")
+    message = str(err.value)
+    assert message.startswith("r.csv: count (row 1): must be a whole number of free p5.48xlarge nodes (8 GPUs each")
+    assert "divide by 8" in message and "\n" not in message
+
+
+def test_a_reservation_in_scope_that_the_plan_does_not_use_says_why():
+    from factories import job, offer, reservation
+
+    from placement.engine import plan
+    from placement.reservations import unused
+
+    now = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
+    res = [reservation(count=1, rid="small"), reservation(rid="soon", ends=now + dt.timedelta(hours=5)),
+           reservation("p4d.24xlarge", rid="a100"), reservation(rid="dear", usd_per_hour=500),
+           reservation(rid="used"), reservation(region="us-west-2", zone="usw2-az1", rid="elsewhere")]
+    j = job(gpus=16, regions={"allow": ["us-east-1"]})
+    p = plan(j, [offer("p5.48xlarge", "us-east-1", "use1-az1", price=98, spot=60)], reservations=res, now=now)
+    assert p.chosen.reservation.id == "used"
+    got = {u.reservation.id: (u.kind, u.reason) for u in unused(p, res)}
+    assert set(got) == {"small", "soon", "a100", "dear"}  # "elsewhere" is outside regions.allow, "used" is used
+    assert got["small"] == ("too-small", "too small: needs 2 nodes, 1 free")
+    assert got["soon"][0] == "ends-too-early" and got["soon"][1].startswith("ends too early: ends 2026-11-20 05:00Z")
+    assert got["a100"] == ("wrong-shape", "wrong shape: p4d.24xlarge has A100, the job takes H100")
+    assert got["dear"][0] == "cheaper"
+    assert unused(plan(job(gpus=16, capacity="spot"), [], reservations=res, now=now), res) == []
+
+
+def test_plan_text_and_json_name_the_unused_reservations():
+    from factories import job, offer, reservation
+
+    from placement.catalog import Catalog
+    from placement.engine import plan
+    from placement.render import plan_doc, plan_text
+
+    res = [reservation(count=1, rid="small")]
+    offers = (offer("p5.48xlarge", "us-east-1", "use1-az1", price=98, spot=60),)
+    p = plan(job(gpus=16), offers, reservations=res)
+    catalog = Catalog(offers=offers, source="test", as_of="2026-11-01")
+    text = plan_text(p, catalog, top=3, all_candidates=False, reservations=res)
+    assert "reservation small (p5.48xlarge x1 in use1-az1) not used: too small: needs 2 nodes, 1 free" in text
+    doc = plan_doc(p, catalog, top=3, all_candidates=False, reservations=res)
+    assert [(u["id"], u["kind"]) for u in doc["reservations_unused"]] == [("small", "too-small")]
+    assert plan_doc(p, catalog, top=3, all_candidates=False)["reservations_unused"] == []

@@ -305,3 +305,13 @@ def test_quota_tasks_only_when_asked() -> None:
     assert not prices_only & quota_services  # placement dispatch: no quota calls, no quota permissions
     assert {("aws", "ec2:spot-prices"), ("aws", "ec2:offerings"), ("gcp", "billing:skus"),
             ("gcp", "compute:acceleratorTypes")} <= prices_only
+
+
+def test_live_usage_above_the_limit_is_zero_headroom_with_a_warning() -> None:
+    data = LiveData(accelerators={"H100"}, aws_quota_limits={"us-east-1": {"L-417A185B": 192.0}},
+                    aws_usage={"us-east-1": {"P/OnDemand": 384.0}},
+                    gcp_quotas={"us-central1": {"NVIDIA_H100_GPUS": [8.0, 16.0]}})
+    q = quotas(data)
+    assert q.get("aws", "us-east-1", "L-417A185B").headroom == 0.0  # type: ignore[union-attr]
+    assert q.get("gcp", "us-central1", "NVIDIA_H100_GPUS").headroom == 0.0  # type: ignore[union-attr]
+    assert len(q.warnings) == 2 and all("above its limit" in w and "headroom 0" in w for w in q.warnings)
