@@ -19,7 +19,8 @@ def event(uid: str, mem: Memory, recorded: float, *, name: str = "e", component:
           kind: str = "Workload") -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "team-a", "annotations": memory.as_annotations(mem, recorded)},
             "involvedObject": {"kind": kind, "uid": uid, "name": "job-x", "namespace": "team-a"},
-            "source": {"component": component}, "reason": "Nominated"}
+            "source": {"component": component}, "reason": "Nominated", "reportingComponent": memory.REPORTING,
+            "reportingInstance": "replica-a"}
 
 
 @given(nominated=keys, tried=keys, since=times, first_at=times, evictions=st.integers(0, 99),
