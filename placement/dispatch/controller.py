@@ -162,6 +162,8 @@ class Controller:
         self.last_good: dict[str, tuple[WorkerState, float]] = {}  # worker -> its last readable snapshot, when
         self.worker_conditions: dict[str, str] = {}  # worker -> WorkerUnreadable message (this pass)
         self.last_pass_leading = False  # whether the last pass ran as the leader (so could write)
+        self._worker_noted: dict[str, str] = {}  # worker -> the problem last recorded as an Event on it
+        self._mkc_uids: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -282,6 +284,7 @@ class Controller:
     def sync_workers(self, *, watch: bool) -> None:
         """Follow the hub's MultiKueueClusters: connect to new workers, drop removed ones."""
         keys = {str((m.get("metadata") or {}).get("name")): m for m in self.hub["multikueueclusters"].items()}
+        self._mkc_uids = {k: str(m["metadata"].get("uid") or "") for k, m in keys.items()}
         for key in [k for k in self.workers if k not in keys]:
             self._drop_worker(key)
         for key, mkc in keys.items():
@@ -442,6 +445,7 @@ class Controller:
                 if d.memory is not None and (d.action != "nominate" or ok):
                     memory[d.workload.uid] = d.memory
             self.memory = memory
+            self._report_workers()
             self.passes += 1
             self.last_result = result
             self.metrics.pass_seconds.observe(time.perf_counter() - started)
@@ -558,6 +562,40 @@ class Controller:
             self._event(wl, d)
         return True
 
+    def _report_workers(self) -> None:
+        """A Warning Event ``WorkerUnreadable`` on the MultiKueueCluster of each worker the pass could not use
+        because of what it holds (a refused kubeconfig Secret, Kueue objects that cannot be read), once per
+        distinct problem (``kubectl describe multikueuecluster <key>`` shows it)."""
+        from kubernetes.client.exceptions import ApiException
+
+        problems = {k: e for k, e in self.worker_errors.items() if k in self._mkc_uids}
+        problems.update(self.worker_conditions)
+        self._worker_noted = {k: v for k, v in self._worker_noted.items() if k in problems}
+        if self.options.dry_run or not self.leading():
+            return
+        for key, why in sorted(problems.items()):
+            message = redact(f"worker {key} not used: {why}")[:1024]
+            if self._worker_noted.get(key) == message or not self._mkc_uids.get(key):
+                continue
+            now = _now_rfc3339()
+            body = {"apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": f"{key}.{uuid.uuid4().hex[:16]}", "namespace": self.options.namespace},
+                    "involvedObject": {"apiVersion": ko.API_VERSION, "kind": "MultiKueueCluster", "name": key,
+                                       "uid": self._mkc_uids[key]},
+                    "reason": "WorkerUnreadable", "message": message, "type": "Warning",
+                    "source": {"component": COMPONENT}, "reportingComponent": remembered.REPORTING,
+                    "reportingInstance": self.options.identity, "firstTimestamp": now, "lastTimestamp": now,
+                    "count": 1}
+            try:
+                create_event(self.hub_api, self.options.namespace, body)
+                self._worker_noted[key] = message
+            except ApiException as exc:
+                self.metrics.write_errors.labels(str(exc.status)).inc()
+            except Exception as exc:
+                if not is_unreachable(exc):
+                    raise
+                self.metrics.write_errors.labels("0").inc()
+
     def _event(self, wl: HubWorkload, d: Decision) -> None:
         from kubernetes.client.exceptions import ApiException
 
@@ -572,7 +610,7 @@ class Controller:
                 "involvedObject": {"apiVersion": ko.API_VERSION, "kind": "Workload", "name": wl.name,
                                    "namespace": wl.namespace, "uid": wl.uid},
                 "reason": d.event.reason, "message": redact(d.event.message)[:1024], "type": d.event.type,
-                "source": {"component": COMPONENT}, "reportingComponent": "gpufleet.io/dispatch",
+                "source": {"component": COMPONENT}, "reportingComponent": remembered.REPORTING,
                 "reportingInstance": self.options.identity, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         try:
             create_event(self.hub_api, wl.namespace, body)
@@ -618,16 +656,23 @@ def summarize(result: PassResult) -> list[dict[str, Any]]:
     return [redact_value(r) for r in _rows(result)]
 
 
+def _num(x: float, digits: int) -> float | None:
+    """A figure for the JSON document: rounded, and None when not finite (strict JSON has no Infinity)."""
+    return round(x, digits) if math.isfinite(x) else None
+
+
 def _rows(result: PassResult) -> list[dict[str, Any]]:
     rows = []
     for d in result.decisions:
         best = next((s for s in d.scores if d.clusters and s.worker == d.clusters[0]), None)
         rows.append({"workload": d.workload.key, "action": d.action, "reason": d.reason, "clusters": list(d.clusters),
-                     "usd": round(best.usd, 2) if best else None,
-                     "wait_hours": round(best.wait_hours, 3) if best else None, "message": d.message,
-                     "scores": [{"worker": s.worker, "fits": s.fits, "usd": round(s.usd, 2) if s.fits else None,
-                                 "cost_usd": round(s.cost_usd, 2) if s.fits else None,
-                                 "wait_hours": round(s.wait_hours, 3) if s.fits else None,
+                     "usd": _num(best.usd, 2) if best else None,
+                     "wait_hours": _num(best.wait_hours, 3) if best else None, "message": d.message,
+                     "scores": [{"worker": s.worker, "fits": s.fits, "usd": _num(s.usd, 2) if s.fits else None,
+                                 "cost_usd": _num(s.cost_usd, 2) if s.fits else None,
+                                 "wait_hours": _num(s.wait_hours, 3) if s.fits else None,
+                                 "ready_hours": _num(s.ready_hours, 3) if s.fits else None,
+                                 "meets_deadline": not s.late if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
 

@@ -197,6 +197,38 @@ def is_unreachable(exc: BaseException) -> bool:
 
 # ----------------------------------------------------------------------------- creating objects
 
+# k8s.io/apimachinery pkg/api/validation/objectmeta.go: TotalAnnotationSizeLimitB = 256 * (1 << 10); the API
+# server sums len(key) + len(value) in bytes over one object's annotations and refuses the object above it.
+ANNOTATIONS_LIMIT_B = 256 * 2**10
+
+
+def annotation_problems(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each object (or pod template inside it) whose annotations the API server would refuse for size, named
+    with its total: checked before any request, so nothing is created half-way."""
+    problems: list[str] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, Mapping):
+            meta = value.get("metadata")
+            ann = meta.get("annotations") if isinstance(meta, Mapping) else None
+            if isinstance(ann, Mapping):
+                size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in ann.items())
+                if size > ANNOTATIONS_LIMIT_B:
+                    problems.append(f"{where}: annotations total {size:,} bytes, above the API server's limit of "
+                                    f"{ANNOTATIONS_LIMIT_B:,} (256 KiB)")
+            for k, v in value.items():
+                if k != "metadata":
+                    walk(v, f"{where}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+
+    for doc in docs:
+        meta = doc.get("metadata") or {}
+        walk(doc, f"{doc.get('kind', 'object')} {meta.get('name', '?')}")
+    return problems
+
+
 
 def create(api: Any, doc: Mapping[str, Any]) -> dict[str, Any]:
     """Create one object rendered by :mod:`placement.fleet.manifests`; returns it as the server stored it.
