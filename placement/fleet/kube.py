@@ -164,6 +164,11 @@ def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kub
             doc = static_kubeconfig(kubeconfig, what) if static else kubeconfig_doc(kubeconfig, what)
             remember_kubeconfig(doc)
             config.load_kube_config_from_dict(doc, client_configuration=conf)
+            if not conf.api_key and not conf.cert_file:
+                # The client logs a failed exec plugin and goes on without credentials: every request would
+                # then be refused, after the first objects were created elsewhere.
+                raise FleetError(f"{what}: gives no credential (its exec plugin failed, or the user has none)",
+                                 EXIT_BAD_INPUT)
     except FleetError as exc:
         raise FleetError(redact(str(exc)), exc.code) from None
     except Exception as exc:  # ConfigException, missing exec plugin, unreadable file: one line, not a traceback

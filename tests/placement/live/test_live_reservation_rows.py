@@ -1,0 +1,40 @@
+"""Live reservation rows as a cached file may hold them (issue 21): a bad ``ends``, a missing ``kind`` or a numeric
+zone is refused by name, row by row, before the overlay reads it; the rest is used and nothing raises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from placement.catalog import Catalog, Offer
+from placement.live.checks import check_answer
+from placement.live.overlay import LiveData, reservations
+from placement.shapes import shape_book
+
+
+def _catalog() -> Catalog:
+    p5 = shape_book().get("p5.48xlarge")
+    assert p5 is not None
+    return Catalog(offers=(Offer("aws", "us-east-1", "use1-az4", p5, 55.0, 20.0),), as_of="2026-11-01", source="t")
+
+
+GOOD = {"id": "ok", "instance_type": "p5.48xlarge", "zone_id": "use1-az4", "zone": "us-east-1a", "count": 2,
+        "ends": "2026-12-01T00:00:00Z", "kind": "odcr", "committed": False}
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ({"ends": "soon"}, "ends 'soon'"), ({"ends": 1764547200}, "ends 1764547200"),
+    ({"kind": None}, "kind None"), ({"kind": "spot-block"}, "kind 'spot-block'"),
+    ({"zone": 5, "zone_id": None}, "zone 5"), ({"zone_id": 7}, "zone_id 7"),
+])
+def test_a_bad_row_is_refused_by_name_and_the_others_are_used(bad: dict[str, Any], needle: str) -> None:
+    row = {**GOOD, "id": "bad", **bad}
+    if bad.get("kind") is None and "kind" in bad:
+        del row["kind"]
+    checked = check_answer("reservations", [row, GOOD])
+    assert [r["id"] for r in checked.data] == ["ok"]
+    (note,) = checked.notes
+    assert "refused 1 reservations" in note and needle in note
+    got = reservations(LiveData(accelerators={"H100"}, aws_reservations={"us-east-1": checked.data}), _catalog())
+    assert [r.id for r in got] == ["ok"]
