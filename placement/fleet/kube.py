@@ -125,6 +125,9 @@ def static_kubeconfig(value: Any, what: str) -> dict[str, Any]:
     host = (parts.hostname or "").lower()
     if parts.scheme != "https" and not (parts.scheme == "http" and (host in LOOPBACK or host == "::1")):
         raise FleetError(f"{what}: cluster.server must be an https:// URL (http only on loopback)", EXIT_BAD_INPUT)
+    if parts.scheme == "https" and "certificate-authority-data" not in cluster:
+        raise FleetError(f"{what}: cluster.certificate-authority-data is required with an https server (the CA "
+                         "as data, never a file)", EXIT_BAD_INPUT)
     for key in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
         if key in cluster or key in user:
             try:

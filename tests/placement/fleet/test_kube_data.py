@@ -41,6 +41,7 @@ def test_a_static_token_or_a_client_certificate_is_accepted_as_data():
     ({"token": "t", "as": "system:admin"}, None, "impersonates"),
     ({"token": "t"}, {"server": "https://w", "insecure-skip-tls-verify": True}, "turns off server verification"),
     ({"token": "t"}, {"server": "http://worker.example"}, "must be an https:// URL"),
+    ({"token": "t"}, {"server": "https://worker.example"}, "certificate-authority-data is required"),
     ({}, None, "has no credential"),
     ({"client-certificate-data": CA}, None, "go together"),
     ({"token": "t"}, {"server": "https://w", "certificate-authority-data": "not base64!"}, "is not base64"),
