@@ -18,8 +18,11 @@ A flavor the job may use: its pool is in the fleet file with a shape of an accep
 capacity the job accepts, in the job's fabric group and pool affinity, each pod fits one node, the
 flavor's nominal quota (the pool at its maximum size) holds the whole job, and the engine prices it
 (clouds, regions, ``max_usd_per_hour``). A worker without one, outside the Workload's MultiKueueConfig or
-the job's group, unreachable, or without the job's LocalQueue, is never nominated. Ties go to the lower
-cost, then the worker key. Workloads nominated earlier in the pass count as backlog for later ones.
+the job's group, unreachable, or without the job's LocalQueue, is never nominated. A worker whose expected
+wait plus the engine's ready time is past the job's ``deadline_hours`` is never preferred over one that meets
+it; then ties go to the lower score, the lower cost, the worker key. Workloads nominated earlier in the pass
+count as backlog for later ones. A Workload or job spec that cannot be read (or names a field this version
+does not know) is never nominated nor guessed: it waits, with an ``Unreadable`` Event.
 """
 
 from __future__ import annotations
