@@ -324,6 +324,9 @@ class Controller:
         except Exception as exc:
             if hasattr(exc, "status"):
                 err = f"HTTP {exc.status}: {api_message(exc)}"
+            elif isinstance(exc, TimeoutError) or "Timeout" in exc.__class__.__name__ or (
+                    isinstance(exc, Unreadable) and "deadline" in str(exc)):
+                err = f"no answer within {self.options.worker_timeout_s:g} s: stale, not scored this pass"
             elif isinstance(exc, Unreadable):
                 err = f"unreadable answer: {exc}"
             else:

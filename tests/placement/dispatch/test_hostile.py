@@ -247,8 +247,7 @@ def test_a_worker_that_never_answers_delays_the_pass_by_at_most_its_deadline(fle
     took = time.monotonic() - started
     assert took <= baseline + 1.0 + 1.5  # its deadline, and the loopback's scheduling noise
     # Stale for the pass: cut off at its deadline (a trickle) or not waited for any longer (no answer at all).
-    assert any(p.startswith(f"{slow}: ") and ("no answer within 1 s" in p or "within the read deadline" in p)
-               for p in worker_problems(c))
+    assert any(p.startswith(f"{slow}: no answer within 1 s") for p in worker_problems(c))
     assert fleet.nominated()[good] and fleet.nominated()[good][0] != slow
 
 
