@@ -146,6 +146,17 @@ def static_kubeconfig(value: Any, what: str) -> dict[str, Any]:
             "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
 
 
+class _QuietLoader(logging.Filter):
+    """Drops the ``kubernetes`` kubeconfig loader's own root-logger lines (a failed exec plugin is logged there and
+    then ignored): the one-line error of :func:`api_client` says it instead, without a second stderr line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "/kubernetes/config/" not in record.pathname.replace("\\", "/")
+
+
+_QUIET = _QuietLoader()
+
+
 def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kubeconfig", *,
                in_cluster: bool = False, default: bool = False, static: bool = False) -> Any:
     """A Kubernetes ``ApiClient`` for a kubeconfig (stack output or Secret), a kubeconfig file, the pod's
@@ -166,7 +177,12 @@ def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kub
         else:
             doc = static_kubeconfig(kubeconfig, what) if static else kubeconfig_doc(kubeconfig, what)
             remember_kubeconfig(doc)
-            config.load_kube_config_from_dict(doc, client_configuration=conf)
+            root = logging.getLogger()
+            root.addFilter(_QUIET)
+            try:
+                config.load_kube_config_from_dict(doc, client_configuration=conf)
+            finally:
+                root.removeFilter(_QUIET)
             if not conf.api_key and not conf.cert_file:
                 # The client logs a failed exec plugin and goes on without credentials: every request would
                 # then be refused, after the first objects were created elsewhere.
