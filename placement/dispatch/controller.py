@@ -400,6 +400,13 @@ class Controller:
                                           error=self.worker_errors.get(key, "no MultiKueueCluster on the hub")))
                 continue
             infs = w.informers
+            quiet = time.monotonic() - min(i.last_ok for i in infs.values())
+            if not w.stale and all(i.synced for i in infs.values()) and quiet > self._stale_after():
+                # Its watches deliver nothing, not even their periodic end (a server that trickles bytes):
+                # the cache is no longer a snapshot of the worker.
+                w.stale = f"no answer for {quiet:.0f} s: stale, not scored"
+            elif w.stale and w.stale.startswith("no answer for") and quiet <= self._stale_after():
+                w.stale = None
             if w.stale or not all(i.synced for i in infs.values()):
                 err = w.stale or next((i.last_error for i in infs.values() if i.last_error), None) or "not listed yet"
                 states.append(WorkerState(key, cluster, reachable=False, error=err))
@@ -429,6 +436,11 @@ class Controller:
             states.append(state)
         self.worker_conditions = conditions
         return workloads, raw, states
+
+    def _stale_after(self) -> float:
+        """Seconds without any answer after which a watched worker's cache is not scored: every watch ends
+        (and answers) within its server-side timeout, so three of them missed is a worker that stopped."""
+        return max(STALE_AFTER_S, 3 * (self.options.watch_timeout_s + self.options.worker_timeout_s))
 
     def reconcile(self) -> PassResult:
         """One pass: decide from the caches and carry the decisions out (when leading and not a dry run)."""

@@ -251,6 +251,38 @@ def test_a_worker_that_never_answers_delays_the_pass_by_at_most_its_deadline(fle
     assert fleet.nominated()[good] and fleet.nominated()[good][0] != slow
 
 
+def test_a_watched_worker_silent_for_three_watch_timeouts_is_not_scored(fleet: Fleet) -> None:
+    first, second = fleet.submit("first"), fleet.submit("second")
+    c = fleet.controller("solo", lease=None, dry_run=True)
+    result = c.run_once()
+    chosen = next(d.clusters[0] for d in result.decisions if d.workload.name == first)
+    for inf in c.workers[chosen].informers.values():
+        inf.last_ok -= c._stale_after() + 1  # its watches have delivered nothing, not even their timeouts
+    again = c.reconcile()
+    assert all(d.clusters and d.clusters[0] != chosen for d in again.decisions if d.workload.name == second)
+    assert any(p.startswith(f"{chosen}: no answer for") for p in worker_problems(c))
+
+
+def test_the_long_running_controller_nominates_the_good_one_beside_a_hostile_one(fleet: Fleet) -> None:
+    from kubefake import wait_for
+
+    fleet.submit("nested")
+    _edit(fleet, JOBS, "nested", lambda o: o["metadata"]["annotations"].update({JOB_SPEC_ANNOTATION: "[" * 200_000}))
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger("gpufleet").addHandler(handler)
+    try:
+        c = fleet.controller("solo", lease=None).start()
+        good = fleet.submit("good")
+        wait_for(lambda: fleet.nominated().get(good), timeout=20)
+        wait_for(lambda: fleet.events("Unreadable"), timeout=10)
+        c.stop()
+    finally:
+        logging.getLogger("gpufleet").removeHandler(handler)
+    assert "reconcile pass failed" not in stream.getvalue()
+
+
 # ----------------------------------------------------------------------------- --once
 
 
