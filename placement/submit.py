@@ -149,7 +149,9 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except FleetError as exc:
-        print(f"placement: error: {exc}", file=sys.stderr)
+        from placement.fleet.redact import redact
+
+        print(f"placement: error: {redact(exc)}", file=sys.stderr)  # an API error may echo a credential
         return exc.code
 
 

@@ -313,6 +313,11 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         workers = None
         job_error = job_error or f"{WORKERS_ANNOTATION}: not a string"
     group = ann.get(GROUP_ANNOTATION)
+    nominated = status.get("nominatedClusterNames") or []
+    if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):
+        raise ValueError("status.nominatedClusterNames is not a list of cluster names")
+    if not isinstance(status.get("clusterName") or "", str):
+        raise ValueError("status.clusterName is not a cluster name")
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
     evictions = (sum(int(e.get("count") or 0) for e in stats)
                  or int((status.get("requeueState") or {}).get("count") or 0))
@@ -321,7 +326,7 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         created=parse_time(meta.get("creationTimestamp")) or 0.0, priority=int(spec.get("priority") or 0),
         queue_name=str(spec.get("queueName") or ""), cluster_queue=str(cq), check=check,
         check_state=str(states[check].get("state") or ""), allowed=tuple(configs.get(checks[check], ())),
-        nominated=tuple(status.get("nominatedClusterNames") or ()), nominated_since=nominated_since(wl),
+        nominated=tuple(nominated), nominated_since=nominated_since(wl),
         cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
         evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
         needs=needs(wl), job=job, job_error=job_error, group=group if isinstance(group, str) and group else None,
