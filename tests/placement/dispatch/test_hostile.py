@@ -167,7 +167,8 @@ def test_a_worker_secret_with_an_exec_plugin_or_a_token_file_is_refused_and_neve
 # ----------------------------------------------------------------------------- nothing secret leaves
 
 
-def test_no_credential_reaches_a_log_line_an_event_a_metric_or_the_output(fleet: Fleet, tmp_path: Path) -> None:
+def test_no_credential_reaches_a_log_line_an_event_a_metric_or_the_output(fleet: Fleet, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     hub_token = "hub-secret-token-4242"
     tokens = [hub_token, *(f"{k}-token" for k in KEYS)]
     hub_cfg = fleet.hub.kubeconfig(token=hub_token)
@@ -201,6 +202,17 @@ def test_no_credential_reaches_a_log_line_an_event_a_metric_or_the_output(fleet:
     outputs = [stream.getvalue(), metrics.text().decode(), json.dumps(summarize(first)), json.dumps(summarize(second)),
                "\n".join(worker_problems(c)), json.dumps(fleet.events())]
     assert "nomination refused" in outputs[0] and "403" in outputs[0]
+    # The command itself, as the Deployment runs it: its JSON, its table and its stderr (JSON logs included).
+    hub_file = tmp_path / "hub-secret.kubeconfig"
+    hub_file.write_text(yaml.safe_dump(hub_cfg))
+    for as_json in (True, False):
+        for k in KEYS:
+            fleet.workers[k].faults.append(Fault("GET", "/clusterqueues", 403, 1, f"echo: Bearer {k}-token {k}-token"))
+        main(["dispatch", "--once", "--dry-run", "--kubeconfig", str(hub_file), "--fleet", str(fleet.fleet_file),
+              "--metrics-port", "0", "--log-level", "debug", *(["--json"] if as_json else [])])
+        out, err = capsys.readouterr()
+        assert "echo: [redacted]" in out + err  # the worker's error reached the output, masked
+        outputs += [out, err]
     for text in outputs:
         for token in tokens:
             assert token not in text
