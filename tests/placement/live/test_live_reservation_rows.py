@@ -38,3 +38,30 @@ def test_a_bad_row_is_refused_by_name_and_the_others_are_used(bad: dict[str, Any
     assert "refused 1 reservations" in note and needle in note
     got = reservations(LiveData(accelerators={"H100"}, aws_reservations={"us-east-1": checked.data}), _catalog())
     assert [r.id for r in got] == ["ok"]
+
+
+def test_cached_reservation_rows_with_bad_fields_are_refused_not_a_traceback(live_env: dict[str, Any]) -> None:
+    import io
+    import json
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from placement.cli import main
+
+    def plan() -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(["plan", live_env["job"], "--live", "--json", *live_env["args"]])
+        return code, out.getvalue(), err.getvalue()
+
+    assert plan()[0] == 0
+    files = [f for f in sorted((live_env["tmp"] / "cache" / "live-v1").glob("*.json"))
+             if json.loads(json.loads(f.read_text())["key"])[2] == "reservations"]
+    assert files
+    rows = [{**GOOD, "id": "bad-ends", "ends": "soon"}, {k: v for k, v in GOOD.items() if k != "kind"} | {"id": "no"},
+            {**GOOD, "id": "num-zone", "zone": 5, "zone_id": None}]
+    for f in files:
+        doc = json.loads(f.read_text())
+        f.write_text(json.dumps({**doc, "data": rows}))
+    code, out, err = plan()
+    assert code == 0 and "Traceback" not in err
+    json.loads(out)
