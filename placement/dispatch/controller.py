@@ -24,6 +24,14 @@ newest one; a waiting Workload met later without memory (nominated, or evicted) 
 nomination's start is still read back from the Workload's ``managedFields`` (the time ``kueue-admission``
 last applied it), so a restart never restarts the deadline clock; only an older round's tried workers are
 forgotten.
+
+Everything read is hostile data: each Workload, owner annotation and worker snapshot is parsed on its own (a
+bad one is an ``Unreadable`` Event on that Workload, or ``WorkerUnreadable`` for a worker: metric, Event on
+its MultiKueueCluster, last good snapshot or none), worker kubeconfig Secrets are loaded as data only
+(:func:`placement.fleet.kube.static_kubeconfig`), every log line, Event and output passes
+:mod:`placement.fleet.redact`, Events count as memory only from the Workload's own namespace and within the
+clock-skew tolerance (:func:`placement.dispatch.memory.trusted`), and every worker read has a deadline: a
+worker that misses it is stale for the pass, never waited on.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ cluster built from a kubeconfig (a stack output, a file, or the pod's in-cluster
 touching the process-wide default; object creation; Workload status server-side apply; Events; and
 :class:`Informer`, a list + watch cache on ``kubernetes.watch.Watch`` that resumes from the last
 resourceVersion, re-lists on 410 Gone and survives dropped connections and 5xx answers.
+
+A kubeconfig someone else wrote (a worker's Secret) is loaded as data only (:func:`static_kubeconfig`); list
+answers are read within a deadline, headers and body together, and as hostile data (:func:`parse_list`).
 """
 
 from __future__ import annotations
