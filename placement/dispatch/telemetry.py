@@ -33,11 +33,29 @@ class JsonFormatter(logging.Formatter):
         return redact(json.dumps(redact_value(doc), default=str))
 
 
+class RedactingHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler whose own failures (a closed stream) print one redacted line, not the standard
+    traceback: that one would show the exception being handled when the line was logged, and an API error's
+    body may echo a credential."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        import sys
+
+        if not logging.raiseExceptions:
+            return
+        try:
+            kind = sys.exc_info()[0]
+            sys.stderr.write(redact(f"--- logging error ({kind.__name__ if kind else 'unknown'}) in "
+                                    f"{record.name} ---\n"))
+        except Exception:  # stderr itself is gone: nothing more to say
+            pass
+
+
 def setup_logging(level: str = "info") -> None:
     """JSON logs on stderr for the ``gpufleet`` loggers (and the client's ``leaderelection`` logger)."""
     import time
 
-    handler = logging.StreamHandler()
+    handler = RedactingHandler()
     formatter = JsonFormatter()
     formatter.converter = time.gmtime  # type: ignore[assignment]
     handler.setFormatter(formatter)

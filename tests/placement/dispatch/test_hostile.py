@@ -397,6 +397,7 @@ def _offline_pass(world: dict[str, Any], hub_extra: dict[str, list[Any]], worker
         # What a list answer leaves in the cache (kube.parse_list drops items that are not objects).
         inf._items = {inf._key(o): o for o in objs if isinstance(o, dict) and isinstance(o.get("metadata"), dict)}
         inf.synced = True
+        inf.last_ok = time.monotonic()  # just listed
 
     for plural, inf in c.hub.items():
         fill(inf, [*world["hub"][plural], *hub_extra.get(plural, [])])
