@@ -550,8 +550,9 @@ class Controller:
         if d.action == "nominate":
             for s in d.scores:
                 if s.fits:
-                    self.metrics.worker_score.labels(s.worker).set(round(s.usd, 2))
-                    self.metrics.worker_wait.labels(s.worker).set(round(s.wait_hours, 3))
+                    label = redact(s.worker)[:63]  # metric labels pass the redaction layer too
+                    self.metrics.worker_score.labels(label).set(round(s.usd, 2))
+                    self.metrics.worker_wait.labels(label).set(round(s.wait_hours, 3))
         if self.options.dry_run or not self.leading():
             log.info("decided (not written)", extra={**fields, "detail": d.message})
             return False
