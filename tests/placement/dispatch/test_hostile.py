@@ -263,6 +263,19 @@ def test_a_worker_that_never_answers_delays_the_pass_by_at_most_its_deadline(fle
     assert fleet.nominated()[good] and fleet.nominated()[good][0] != slow
 
 
+def test_the_pass_deadline_bounds_the_reads_of_every_worker_together(fleet: Fleet) -> None:
+    good = fleet.submit("good")
+    for api in fleet.workers.values():
+        api.stalls["/workloads"] = "hang"
+    c = fleet.controller("solo", lease=None, dry_run=True, worker_timeout_s=30.0, pass_timeout_s=2.0)
+    started = time.monotonic()
+    result = c.run_once()
+    assert time.monotonic() - started < 2.0 + 2.5  # the pass deadline, not 3 workers x 30 s
+    assert len(worker_problems(c)) == 3
+    (d,) = [d for d in result.decisions if d.workload.name == good]
+    assert d.reason == "NoWorkerFits" and not d.clusters
+
+
 def test_a_watched_worker_silent_for_three_watch_timeouts_is_not_scored(fleet: Fleet) -> None:
     first, second = fleet.submit("first"), fleet.submit("second")
     c = fleet.controller("solo", lease=None, dry_run=True)
