@@ -174,7 +174,9 @@ def run_submit(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except FleetError as exc:
-        print(f"placement: error: {exc}", file=sys.stderr)
+        from placement.fleet.redact import redact
+
+        print(f"placement: error: {redact(exc)}", file=sys.stderr)  # an API error may echo a credential
         return exc.code
 
 
@@ -281,6 +283,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = [wrap(line, width, "    ") for line in summary]
 
     dest = destinations(manifest, target, group, per_worker, hub) if target and manifest else []
+    _check_annotations(manifest)
     if args.dry_run and group is not None:
         clusters = len({(d["role"], d["stack"]) for d in dest})
         summary.insert(1, wrap(f"apply: the YAML holds objects for {clusters} clusters, each run headed by a "
@@ -329,6 +332,30 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_annotations(manifest: Sequence[Mapping[str, Any]] | None) -> None:
+    """Exit 2 before any request (``--dry-run`` too) when an object's annotations exceed the API limit."""
+    from placement.fleet.kube import annotation_problems
+
+    problems = annotation_problems(manifest or ())
+    if problems:
+        raise FleetError(f"{problems[0]}: shorten the job spec (it travels as an annotation) and submit again",
+                         EXIT_BAD_INPUT)
+
+
+def _remove_hint(created: Sequence[tuple[str, str]]) -> str:
+    """How to remove what a failed ``--via-hub`` submit created: one kubectl command per object, per cluster."""
+    if not created:
+        return " (nothing was created)"
+    cmds = []
+    for cluster, what in created:
+        kind, _, ref = what.partition(" ")
+        ns, _, name = ref.rpartition("/")
+        cmds.append(f"kubectl --kubeconfig <{cluster} kubeconfig> delete {kind.lower()} "
+                    + (f"-n {ns} {name}" if ns else name))
+    return ("; created so far: " + ", ".join(f"{c}: {w}" for c, w in created)
+            + "; a retry reuses them, or remove them with: " + "; ".join(cmds))
+
+
 def _submitted(created: dict[str, Any], main: Mapping[str, Any], reused: list[str]) -> Submitted:
     meta = created.get("metadata") or {}
     return Submitted(kind=str(main["kind"]), namespace=str(main["metadata"]["namespace"]),
@@ -350,17 +377,37 @@ def _submit(args: argparse.Namespace, target: Target, manifest: Sequence[Mapping
                              "exports none)", EXIT_BAD_INPUT)
         hub_api = api_client(hub.kubeconfig if hub and not args.kubeconfig else None, args.kubeconfig,
                              f"{hub.stack if hub else 'hub'}.kubeconfig")
+        # Every member's kubeconfig is loaded before anything is created: one unusable kubeconfig must not
+        # leave objects on the members before it.
+        apis = {}
+        for m in group.members:
+            if per_worker.get(m.key):
+                if m.cluster.kubeconfig is None:
+                    raise FleetError(f"--via-hub: worker {m.key} (stack {m.cluster.stack}) exports no kubeconfig; "
+                                     "nothing was created", EXIT_BAD_INPUT)
+                try:
+                    apis[m.key] = api_client(m.cluster.kubeconfig, None, f"{m.cluster.stack}.kubeconfig")
+                except FleetError as exc:
+                    raise FleetError(f"--via-hub: worker {m.key}: {exc}; nothing was created", exc.code) from None
         # Storage first, on every worker the job may land on (MultiKueue runs the pods there), with each
         # worker's own stack kubeconfig; then the job on the hub, where only Kueue's bookkeeping happens.
-        for m in group.members:
-            docs = per_worker.get(m.key) or []
-            if not docs:
-                continue
-            api = api_client(m.cluster.kubeconfig, None, f"{m.cluster.stack}.kubeconfig")
-            for out in create_all(docs, api, done=done):
-                if "reused" in out:
-                    reused.append(f"{m.key}: {out['reused']}")
-        (created,) = create_all([main], hub_api, reuse=False, done=done)
+        where: list[tuple[str, str]] = []  # (cluster, object) created so far, for the message of a failure
+        try:
+            for m in group.members:
+                docs = per_worker.get(m.key) or []
+                if not docs:
+                    continue
+                before = len(done)
+                try:
+                    for out in create_all(docs, apis[m.key], done=done):
+                        if "reused" in out:
+                            reused.append(f"{m.key}: {out['reused']}")
+                finally:
+                    where += [(m.key, w) for w in done[before:]]
+            (created,) = create_all([main], hub_api, reuse=False, done=done)
+        except FleetError as exc:
+            first = str(exc).split(" (already created, kept and reused by a retry:")[0]
+            raise FleetError(first + _remove_hint(where), exc.code) from None
         return _submitted(created, main, reused)
     if not args.kubeconfig and cl.kubeconfig is None:
         raise FleetError(f"{cl.stack} exports no kubeconfig: pass --kubeconfig PATH", EXIT_BAD_INPUT)

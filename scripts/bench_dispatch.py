@@ -10,16 +10,24 @@ Prints the median of ``--runs`` runs (in a fresh memo each: no cost is reused be
 and the time a new leader takes to rebuild its memory of every Workload from the Events the pass recorded
 (``recall s``: parsing the listed Events, not the LIST itself).
 
-    python scripts/bench_dispatch.py [--workloads 1000] [--workers 5 10 20 40] [--runs 5]
+Then the two promises of issue 21, measured: a pass over ``--workloads`` Workloads of which ``--malformed`` are
+hostile (nested and newer job specs, overflowing quantities, wrong types; ten kinds in turn) nominates every
+good one and reports each bad one (``Unreadable``), with its time; and a worker that never answers, or trickles a
+byte a second, delays the reads of a pass by at most its deadline (``--worker-timeout`` s, a loopback server).
+
+    python scripts/bench_dispatch.py [--workloads 1000] [--workers 5 10 20 40] [--runs 5] [--malformed 100]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
+import socket
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +42,7 @@ from placement import kueue as ko  # noqa: E402
 from placement.catalog import embedded_catalog  # noqa: E402
 from placement.dispatch import memory, snapshot  # noqa: E402
 from placement.dispatch.controller import COMPONENT  # noqa: E402
-from placement.dispatch.decide import decide  # noqa: E402
+from placement.dispatch.decide import UNREADABLE, decide  # noqa: E402
 from placement.dispatch.model import Pricing  # noqa: E402
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION  # noqa: E402
 from placement.fleet.stacks import ClusterStack, Pool  # noqa: E402
@@ -141,14 +149,133 @@ def one_pass(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], c
     snap = time.perf_counter() - started
     result = decide(wls, workers, pricing, NOW)
     total = time.perf_counter() - started
-    events = [{"metadata": {"name": f"{d.workload.name}.e", "annotations": memory.as_annotations(d.memory, NOW)},
-               "involvedObject": {"kind": "Workload", "uid": d.workload.uid}, "source": {"component": COMPONENT}}
+    events = [{"metadata": {"name": f"{d.workload.name}.e", "namespace": d.workload.namespace,
+                            "annotations": memory.as_annotations(d.memory, NOW)},
+               "involvedObject": {"kind": "Workload", "uid": d.workload.uid, "namespace": d.workload.namespace},
+               "source": {"component": COMPONENT}, "reportingComponent": memory.REPORTING,
+               "reportingInstance": "bench"}
               for d in result.decisions if d.memory is not None]
+    known = {w.uid: (w.namespace, w.created) for w in wls}
     started = time.perf_counter()
-    recalled = memory.recall(events, COMPONENT)
+    recalled = memory.recall(events, COMPONENT, known, NOW)
     recall = time.perf_counter() - started
     assert len(recalled) == len(events)
     return snap, total, sum(1 for d in result.decisions if d.action == "nominate"), recall
+
+
+def corrupt(i: int, wl: dict[str, Any], owner: dict[str, Any]) -> None:
+    """Make Workload ``wl`` (and its owner Job) hostile, in one of ten ways by ``i``."""
+    ann = owner["metadata"]["annotations"]
+    kind = i % 10
+    if kind == 0:
+        ann[JOB_SPEC_ANNOTATION] = "[" * 200_000  # RecursionError
+    elif kind == 1:
+        ann[JOB_SPEC_ANNOTATION] = json.dumps({**json.loads(ann[JOB_SPEC_ANNOTATION]), "warp_drive": True})
+    elif kind == 2:
+        wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["memory"] = "1e400"  # OverflowError
+    elif kind == 3:
+        ann[JOB_SPEC_ANNOTATION] = "{not json"
+    elif kind == 4:
+        wl["spec"]["priority"] = "high"
+    elif kind == 5:
+        wl["status"]["admission"]["podSetAssignments"][0]["count"] = "lots"
+    elif kind == 6:
+        wl["status"]["admission"]["podSetAssignments"] = {"main": 1}
+    elif kind == 7:
+        ann[JOB_SPEC_ANNOTATION] = json.dumps({**json.loads(ann[JOB_SPEC_ANNOTATION]), "speed": {"H100": 1e308}})
+    elif kind == 8:
+        owner["metadata"]["annotations"] = {JOB_SPEC_ANNOTATION: ["not", "a", "string"]}
+    else:
+        wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"] = float("nan")
+
+
+def hostile_pass(n: int, malformed: int, workers: int, pricing: Pricing) -> tuple[float, int, int, int]:
+    """(seconds, good Workloads nominated, bad ones reported Unreadable, good ones) of one pass."""
+    rng = random.Random(7)
+    clusters, objects = fleet(workers, rng)
+    raw, owners = hub(n, [c.stack for c in clusters], rng)
+    raw, owners = copy.deepcopy(raw), copy.deepcopy(owners)
+    bad = set()
+    for i in range(malformed):
+        j = i * n // malformed  # spread over the burst, so good ones come after bad ones too
+        corrupt(i, raw[j], owners[("Job", NS, f"j{j}")])
+        bad.add(raw[j]["metadata"]["name"])
+    started = time.perf_counter()
+    checks, configs, cq_checks = {QUEUE: QUEUE}, {QUEUE: tuple(c.stack for c in clusters)}, {QUEUE: frozenset({QUEUE})}
+    wls = []
+    for w in raw:
+        owner = snapshot.owner_key(w)
+        hw = snapshot.hub_workload(w, owners.get(owner) if owner else None, checks, configs, cq_checks)
+        if hw is not None:
+            wls.append(hw)
+    hours = {(w.namespace, w.name): w.job.hours for w in wls if w.job is not None}
+    states = [snapshot.worker_state(c.stack, c, objects[c.stack], NOW, hours) for c in clusters]
+    result = decide(wls, states, pricing, NOW)
+    took = time.perf_counter() - started
+    good = sum(1 for d in result.decisions if d.action == "nominate" and d.workload.name not in bad)
+    reported = sum(1 for d in result.decisions if d.reason == UNREADABLE and d.workload.name in bad)
+    return took, good, reported, n - malformed
+
+
+def silent_server(mode: str) -> tuple[int, threading.Event]:
+    """A loopback server that accepts and never answers (``hang``) or answers one byte a second (``trickle``)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                if mode == "trickle":
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+                while not stop.wait(1.0):
+                    if mode == "trickle":
+                        conn.sendall(b" ")
+            except OSError:
+                pass
+
+    def accept() -> None:
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        sock.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return int(sock.getsockname()[1]), stop
+
+
+def slow_worker_delay(mode: str, deadline_s: float) -> float:
+    """Seconds the reads of a pass take when its only worker is a :func:`silent_server`."""
+    from placement.dispatch.controller import WORKER, Controller, Options, _Worker
+    from placement.fleet.kube import Informer, api_client
+
+    port, stop = silent_server(mode)
+    try:
+        config = {"apiVersion": "v1", "kind": "Config", "current-context": "s",
+                  "clusters": [{"name": "s", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                  "users": [{"name": "u", "user": {"token": "bench-token"}}],
+                  "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}]}
+        api = api_client(config, None, "bench", static=True)
+
+        class Hub:
+            user_agent = ""
+
+        c = Controller(Hub(), Options(fleet=(), pricing=Pricing(()), identity="bench", lease=None,
+                                      worker_timeout_s=deadline_s))
+        c.workers["silent"] = _Worker("silent", api, "s", {p: Informer(api, r, list_timeout_s=deadline_s)
+                                                           for p, r in WORKER.items()})
+        started = time.monotonic()
+        c.relist_workers(time.monotonic() + 60)
+        took = time.monotonic() - started
+        assert c.workers["silent"].stale or not all(i.synced for i in c.workers["silent"].informers.values())
+        return took
+    finally:
+        stop.set()
 
 
 def main() -> int:
@@ -156,6 +283,8 @@ def main() -> int:
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--workers", type=int, nargs="+", default=[5, 10, 20, 40])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--malformed", type=int, default=100, help="hostile Workloads among --workloads (default 100)")
+    ap.add_argument("--worker-timeout", type=float, default=2.0, help="read deadline of the silent worker (s)")
     args = ap.parse_args()
     pricing = Pricing(tuple(embedded_catalog().offers))
     print(_bench.machine_line())
@@ -170,6 +299,15 @@ def main() -> int:
         total = statistics.median(r[1] for r in runs)
         recall = statistics.median(r[3] for r in runs)
         print(f"{n:>8} {snap:>12.3f} {total - snap:>11.3f} {total:>8.3f} {runs[0][2]:>10} {recall:>9.3f}")
+    hostile = [hostile_pass(args.workloads, args.malformed, 10, pricing) for _ in range(args.runs)]
+    took = statistics.median(h[0] for h in hostile)
+    _, good, reported, want = hostile[0]
+    print(f"hostile pass: {args.workloads} Workloads, {args.malformed} malformed, 10 workers: {good} of {want} good "
+          f"nominated, {reported} of {args.malformed} bad reported Unreadable, {took:.3f} s (median of {args.runs})")
+    for mode in ("hang", "trickle"):
+        delays = [slow_worker_delay(mode, args.worker_timeout) for _ in range(max(1, min(args.runs, 3)))]
+        print(f"worker that {'never answers' if mode == 'hang' else 'trickles a byte a second'}: reads of the pass "
+              f"took {statistics.median(delays):.2f} s with a {args.worker_timeout:g} s deadline")
     return 0
 
 

@@ -129,6 +129,18 @@ class Fault:
 
 
 @dataclass
+class Raw:
+    """A canned answer (any status, content type and body) for requests whose path contains ``contains``."""
+
+    method: str
+    contains: str
+    status: int
+    content_type: str
+    body: bytes
+    times: int
+
+
+@dataclass
 class Request:
     method: str
     path: str
@@ -174,6 +186,10 @@ class FakeApi:
         self.on_write: list[Callable[[], None]] = []
         self.applies: list[tuple[str, str, str, tuple[str, ...]]] = []  # API applies: (ns, name, agent, nominated)
         self.down = False
+        self.raws: list[Raw] = []
+        # Path substring -> "hang" (never answers) or "trickle" (one byte every TRICKLE_S, never complete).
+        self.stalls: dict[str, str] = {}
+        self.closing = threading.Event()
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -209,6 +225,21 @@ class FakeApi:
                                   and f.contains in parts.path), None)
                     if fault is not None:
                         fault.times -= 1
+                    raw_answer = next((r for r in api.raws if r.times > 0 and r.method == method
+                                       and r.contains in parts.path), None)
+                    if raw_answer is not None:
+                        raw_answer.times -= 1
+                    stall = next((mode for part, mode in api.stalls.items() if part in parts.path), None)
+                if stall is not None:
+                    api._stall(self, stall)
+                    return
+                if raw_answer is not None:
+                    self.send_response(raw_answer.status)
+                    self.send_header("Content-Type", raw_answer.content_type)
+                    self.send_header("Content-Length", str(len(raw_answer.body)))
+                    self.end_headers()
+                    self.wfile.write(raw_answer.body)
+                    return
                 if fault is not None:
                     reason = {409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(fault.status,
                                                                                                   "Failure")
@@ -257,8 +288,37 @@ class FakeApi:
                 "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": "u"}}]}
 
     def close(self) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
+
+    TRICKLE_S = 1.0
+
+    def _stall(self, handler: BaseHTTPRequestHandler, mode: str) -> None:
+        """Never answer (``hang``), or answer one byte every :attr:`TRICKLE_S` (``trickle``), until closed
+        (at most two minutes)."""
+        handler.close_connection = True
+        until = time.monotonic() + 120
+        try:
+            if mode == "trickle":
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", "100000")
+                handler.end_headers()
+                handler.wfile.flush()
+            while not self.closing.is_set() and time.monotonic() < until:
+                if mode == "trickle":
+                    handler.wfile.write(b" ")
+                    handler.wfile.flush()
+                self.closing.wait(self.TRICKLE_S)
+        except OSError:
+            pass
+
+    def answer_raw(self, method: str, contains: str, status: int, content_type: str, body: bytes,
+                   times: int = 1) -> None:
+        """Answer the next ``times`` matching requests with exactly this (a login proxy's page, say)."""
+        with self.lock:
+            self.raws.append(Raw(method, contains, status, content_type, body, times))
 
     def fail(self, method: str, contains: str, status: int, times: int = 1) -> None:
         with self.lock:

@@ -181,6 +181,22 @@ def _kubeconfig_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _secret_kubeconfig(worker_kubeconfig: Any, token: str, user: str, key: str) -> str:
+    """The kubeconfig a hub Secret holds for worker ``key``: data only (server, CA data, a static token), in the
+    form the dispatcher loads (``placement.fleet.kube.static_kubeconfig``); refused here, at ``pulumi up``,
+    when the worker's kubeconfig gives no server or CA as data."""
+    from placement.fleet.errors import FleetError
+    from placement.fleet.kube import static_kubeconfig
+
+    text = ko.multikueue_kubeconfig(worker_kubeconfig, token, user=user)
+    try:
+        static_kubeconfig(text, f"worker {key} kubeconfig Secret")
+    except FleetError as exc:
+        raise ValueError(f"{exc} (the worker stack's kubeconfig output must carry server and "
+                         "certificate-authority-data)") from None
+    return text
+
+
 def _token(secret: k8s.core.v1.Secret) -> Output[str]:
     """The service-account token the control plane writes into a token Secret (base64 in ``data``)."""
     return secret.data.apply(lambda d: base64.b64decode((d or {})["token"]).decode())
@@ -282,7 +298,7 @@ class MultiKueueWorker(pulumi.ComponentResource):
         # --- on the hub: the kubeconfig Secret and the Kueue objects
         user = f"{self.key}-{HUB_SERVICE_ACCOUNT}"
         kubeconfig: Output[str] = Output.all(worker_kubeconfig, _token(token_secret)).apply(
-            lambda kt: ko.multikueue_kubeconfig(kt[0], kt[1], user=user))
+            lambda kt: _secret_kubeconfig(kt[0], kt[1], user, self.key))
         self.secret = k8s.core.v1.Secret(
             f"{name}-kubeconfig",
             metadata=_meta(ko.kubeconfig_secret_name(self.key), ko.KUEUE_NAMESPACE),
@@ -296,7 +312,7 @@ class MultiKueueWorker(pulumi.ComponentResource):
             reader_token = _worker_identity(f"{name}-dispatch", dp.NAME, dp.WORKER_READER_ROLE,
                                             dp.worker_reader_rules(), on_worker)
             reader_kubeconfig: Output[str] = Output.all(worker_kubeconfig, _token(reader_token)).apply(
-                lambda kt: ko.multikueue_kubeconfig(kt[0], kt[1], user=f"{self.key}-{dp.NAME}"))
+                lambda kt: _secret_kubeconfig(kt[0], kt[1], f"{self.key}-{dp.NAME}", self.key))
             self.dispatch_secret = k8s.core.v1.Secret(
                 f"{name}-dispatch-kubeconfig",
                 metadata=_meta(dp.kubeconfig_secret_name(self.key), ko.KUEUE_NAMESPACE),

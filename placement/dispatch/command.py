@@ -19,6 +19,12 @@ from typing import Any
 from placement.fleet.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FleetError
 from placement.inputs import UsageError
 
+# Caps of the numeric flags: far above any sensible value, low enough that every figure stays finite.
+MAX_USD_PER_GPU_HOUR = 10_000.0
+MAX_HOURS = 10_000.0
+MAX_SECONDS = 86_400.0 * 7
+MAX_TIMEOUT_S = 600.0
+
 
 def add_arguments(d: argparse.ArgumentParser) -> None:
     """The ``dispatch`` sub-command's flags (docs/kueue-hub.md#placement-dispatch)."""
@@ -68,6 +74,11 @@ def add_arguments(d: argparse.ArgumentParser) -> None:
                    help="with --lease: seconds between attempts to acquire or renew the Lease (default 2)")
     d.add_argument("--watch-timeout-seconds", type=int, default=60, metavar="S",
                    help="server-side timeout of each watch request before it is resumed (default 60)")
+    d.add_argument("--worker-timeout-seconds", type=float, default=10.0, metavar="S",
+                   help="deadline of one worker's reads, in all; a worker that has not answered by then is stale "
+                        "for the pass (not scored), never waited on (default 10)")
+    d.add_argument("--pass-timeout-seconds", type=float, default=60.0, metavar="S",
+                   help="with --once: deadline of the whole pass's reads (default 60)")
     d.add_argument("--once", action="store_true", help="one reconcile pass, print the decisions, exit")
     d.add_argument("--dry-run", action="store_true", help="decide but write nothing (no nomination, no Event)")
     d.add_argument("--json", action="store_true", help="with --once: one gpufleet.placement/v1 document")
@@ -78,20 +89,29 @@ def add_arguments(d: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     from placement.dispatch.leader import check_durations
 
-    def positive(value: float, flag: str, zero_ok: bool = False) -> None:
-        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-            raise UsageError(f"{flag}: must be a {'non-negative' if zero_ok else 'positive'} number, got {value:g}")
+    def positive(value: float, flag: str, cap: float, zero_ok: bool = False) -> None:
+        # Bounded like every other number: a value beyond the cap (1e308, inf) would print Infinity or overflow.
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok) or value > cap:
+            raise UsageError(f"{flag}: must be a {'non-negative' if zero_ok else 'positive'} number of at most "
+                             f"{cap:g}, got {value:g}")
 
-    positive(args.wait_usd_per_gpu_hour, "--wait-usd-per-gpu-hour", zero_ok=True)
-    positive(args.admission_deadline_seconds, "--admission-deadline-seconds")
-    positive(args.default_hours, "--default-hours")
-    positive(args.resync_seconds, "--resync-seconds")
-    positive(args.live_refresh_seconds, "--live-refresh-seconds")
-    positive(args.timeout, "--timeout")
+    positive(args.wait_usd_per_gpu_hour, "--wait-usd-per-gpu-hour", MAX_USD_PER_GPU_HOUR, zero_ok=True)
+    positive(args.admission_deadline_seconds, "--admission-deadline-seconds", MAX_SECONDS)
+    positive(args.default_hours, "--default-hours", MAX_HOURS)
+    positive(args.resync_seconds, "--resync-seconds", MAX_SECONDS)
+    positive(args.live_refresh_seconds, "--live-refresh-seconds", MAX_SECONDS)
+    positive(args.timeout, "--timeout", MAX_TIMEOUT_S)
+    positive(args.worker_timeout_seconds, "--worker-timeout-seconds", MAX_TIMEOUT_S)
+    positive(args.pass_timeout_seconds, "--pass-timeout-seconds", MAX_SECONDS)
     if not 0 <= args.metrics_port <= 65535:
         raise UsageError(f"--metrics-port: must be 0..65535, got {args.metrics_port}")
-    if args.watch_timeout_seconds < 1:
-        raise UsageError("--watch-timeout-seconds: must be at least 1")
+    if not 1 <= args.watch_timeout_seconds <= MAX_SECONDS:
+        raise UsageError(f"--watch-timeout-seconds: must be 1..{MAX_SECONDS:g}")
+    for flag, value in (("--lease-duration-seconds", args.lease_duration_seconds),
+                        ("--renew-deadline-seconds", args.renew_deadline_seconds),
+                        ("--retry-period-seconds", args.retry_period_seconds)):
+        if not 0 <= value <= MAX_SECONDS:
+            raise UsageError(f"{flag}: must be 0..{MAX_SECONDS:g}, got {value}")
     if args.lease:
         problem = check_durations(args.lease_duration_seconds, args.renew_deadline_seconds, args.retry_period_seconds)
         if problem:
@@ -102,10 +122,12 @@ def _check(args: argparse.Namespace) -> None:
 
 def run_dispatch(args: argparse.Namespace) -> int:
     """``placement dispatch``: 0 ok, 1 hub unreachable, 2 bad flags/config."""
+    from placement.fleet.redact import redact
+
     try:
         return _run(args)
     except FleetError as exc:
-        print(f"placement: error: {exc}", file=sys.stderr)
+        print(f"placement: error: {redact(exc)}", file=sys.stderr)
         return exc.code
 
 
@@ -114,8 +136,9 @@ def _run(args: argparse.Namespace) -> int:
     from placement.dispatch.model import Pricing, Settings
     from placement.dispatch.prices import LivePrices, LiveSettings, catalog_time
     from placement.dispatch.telemetry import HealthServer, Metrics, setup_logging
-    from placement.fleet.kube import api_client, api_message, is_unreachable
+    from placement.fleet.kube import Unreadable, api_client, api_message, is_unreachable
     from placement.fleet.outputs import load_fleet
+    from placement.fleet.redact import redact
     from placement.inputs import load_catalog
 
     _check(args)
@@ -134,7 +157,8 @@ def _run(args: argparse.Namespace) -> int:
                           deadline_s=args.admission_deadline_seconds, default_hours=args.default_hours),
         resync_s=args.resync_seconds, lease_duration_s=args.lease_duration_seconds,
         renew_deadline_s=args.renew_deadline_seconds, retry_period_s=args.retry_period_seconds,
-        watch_timeout_s=args.watch_timeout_seconds, dry_run=args.dry_run)
+        watch_timeout_s=args.watch_timeout_seconds, dry_run=args.dry_run,
+        worker_timeout_s=args.worker_timeout_seconds, pass_timeout_s=args.pass_timeout_seconds)
     metrics = Metrics()
     prices = None
     if args.live:
@@ -151,6 +175,9 @@ def _run(args: argparse.Namespace) -> int:
             code = EXIT_FAILED if exc.status in (401, 403) or exc.status >= 500 else EXIT_BAD_INPUT
             print(f"placement: error: hub API: HTTP {exc.status}: {api_message(exc)}", file=sys.stderr)
             return code
+        except Unreadable as exc:
+            print(f"placement: error: hub API: {redact(exc)}", file=sys.stderr)
+            return EXIT_FAILED
         except Exception as exc:
             if not is_unreachable(exc):
                 raise
@@ -171,16 +198,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _print_once(controller: Any, result: Any, args: argparse.Namespace) -> None:
-    from placement.dispatch.controller import prices_doc, summarize, worker_problems
+    from placement.dispatch.controller import prices_doc, summarize, worker_conditions, worker_problems
     from placement.render import SCHEMA, table
 
     rows = summarize(result)
-    written = not args.dry_run and controller.leading()
+    # Leadership as it was during the pass: run_once() has stopped the elector by now.
+    written = not args.dry_run and controller.last_pass_leading
     prices = prices_doc(controller)
     if args.json:
         doc = {"schema": SCHEMA, "kind": "dispatch", "written": written, "decisions": rows,
-               "workers": worker_problems(controller), "prices": prices}
-        print(json.dumps(doc, indent=2))
+               "workers": worker_problems(controller), "worker_conditions": worker_conditions(controller),
+               "prices": prices}
+        print(json.dumps(doc, indent=2, allow_nan=False))
         return
     body = table(("workload", "action", "reason", "worker", "$", "wait h"),
                  [[r["workload"], r["action"], r["reason"], ",".join(r["clusters"]) or "-",

@@ -24,6 +24,14 @@ newest one; a waiting Workload met later without memory (nominated, or evicted) 
 nomination's start is still read back from the Workload's ``managedFields`` (the time ``kueue-admission``
 last applied it), so a restart never restarts the deadline clock; only an older round's tried workers are
 forgotten.
+
+Everything read is hostile data: each Workload, owner annotation and worker snapshot is parsed on its own (a
+bad one is an ``Unreadable`` Event on that Workload, or ``WorkerUnreadable`` for a worker: metric, Event on
+its MultiKueueCluster, last good snapshot or none), worker kubeconfig Secrets are loaded as data only
+(:func:`placement.fleet.kube.static_kubeconfig`), every log line, Event and output passes
+:mod:`placement.fleet.redact`, Events count as memory only from the Workload's own namespace and within the
+clock-skew tolerance (:func:`placement.dispatch.memory.trusted`), and every worker read has a deadline: a
+worker that misses it is stale for the pass, never waited on.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from placement import kueue as ko
 from placement.dispatch import memory as remembered
 from placement.dispatch import snapshot
-from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, decide
+from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, UNREADABLE, decide
 from placement.dispatch.leader import Elector
 from placement.dispatch.model import Decision, HubWorkload, Memory, PassResult, Pricing, Settings, WorkerState
 from placement.dispatch.telemetry import Metrics
@@ -51,6 +59,7 @@ from placement.fleet.kube import (
     KUEUE_VERSION,
     Informer,
     Resource,
+    Unreadable,
     api_client,
     api_message,
     apply_workload_status,
@@ -60,6 +69,7 @@ from placement.fleet.kube import (
     read_secret_key,
 )
 from placement.fleet.manifests import JOB_LABEL, JOBSET_GROUP, JOBSET_VERSION
+from placement.fleet.redact import redact, redact_value
 from placement.fleet.stacks import ClusterStack
 
 if TYPE_CHECKING:
@@ -72,6 +82,9 @@ UNHEALTHY_AFTER_S = 300.0  # /healthz fails when the hub has not answered for th
 WORKER_SYNC_GRACE_S = 10.0  # a newly connected worker is waited for this long before passes go on without it
 RECALL_ONE_BY_ONE = 8  # Workloads without memory a pass looks up one LIST each; more take one cluster-wide LIST
 RECALL_RETRY_S = 30.0  # after a failed Event LIST, passes go on without it for this long before trying again
+WORKER_TIMEOUT_S = 10.0  # default deadline of one worker's reads (--worker-timeout-seconds)
+PASS_TIMEOUT_S = 60.0  # default deadline of a whole --once pass's reads (--pass-timeout-seconds)
+STALE_AFTER_S = 600.0  # a worker snapshot older than this is not scored (its reads keep failing)
 
 HUB = {
     "workloads": Resource(KUEUE_GROUP, KUEUE_VERSION, "workloads"),
@@ -103,6 +116,8 @@ class Options:
     retry_period_s: int = 2
     watch_timeout_s: int = 60
     dry_run: bool = False
+    worker_timeout_s: float = WORKER_TIMEOUT_S  # each worker's reads, in all
+    pass_timeout_s: float = PASS_TIMEOUT_S  # a --once pass's reads, in all
 
 
 def _now_rfc3339() -> str:
@@ -120,6 +135,7 @@ class _Worker:
         self.threads: list[threading.Thread] = []
         self.stop = threading.Event()
         self.connected_at = time.monotonic()
+        self.stale: str | None = None  # why its reads missed their deadline in this pass (--once)
 
 
 class Controller:
@@ -151,6 +167,11 @@ class Controller:
         self._recall_all = True  # list this component's Events before the next pass (start, new leadership)
         self._recall_retry_at = 0.0
         self._recalled: set[str] = set()  # uids already looked up in Events
+        self.last_good: dict[str, tuple[WorkerState, float]] = {}  # worker -> its last readable snapshot, when
+        self.worker_conditions: dict[str, str] = {}  # worker -> WorkerUnreadable message (this pass)
+        self.last_pass_leading = False  # whether the last pass ran as the leader (so could write)
+        self._worker_noted: dict[str, str] = {}  # worker -> the problem last recorded as an Event on it
+        self._mkc_uids: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -231,7 +252,8 @@ class Controller:
             try:
                 self.sync_workers(watch=True)
                 if any(not all(i.synced for i in w.informers.values())
-                       and time.monotonic() - w.connected_at < WORKER_SYNC_GRACE_S for w in self.workers.values()):
+                       and time.monotonic() - w.connected_at < min(WORKER_SYNC_GRACE_S, self.options.worker_timeout_s)
+                       for w in self.workers.values()):
                     # A worker being listed: deciding without it would route around it. Shortly again.
                     stop.wait(0.1)
                     self._kick.set()
@@ -270,6 +292,7 @@ class Controller:
     def sync_workers(self, *, watch: bool) -> None:
         """Follow the hub's MultiKueueClusters: connect to new workers, drop removed ones."""
         keys = {str((m.get("metadata") or {}).get("name")): m for m in self.hub["multikueueclusters"].items()}
+        self._mkc_uids = {k: str(m["metadata"].get("uid") or "") for k, m in keys.items()}
         for key in [k for k in self.workers if k not in keys]:
             self._drop_worker(key)
         for key, mkc in keys.items():
@@ -282,16 +305,17 @@ class Controller:
                                                f"kubeconfig Secret in {self.options.namespace}")
                     continue
                 text, source = found
-                api = api_client(text, None, f"Secret {source}")
+                api = api_client(text, None, f"Secret {source}", static=True)
             except FleetError as exc:
-                self.worker_errors[key] = str(exc)
+                self.worker_errors[key] = redact(str(exc))
                 continue
             except Exception as exc:
                 why = api_message(exc) if hasattr(exc, "status") else exc.__class__.__name__
                 self.worker_errors[key] = f"reading its kubeconfig Secret: {why}"
                 continue
             informers = {p: Informer(api, res, on_change=self._kick.set, watch_timeout_s=self.options.watch_timeout_s,
-                                     name=f"{key}/{p}") for p, res in WORKER.items()}
+                                     name=f"{key}/{p}", list_timeout_s=self.options.worker_timeout_s)
+                         for p, res in WORKER.items()}
             w = _Worker(key, api, source, informers)
             self.workers[key] = w
             self.worker_errors.pop(key, None)
@@ -299,17 +323,40 @@ class Controller:
             if watch:
                 for p, inf in informers.items():
                     self._spawn(inf.run, f"{key}-{p}", w.stop, into=w.threads)
-            else:
-                self._relist_worker(w)
 
-    def _relist_worker(self, w: _Worker) -> None:
+    def _relist_worker(self, w: _Worker, deadline: float) -> None:
+        """List the worker's four collections, all within ``deadline`` (``time.monotonic()``)."""
         try:
             for inf in w.informers.values():
-                inf.relist()
+                inf.relist(timeout_s=max(deadline - time.monotonic(), 0.01))
         except Exception as exc:
-            err = f"HTTP {exc.status}: {api_message(exc)}" if hasattr(exc, "status") else exc.__class__.__name__
+            if hasattr(exc, "status"):
+                err = f"HTTP {exc.status}: {api_message(exc)}"
+            elif isinstance(exc, TimeoutError) or "Timeout" in exc.__class__.__name__ or (
+                    isinstance(exc, Unreadable) and "deadline" in str(exc)):
+                err = f"no answer within {self.options.worker_timeout_s:g} s: stale, not scored this pass"
+            elif isinstance(exc, Unreadable):
+                err = f"unreadable answer: {exc}"
+            else:
+                err = exc.__class__.__name__
             for inf in w.informers.values():
-                inf.last_error = err
+                inf.last_error = redact(err)
+
+    def relist_workers(self, deadline: float) -> None:
+        """List every worker at once, each within ``--worker-timeout-seconds`` and all before ``deadline``: a
+        worker that has not answered by then is stale for this pass (not scored), never waited on."""
+        started = time.monotonic()
+        threads = {}
+        for w in self.workers.values():
+            own = min(started + self.options.worker_timeout_s, deadline)
+            t = threading.Thread(target=self._relist_worker, args=(w, own), name=f"list-{w.key}", daemon=True)
+            t.start()
+            threads[w.key] = (t, own)
+        for key, (t, own) in threads.items():
+            t.join(max(own - time.monotonic(), 0.0) + 0.05)
+            if t.is_alive():
+                self.workers[key].stale = (f"no answer within {self.options.worker_timeout_s:g} s: stale, not scored "
+                                           "this pass")
 
     def _drop_worker(self, key: str) -> None:
         w = self.workers.pop(key, None)
@@ -324,8 +371,13 @@ class Controller:
     def snapshots(self) -> tuple[list[HubWorkload], dict[str, Mapping[str, Any]], list[WorkerState]]:
         """The hub Workloads (with their raw objects by uid) and the workers, from the caches."""
         checks = snapshot.multikueue_checks(self.hub["admissionchecks"].items())
-        configs = {str((c.get("metadata") or {}).get("name")): tuple((c.get("spec") or {}).get("clusters") or ())
-                   for c in self.hub["multikueueconfigs"].items()}
+        configs = {}
+        for c in self.hub["multikueueconfigs"].items():
+            try:
+                clusters = (c.get("spec") or {}).get("clusters") or ()
+                configs[str(c["metadata"].get("name"))] = tuple(str(x) for x in clusters)
+            except Exception:  # an unreadable config lists no worker: its Workloads get "lists no worker cluster"
+                continue
         cq_checks = snapshot.cluster_queue_checks(self.hub["clusterqueues"].items())
         owners: dict[tuple[str, str, str], Mapping[str, Any]] = {}
         for kind, plural in (("Job", "jobs"), ("JobSet", "jobsets")):
@@ -335,7 +387,10 @@ class Controller:
         workloads: list[HubWorkload] = []
         raw: dict[str, Mapping[str, Any]] = {}
         for obj in self.hub["workloads"].items():
-            owner = snapshot.owner_key(obj)
+            try:
+                owner = snapshot.owner_key(obj)
+            except Exception:
+                owner = None  # hub_workload reports what is wrong with the Workload itself
             wl = snapshot.hub_workload(obj, owners.get(owner) if owner else None, checks, configs, cq_checks)
             if wl is not None:
                 workloads.append(wl)
@@ -343,22 +398,57 @@ class Controller:
         hours = {(w.namespace, w.name): w.job.hours for w in workloads if w.job is not None}
         now = self.clock()
         states = []
+        conditions: dict[str, str] = {}
         for key in sorted(set(self.workers) | set(self.worker_errors) | set(self.fleet)):
             w = self.workers.get(key)
             cluster = self.fleet.get(key)
+            label = redact(key)[:63]
             if w is None:
                 states.append(WorkerState(key, cluster, reachable=False,
                                           error=self.worker_errors.get(key, "no MultiKueueCluster on the hub")))
                 continue
             infs = w.informers
-            if not all(i.synced for i in infs.values()):
-                err = next((i.last_error for i in infs.values() if i.last_error), None) or "not listed yet"
+            quiet = time.monotonic() - min(i.last_ok for i in infs.values())
+            if not w.stale and all(i.synced for i in infs.values()) and quiet > self._stale_after():
+                # Its watches deliver nothing, not even their periodic end (a server that trickles bytes):
+                # the cache is no longer a snapshot of the worker.
+                w.stale = f"no answer for {quiet:.0f} s: stale, not scored"
+            elif w.stale and w.stale.startswith("no answer for") and quiet <= self._stale_after():
+                w.stale = None
+            if w.stale or not all(i.synced for i in infs.values()):
+                err = w.stale or next((i.last_error for i in infs.values() if i.last_error), None) or "not listed yet"
                 states.append(WorkerState(key, cluster, reachable=False, error=err))
-                self.metrics.worker_up.labels(key).set(0)
+                self.metrics.worker_up.labels(label).set(0)
+                self.metrics.worker_stale.labels(label).set(1 if w.stale else 0)
                 continue
-            self.metrics.worker_up.labels(key).set(1)
-            states.append(snapshot.worker_state(key, cluster, {p: i.items() for p, i in infs.items()}, now, hours))
+            self.metrics.worker_stale.labels(label).set(0)
+            try:
+                state = snapshot.worker_state(key, cluster, {p: i.items() for p, i in infs.items()}, now, hours)
+            except Exception as exc:  # one worker's objects, whatever they hold, never stop the pass
+                why = f"its Kueue objects cannot be read: {snapshot.problem_text(exc)}"
+                conditions[key] = why
+                self.metrics.worker_unreadable.labels(label).set(1)
+                good = self.last_good.get(key)
+                if good is not None and now - good[1] <= STALE_AFTER_S:
+                    log.warning("worker unreadable: scored from its last good snapshot",
+                                extra={"worker": key, "error": why, "age_s": round(now - good[1], 1)})
+                    states.append(good[0])
+                else:
+                    log.warning("worker unreadable: not scored", extra={"worker": key, "error": why})
+                    states.append(WorkerState(key, cluster, reachable=False, error=f"WorkerUnreadable: {why}"))
+                self.metrics.worker_up.labels(label).set(0)
+                continue
+            self.metrics.worker_unreadable.labels(label).set(0)
+            self.metrics.worker_up.labels(label).set(1)
+            self.last_good[key] = (state, now)
+            states.append(state)
+        self.worker_conditions = conditions
         return workloads, raw, states
+
+    def _stale_after(self) -> float:
+        """Seconds without any answer after which a watched worker's cache is not scored: every watch ends
+        (and answers) within its server-side timeout, so three of them missed is a worker that stopped."""
+        return max(STALE_AFTER_S, 3 * (self.options.watch_timeout_s + self.options.worker_timeout_s))
 
     def reconcile(self) -> PassResult:
         """One pass: decide from the caches and carry the decisions out (when leading and not a dry run)."""
@@ -367,6 +457,7 @@ class Controller:
             workloads, raw, workers = self.snapshots()
             self.recall(workloads)
             pricing = self.pricing()
+            self.last_pass_leading = not self.options.dry_run and self.leading()
             result = decide(workloads, workers, pricing, self.clock(), self.options.settings, dict(self.memory))
             self.metrics.pending.set(sum(1 for d in result.decisions if d.reason != ADMITTED))
             for a in result.admitted:
@@ -377,6 +468,7 @@ class Controller:
                 if d.memory is not None and (d.action != "nominate" or ok):
                     memory[d.workload.uid] = d.memory
             self.memory = memory
+            self._report_workers()
             self.passes += 1
             self.last_result = result
             self.metrics.pass_seconds.observe(time.perf_counter() - started)
@@ -387,6 +479,7 @@ class Controller:
         waiting Workload (one cluster-wide LIST); afterwards a waiting Workload that is nominated or was evicted
         and that it has no memory of (one LIST by its uid, or one cluster-wide LIST for many)."""
         waiting = {wl.uid: wl for wl in workloads if wl.waiting_reason() is None}
+        known = {wl.uid: (wl.namespace, wl.created) for wl in waiting.values()}
         if self._recall_all:
             if time.monotonic() < self._recall_retry_at:
                 return
@@ -394,7 +487,7 @@ class Controller:
             if every is None:
                 return
             self._recall_all = False
-            found = {uid: m for uid, m in remembered.recall(every, COMPONENT).items() if uid in waiting}
+            found = self._recall_from(every, known)
             self.memory.update(found)
             self._recalled = set(waiting)
             log.info("memory recalled from Events", extra={"events": len(every), "workloads": len(found)})
@@ -413,8 +506,20 @@ class Controller:
                 return
             events += page
         uids = {wl.uid for wl in unknown}
-        self.memory.update({uid: m for uid, m in remembered.recall(events, COMPONENT).items() if uid in uids})
+        self.memory.update(self._recall_from(events, {u: k for u, k in known.items() if u in uids}))
         self._recalled |= uids
+
+    def _recall_from(self, events: Sequence[Mapping[str, Any]], known: Mapping[str, tuple[str, float]]
+                     ) -> dict[str, Memory]:
+        """The memories ``events`` carry for the Workloads ``known`` (uid -> namespace, creation time), only from
+        Events that cannot be forged (:func:`placement.dispatch.memory.trusted`); the rest counted by reason."""
+        ignored: dict[str, int] = {}
+        found = remembered.recall(events, COMPONENT, known, self.clock(), ignored=ignored)
+        for reason, n in ignored.items():
+            self.metrics.memory_ignored.labels(reason).inc(n)
+        if ignored:
+            log.warning("events ignored as memory", extra={"ignored": ignored})
+        return found
 
     def _events(self, selector: str, namespace: str | None) -> list[dict[str, Any]] | None:
         """The hub's Events matching ``selector``; None (and a warning) when the API server does not answer."""
@@ -445,8 +550,9 @@ class Controller:
         if d.action == "nominate":
             for s in d.scores:
                 if s.fits:
-                    self.metrics.worker_score.labels(s.worker).set(round(s.usd, 2))
-                    self.metrics.worker_wait.labels(s.worker).set(round(s.wait_hours, 3))
+                    label = redact(s.worker)[:63]  # metric labels pass the redaction layer too
+                    self.metrics.worker_score.labels(label).set(round(s.usd, 2))
+                    self.metrics.worker_wait.labels(label).set(round(s.wait_hours, 3))
         if self.options.dry_run or not self.leading():
             log.info("decided (not written)", extra={**fields, "detail": d.message})
             return False
@@ -476,15 +582,49 @@ class Controller:
                 self.metrics.renominations.labels("deadline").inc()
         self.metrics.decisions.labels(d.reason).inc()
         log.info(d.message, extra=fields)
-        if d.event is not None and (d.action == "nominate" or d.reason == NO_FIT):
+        if d.event is not None and (d.action == "nominate" or d.reason in (NO_FIT, UNREADABLE)):
             self._event(wl, d)
         return True
+
+    def _report_workers(self) -> None:
+        """A Warning Event ``WorkerUnreadable`` on the MultiKueueCluster of each worker the pass could not use
+        because of what it holds (a refused kubeconfig Secret, Kueue objects that cannot be read), once per
+        distinct problem (``kubectl describe multikueuecluster <key>`` shows it)."""
+        from kubernetes.client.exceptions import ApiException
+
+        problems = {k: e for k, e in self.worker_errors.items() if k in self._mkc_uids}
+        problems.update(self.worker_conditions)
+        self._worker_noted = {k: v for k, v in self._worker_noted.items() if k in problems}
+        if self.options.dry_run or not self.leading():
+            return
+        for key, why in sorted(problems.items()):
+            message = redact(f"worker {key} not used: {why}")[:1024]
+            if self._worker_noted.get(key) == message or not self._mkc_uids.get(key):
+                continue
+            now = _now_rfc3339()
+            body = {"apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": f"{key}.{uuid.uuid4().hex[:16]}", "namespace": self.options.namespace},
+                    "involvedObject": {"apiVersion": ko.API_VERSION, "kind": "MultiKueueCluster", "name": key,
+                                       "uid": self._mkc_uids[key]},
+                    "reason": "WorkerUnreadable", "message": message, "type": "Warning",
+                    "source": {"component": COMPONENT}, "reportingComponent": remembered.REPORTING,
+                    "reportingInstance": self.options.identity, "firstTimestamp": now, "lastTimestamp": now,
+                    "count": 1}
+            try:
+                create_event(self.hub_api, self.options.namespace, body)
+                self._worker_noted[key] = message
+            except ApiException as exc:
+                self.metrics.write_errors.labels(str(exc.status)).inc()
+            except Exception as exc:
+                if not is_unreachable(exc):
+                    raise
+                self.metrics.write_errors.labels("0").inc()
 
     def _event(self, wl: HubWorkload, d: Decision) -> None:
         from kubernetes.client.exceptions import ApiException
 
         assert d.event is not None
-        if self.options.dry_run or not self.leading():
+        if self.options.dry_run or not self.leading() or not wl.uid:
             return
         now = _now_rfc3339()
         meta: dict[str, Any] = {"name": f"{wl.name}.{uuid.uuid4().hex[:16]}", "namespace": wl.namespace}
@@ -493,8 +633,8 @@ class Controller:
         body = {"apiVersion": "v1", "kind": "Event", "metadata": meta,
                 "involvedObject": {"apiVersion": ko.API_VERSION, "kind": "Workload", "name": wl.name,
                                    "namespace": wl.namespace, "uid": wl.uid},
-                "reason": d.event.reason, "message": d.event.message[:1024], "type": d.event.type,
-                "source": {"component": COMPONENT}, "reportingComponent": "gpufleet.io/dispatch",
+                "reason": d.event.reason, "message": redact(d.event.message)[:1024], "type": d.event.type,
+                "source": {"component": COMPONENT}, "reportingComponent": remembered.REPORTING,
                 "reportingInstance": self.options.identity, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         try:
             create_event(self.hub_api, wl.namespace, body)
@@ -513,18 +653,20 @@ class Controller:
 
         Raises the client's errors when the hub does not answer (the command exits 1). With live prices, asks
         the clouds once first (bounded by their per-call timeouts)."""
+        deadline = time.monotonic() + self.options.pass_timeout_s
         for inf in self.hub.values():
-            inf.relist()
+            inf.relist(timeout_s=max(deadline - time.monotonic(), 0.01))
         if self.prices is not None:
             self.prices.refresh()
         self.sync_workers(watch=False)
+        self.relist_workers(deadline)
         if self.options.lease and not self.options.dry_run:
             self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
                                    lease_duration_s=self.options.lease_duration_s,
                                    renew_deadline_s=self.options.renew_deadline_s,
                                    retry_period_s=self.options.retry_period_s).start()
-            deadline = time.monotonic() + self.options.retry_period_s + 1.0
-            while not self.elector.leading() and time.monotonic() < deadline:
+            until = time.monotonic() + self.options.retry_period_s + 1.0
+            while not self.elector.leading() and time.monotonic() < until:
                 time.sleep(0.05)
         try:
             return self.reconcile()
@@ -534,16 +676,27 @@ class Controller:
 
 
 def summarize(result: PassResult) -> list[dict[str, Any]]:
-    """The decisions of a pass as rows (for ``--once`` output)."""
+    """The decisions of a pass as rows (for ``--once`` output), redacted."""
+    return [redact_value(r) for r in _rows(result)]
+
+
+def _num(x: float, digits: int) -> float | None:
+    """A figure for the JSON document: rounded, and None when not finite (strict JSON has no Infinity)."""
+    return round(x, digits) if math.isfinite(x) else None
+
+
+def _rows(result: PassResult) -> list[dict[str, Any]]:
     rows = []
     for d in result.decisions:
         best = next((s for s in d.scores if d.clusters and s.worker == d.clusters[0]), None)
         rows.append({"workload": d.workload.key, "action": d.action, "reason": d.reason, "clusters": list(d.clusters),
-                     "usd": round(best.usd, 2) if best else None,
-                     "wait_hours": round(best.wait_hours, 3) if best else None, "message": d.message,
-                     "scores": [{"worker": s.worker, "fits": s.fits, "usd": round(s.usd, 2) if s.fits else None,
-                                 "cost_usd": round(s.cost_usd, 2) if s.fits else None,
-                                 "wait_hours": round(s.wait_hours, 3) if s.fits else None,
+                     "usd": _num(best.usd, 2) if best else None,
+                     "wait_hours": _num(best.wait_hours, 3) if best else None, "message": d.message,
+                     "scores": [{"worker": s.worker, "fits": s.fits, "usd": _num(s.usd, 2) if s.fits else None,
+                                 "cost_usd": _num(s.cost_usd, 2) if s.fits else None,
+                                 "wait_hours": _num(s.wait_hours, 3) if s.fits else None,
+                                 "ready_hours": _num(s.ready_hours, 3) if s.fits else None,
+                                 "meets_deadline": not s.late if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
 
@@ -556,4 +709,20 @@ def prices_doc(controller: Controller) -> dict[str, Any]:
 
 
 def worker_problems(controller: Controller) -> Sequence[str]:
-    return [f"{k}: {e}" for k, e in sorted(controller.worker_errors.items())]
+    """One line per worker that could not be used in the last pass: no kubeconfig, unreachable, stale, or its
+    objects unreadable (``WorkerUnreadable``), redacted."""
+    problems = dict(controller.worker_errors)
+    for key, w in controller.workers.items():
+        if w.stale:
+            problems[key] = w.stale
+        elif not all(i.synced for i in w.informers.values()):
+            problems[key] = next((i.last_error for i in w.informers.values() if i.last_error), None) or "not listed"
+    for key, why in controller.worker_conditions.items():
+        problems[key] = f"WorkerUnreadable: {why}"
+    return [redact(f"{k}: {e}") for k, e in sorted(problems.items())]
+
+
+def worker_conditions(controller: Controller) -> list[dict[str, str]]:
+    """The ``WorkerUnreadable`` condition of each worker whose Kueue objects could not be read (``--json``)."""
+    return [{"worker": k, "type": "WorkerUnreadable", "status": "True", "message": redact(m)}
+            for k, m in sorted(controller.worker_conditions.items())]

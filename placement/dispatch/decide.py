@@ -18,8 +18,11 @@ A flavor the job may use: its pool is in the fleet file with a shape of an accep
 capacity the job accepts, in the job's fabric group and pool affinity, each pod fits one node, the
 flavor's nominal quota (the pool at its maximum size) holds the whole job, and the engine prices it
 (clouds, regions, ``max_usd_per_hour``). A worker without one, outside the Workload's MultiKueueConfig or
-the job's group, unreachable, or without the job's LocalQueue, is never nominated. Ties go to the lower
-cost, then the worker key. Workloads nominated earlier in the pass count as backlog for later ones.
+the job's group, unreachable, or without the job's LocalQueue, is never nominated. A worker whose expected
+wait plus the engine's ready time is past the job's ``deadline_hours`` is never preferred over one that meets
+it; then ties go to the lower score, the lower cost, the worker key. Workloads nominated earlier in the pass
+count as backlog for later ones. A Workload or job spec that cannot be read (or names a field this version
+does not know) is never nominated nor guessed: it waits, with an ``Unreadable`` Event.
 """
 
 from __future__ import annotations
@@ -54,8 +57,8 @@ from placement.jobspec import JobSpec
 from placement.kueue import Allocatable, allocatable
 from placement.shapes import Shape, shape_book
 
-NOMINATED, RENOMINATED, DEADLINE, NO_FIT, WAITING, ADMITTED = (
-    "Nominated", "Renominated", "DeadlinePassed", "NoWorkerFits", "Waiting", "Admitted")
+NOMINATED, RENOMINATED, DEADLINE, NO_FIT, WAITING, ADMITTED, UNREADABLE = (
+    "Nominated", "Renominated", "DeadlinePassed", "NoWorkerFits", "Waiting", "Admitted", "Unreadable")
 
 
 class Backlog:
@@ -322,9 +325,14 @@ class _Pass:
         releases = [(q.gpus, q.remaining_hours if q.remaining_hours is not None else self.settings.default_hours)
                     for q in queues.running if q.flavors & names and (q.namespace, q.name) != (wl.namespace, wl.name)]
         wait = expected_wait_hours(nominal, used, ahead, req.gpus, releases, self.settings.default_hours)
+        # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
+        # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
+        ready = wait + landing.candidate.ready_hours
+        deadline = job.deadline_hours
         return WorkerScore(worker, True, pool=landing.pool.name, capacity=landing.pool.capacity,
                            cost_usd=landing.candidate.cost.total_usd, wait_hours=wait,
-                           wait_usd=wait * wait_usd_per_hour(wl, self.settings))
+                           wait_usd=wait * wait_usd_per_hour(wl, self.settings), ready_hours=ready,
+                           late=deadline is not None and ready > deadline)
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -341,8 +349,9 @@ def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     return f"{wl.request.gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
-def _rank_key(s: WorkerScore) -> tuple[float, float, str]:
-    return (round(s.usd, 6), round(s.cost_usd, 6), s.worker)
+def _rank_key(s: WorkerScore) -> tuple[bool, float, float, str]:
+    """Workers that meet the job's deadline first (a late one is never preferred), then the lower score."""
+    return (s.late, round(s.usd, 6), round(s.cost_usd, 6), s.worker)
 
 
 def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
@@ -353,9 +362,14 @@ def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerS
 def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
             f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
+    deadline = wl.job.deadline_hours if wl.job is not None else None
+    if deadline is not None:
+        text += (f"; ready in {best.ready_hours:,.1f} h, " + (f"after deadline_hours {deadline:g} (no worker meets it)"
+                                                              if best.late else f"within deadline_hours {deadline:g}"))
     runner = min((s for s in scores if s.fits and s.worker != best.worker), key=_rank_key, default=None)
     if runner is not None:
-        text += f"; next {runner.worker} ${runner.usd:,.2f}"
+        text += f"; next {runner.worker} ${runner.usd:,.2f}" + (" (misses the deadline)" if runner.late and
+                                                                  not best.late else "")
     return text
 
 
@@ -372,6 +386,16 @@ def resume(mem: Memory | None, wl: HubWorkload) -> Memory | None:
     if mem is None or wl.evictions <= mem.evictions or not mem.nominated:
         return mem
     return replace(mem, nominated=(), tried=frozenset(mem.nominated), first_at=0.0, noted="")
+
+
+def _unreadable(wl: HubWorkload, mem: Memory | None, problem: str, now: float) -> Decision:
+    """The Workload waits, with a Warning Event naming ``problem`` (not repeated while it stays the same)."""
+    message = f"not nominated: {problem}"
+    noted = note(UNREADABLE, message)
+    event = None if mem is not None and mem.noted == noted else EventOut("Warning", UNREADABLE, message)
+    new = Memory(nominated=(), since=now, tried=mem.tried if mem is not None else frozenset(), first_at=0.0,
+                 evictions=wl.evictions, noted=noted)
+    return Decision(wl, "none", (), UNREADABLE, message, (), event, new)
 
 
 def note(kind: str, text: str) -> str:
@@ -402,6 +426,11 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             continue
         if mem is not None:
             keep.add(wl.uid)
+        if wl.problem is not None or (wl.job_error is not None and wl.waiting_reason() is None):
+            # Unreadable: reported on the Workload (once per distinct problem), never nominated, never guessed.
+            keep.add(wl.uid)
+            decisions.append(_unreadable(wl, mem, str(wl.problem or wl.job_error), now))
+            continue
         if wl.cluster_name and mem is not None and mem.nominated and mem.first_at:
             admitted.append(Admitted(wl.uid, wl.cluster_name, max(now - mem.first_at, 0.0)))
             decisions.append(Decision(wl, "hold", (wl.cluster_name,), ADMITTED, f"admitted on {wl.cluster_name}",
@@ -437,7 +466,13 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     deciding.sort(key=lambda w: (-w.priority, w.created, w.key))
     for wl in deciding:
         mem = current_memory.get(wl.uid)
-        scores = tuple(ps.score(wl, k) for k in wl.allowed)
+        try:
+            scores = tuple(ps.score(wl, k) for k in wl.allowed)
+        except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
+            from placement.dispatch.snapshot import problem_text
+
+            decisions.append(_unreadable(wl, mem, f"cannot be priced: {problem_text(exc)}", now))
+            continue
         current = wl.nominated
         tried = set(mem.tried) if mem is not None else set()
         if current:

@@ -73,6 +73,9 @@ class HubWorkload:
     group_workers: tuple[str, ...] | None = None
     # The job spec's own ``usd_per_hour_of_delay`` (USD per hour its results are late), when it sets one.
     delay_usd_per_hour: float | None = None
+    # Why the Workload object itself could not be read (then nothing else here is to be trusted): it is
+    # reported on the Workload and never nominated.
+    problem: str | None = None
 
     @property
     def key(self) -> str:
@@ -202,6 +205,10 @@ class WorkerScore:
     cost_usd: float = 0.0
     wait_hours: float = 0.0
     wait_usd: float = 0.0
+    # Hours until the results are home on this worker: the expected wait plus the engine's ready time
+    # (transfer + run with its overhead); ``late``: beyond the job's ``deadline_hours``.
+    ready_hours: float = 0.0
+    late: bool = False
 
     @property
     def usd(self) -> float:
@@ -223,12 +230,13 @@ class EventOut:
 @dataclass(frozen=True)
 class Decision:
     """For one waiting Workload: ``nominate`` writes ``clusters`` to ``.status.nominatedClusterNames``;
-    ``hold`` keeps the current nomination; ``none`` nominates nothing (``reason`` NoWorkerFits)."""
+    ``hold`` keeps the current nomination; ``none`` nominates nothing (``reason`` NoWorkerFits, or
+    Unreadable: the Workload or its job spec cannot be read, and it waits)."""
 
     workload: HubWorkload
     action: Action
     clusters: tuple[str, ...]
-    reason: str  # Nominated | Renominated | DeadlinePassed | NoWorkerFits | Waiting
+    reason: str  # Nominated | Renominated | DeadlinePassed | NoWorkerFits | Waiting | Unreadable
     message: str
     scores: tuple[WorkerScore, ...] = ()
     event: EventOut | None = None

@@ -28,7 +28,7 @@ from placement.dispatch.model import (
 from placement.errors import InputError
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
 from placement.fleet.stacks import ClusterStack
-from placement.jobspec import parse_job
+from placement.jobspec import JOB_FIELDS, JobSpec, parse_job
 from placement.kueue import Allocatable
 
 KUEUE_ADMISSION = "kueue-admission"  # Kueue's field manager for admission status (constants.AdmissionName)
@@ -41,22 +41,38 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
 
+MAX_QUANTITY = 1e21  # beyond any real resource (a zettabyte of memory): a larger quantity is refused
+
+
 def quantity(value: Any) -> float:
-    """A Kubernetes resource quantity (``"1500m"``, ``"32Gi"``, ``8``, ``"1e3"``) as a number of units."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    text = str(value).strip()
-    for suffix, scale in _BINARY.items():
-        if text.endswith(suffix):
-            return float(text[: -len(suffix)]) * scale
-    if text and text[-1] in _DECIMAL and not text[-1].isdigit() and not (len(text) > 1 and text[-2] in "eE"):
-        return float(text[:-1]) * _DECIMAL[text[-1]]
-    return float(text)
+    """A Kubernetes resource quantity (``"1500m"``, ``"32Gi"``, ``8``, ``"1e3"``) as a number of units;
+    ValueError when it is not one, negative, not finite or above :data:`MAX_QUANTITY` (``"1e400"``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"quantity must be a number or a string, got {type(value).__name__}")
+    if isinstance(value, (int, float)):
+        number = float(value) if abs(value) < 1e300 else math.inf
+    else:
+        text = value.strip()[:64]
+        number = math.nan
+        for suffix, scale in _BINARY.items():
+            if text.endswith(suffix):
+                number = float(text[: -len(suffix)]) * scale
+                break
+        else:
+            if text and text[-1] in _DECIMAL and not text[-1].isdigit() and not (len(text) > 1 and text[-2] in "eE"):
+                number = float(text[:-1]) * _DECIMAL[text[-1]]
+            else:
+                number = float(text)
+    if not math.isfinite(number) or not 0 <= number <= MAX_QUANTITY:
+        raise ValueError(f"quantity {str(value)[:24]!r} is not a finite, non-negative quantity")
+    return number
 
 
 def resources(rl: Mapping[str, Any] | None) -> Allocatable:
     """A resource list as CPU millicores, memory MiB, GPUs and EFA devices (rounded up)."""
     rl = rl or {}
+    if not isinstance(rl, Mapping):
+        raise ValueError(f"a resource list must be a mapping, got {type(rl).__name__}")
 
     def get(name: str, scale: float = 1.0) -> int:
         return math.ceil(quantity(rl[name]) * scale - 1e-9) if name in rl else 0
@@ -163,10 +179,13 @@ def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str
     """MultiKueue AdmissionCheck name -> its MultiKueueConfig name (controller ``kueue.x-k8s.io/multikueue``)."""
     out = {}
     for ac in admission_checks:
-        spec = ac.get("spec") or {}
-        if spec.get("controllerName") == ko.MULTIKUEUE_CONTROLLER:
-            params = spec.get("parameters") or {}
-            out[str((ac.get("metadata") or {}).get("name"))] = str(params.get("name") or "")
+        try:
+            spec = ac.get("spec") or {}
+            if spec.get("controllerName") == ko.MULTIKUEUE_CONTROLLER:
+                params = spec.get("parameters") or {}
+                out[str((ac.get("metadata") or {}).get("name"))] = str(params.get("name") or "")
+        except (AttributeError, TypeError):  # an unreadable check is no MultiKueue check
+            continue
     return out
 
 
@@ -174,10 +193,14 @@ def cluster_queue_checks(cluster_queues: Sequence[Mapping[str, Any]]) -> dict[st
     """ClusterQueue name -> the admission checks it requires (``admissionChecksStrategy`` or ``admissionChecks``)."""
     out = {}
     for cq in cluster_queues:
-        spec = cq.get("spec") or {}
-        names = {str(r.get("name")) for r in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []}
-        names |= {str(n) for n in spec.get("admissionChecks") or []}
-        out[str((cq.get("metadata") or {}).get("name"))] = frozenset(names)
+        try:
+            spec = cq.get("spec") or {}
+            names = {str(r.get("name"))
+                     for r in (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []}
+            names |= {str(n) for n in spec.get("admissionChecks") or []}
+            out[str((cq.get("metadata") or {}).get("name"))] = frozenset(names)
+        except (AttributeError, TypeError):  # an unreadable queue requires nothing we can read: none of ours
+            continue
     return out
 
 
@@ -201,12 +224,71 @@ def nominated_since(wl: Mapping[str, Any]) -> float | None:
     return None
 
 
+def problem_text(exc: BaseException) -> str:
+    """One line for what went wrong reading hostile data (redacted; never the data itself at length)."""
+    from placement.fleet.redact import redact
+
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return redact(f"{exc.__class__.__name__}: {text}"[:300] if text else exc.__class__.__name__)
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks: Mapping[str, str],
                  configs: Mapping[str, Sequence[str]], cq_checks: Mapping[str, frozenset[str]]) -> HubWorkload | None:
     """A hub Workload as the decision function sees it; None unless its ClusterQueue has a MultiKueue check.
 
     ``owner`` is its Job/JobSet (the annotations ``placement submit --via-hub`` wrote), ``checks`` the
-    MultiKueue AdmissionChecks (:func:`multikueue_checks`), ``configs`` the MultiKueueConfigs' clusters."""
+    MultiKueue AdmissionChecks (:func:`multikueue_checks`), ``configs`` the MultiKueueConfigs' clusters.
+
+    Hostile data never raises: a Workload that cannot be read comes back with ``problem`` set (reported on
+    it, never nominated); an owner's job spec that cannot be read, or that names a field this version does
+    not know (written by a newer ``placement submit``), with ``job_error`` set (the Workload waits: its job
+    is never guessed)."""
+    try:
+        return _hub_workload(wl, owner, checks, configs, cq_checks)
+    except Exception as exc:  # one Workload's data, whatever it is, never stops the pass for the others
+        meta = wl.get("metadata") if isinstance(wl, Mapping) else None
+        meta = meta if isinstance(meta, Mapping) else {}
+        ns, name, uid = _str(meta.get("namespace")), _str(meta.get("name")), _str(meta.get("uid"))
+        if not (ns and name and uid):
+            return None
+        return HubWorkload(namespace=ns, name=name, uid=uid, created=0.0, priority=0, queue_name="",
+                           cluster_queue=None, check=None, check_state=None, allowed=(),
+                           problem=f"the Workload cannot be read: {problem_text(exc)}")
+
+
+def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
+    """``((document, job spec), None)`` from the ``gpufleet.io/job-spec`` annotation, or ``(None, why not)``: not
+    JSON, not a mapping, a field this version does not know (a newer ``placement submit`` wrote it: never
+    guessed), or a value ``parse_job`` refuses."""
+    if not isinstance(text, str):
+        return None, f"{JOB_SPEC_ANNOTATION}: not a string"
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        return None, f"{JOB_SPEC_ANNOTATION}: nested too deeply to read"
+    except ValueError as exc:
+        return None, f"{JOB_SPEC_ANNOTATION}: not JSON ({str(exc)[:80]})"
+    if not isinstance(doc, dict):
+        return None, f"{JOB_SPEC_ANNOTATION}: not a JSON object"
+    unknown = sorted(str(k)[:40] for k in doc if k not in JOB_FIELDS)
+    if unknown:
+        return None, (f"{JOB_SPEC_ANNOTATION}: field {', '.join(unknown[:3])} is unknown to this dispatcher "
+                      "(written by a newer placement submit?); the job waits until the dispatcher is upgraded or "
+                      "the field is removed")
+    try:
+        return (doc, parse_job(doc)), None
+    except InputError as exc:
+        return None, f"{JOB_SPEC_ANNOTATION}: {exc}"
+    except Exception as exc:
+        return None, f"{JOB_SPEC_ANNOTATION}: {problem_text(exc)}"
+
+
+def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks: Mapping[str, str],
+                  configs: Mapping[str, Sequence[str]], cq_checks: Mapping[str, frozenset[str]]) -> HubWorkload | None:
     meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
     cq = (status.get("admission") or {}).get("clusterQueue")
     states = {str(a.get("name")): a for a in status.get("admissionChecks") or []}
@@ -214,19 +296,28 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
     if check is None or cq is None or check not in cq_checks.get(str(cq), frozenset()):
         return None
     ann = ((owner or {}).get("metadata") or {}).get("annotations") or {}
+    if not isinstance(ann, Mapping):
+        ann = {}
     job = None
     job_error = None
     delay = None
     if JOB_SPEC_ANNOTATION in ann:
-        try:
-            doc = json.loads(ann[JOB_SPEC_ANNOTATION])
-            job = parse_job(doc)
+        parsed, job_error = read_job_spec(ann[JOB_SPEC_ANNOTATION])
+        if parsed is not None:
+            doc, job = parsed
             # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
-        except (ValueError, InputError) as exc:
-            job_error = f"{JOB_SPEC_ANNOTATION}: {exc}"
     workers = ann.get(WORKERS_ANNOTATION)
+    if workers is not None and not isinstance(workers, str):
+        workers = None
+        job_error = job_error or f"{WORKERS_ANNOTATION}: not a string"
+    group = ann.get(GROUP_ANNOTATION)
+    nominated = status.get("nominatedClusterNames") or []
+    if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):
+        raise ValueError("status.nominatedClusterNames is not a list of cluster names")
+    if not isinstance(status.get("clusterName") or "", str):
+        raise ValueError("status.clusterName is not a cluster name")
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
     evictions = (sum(int(e.get("count") or 0) for e in stats)
                  or int((status.get("requeueState") or {}).get("count") or 0))
@@ -235,10 +326,10 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
         created=parse_time(meta.get("creationTimestamp")) or 0.0, priority=int(spec.get("priority") or 0),
         queue_name=str(spec.get("queueName") or ""), cluster_queue=str(cq), check=check,
         check_state=str(states[check].get("state") or ""), allowed=tuple(configs.get(checks[check], ())),
-        nominated=tuple(status.get("nominatedClusterNames") or ()), nominated_since=nominated_since(wl),
+        nominated=tuple(nominated), nominated_since=nominated_since(wl),
         cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
         evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
-        needs=needs(wl), job=job, job_error=job_error, group=ann.get(GROUP_ANNOTATION) or None,
+        needs=needs(wl), job=job, job_error=job_error, group=group if isinstance(group, str) and group else None,
         group_workers=tuple(w for w in workers.split(",") if w) if workers else None,
         delay_usd_per_hour=delay)
 

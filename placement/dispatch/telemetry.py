@@ -10,6 +10,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from placement.fleet.redact import redact, redact_value
+
 # LogRecord attributes that are not "extra" fields a caller passed.
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -27,14 +29,33 @@ class JsonFormatter(logging.Formatter):
                 doc[key] = value
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str)
+        # One redaction layer for every line: the message, each field, a traceback (placement.fleet.redact).
+        return redact(json.dumps(redact_value(doc), default=str))
+
+
+class RedactingHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler whose own failures (a closed stream) print one redacted line, not the standard
+    traceback: that one would show the exception being handled when the line was logged, and an API error's
+    body may echo a credential."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        import sys
+
+        if not logging.raiseExceptions:
+            return
+        try:
+            kind = sys.exc_info()[0]
+            sys.stderr.write(redact(f"--- logging error ({kind.__name__ if kind else 'unknown'}) in "
+                                    f"{record.name} ---\n"))
+        except Exception:  # stderr itself is gone: nothing more to say
+            pass
 
 
 def setup_logging(level: str = "info") -> None:
     """JSON logs on stderr for the ``gpufleet`` loggers (and the client's ``leaderelection`` logger)."""
     import time
 
-    handler = logging.StreamHandler()
+    handler = RedactingHandler()
     formatter = JsonFormatter()
     formatter.converter = time.gmtime  # type: ignore[assignment]
     handler.setFormatter(formatter)
@@ -79,6 +100,14 @@ class Metrics:
                                    registry=r)
         self.price_refreshes = Counter("gpufleet_dispatch_price_refreshes", "Live price refreshes by result (ok, "
                                        "partial, failed)", ["result"], registry=r)
+        self.worker_unreadable = Gauge("gpufleet_dispatch_worker_unreadable", "1 while the worker's Kueue objects "
+                                       "cannot be read (condition WorkerUnreadable): scored from its last good "
+                                       "snapshot, or not at all", ["worker"], registry=r)
+        self.worker_stale = Gauge("gpufleet_dispatch_worker_stale", "1 when the worker did not answer within its "
+                                  "read deadline in the last pass (not scored)", ["worker"], registry=r)
+        self.memory_ignored = Counter("gpufleet_dispatch_memory_ignored", "Events not trusted as a Workload's "
+                                      "memory, by reason (namespace, time: beyond the clock-skew tolerance)",
+                                      ["reason"], registry=r)
         self.pass_seconds = Histogram("gpufleet_dispatch_pass_seconds", "Duration of one reconcile pass",
                                       buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10), registry=r)
 

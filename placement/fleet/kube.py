@@ -5,12 +5,16 @@ cluster built from a kubeconfig (a stack output, a file, or the pod's in-cluster
 touching the process-wide default; object creation; Workload status server-side apply; Events; and
 :class:`Informer`, a list + watch cache on ``kubernetes.watch.Watch`` that resumes from the last
 resourceVersion, re-lists on 410 Gone and survives dropped connections and 5xx answers.
+
+A kubeconfig someone else wrote (a worker's Secret) is loaded as data only (:func:`static_kubeconfig`); list
+answers are read within a deadline, headers and body together, and as hostile data (:func:`parse_list`).
 """
 
 from __future__ import annotations
 
 import base64
 import collections
+import contextlib
 import json
 import logging
 import random
@@ -46,12 +50,126 @@ def kubeconfig_doc(value: Any, what: str) -> dict[str, Any]:
     return dict(value)
 
 
+# What a kubeconfig read as data (a worker's Secret) may hold: a server with its CA as data, and a static
+# bearer token or a client certificate and key as data. Everything else is refused by name: ``exec`` and
+# ``auth-provider`` run code or call out, ``tokenFile`` and the path forms read this process's files (the
+# pod's own service-account token, say) and would send them to the server the Secret names.
+CLUSTER_KEYS = ("server", "certificate-authority-data", "tls-server-name")
+USER_KEYS = ("token", "client-certificate-data", "client-key-data")
+CONTEXT_KEYS = ("cluster", "user", "namespace")
+REFUSED = {
+    "exec": "runs a command in the dispatcher",
+    "auth-provider": "calls an authentication plugin",
+    "tokenFile": "reads a file of the dispatcher's",
+    "client-certificate": "is a file path",
+    "client-key": "is a file path",
+    "certificate-authority": "is a file path",
+    "username": "is basic authentication",
+    "password": "is basic authentication",
+    "as": "impersonates another user",
+    "as-groups": "impersonates another user",
+    "as-user-extra": "impersonates another user",
+    "insecure-skip-tls-verify": "turns off server verification",
+    "proxy-url": "sends the credentials through a proxy",
+}
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _named(doc: Mapping[str, Any], kind: str, name: Any, what: str) -> Mapping[str, Any]:
+    entries = doc.get(kind + "s")
+    if not isinstance(entries, list):
+        raise FleetError(f"{what}: {kind}s must be a list", EXIT_BAD_INPUT)
+    found = [e for e in entries if isinstance(e, Mapping) and e.get("name") == name]
+    body = found[0].get(kind) if found else None
+    if not isinstance(body, Mapping):
+        raise FleetError(f"{what}: no {kind} named {str(name)[:63]!r}", EXIT_BAD_INPUT)
+    return body
+
+
+def _only(section: Mapping[str, Any], allowed: Sequence[str], where: str, what: str) -> None:
+    for key in section:
+        if key in REFUSED:
+            raise FleetError(f"{what}: {where}.{key} {REFUSED[key]}: refused (a kubeconfig read from a Secret is data: "
+                             f"server, certificate-authority-data, and token or client-certificate-data + "
+                             f"client-key-data)", EXIT_BAD_INPUT)
+        if key not in allowed and key != "extensions":
+            raise FleetError(f"{what}: {where}.{str(key)[:40]} is not accepted (allowed: {', '.join(allowed)})",
+                             EXIT_BAD_INPUT)
+
+
+def static_kubeconfig(value: Any, what: str) -> dict[str, Any]:
+    """The one context of a kubeconfig that uses only data: ``server`` (https, or http on loopback),
+    ``certificate-authority-data``, and a static ``token`` or ``client-certificate-data`` +
+    ``client-key-data``. Returned as a minimal kubeconfig; anything else is a one-line :class:`FleetError`
+    naming the field (``exec``, ``auth-provider``, ``tokenFile`` and file paths above all)."""
+    doc = kubeconfig_doc(value, what)
+    contexts = doc.get("contexts")
+    current = doc.get("current-context")
+    if not current and isinstance(contexts, list) and len(contexts) == 1 and isinstance(contexts[0], Mapping):
+        current = contexts[0].get("name")
+    if not isinstance(current, str) or not current:
+        raise FleetError(f"{what}: no current-context", EXIT_BAD_INPUT)
+    context = _named(doc, "context", current, what)
+    _only(context, CONTEXT_KEYS, f"contexts[{current}]", what)
+    cluster = _named(doc, "cluster", context.get("cluster"), what)
+    user = _named(doc, "user", context.get("user"), what)
+    _only(cluster, CLUSTER_KEYS, "cluster", what)
+    _only(user, USER_KEYS, "user", what)
+    for section, keys in ((cluster, CLUSTER_KEYS), (user, USER_KEYS)):
+        for key in keys:
+            if key in section and (not isinstance(section[key], str) or not section[key]):
+                raise FleetError(f"{what}: {key} must be a non-empty string", EXIT_BAD_INPUT)
+    server = cluster.get("server")
+    if not isinstance(server, str):
+        raise FleetError(f"{what}: cluster.server is required", EXIT_BAD_INPUT)
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server)
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "https" and not (parts.scheme == "http" and (host in LOOPBACK or host == "::1")):
+        raise FleetError(f"{what}: cluster.server must be an https:// URL (http only on loopback)", EXIT_BAD_INPUT)
+    if parts.scheme == "https" and "certificate-authority-data" not in cluster:
+        raise FleetError(f"{what}: cluster.certificate-authority-data is required with an https server (the CA "
+                         "as data, never a file)", EXIT_BAD_INPUT)
+    for key in ("certificate-authority-data", "client-certificate-data", "client-key-data"):
+        if key in cluster or key in user:
+            try:
+                base64.b64decode(str(cluster.get(key) or user.get(key) or ""), validate=True)
+            except (ValueError, TypeError):
+                raise FleetError(f"{what}: {key} is not base64", EXIT_BAD_INPUT) from None
+    has_cert = "client-certificate-data" in user, "client-key-data" in user
+    if any(has_cert) and not all(has_cert):
+        raise FleetError(f"{what}: client-certificate-data and client-key-data go together", EXIT_BAD_INPUT)
+    if "token" not in user and not all(has_cert):
+        raise FleetError(f"{what}: the user has no credential (token, or client-certificate-data + "
+                         "client-key-data)", EXIT_BAD_INPUT)
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {k: cluster[k] for k in CLUSTER_KEYS if k in cluster}}],
+            "users": [{"name": "u", "user": {k: user[k] for k in USER_KEYS if k in user}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+
+
+class _QuietLoader(logging.Filter):
+    """Drops the ``kubernetes`` kubeconfig loader's own root-logger lines (a failed exec plugin is logged there and
+    then ignored): the one-line error of :func:`api_client` says it instead, without a second stderr line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "/kubernetes/config/" not in record.pathname.replace("\\", "/")
+
+
+_QUIET = _QuietLoader()
+
+
 def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kubeconfig", *,
-               in_cluster: bool = False, default: bool = False) -> Any:
+               in_cluster: bool = False, default: bool = False, static: bool = False) -> Any:
     """A Kubernetes ``ApiClient`` for a kubeconfig (stack output or Secret), a kubeconfig file, the pod's
     service account (``in_cluster``) or the default kubeconfig (``default``: ``$KUBECONFIG``,
-    ``~/.kube/config``), without touching the process-wide default configuration."""
+    ``~/.kube/config``), without touching the process-wide default configuration. ``static``: the
+    kubeconfig is data from someone else (a worker's Secret): only :func:`static_kubeconfig`'s form is
+    loaded. Every credential loaded is registered with the redaction layer (:mod:`placement.fleet.redact`)."""
     from kubernetes import client, config
+
+    from placement.fleet.redact import redact, remember, remember_kubeconfig
 
     conf = client.Configuration()
     try:
@@ -60,13 +178,28 @@ def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kub
         elif path or default:
             config.load_kube_config(config_file=path, client_configuration=conf)
         else:
-            config.load_kube_config_from_dict(kubeconfig_doc(kubeconfig, what), client_configuration=conf)
-    except FleetError:
-        raise
+            doc = static_kubeconfig(kubeconfig, what) if static else kubeconfig_doc(kubeconfig, what)
+            remember_kubeconfig(doc)
+            root = logging.getLogger()
+            root.addFilter(_QUIET)
+            try:
+                config.load_kube_config_from_dict(doc, client_configuration=conf)
+            finally:
+                root.removeFilter(_QUIET)
+            if not conf.api_key and not conf.cert_file:
+                # The client logs a failed exec plugin and goes on without credentials: every request would
+                # then be refused, after the first objects were created elsewhere.
+                raise FleetError(f"{what}: gives no credential (its exec plugin failed, or the user has none)",
+                                 EXIT_BAD_INPUT)
+    except FleetError as exc:
+        raise FleetError(redact(str(exc)), exc.code) from None
     except Exception as exc:  # ConfigException, missing exec plugin, unreadable file: one line, not a traceback
         where = "in-cluster config" if in_cluster else path or what
-        raise FleetError(f"{where}: cannot load the kubeconfig: {str(exc).splitlines()[0] if str(exc) else exc!r}",
-                         EXIT_BAD_INPUT) from None
+        why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        raise FleetError(redact(f"{where}: cannot load the kubeconfig: {why}"), EXIT_BAD_INPUT) from None
+    for value in (conf.api_key or {}).values():
+        if isinstance(value, str):
+            remember(value, value.split()[-1] if value.split() else value)
     return client.ApiClient(conf)
 
 
@@ -74,10 +207,12 @@ def api_message(exc: Any) -> str:
     """The API server's one-line message of an ``ApiException`` (its Status ``message``), else the reason."""
     try:
         body = json.loads(exc.body or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         body = {}
     message = body.get("message") if isinstance(body, dict) else None
-    return str(message or exc.reason or "error").splitlines()[0]
+    from placement.fleet.redact import redact
+
+    return redact((str(message or exc.reason or "error").splitlines() or ["error"])[0])[:500]
 
 
 def is_unreachable(exc: BaseException) -> bool:
@@ -88,6 +223,38 @@ def is_unreachable(exc: BaseException) -> bool:
 
 
 # ----------------------------------------------------------------------------- creating objects
+
+# k8s.io/apimachinery pkg/api/validation/objectmeta.go: TotalAnnotationSizeLimitB = 256 * (1 << 10); the API
+# server sums len(key) + len(value) in bytes over one object's annotations and refuses the object above it.
+ANNOTATIONS_LIMIT_B = 256 * 2**10
+
+
+def annotation_problems(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each object (or pod template inside it) whose annotations the API server would refuse for size, named
+    with its total: checked before any request, so nothing is created half-way."""
+    problems: list[str] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, Mapping):
+            meta = value.get("metadata")
+            ann = meta.get("annotations") if isinstance(meta, Mapping) else None
+            if isinstance(ann, Mapping):
+                size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in ann.items())
+                if size > ANNOTATIONS_LIMIT_B:
+                    problems.append(f"{where}: annotations total {size:,} bytes, above the API server's limit of "
+                                    f"{ANNOTATIONS_LIMIT_B:,} (256 KiB)")
+            for k, v in value.items():
+                if k != "metadata":
+                    walk(v, f"{where}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]")
+
+    for doc in docs:
+        meta = doc.get("metadata") or {}
+        walk(doc, f"{doc.get('kind', 'object')} {meta.get('name', '?')}")
+    return problems
+
 
 
 def create(api: Any, doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -268,15 +435,72 @@ class Resource:
         return f"{self.plural}.{self.group}"
 
 
+class Unreadable(Exception):
+    """An answer that is not a Kubernetes list (a login proxy's HTML page, a truncated or nested-to-death body)
+    or that took longer than its deadline: the message says which, without the body."""
+
+
+MAX_LIST_BYTES = 256 * 2**20  # a list answer larger than this is refused rather than held in memory
+
+
+def read_body(resp: Any, deadline: float) -> bytes:
+    """The body of a raw (``_preload_content=False``) answer, read in chunks until ``deadline``
+    (``time.monotonic()``): a server that trickles is cut off there, never waited on."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                raise Unreadable("no complete answer within the read deadline")
+            chunk = resp.read(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_LIST_BYTES:
+                raise Unreadable(f"answer larger than {MAX_LIST_BYTES // 2**20} MiB")
+    finally:
+        with contextlib.suppress(Exception):
+            resp.release_conn()
+    return b"".join(chunks)
+
+
+def parse_list(data: bytes, content_type: str = "") -> tuple[list[dict[str, Any]], str, int]:
+    """A list answer as (items that are objects, resourceVersion, number of items dropped for not being
+    objects); :class:`Unreadable` when it is no JSON list at all."""
+    if content_type and "json" not in content_type.lower():
+        raise Unreadable(f"answer of type {content_type.split(';')[0][:60]}, not JSON (a proxy's login page?)")
+    try:
+        doc = json.loads(data or b"{}")
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise Unreadable("answer is not JSON (a proxy's page, or cut short?)") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("items", []), (list, type(None))):
+        raise Unreadable("answer is not a Kubernetes list")
+    raw = doc.get("items") or []
+    items = [o for o in raw if isinstance(o, dict) and isinstance(o.get("metadata"), dict)
+             and isinstance(o["metadata"].get("name", ""), str) and isinstance(o["metadata"].get("namespace", ""), str)]
+    meta = doc.get("metadata")
+    rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+    return items, rv, len(raw) - len(items)
+
+
 def list_objects(api: Any, res: Resource, timeout_s: float = API_TIMEOUT_S) -> tuple[list[dict[str, Any]], str]:
-    """Every object of ``res`` in all namespaces and the list's resourceVersion."""
+    """Every object of ``res`` in all namespaces and the list's resourceVersion, within ``timeout_s`` in all
+    (connect, headers and body); items that are not objects are dropped (and logged), an answer that is no
+    list raises :class:`Unreadable`."""
     from kubernetes import client
 
-    kwargs: dict[str, Any] = {"_request_timeout": timeout_s}
+    deadline = time.monotonic() + timeout_s
+    kwargs: dict[str, Any] = {"_request_timeout": (min(timeout_s, 10.0), timeout_s), "_preload_content": False}
     if res.label_selector:
         kwargs["label_selector"] = res.label_selector
-    doc: Any = client.CustomObjectsApi(api).list_cluster_custom_object(res.group, res.version, res.plural, **kwargs)
-    return list(doc.get("items") or []), str((doc.get("metadata") or {}).get("resourceVersion") or "")
+    resp: Any = client.CustomObjectsApi(api).list_cluster_custom_object(res.group, res.version, res.plural, **kwargs)
+    headers = getattr(resp, "headers", None) or {}
+    ctype = str(headers.get("Content-Type") or headers.get("content-type") or "")
+    items, rv, dropped = parse_list(read_body(resp, deadline), ctype)
+    if dropped:
+        log.warning("list items that are not objects dropped", extra={"resource": str(res), "dropped": dropped})
+    return items, rv
 
 
 class Informer:
@@ -288,11 +512,13 @@ class Informer:
     at most ``max_backoff_s``) and resumes. ``on_change`` is called after every change."""
 
     def __init__(self, api: Any, res: Resource, *, on_change: Callable[[], None] | None = None,
-                 watch_timeout_s: int = 60, max_backoff_s: float = 10.0, name: str = "") -> None:
+                 watch_timeout_s: int = 60, max_backoff_s: float = 10.0, name: str = "",
+                 list_timeout_s: float = API_TIMEOUT_S) -> None:
         self.api = api
         self.res = res
         self.on_change = on_change
         self.watch_timeout_s = watch_timeout_s
+        self.list_timeout_s = list_timeout_s
         self.max_backoff_s = max_backoff_s
         self.name = name or str(res)
         self._lock = threading.Lock()
@@ -330,8 +556,9 @@ class Informer:
             if rv not in self._seen.get(key, ()):  # else the watch was quicker than the API's answer
                 self._written[key] = (rv, dict(obj))
 
-    def relist(self) -> None:
-        items, rv = list_objects(self.api, self.res)
+    def relist(self, timeout_s: float | None = None) -> None:
+        """List and replace the cache, within ``timeout_s`` (default: the informer's list timeout)."""
+        items, rv = list_objects(self.api, self.res, self.list_timeout_s if timeout_s is None else timeout_s)
         with self._lock:
             self._items = {self._key(o): o for o in items}
             self._seen = {k: collections.deque([str((o.get("metadata") or {}).get("resourceVersion"))], maxlen=8)
@@ -347,8 +574,8 @@ class Informer:
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         obj = event.get("raw_object") or event.get("object")
-        if not isinstance(obj, Mapping):
-            return
+        if not isinstance(obj, Mapping) or not isinstance(obj.get("metadata"), Mapping):
+            return  # not an object: nothing to cache (a hostile or broken answer never stops the watch)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         key = self._key(obj)
         with self._lock:
@@ -411,7 +638,9 @@ class Informer:
             except Exception as exc:  # dropped connection, timeout, refused: resume from the last resourceVersion
                 if stop.is_set():
                     break
-                self.last_error = f"{exc.__class__.__name__}: {str(exc)[:200]}"
+                from placement.fleet.redact import redact
+
+                self.last_error = redact(f"{exc.__class__.__name__}: {str(exc)[:200]}")
                 log.warning("watch interrupted", extra={"resource": self.name, "error": self.last_error})
                 if received:  # the stream was delivering: resume at once, only failures in a row back off
                     backoff = 0.2

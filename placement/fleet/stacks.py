@@ -192,6 +192,10 @@ def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> Cluste
 def parse_hub(stack: str, outputs: Mapping[str, Any], source: str) -> HubStack:
     """The hub stack's outputs (``infra.k8s.hub.build_hub``)."""
     workers = _get(outputs, "workers", stack, source, dict)
+    for k, v in workers.items():  # worker key -> its clusterName: both strings, else the output is named
+        if not isinstance(k, str) or not isinstance(v, str) or not v:
+            raise InputError(f"{stack}.workers.{shown(k)[1:-1] if isinstance(k, str) else k}",
+                             f"must be the worker's clusterName (a string), got {shown(v)}", source=source)
     kueue = _get(outputs, "kueue", stack, source, dict)
     return HubStack(stack=stack, workers={str(k): str(v) for k, v in workers.items()},
                     dispatcher=str(outputs.get("dispatcher") or "AllAtOnce"),

@@ -38,6 +38,7 @@ MAX_UNIT_USD_PER_HOUR = 1_000.0
 MAX_QUOTA = 10_000_000.0  # vCPUs or GPUs in one region: orders of magnitude above any real quota
 MAX_NODES = 100_000
 MAX_NOTES_SHOWN = 3
+RESERVATION_KINDS = ("odcr", "capacity-block", "gcp-reservation")  # placement.live.aws / .gcp reservations()
 
 
 class BadAnswer(Exception):
@@ -184,13 +185,31 @@ def _ondemand(data: Any) -> Checked:
 def _reservations(data: Any) -> Checked:
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise BadAnswer("reservations: expected a list of mappings")
+    from placement.reservations import parse_time
+
     out, refused = [], []
     for r in data:
         if not isinstance(r.get("id"), str) or not isinstance(r.get("instance_type"), str):
             raise BadAnswer("reservations: a row has no id or instance type")
         n = live_count(r.get("count"))
-        if n is None:
-            refused.append(f"{r['id']}: count {_short(r.get('count'))}")
+        why = None
+        # The fields the overlay reads (a cached file can hold anything): a row without them is refused, named.
+        if r.get("kind") not in RESERVATION_KINDS:
+            why = f"kind {_short(r.get('kind'))}"
+        elif any(r.get(k) is not None and not isinstance(r[k], str) for k in ("zone", "zone_id")):
+            why = f"zone {_short(r.get('zone'))}" if not isinstance(r.get("zone"), (str, type(None))) else \
+                f"zone_id {_short(r.get('zone_id'))}"
+        elif n is None:
+            why = f"count {_short(r.get('count'))}"
+        elif r.get("ends") is not None:
+            try:
+                if not isinstance(r["ends"], str):
+                    raise InputError("ends", "not a time")
+                parse_time(r["ends"], "ends", "live")
+            except InputError:
+                why = f"ends {_short(r['ends'])}"
+        if why is not None:
+            refused.append(f"{r['id']}: {why}")
         else:
             out.append({**r, "count": n})
     return Checked(out, _note("reservations", refused))

@@ -250,11 +250,12 @@ def test_a_nominated_workload_met_without_memory_is_looked_up_by_its_uid(fleet):
     fleet.hub.apply_status(WORKLOADS, NS, name, {"status": snapshot.nomination(wl, ["gcp-euw4-a3high"])["status"]},
                            "kueue-admission", True)
     mem = Memory(nominated=("gcp-euw4-a3high",), since=clock(), tried=frozenset({"aws-use1-p5", "gcp-euw4-a3high"}),
-                 first_at=clock() - 700)
+                 first_at=clock() - 100)
     fleet.hub.create(("", "v1", "events"), {
         "metadata": {"name": f"{name}.other", "namespace": NS, "annotations": memory.as_annotations(mem, clock())},
         "involvedObject": {"kind": "Workload", "name": name, "namespace": NS, "uid": uid},
-        "source": {"component": "gpufleet-dispatch"}, "reason": "DeadlinePassed", "message": "moved"})
+        "source": {"component": "gpufleet-dispatch"}, "reportingComponent": memory.REPORTING,
+        "reportingInstance": "other", "reason": "DeadlinePassed", "message": "moved"})
     fleet.hub.create(("", "v1", "events"), {  # an Event of someone else on the same Workload
         "metadata": {"name": f"{name}.kueue", "namespace": NS},
         "involvedObject": {"kind": "Workload", "name": name, "namespace": NS, "uid": uid},

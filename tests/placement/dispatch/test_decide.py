@@ -348,3 +348,48 @@ def test_a_nomination_made_elsewhere_keeps_the_workers_tried_earlier_in_the_roun
     on_c = replace(wl, nominated=("c",), nominated_since=NOW - 400)
     (d,) = decide([on_c], workers, pricing(prices), NOW, s, {wl.uid: mem}).decisions
     assert d.clusters == ("b",) and d.memory is not None and d.memory.tried == {"a", "b", "c"}
+
+
+# ----------------------------------------------------------------------------- deadline_hours (issue 19 item 6)
+
+
+def _with_deadline(name: str, deadline: float | None) -> HubWorkload:
+    spec: dict[str, Any] = {"name": name, "accelerator": "H100", "gpus": 8, "hours": 10, "capacity": "spot"}
+    if deadline is not None:
+        spec["deadline_hours"] = deadline
+    return workload(name, 8, job=parse_job(spec))
+
+
+def test_a_worker_whose_wait_plus_run_misses_the_deadline_is_never_preferred():
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 14.0)}
+    workers = [worker("a", "us-east-1", reserved_nodes=4), worker("b", "us-east-2")]  # a: free in 2 h
+    s = Settings(wait_usd_per_gpu_hour=0.0)  # waiting costs nothing: only the deadline can move the job
+    (free,) = decide([_with_deadline("job", None)], workers, pricing(prices), NOW, s).decisions
+    assert free.clusters == ("a",)
+    ready = {sc.worker: sc.ready_hours for sc in free.scores}
+    assert ready["a"] == pytest.approx(ready["b"] + 2.0)  # the same engine ready time, after a 2 h wait on a
+    (tight,) = decide([_with_deadline("job", ready["b"] + 1.0)], workers, pricing(prices), NOW, s).decisions
+    assert tight.clusters == ("b",)  # dearer, but a's wait plus run misses the deadline
+    late = {sc.worker: sc.late for sc in tight.scores}
+    assert late == {"a": True, "b": False}
+    assert tight.event is not None and "within deadline_hours" in tight.event.message
+    # When no worker meets it, the cheapest still runs it (late), and the Event says so.
+    slow = [worker("a", "us-east-1", reserved_nodes=4), worker("b", "us-east-2", reserved_nodes=4)]
+    (both,) = decide([_with_deadline("job", ready["b"] + 1.0)], slow, pricing(prices), NOW, s).decisions
+    assert both.clusters == ("a",) and both.event is not None and "no worker meets it" in both.event.message
+
+
+def test_an_unreadable_or_newer_job_spec_waits_with_an_event_and_is_never_guessed():
+    prices = {"a": ("us-east-1", 10.0), "b": ("us-east-2", 14.0)}
+    workers = [worker("a", "us-east-1"), worker("b", "us-east-2")]
+    bad = workload("newer", 8, job=None, job_error="gpufleet.io/job-spec: field warp_drive is unknown to this "
+                                                   "dispatcher (written by a newer placement submit?)")
+    good = workload("good", 8)
+    result = decide([bad, good], workers, pricing(prices), NOW)
+    by = {d.workload.name: d for d in result.decisions}
+    assert by["newer"].action == "none" and by["newer"].clusters == () and by["newer"].reason == "Unreadable"
+    assert by["newer"].event is not None and "warp_drive" in by["newer"].event.message
+    assert by["good"].action == "nominate"
+    # Reported once while the problem stays the same.
+    again = decide([bad], workers, pricing(prices), NOW + 30, memory={bad.uid: by["newer"].memory})
+    assert again.decisions[0].event is None and again.decisions[0].action == "none"

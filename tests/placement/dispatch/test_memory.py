@@ -19,7 +19,8 @@ def event(uid: str, mem: Memory, recorded: float, *, name: str = "e", component:
           kind: str = "Workload") -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "team-a", "annotations": memory.as_annotations(mem, recorded)},
             "involvedObject": {"kind": kind, "uid": uid, "name": "job-x", "namespace": "team-a"},
-            "source": {"component": component}, "reason": "Nominated"}
+            "source": {"component": component}, "reason": "Nominated", "reportingComponent": memory.REPORTING,
+            "reportingInstance": "replica-a"}
 
 
 @given(nominated=keys, tried=keys, since=times, first_at=times, evictions=st.integers(0, 99),
@@ -60,3 +61,42 @@ def test_events_of_others_or_without_a_readable_memory_are_ignored():
               {"metadata": {"name": "plain"}, "involvedObject": {"kind": "Workload", "uid": "u3"},
                "source": {"component": COMPONENT}}, broken, partial]
     assert memory.recall(events, COMPONENT) == {}
+
+
+# ----------------------------------------------------------------------------- memory that cannot be forged
+
+NOW = 1_800_000_000.0
+
+
+def test_a_forged_event_in_another_namespace_is_never_that_workloads_memory():
+    mem = Memory(nominated=("a",), since=NOW - 60, tried=frozenset({"a", "b"}), first_at=NOW - 60)
+    forged = event("u1", mem, NOW - 60, name="forged")
+    forged["metadata"]["namespace"] = "team-b"  # team-b may create Events in team-b only...
+    forged["involvedObject"]["namespace"] = "team-b"  # ...naming team-a's Workload by its uid
+    ignored: dict[str, int] = {}
+    assert memory.recall([forged], COMPONENT, {"u1": ("team-a", NOW - 600)}, NOW, ignored=ignored) == {}
+    assert ignored == {"namespace": 1}
+    # An Event whose involvedObject claims another namespace than its own is nobody's memory.
+    crossed = event("u1", mem, NOW - 60)
+    crossed["involvedObject"]["namespace"] = "team-b"
+    assert memory.from_event(crossed, COMPONENT) is None
+    # Without the dispatcher's reporting component and instance, it is not the dispatcher's Event.
+    for field, value in (("reportingComponent", "kubelet"), ("reportingInstance", "")):
+        other = event("u1", mem, NOW - 60)
+        other[field] = value
+        assert memory.from_event(other, COMPONENT) is None
+    genuine = event("u1", mem, NOW - 60)
+    assert memory.recall([genuine, forged], COMPONENT, {"u1": ("team-a", NOW - 600)}, NOW) == {"u1": mem}
+
+
+def test_memory_stamped_beyond_the_clock_skew_tolerance_is_ignored_and_counted():
+    known = {"u1": ("team-a", NOW - 600)}
+    ahead = Memory(nominated=("a",), since=NOW + 86_400, tried=frozenset({"a"}), first_at=NOW + 86_400)
+    ignored: dict[str, int] = {}
+    assert memory.recall([event("u1", ahead, NOW + 86_400)], COMPONENT, known, NOW, ignored=ignored) == {}
+    assert ignored == {"time": 1}
+    before = Memory(nominated=("a",), since=NOW - 7200, tried=frozenset({"a"}), first_at=NOW - 7200)
+    assert memory.recall([event("u1", before, NOW - 7200)], COMPONENT, known, NOW) == {}  # before its Workload
+    within = Memory(nominated=("a",), since=NOW + 100, tried=frozenset({"a"}), first_at=NOW - 500)
+    assert memory.recall([event("u1", within, NOW + 100)], COMPONENT, known, NOW) == {"u1": within}
+    assert memory.recall([event("u2", within, NOW)], COMPONENT, known, NOW) == {}  # not a Workload it knows

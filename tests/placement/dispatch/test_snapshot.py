@@ -148,3 +148,31 @@ def test_worker_state_flavors_in_queue_order_with_reservations_and_running_time_
     assert run.admitted and run.flavors == {"f-spot"} and run.remaining_hours == pytest.approx(3.0)  # 5 h - 2 h
     assert not wait.admitted and wait.gpus == 16 and wait.priority == 100 and wait.hours == 3.0
     assert w.local_queues == {("team-a", "all-workers"): "cq"}
+
+
+# ----------------------------------------------------------------------------- hostile objects (issue 21)
+
+
+def _pending_workload(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "w", "namespace": "team-a", "uid": "u-1"},
+            "spec": {"queueName": "all-workers", "podSets": [{"name": "main", "count": 1, "template": {}}]},
+            "status": {"admission": {"clusterQueue": "all-workers", "podSetAssignments": []},
+                       "conditions": [{"type": "QuotaReserved", "status": "True"}],
+                       "admissionChecks": [{"name": "mk", "state": "Pending"}], **status}}
+
+
+@pytest.mark.parametrize("status", [{"nominatedClusterNames": [1, 2]}, {"nominatedClusterNames": "aws"},
+                                    {"clusterName": {"a": 1}}, {"admissionChecks": "mk"},
+                                    {"admission": {"clusterQueue": "all-workers",
+                                                   "podSetAssignments": [{"name": "main", "count": "lots"}]}}])
+def test_a_workload_that_cannot_be_read_comes_back_with_its_problem(status: dict[str, Any]):
+    wl = snapshot.hub_workload(_pending_workload(**status), None, {"mk": "cfg"}, {"cfg": ("a",)},
+                               {"all-workers": frozenset({"mk"})})
+    assert wl is not None and wl.problem is not None and "cannot be read" in wl.problem
+    assert (wl.namespace, wl.name, wl.uid) == ("team-a", "w", "u-1")
+
+
+@pytest.mark.parametrize("text", ["1e400", "-1", "lots", float("inf"), 10**400, [1], True])
+def test_quantities_that_are_not_finite_non_negative_numbers_are_refused(text: Any):
+    with pytest.raises(ValueError):
+        snapshot.quantity(text)

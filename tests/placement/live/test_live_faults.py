@@ -230,8 +230,8 @@ def test_answer_checks_refuse_bad_values_and_shapes() -> None:
     assert usage.data["usage"] == {"P/OnDemand": 8.0} and set(usage.data["unknown"]) == {"P/Spot", "G/Spot"}
     scores = check_answer("scores", {"a": 9, "b": 11, "c": 2.5, "d": 0})
     assert scores.data == {"a": 9} and "refused 3" in scores.notes[0]
-    res = check_answer("reservations", [{"id": "r1", "instance_type": "p5.48xlarge", "count": -2},
-                                        {"id": "r2", "instance_type": "p5.48xlarge", "count": 3}])
+    res = check_answer("reservations", [{"id": "r1", "instance_type": "p5.48xlarge", "count": -2, "kind": "odcr"},
+                                        {"id": "r2", "instance_type": "p5.48xlarge", "count": 3, "kind": "odcr"}])
     assert [r["id"] for r in res.data] == ["r2"] and res.notes
     skus = check_answer("skus", {"gpu": {"nvidia-h100-80gb": {"r": [-1.0, 2.0]}}, "core": {}, "ram": {}})
     assert skus.data["gpu"]["nvidia-h100-80gb"]["r"] == [None, 2.0] and skus.notes
