@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from placement.errors import InputError
-from placement.inputs import csv_table, non_negative_price, positive_int, shown
+from placement.errors import InputError, shown
+from placement.numbers import non_negative_price, positive_int
+from placement.readers import csv_table
 from placement.shapes import CLOUDS, Shape, shape_book
 from placement.zones import zone_in_region
 

@@ -16,8 +16,8 @@ import sys
 import threading
 from typing import Any
 
+from placement.errors import UsageError
 from placement.fleet.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FleetError
-from placement.inputs import UsageError
 
 
 def add_arguments(d: argparse.ArgumentParser) -> None:
