@@ -184,32 +184,6 @@ def _usd(o: Offer) -> str:
     return f"{o.price if o.price is not None else '-'}/{o.spot_price if o.spot_price is not None else '-'}"
 
 
-def _offer_maker() -> Any:
-    """``Offer(cloud, region, zone, shape, price, spot_price)`` for a catalog row, equal to the constructor's but
-    without a frozen dataclass's ``object.__setattr__`` per field (a third of building 50,000 offers). Falls back
-    to the constructor when the class grows a required field or a ``__post_init__``."""
-    fields = dataclasses.fields(Offer)
-    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
-    required = [f.name for f in fields if f.name not in defaults]
-    if (required != ["cloud", "region", "zone", "shape", "price", "spot_price"] or hasattr(Offer, "__post_init__")
-            or any(f.default_factory is not dataclasses.MISSING for f in fields)):
-        return Offer
-    new = object.__new__
-
-    def make(cloud: str, region: str, zone: str, shape: Shape, price: float | None, spot: float | None) -> Offer:
-        offer = new(Offer)
-        slots = offer.__dict__
-        slots["cloud"], slots["region"], slots["zone"], slots["shape"] = cloud, region, zone, shape
-        slots["price"], slots["spot_price"] = price, spot
-        slots.update(defaults)
-        return offer
-
-    return make
-
-
-catalog_offer = _offer_maker()
-
-
 def _cell_price(text: str, column: str, line: int, source: str) -> float | None:
     """A price cell of ``column`` on ``line``: blank is None (not offered that way), else what :func:`_price`
     accepts. The common case (a plain number in range) takes one ``float()``; anything else goes through the
@@ -309,7 +283,6 @@ def _skypilot_offers(rows: Iterable[tuple[int, list[str]]], header: list[str], c
                                                                                          SKYPILOT_COLUMNS)
     checks = _Rows(cloud, source)
     machines, places = checks.machines, checks.places
-    make = catalog_offer
     seen: dict[tuple[str, str, str], Offer] = {}
     warnings: list[str] = []
     for line, row in rows:
@@ -324,8 +297,8 @@ def _skypilot_offers(rows: Iterable[tuple[int, list[str]]], header: list[str], c
             shape, region, zone = checks.check(line, cells, place)
         else:
             region, zone = region_zone
-        offer = make(cloud, region, zone, shape, _cell_price(row[i_price], "Price", line, source),
-                     _cell_price(row[i_spot], "SpotPrice", line, source))
+        offer = Offer(cloud, region, zone, shape, _cell_price(row[i_price], "Price", line, source),
+                      _cell_price(row[i_spot], "SpotPrice", line, source))
         key = (shape.name, region, zone)
         if key in seen:
             _add_offer(seen, offer, f"line {line}", source, warnings)

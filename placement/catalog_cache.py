@@ -26,8 +26,8 @@ from typing import Any
 from placement.catalog import (
     Catalog,
     CatalogOrigin,
+    Offer,
     adhoc_shape,
-    catalog_offer,
     parse_skypilot_csv,
     paused_gc,
     reject_json_constant,
@@ -140,8 +140,7 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Any, ...]:
         numbers = [p for p in column if p is not None]
         if numbers and not (min(numbers) >= 0 and max(numbers) <= MAX_PRICE_USD):
             raise ValueError("a price out of range")
-    make = catalog_offer
-    offers = tuple(make(cloud, *places[j], shapes[i], p, sp)
+    offers = tuple(Offer(cloud, places[j][0], places[j][1], shapes[i], p, sp)
                    for i, j, p, sp in zip(doc["shape"], doc["place"], prices, spots, strict=True))
     if not offers:
         raise ValueError("no offers")

@@ -140,11 +140,3 @@ def test_an_unclosed_quote_is_named_at_the_line_it_opens():
     message = refused(P5 + 'p5.48xlarge,H100,8,192,2048,"98.32,40.1,us-east-1,use1-az6\n' + P5)
     assert message.startswith("c.csv: line 3: a quoted cell runs on to line 4") and "close the quote" in message
 
-
-def test_catalog_offers_are_built_equal_to_the_constructor():
-    from placement.catalog import Offer, catalog_offer
-
-    offer = parse_skypilot_csv(HEAD + P5, "aws", source="c.csv").offers[0]
-    assert catalog_offer is not Offer  # the fast path is in use: Offer has no new required field
-    assert offer == Offer("aws", "us-east-1", "use1-az4", offer.shape, 98.32, 40.1)
-    assert vars(offer) == vars(Offer("aws", "us-east-1", "use1-az4", offer.shape, 98.32, 40.1))
