@@ -2,8 +2,9 @@
 
 Keyed by the CSV's content (SHA-256), its cloud and path, and a fingerprint of everything that decides what a
 parse returns (the parsing and checking code, the shape and region data, the package version): any change to
-one of them is a different entry, never a stale answer. The entry holds plain data only (strings, numbers,
-lists) as JSON, with the SHA-256 of its body in its first line, read with ``json``; it is never a pickle.
+one of them is a different entry, never a stale answer. The entry holds plain data only as JSON (strings,
+numbers, lists; the per-offer columns as base64 of packed ints and doubles, read with :mod:`array`), with the
+SHA-256 of its body in its first line; it is never a pickle.
 A missing, truncated, corrupt or foreign entry, or an unreadable or unwritable cache directory, means the
 file is parsed as if there were no cache: the cache can make a plan faster, never different, never fail.
 
@@ -13,12 +14,15 @@ written atomically (a temporary file renamed into place) and the :data:`KEEP` ne
 
 from __future__ import annotations
 
+import array
+import base64
 import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,7 +41,7 @@ from placement.numbers import MAX_PRICE_USD
 from placement.shapes import shape_book
 
 CACHE_DIR_ENV = "GPUFLEET_CACHE_DIR"  # overrides platformdirs.user_cache_dir("gpufleet"); shared with the live cache
-FORMAT = "gpufleet.catalog-cache/v1"
+FORMAT = "gpufleet.catalog-cache/v2"
 MIN_BYTES = 256 * 2**10  # smaller CSVs (a few thousand rows) parse faster than an entry is written
 KEEP = 16  # entries kept (the newest by modification time); a 50,000-row catalog's entry is about 3 MB
 # What a parse depends on besides the CSV itself: a change to any of these files is a new cache key.
@@ -62,7 +66,8 @@ def fingerprint() -> str:
 
     from placement import __version__
 
-    digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0".encode())
+    # Columns are packed in this machine's byte order and int size: another machine's entry is another key.
+    digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.byteorder}\0{array.array('I').itemsize}\0".encode())
     here = Path(__file__).resolve().parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
@@ -119,10 +124,37 @@ def _load(path: Path, key: str, cloud: str, limit: int) -> tuple[tuple[Any, ...]
         return None
 
 
-def _offers(doc: dict[str, Any], cloud: str) -> tuple[Any, ...]:
-    """The offers of an entry's body (columns: shape and place indexes, prices): shapes by name from the shape
-    data or the entry's own machine types, prices None or floats within [0, MAX_PRICE_USD]; anything else
-    raises (and the CSV is parsed instead)."""
+def _indexes(text: str, n: int, size: int) -> list[int]:
+    """An index column: ``n`` unsigned ints below ``size``, packed (base64 of the machine's 4-byte ints)."""
+    column = array.array("I")
+    column.frombytes(base64.b64decode(text, validate=True))
+    if len(column) != n or (n and max(column) >= size):
+        raise ValueError("an index out of its table")
+    return column.tolist()
+
+
+def _prices(text: str, n: int) -> list[float | None]:
+    """A price column: ``n`` doubles, packed like :func:`_indexes`; NaN stands for no price, every other value
+    within [0, MAX_PRICE_USD]."""
+    column = array.array("d")
+    column.frombytes(base64.b64decode(text, validate=True))
+    if len(column) != n:
+        raise ValueError("a price column of another length")
+    prices = [None if p != p else p for p in column.tolist()]  # p != p: NaN
+    present = [p for p in prices if p is not None]
+    if present and not (min(present) >= 0 and max(present) <= MAX_PRICE_USD):
+        raise ValueError("a price out of range")
+    return prices
+
+
+def _packed(values: list[Any], code: str) -> str:
+    return base64.b64encode(array.array(code, values).tobytes()).decode("ascii")
+
+
+def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
+    """The offers of an entry's body: ``n`` rows as packed columns (shape and place indexes, prices), shapes by
+    name from the shape data or the entry's own machine types. Anything unexpected raises (and the CSV is
+    parsed instead)."""
     book = shape_book()
     adhoc = {name: adhoc_shape(cloud, str(name), str(a), int(g), int(v), float(m))
              for name, (a, g, v, m) in doc["adhoc"].items()}
@@ -130,21 +162,12 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Any, ...]:
     places = [(region, zone) for region, zone in doc["places"]]
     if any(s.cloud != cloud for s in shapes) or any(type(r) is not str or type(z) is not str for r, z in places):
         raise ValueError("an offer of another cloud")
-    for column, table in ((doc["shape"], shapes), (doc["place"], places)):
-        if column and ({type(i) for i in column} != {int} or min(column) < 0 or max(column) >= len(table)):
-            raise ValueError("an index out of its table")
-    prices, spots = doc["price"], doc["spot"]
-    for column in (prices, spots):
-        if not {type(p) for p in column} <= {float, type(None)}:
-            raise ValueError("a price that is not a number")
-        numbers = [p for p in column if p is not None]
-        if numbers and not (min(numbers) >= 0 and max(numbers) <= MAX_PRICE_USD):
-            raise ValueError("a price out of range")
-    offers = tuple(Offer(cloud, places[j][0], places[j][1], shapes[i], p, sp)
-                   for i, j, p, sp in zip(doc["shape"], doc["place"], prices, spots, strict=True))
-    if not offers:
+    n = doc["n"]
+    if type(n) is not int or n < 1:
         raise ValueError("no offers")
-    return offers
+    columns = zip(_indexes(doc["shape"], n, len(shapes)), _indexes(doc["place"], n, len(places)),
+                  _prices(doc["price"], n), _prices(doc["spot"], n), strict=True)
+    return tuple(Offer(cloud, places[j][0], places[j][1], shapes[i], p, sp) for i, j, p, sp in columns)
 
 
 def _store(path: Path, key: str, catalog: Catalog) -> None:
@@ -156,12 +179,14 @@ def _store(path: Path, key: str, catalog: Catalog) -> None:
     places: dict[tuple[str, str], int] = {}
     adhoc = {name: [s.accelerator, s.gpus, s.vcpus, s.memory_gib] for name, s in by_name.items()
              if book.shapes.get(name) is not s}
-    body = json.dumps({"shapes": list(shapes), "adhoc": adhoc,
-                       "shape": [shapes[o.shape.name] for o in offers],
-                       "place": [places.setdefault((o.region, o.zone), len(places)) for o in offers],
-                       "places": list(places), "price": [o.price for o in offers],
-                       "spot": [o.spot_price for o in offers], "warnings": list(catalog.warnings)},
-                      separators=(",", ":"), allow_nan=False).encode()
+    nan = float("nan")
+    body = json.dumps({"n": len(offers), "shapes": list(shapes), "adhoc": adhoc,
+                       "shape": _packed([shapes[o.shape.name] for o in offers], "I"),
+                       "place": _packed([places.setdefault((o.region, o.zone), len(places)) for o in offers], "I"),
+                       "places": list(places),
+                       "price": _packed([nan if o.price is None else o.price for o in offers], "d"),
+                       "spot": _packed([nan if o.spot_price is None else o.spot_price for o in offers], "d"),
+                       "warnings": list(catalog.warnings)}, separators=(",", ":"), allow_nan=False).encode()
     head = json.dumps({"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
     tmp = None
     try:

@@ -97,7 +97,7 @@ def _tamper_body(entry: Path, edit: object) -> None:
     lambda b: b"",
     lambda b: b"\x00\xff" * 100,
     lambda b: b"not json\n{}",
-    lambda b: b.replace(b"gpufleet.catalog-cache/v1", b"gpufleet.catalog-cache/v0"),
+    lambda b: b.replace(catalog_cache.FORMAT.encode(), b"gpufleet.catalog-cache/v0"),
 ])
 def test_a_damaged_entry_means_a_parse(cache: Path, damage: object) -> None:
     parsed = catalog_cache.parse_cached(TEXT, "aws", "c.csv")
@@ -107,14 +107,23 @@ def test_a_damaged_entry_means_a_parse(cache: Path, damage: object) -> None:
     assert catalog_cache.parse_cached(TEXT, "aws", "c.csv") == parsed  # rewritten, read back
 
 
+def _column(doc: dict, name: str, values: list, code: str = "d") -> None:
+    doc[name] = catalog_cache._packed(values, code)
+
+
 @pytest.mark.parametrize("edit", [
-    lambda d: d["price"].__setitem__(0, -1.0),
-    lambda d: d["price"].__setitem__(0, "98.32"),
-    lambda d: d["spot"].__setitem__(0, 1e300),
+    lambda d: _column(d, "price", [-1.0, 1.0, 1.0]),
+    lambda d: _column(d, "spot", [1e300, 1.0, 1.0]),
+    lambda d: _column(d, "spot", [float("inf"), 1.0, 1.0]),
+    lambda d: _column(d, "price", [1.0, 1.0]),  # a row short
+    lambda d: _column(d, "place", [0, 1, 99], "I"),  # past the places table
+    lambda d: _column(d, "shape", [0, 0, 0, 0], "I"),
+    lambda d: d.__setitem__("price", "not base64!"),
+    lambda d: d.__setitem__("price", [98.32, None, None]),
     lambda d: d["shapes"].__setitem__(0, "a3-highgpu-8g"),  # a GCP shape in an AWS catalog
     lambda d: d["shapes"].__setitem__(0, "no-such-shape"),
-    lambda d: d["place"].__setitem__(0, 99),
-    lambda d: d["price"].pop(),
+    lambda d: d["places"].__setitem__(0, [1, 2]),
+    lambda d: d.__setitem__("n", 0),
     lambda d: d.pop("warnings"),
 ])
 def test_a_foreign_entry_with_a_matching_digest_means_a_parse(cache: Path, edit: object) -> None:
@@ -168,3 +177,11 @@ def test_plan_answers_the_same_from_the_cache(tmp_path: Path, cache: Path, capsy
         outputs.append(capsys.readouterr())
     assert len(list(cache.glob("*.json"))) == 1
     assert outputs[0] == outputs[1] and "listed twice with the same prices" in outputs[1].err
+
+
+def test_a_rewritten_entry_with_its_digest_is_read(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The control for the foreign-entry cases: rewriting an entry unchanged keeps it readable.
+    parsed = catalog_cache.parse_cached(TEXT, "aws", "c.csv")
+    _tamper_body(_entry(cache), lambda d: None)
+    _no_parse(monkeypatch)
+    assert catalog_cache.parse_cached(TEXT, "aws", "c.csv") == parsed
