@@ -4,9 +4,9 @@ Keyed by the CSV's content (SHA-256), its cloud and path, and a fingerprint of e
 parse returns (the parsing and checking code, the shape and region data, the package version): any change to
 one of them is a different entry, never a stale answer. The entry holds plain data only as JSON (strings,
 numbers, lists; the per-offer columns as base64 of packed ints and doubles, read with :mod:`array`), with the
-SHA-256 of its body in its first line; it is never a pickle.
-A missing, truncated, corrupt or foreign entry, or an unreadable or unwritable cache directory, means the
-file is parsed as if there were no cache: the cache can make a plan faster, never different, never fail.
+SHA-256 of its body in its first line; it is never a pickle. A missing, truncated, corrupt or foreign entry
+(another user's file), or an unreadable or unwritable cache directory, means the file is parsed as if there
+were no cache: the cache can make a plan faster, never different, never fail.
 
 Where: ``$GPUFLEET_CACHE_DIR/catalogs``, else ``platformdirs.user_cache_dir("gpufleet")/catalogs``; entries are
 written atomically (a temporary file renamed into place) and the :data:`KEEP` newest are kept.
@@ -109,6 +109,8 @@ def _load(path: Path, key: str, cloud: str, limit: int) -> tuple[tuple[Any, ...]
     :func:`_store` wrote for ``key`` (any error reading or checking it; more than ``limit`` bytes)."""
     try:
         with open(path, "rb") as fh:
+            if hasattr(os, "getuid") and os.fstat(fh.fileno()).st_uid != os.getuid():
+                return None  # another user's file in a shared GPUFLEET_CACHE_DIR: not ours to trust
             raw = fh.read(limit + 1)
         if len(raw) > limit:
             return None

@@ -185,3 +185,13 @@ def test_a_rewritten_entry_with_its_digest_is_read(cache: Path, monkeypatch: pyt
     _tamper_body(_entry(cache), lambda d: None)
     _no_parse(monkeypatch)
     assert catalog_cache.parse_cached(TEXT, "aws", "c.csv") == parsed
+
+
+def test_an_entry_of_another_user_is_not_read(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not hasattr(os, "getuid"):
+        pytest.skip("no user ids on this system")
+    parsed = catalog_cache.parse_cached(TEXT, "aws", "c.csv")
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(_entry(cache)).st_uid + 1)
+    calls = []
+    monkeypatch.setattr(catalog_cache, "parse_skypilot_csv", lambda *a: calls.append(a) or parsed)
+    assert catalog_cache.parse_cached(TEXT, "aws", "c.csv") == parsed and calls
