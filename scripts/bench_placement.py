@@ -76,7 +76,15 @@ def generated_catalog(n: int, seed: int = 7, distinct: bool = False) -> list[Any
         return offers
     # Distinct (shape, region, zone) rows with zones named each cloud's way, as `--catalog` accepts them (it
     # refuses a row listed twice with different prices): as many regions as n rows need.
-    n_regions = max(60, -(-n // (4 * len(shapes))) * 2)
+    return distinct_offers(rng, shapes, max(60, -(-n // (4 * len(shapes))) * 2), n)
+
+
+def distinct_offers(rng: random.Random, shapes: list[Any], n_regions: int, n: int) -> list[Any]:
+    """``n`` offers of distinct (shape, region, zone) drawn from ``shapes`` x ``n_regions`` regions per cloud x 4
+    zones, zones named each cloud's way."""
+    from placement.catalog import Offer
+
+    offers = []
     for c in rng.sample(range(len(shapes) * n_regions * 4), n):
         s = shapes[c % len(shapes)]
         region_no, letter = divmod(c // len(shapes), 4)
@@ -158,28 +166,15 @@ def command_catalog(n: int = 50_000, seed: int = 3) -> list[Any]:
     the way a SkyPilot vms.csv lists every GPU machine type of a cloud."""
     import dataclasses
 
-    from placement.catalog import Offer
     from placement.shapes import shape_book
 
-    rng = random.Random(seed)
     known = list(shape_book().shapes.values())
-    places = 60 * 4
-    extra = -(-n // places) - len(known)
     shapes = list(known)
-    for k in range(max(extra, 0)):
+    for k in range(max(-(-n // (60 * 4)) - len(known), 0)):
         base = known[k % len(known)]
         name = f"gx{k}.{base.gpus}xlarge" if base.cloud == "aws" else f"gx{k}-highgpu-{base.gpus}g"
         shapes.append(dataclasses.replace(base, name=name, fabric="none", fabric_nics=0))
-    offers = []
-    for c in rng.sample(range(len(shapes) * places), n):
-        s = shapes[c % len(shapes)]
-        region_no, letter = divmod(c // len(shapes), 4)
-        region = f"us-east-{region_no}" if s.cloud == "aws" else f"us-central{region_no}"
-        zone = f"{region}{'abcd'[letter]}" if s.cloud == "aws" else f"{region}-{'abcd'[letter]}"
-        price = round(rng.uniform(1, 120), 2)
-        spot = None if rng.random() < 0.2 else round(price * rng.uniform(0.2, 0.9), 2)
-        offers.append(Offer(s.cloud, region, zone, s, price, spot))
-    return offers
+    return distinct_offers(random.Random(seed), shapes, 60, n)
 
 
 def bench_command(repeat: int) -> None:
