@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from placement.errors import InputError
-from placement.inputs import shown
+from placement.errors import InputError, shown
 from placement.shapes import Shape, shape_book
 from placement.zones import is_aws_zone_id, known_regions, zone_in_region
 

@@ -19,16 +19,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InputError
-from placement.inputs import (
-    MAX_PRICE_USD,
-    csv_table,
-    finite_number,
-    non_negative_number,
-    non_negative_price,
-    positive_int,
-    shown,
-)
+from placement.console import paused_gc
+from placement.errors import InputError, shown
+from placement.numbers import MAX_PRICE_USD, finite_number, non_negative_number, non_negative_price, positive_int
+from placement.readers import csv_rows
 from placement.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 from placement.zones import instance_type_mismatch, region_mismatch, zone_in_region
 
@@ -170,24 +164,97 @@ def _where_check(cloud: str, itype: str, region: str, zone: str, shape: Shape | 
                          source=source)
 
 
-def _add_offer(seen: dict[tuple[str, str, str], tuple[int, Offer]], offer: Offer, field: str, source: str,
+def _add_offer(seen: dict[tuple[str, str, str], Offer], offer: Offer, field: str, source: str,
                warnings: list[str]) -> None:
-    """Keep one offer per (instance type, region, zone): a row given twice with the same prices is a warning and
-    kept once; with different prices it is ambiguous and refused."""
+    """Keep one offer per (instance type, region, zone), in the order first seen: a row given twice with the
+    same prices is a warning and kept once; with different prices it is ambiguous and refused."""
     key = (offer.instance_type, offer.region, offer.zone)
     first = seen.get(key)
     if first is None:
-        seen[key] = (len(seen), offer)
+        seen[key] = offer
         return
-    if (first[1].price, first[1].spot_price) != (offer.price, offer.spot_price):
+    if (first.price, first.spot_price) != (offer.price, offer.spot_price):
         raise InputError(field, f"{shown(offer.instance_type)} in {shown(offer.zone)} is listed twice with different "
-                         f"prices ({_usd(first[1])} and {_usd(offer)}); keep one row", source=source)
+                         f"prices ({_usd(first)} and {_usd(offer)}); keep one row", source=source)
     warnings.append(f"{source}: {field}: {shown(offer.instance_type)} in {shown(offer.zone)} is listed twice with "
                     "the same prices; using it once")
 
 
 def _usd(o: Offer) -> str:
     return f"{o.price if o.price is not None else '-'}/{o.spot_price if o.spot_price is not None else '-'}"
+
+
+def _cell_price(text: str, column: str, line: int, source: str) -> float | None:
+    """A price cell of ``column`` on ``line``: blank is None (not offered that way), else what :func:`_price`
+    accepts. The common case (a plain number in range) takes one ``float()``; anything else goes through the
+    full check."""
+    if not text:
+        return None
+    try:
+        price = float(text)
+    except ValueError:
+        return _price(text, f"{column} (line {line})", source)
+    if 0 <= price <= MAX_PRICE_USD:  # False for nan; inf is above the cap
+        return price + 0.0  # -0.0 -> 0.0
+    return _price(text, f"{column} (line {line})", source)
+
+
+class _Rows:
+    """The per-row checks of :func:`parse_skypilot_csv`, remembered: a catalog repeats each machine (type,
+    accelerator, count, vCPUs, memory) and each (region, zone) on thousands of rows, so each distinct one is
+    checked in full once and later rows look it up. A row the memo does not cover gets every check in order."""
+
+    def __init__(self, cloud: str, source: str) -> None:
+        self.cloud, self.source = cloud, source
+        self.book = shape_book()
+        self.adhoc: dict[str, Shape] = {}
+        self.machines: dict[tuple[str, str, str, str, str], Shape] = {}
+        self.places: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def check(self, line: int, cells: tuple[str, str, str, str, str], place: tuple[str, str]
+              ) -> tuple[Shape, str, str]:
+        """Every check of one row (``cells``: type, accelerator, count, vCPUs, memory; ``place``: region, zone)
+        in the order the messages promise: names, cloud, region, zone, numbers. Its shape, region and zone."""
+        cloud, source, where = self.cloud, self.source, f"line {line}"
+        raw_type, accel, raw_count, raw_vcpus, raw_memory = cells
+        itype = raw_type.strip()
+        if not itype:
+            raise InputError(f"InstanceType ({where})", "is blank", source=source)
+        region = place[0].strip()
+        if not region:
+            raise InputError(f"Region ({where})", "is blank", source=source)
+        zone = place[1].strip() or region
+        known = self.book.get(itype)
+        _where_check(cloud, itype, region, zone, known, where, source)
+        self.places[place] = (region, zone)
+        count = finite_number(raw_count, f"AcceleratorCount ({where})", source=source,
+                              what="a whole number of GPUs per node")
+        if 0 < count < 1:
+            raise InputError(f"AcceleratorCount ({where})", f"{itype} has {count:g} of a GPU: a fractional-GPU "
+                             "instance cannot host a training job; remove its rows", source=source)
+        gpus = positive_int(raw_count, f"AcceleratorCount ({where})", source=source,
+                            what="a whole number of GPUs per node")
+        blank = [c for c, v in (("vCPUs", raw_vcpus), ("MemoryGiB", raw_memory)) if not v.strip()]
+        if known is None and blank:
+            raise InputError(f"{min(blank)} ({where})", "is blank; a machine type not in "
+                             "placement/data/shapes.yaml needs vCPUs and MemoryGiB", source=source)
+        vcpus = None if "vCPUs" in blank else positive_int(raw_vcpus, f"vCPUs ({where})", source=source)
+        memory = None if "MemoryGiB" in blank else non_negative_number(raw_memory, f"MemoryGiB ({where})",
+                                                                       source=source, what="GiB of memory")
+        if known is not None:
+            shape = known
+            if gpus != known.gpus:
+                raise InputError(f"AcceleratorCount ({where})", f"{itype} has {known.gpus} GPUs per node "
+                                 f"(placement/data/shapes.yaml), not {gpus}", source=source)
+        else:
+            shape = self.adhoc.get(itype) or adhoc_shape(cloud, itype, accel.strip(), gpus, vcpus or 1,
+                                                         memory or 0.0)
+            if shape.gpus != gpus:
+                raise InputError(f"AcceleratorCount ({where})", f"{itype} has {shape.gpus} GPUs per node on an "
+                                 f"earlier line, {gpus} here", source=source)
+            self.adhoc[itype] = shape
+        self.machines[cells] = shape
+        return shape, region, zone
 
 
 def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None = None) -> Catalog:
@@ -199,59 +266,45 @@ def parse_skypilot_csv(text: str, cloud: str, source: str, modified: str | None 
     """
     if cloud not in CLOUDS:
         raise InputError("--catalog", f"cloud must be one of {', '.join(CLOUDS)}, got {shown(cloud)}", source=source)
-    _, reader = csv_table(text, source, SKYPILOT_COLUMNS, " (a SkyPilot catalog)")
-    book = shape_book()
-    seen: dict[tuple[str, str, str], tuple[int, Offer]] = {}
-    warnings: list[str] = []
-    adhoc: dict[str, Shape] = {}
-    for line, row in enumerate(reader, start=2):
-        accel = (row.get("AcceleratorName") or "").strip()
-        if not accel:
-            continue
-        where = f"line {line}"
-        itype = (row["InstanceType"] or "").strip()
-        if not itype:
-            raise InputError(f"InstanceType ({where})", "is blank", source=source)
-        region = (row["Region"] or "").strip()
-        if not region:
-            raise InputError(f"Region ({where})", "is blank", source=source)
-        zone = (row["AvailabilityZone"] or "").strip() or region
-        known = book.get(itype)
-        _where_check(cloud, itype, region, zone, known, where, source)
-        count = finite_number(row["AcceleratorCount"], f"AcceleratorCount ({where})", source=source,
-                              what="a whole number of GPUs per node")
-        if 0 < count < 1:
-            raise InputError(f"AcceleratorCount ({where})", f"{itype} has {count:g} of a GPU: a fractional-GPU "
-                             "instance cannot host a training job; remove its rows", source=source)
-        gpus = positive_int(row["AcceleratorCount"], f"AcceleratorCount ({where})", source=source,
-                            what="a whole number of GPUs per node")
-        blank = [c for c in ("vCPUs", "MemoryGiB") if not (row[c] or "").strip()]
-        if known is None and blank:
-            raise InputError(f"{min(blank)} ({where})", "is blank; a machine type not in "
-                             "placement/data/shapes.yaml needs vCPUs and MemoryGiB", source=source)
-        vcpus = None if "vCPUs" in blank else positive_int(row["vCPUs"], f"vCPUs ({where})", source=source)
-        memory = None if "MemoryGiB" in blank else non_negative_number(row["MemoryGiB"], f"MemoryGiB ({where})",
-                                                                       source=source, what="GiB of memory")
-        if known is not None:
-            shape = known
-            if gpus != known.gpus:
-                raise InputError(f"AcceleratorCount ({where})", f"{itype} has {known.gpus} GPUs per node "
-                                 f"(placement/data/shapes.yaml), not {gpus}", source=source)
-        else:
-            shape = adhoc.get(itype) or adhoc_shape(cloud, itype, accel, gpus, vcpus or 1, memory or 0.0)
-            if shape.gpus != gpus:
-                raise InputError(f"AcceleratorCount ({where})", f"{itype} has {shape.gpus} GPUs per node on an "
-                                 f"earlier line, {gpus} here", source=source)
-            adhoc[itype] = shape
-        offer = Offer(cloud=cloud, region=region, zone=zone, shape=shape,
-                      price=_price(row["Price"], f"Price ({where})", source),
-                      spot_price=_price(row["SpotPrice"], f"SpotPrice ({where})", source))
-        _add_offer(seen, offer, where, source, warnings)
+    header, rows = csv_rows(text, source, SKYPILOT_COLUMNS, " (a SkyPilot catalog)")
+    with paused_gc():
+        seen, warnings = _skypilot_offers(rows, header, cloud, source)
     if not seen:
         raise InputError("--catalog", "has no GPU rows (no row with an AcceleratorName)", source=source)
-    offers = tuple(o for _, o in sorted(seen.values(), key=operator.itemgetter(0)))
-    catalog = with_origins(offers, (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
+    catalog = with_origins(tuple(seen.values()),
+                           (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
     return dataclasses.replace(catalog, warnings=tuple(warnings))
+
+
+def _skypilot_offers(rows: Iterable[tuple[int, list[str]]], header: list[str], cloud: str, source: str
+                     ) -> tuple[dict[tuple[str, str, str], Offer], list[str]]:
+    """The offers of a SkyPilot CSV's rows by (instance type, region, zone), in file order, and the warnings."""
+    i_type, i_accel, i_count, i_vcpus, i_memory, i_price, i_spot, i_region, i_zone = map(header.index,
+                                                                                         SKYPILOT_COLUMNS)
+    checks = _Rows(cloud, source)
+    machines, places = checks.machines, checks.places
+    seen: dict[tuple[str, str, str], Offer] = {}
+    warnings: list[str] = []
+    for line, row in rows:
+        accel = row[i_accel]
+        if not accel or accel.isspace():
+            continue  # a CPU machine
+        cells = (row[i_type], accel, row[i_count], row[i_vcpus], row[i_memory])
+        place = (row[i_region], row[i_zone])
+        shape = machines.get(cells)
+        region_zone = places.get(place)
+        if shape is None or region_zone is None:
+            shape, region, zone = checks.check(line, cells, place)
+        else:
+            region, zone = region_zone
+        offer = Offer(cloud, region, zone, shape, _cell_price(row[i_price], "Price", line, source),
+                      _cell_price(row[i_spot], "SpotPrice", line, source))
+        key = (shape.name, region, zone)
+        if key in seen:
+            _add_offer(seen, offer, f"line {line}", source, warnings)
+        else:
+            seen[key] = offer
+    return seen, warnings
 
 
 def _text(row: Mapping[str, Any], key: str, field: str, source: str) -> str:
@@ -270,7 +323,7 @@ def parse_catalog_json(doc: Any, source: str, path: str | None = None) -> Catalo
     if not isinstance(rows, list):
         raise InputError("offers", "must be a list of offers", source=source)
     book = shape_book()
-    seen: dict[tuple[str, str, str], tuple[int, Offer]] = {}
+    seen: dict[tuple[str, str, str], Offer] = {}
     warnings: list[str] = []
     for i, row in enumerate(rows):
         where = f"offers[{i}]"
@@ -294,7 +347,7 @@ def parse_catalog_json(doc: Any, source: str, path: str | None = None) -> Catalo
                       price=_price(row.get("price"), f"{where}.price", source),
                       spot_price=_price(row.get("spot_price"), f"{where}.spot_price", source))
         _add_offer(seen, offer, where, source, warnings)
-    offers = tuple(o for _, o in sorted(seen.values(), key=operator.itemgetter(0)))
+    offers = tuple(seen.values())
     as_of = str(doc.get("as_of", "unknown"))
     clouds = sorted({o.cloud for o in offers}) or list(CLOUDS)
     catalog = with_origins(tuple(offers), tuple(CatalogOrigin(cloud=c, source=source, path=path, as_of=as_of)

@@ -7,13 +7,17 @@ YAML, the MILP solver and the cloud SDKs are imported by the sub-command that ne
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml, shown
+from placement.console import EXIT_BAD_INPUT, EXIT_NOTHING_FEASIBLE, EXIT_OK, output_width, paused_gc
+from placement.errors import UsageError, shown
+from placement.inputs import load_catalog, load_quotas, load_reservations
+from placement.readers import load_yaml
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -21,9 +25,6 @@ if TYPE_CHECKING:
     from placement.catalog import Catalog
     from placement.quotas import QuotaTable
     from placement.reservations import Reservation
-
-EXIT_OK, EXIT_NOTHING_FEASIBLE, EXIT_BAD_INPUT = 0, 1, 2
-
 
 class _Parser(argparse.ArgumentParser):
     # Worked out only when the help is printed (e.g. a path that needs platformdirs), so --help stays fast.
@@ -174,7 +175,8 @@ def _live(args: argparse.Namespace, catalog: Catalog, quotas: QuotaTable, accele
           reservations: bool) -> tuple[Catalog, QuotaTable, list[dict[str, Any]], tuple[Reservation, ...]]:
     if not (getattr(args, "live", False) or getattr(args, "offline", False)):
         return catalog, quotas, [], ()
-    from placement.live import LiveRequest, fetch_live
+    from placement.live import LiveRequest
+    from placement.live.runner import fetch_live
 
     # Placement scores ask for the job's node count on each shape; without a single job, one node.
     request = LiveRequest(accelerators=tuple(accelerators), target_nodes=1, target_gpus=gpus,
@@ -230,22 +232,7 @@ def _now(args: argparse.Namespace) -> dt.datetime:
 
 
 def _reservations(args: argparse.Namespace) -> tuple[Reservation, ...]:
-    from placement.inputs import load_reservations
-
     return load_reservations(args.reservations)
-
-
-def output_width(stream: Any = None) -> int | None:
-    """Columns to fit text output in: ``COLUMNS`` when set, else the terminal's width; no limit when ``stream``
-    (default stdout) is not a terminal (a pipe or a file gets whole lines, for grep)."""
-    import shutil
-
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    if (stream or sys.stdout).isatty():
-        return shutil.get_terminal_size().columns
-    return None
 
 
 def _emit(doc: dict[str, Any] | None, text: str, as_json: bool) -> None:
@@ -350,9 +337,9 @@ def cmd_offers(args: argparse.Namespace) -> int:
 
 
 def cmd_refresh(args: argparse.Namespace) -> int:
-    from placement.live import refresh_catalog
+    from placement.live.refresh import run_refresh
 
-    return refresh_catalog(args)
+    return run_refresh(args)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -402,7 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "allow_catalog_fallback", False) and not getattr(args, "live", False):
             raise UsageError(f"placement {args.command}: --allow-catalog-fallback only applies with --live; add "
                              "--live or drop it (see --help)")
-        code = COMMANDS[args.command](args)
+        # A plan's objects live until it exits: no collector passes over them (plan-batch and dispatch run on).
+        with paused_gc() if args.command in ("plan", "offers", "submit") else contextlib.nullcontext():
+            code = COMMANDS[args.command](args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return code
     except UsageError as exc:

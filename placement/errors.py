@@ -1,8 +1,13 @@
-"""Errors the CLI turns into a one-line message and exit code 2."""
+"""Errors the CLI turns into a one-line message and exit code 2, and how a user's value is quoted in them.
+
+The bottom floor of ``placement``: imports nothing from the package, so every module may import it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+MAX_SHOWN = 60  # characters of a user's value quoted in an error: a value can be megabytes long
 
 
 class InputError(ValueError):
@@ -19,9 +24,14 @@ class InputError(ValueError):
         super().__init__(f"{where}{field}: {message}")
 
 
-def non_negative(value: Any, field: str, source: str, what: str = "a number") -> float:
-    """``value`` as a finite, non-negative float, or an :class:`InputError` naming ``field`` (kept for callers
-    that predate :func:`placement.inputs.non_negative_number`, which it is)."""
-    from placement.inputs import non_negative_number
+class UsageError(Exception):
+    """A bad flag or an unreadable file; printed as one line, exit code 2."""
 
-    return non_negative_number(value, field, source=source or None, what=what)
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value's repr must never turn a one-line error into a traceback
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from placement.errors import InputError
-from placement.inputs import MAX_COUNT, finite_number, shown
+from placement.errors import InputError, shown
 from placement.k8snames import dns1123_label_problem, jobset_name_problem
+from placement.numbers import MAX_COUNT, finite_number, yaml_number
 from placement.physics import DESTINATIONS, TRAINING, WORKLOADS
 from placement.physics_data import physics_book
 from placement.shapes import CLOUDS, ShapeBook, shape_book
@@ -180,9 +180,11 @@ def _number(value: Any, field: str, *, minimum: float = 0.0, strict: bool = Fals
             float(value)
         except ValueError:
             raise InputError(field, f"must be {kind}, got {shown(value)}") from None
-        # YAML 1.1 reads a quoted number, and an exponent without a dot (1e3), as text.
-        raise InputError(field, f"must be {kind}; YAML read {shown(value)} as text: drop any quotes and write an "
-                         "exponent with a dot (1.0e3)")
+        # YAML 1.1 reads a quoted number, and an exponent without a dot or a sign (1e3, 1.0e3), as text.
+        hint = yaml_number(value)
+        why = " (in YAML an exponent needs a dot and a sign)" if hint != value.strip() else ""
+        raise InputError(field, f"must be {kind}; YAML read {shown(value)} as text: write it as {hint}, "
+                         f"unquoted{why}")
     number = finite_number(value, field, what=kind)
     if integer and number != int(number):
         raise InputError(field, f"must be a whole number, got {shown(value)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from placement.inputs import shown
+from placement.errors import shown
 
 MAX_LABEL = 63
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement.errors import InputError
-from placement.inputs import csv_table, non_negative_number, shown
+from placement.errors import InputError, shown
+from placement.numbers import non_negative_number
+from placement.readers import csv_table
 from placement.shapes import CLOUDS, shape_book
 
 QUOTA_COLUMNS = ("cloud", "region", "quota", "limit", "usage")

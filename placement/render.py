@@ -124,7 +124,7 @@ def cheaper_doc(p: Plan) -> dict[str, Any] | None:
 
 def unused_reservations(p: Plan, reservations: Sequence[Reservation]) -> list[dict[str, Any]]:
     """``reservations_unused``: each reservation in the job's scope the plan does not use, and why."""
-    from placement.reservations import unused
+    from placement.reservation_use import unused
 
     return [{"id": u.reservation.id, "cloud": u.reservation.cloud, "region": u.reservation.region,
              "zone": u.reservation.zone, "instance_type": u.reservation.instance_type, "count": u.reservation.count,

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from placement.console import EXIT_BAD_INPUT, EXIT_NOTHING_FEASIBLE, EXIT_OK, output_width
 from placement.fleet.choose import Choice, Group, portable_group
-from placement.fleet.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FleetError
+from placement.fleet.errors import FleetError
 from placement.fleet.manifests import JOB_UID_LABEL, Target, manifest_yaml, render, render_portable
 from placement.fleet.stacks import HubStack
 from placement.jobspec import JobSpec
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from placement.catalog import Catalog
     from placement.fleet.stacks import Stacks
 
-EXIT_NOTHING_FEASIBLE = EXIT_FAILED
 NEW_STACK_ROWS = 5  # "needs a new stack" candidates shown next to the existing-cluster ones
 SubmitError = FleetError
 
@@ -161,7 +161,7 @@ def run_line(target: Target, group: Group | None = None) -> str:
 
 
 def _pick_hub(stacks: Stacks) -> HubStack | None:
-    from placement.inputs import UsageError
+    from placement.errors import UsageError
 
     if len(stacks.hubs) > 1:
         raise UsageError("--via-hub: more than one hub stack given (" + ", ".join(h.stack for h in stacks.hubs)
@@ -224,10 +224,12 @@ def _submission_time(args: argparse.Namespace) -> dt.datetime:
 
 def _run(args: argparse.Namespace) -> int:
     from placement.engine import plan
+    from placement.errors import UsageError
     from placement.fleet.choose import match_existing
     from placement.fleet.outputs import load_stacks
-    from placement.inputs import UsageError, load_catalog, load_quotas, load_yaml
+    from placement.inputs import load_catalog, load_quotas
     from placement.jobspec import parse_job
+    from placement.readers import load_yaml
 
     job_doc = load_yaml(args.job, "job spec")
     job = parse_job(job_doc)
@@ -264,8 +266,6 @@ def _run(args: argparse.Namespace) -> int:
                                 "(placement dispatch needs gpufleet:hub.dispatcher External)")
         else:
             manifest, warnings = render(target)
-    from placement.cli import output_width
-
     width = output_width(sys.stderr if args.dry_run else sys.stdout)
     table_text = text_table(job, choice, catalog, width)
     summary = []

@@ -7,7 +7,7 @@ import re
 from importlib import resources
 from typing import Literal
 
-from placement.inputs import shown
+from placement.errors import shown
 
 _DIRECTIONS = {"northeast": "ne", "southeast": "se", "northwest": "nw", "southwest": "sw"}
 _AWS_REGION = re.compile(r"^([a-z]{2})-(gov-)?([a-z]+)-(\d+)$")

@@ -30,3 +30,12 @@ def _no_user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ.setdefault("GPUFLEET_DATA_DIR", str(tmp_path_factory.mktemp("gpufleet-data")))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never read or write the real user cache (~/.cache/gpufleet: parsed catalogs, live answers): every
+    test sees a cache directory of its own session unless it sets GPUFLEET_CACHE_DIR itself."""
+    import os
+
+    os.environ["GPUFLEET_CACHE_DIR"] = str(tmp_path_factory.mktemp("gpufleet-cache"))

@@ -16,8 +16,8 @@ import sys
 import threading
 from typing import Any
 
+from placement.errors import UsageError
 from placement.fleet.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, FleetError
-from placement.inputs import UsageError
 
 # Caps of the numeric flags: far above any sensible value, low enough that every figure stays finite.
 MAX_USD_PER_GPU_HOUR = 10_000.0

@@ -1,7 +1,7 @@
 """Live prices for ``placement dispatch --live``: the catalog overlaid with live spot prices and offerings,
 re-read in a background thread, the last good answer of each fleet region kept when a refresh fails.
 
-Each refresh is one :func:`placement.live.fetch_live` over the fleet's clouds, regions and accelerators,
+Each refresh is one :func:`placement.live.runner.fetch_live` over the fleet's clouds, regions and accelerators,
 prices only (no quota calls: a worker's quota is its Kueue's) and never from the on-disk cache. What it
 overlays (AWS ``DescribeSpotPriceHistory``, ``DescribeInstanceTypeOfferings``, placement scores; GCP billing
 SKUs and accelerator types) is described in :mod:`placement.live`. Per fleet (cloud, region), the prices in
@@ -131,7 +131,7 @@ Fetch = Callable[[LiveRequest, Catalog], LiveResult]
 
 
 def _fetch_live(request: LiveRequest, catalog: Catalog) -> LiveResult:
-    from placement.live import fetch_live  # the cloud SDKs load on the first refresh, in its thread
+    from placement.live.runner import fetch_live  # the cloud SDKs load on the first refresh, in its thread
 
     return fetch_live(request, catalog)
 

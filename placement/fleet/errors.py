@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from placement.console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "FleetError"]
 
 
 class FleetError(Exception):

@@ -8,9 +8,9 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
+from placement.errors import UsageError
 from placement.fleet.errors import EXIT_BAD_INPUT, FleetError
 from placement.fleet.stacks import ClusterStack, HubStack, Stacks, parse_fleet, parse_stacks
-from placement.inputs import UsageError
 
 PULUMI_TIMEOUT_S = 120.0
 
@@ -40,7 +40,7 @@ def pulumi_outputs(stack: str) -> dict[str, Any]:
 
 def load_stacks(stacks_file: str | None, stack_names: Sequence[str]) -> Stacks:
     """The clusters and hubs of ``--stacks FILE`` and of every ``--stack NAME``; a stack given twice is refused."""
-    from placement.inputs import load_yaml
+    from placement.readers import load_yaml
 
     if not stacks_file and not stack_names:
         raise UsageError("submit: pass --stacks FILE (exported outputs) or --stack NAME (repeatable)")
@@ -63,6 +63,6 @@ def load_stacks(stacks_file: str | None, stack_names: Sequence[str]) -> Stacks:
 
 def load_fleet(path: str) -> tuple[ClusterStack, ...]:
     """The fleet file (JSON, or YAML: JSON is YAML) mounted from ConfigMap ``gpufleet-fleet``."""
-    from placement.inputs import load_yaml
+    from placement.readers import load_yaml
 
     return parse_fleet(load_yaml(path, "--fleet"), path)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement import kueue as ko
-from placement.errors import InputError
-from placement.inputs import finite_number, shown
+from placement.errors import InputError, shown
+from placement.numbers import finite_number
 from placement.shapes import Shape, shape_book
 
 

@@ -1,7 +1,9 @@
 """Live quota, spot prices, offerings and placement scores from AWS and GCP (``placement plan --live``).
 
-This module is the contract the CLI calls. It stays light: no boto3 / google import here, and a
-plan whose answers are all in the on-disk cache imports neither SDK at all.
+This module holds the contract's types (request, result, source rows); the CLI calls
+:func:`placement.live.runner.fetch_live` and ``placement refresh`` :func:`placement.live.refresh.run_refresh`. It
+stays light and imports none of its submodules (they import it): no boto3 / google import here, and a plan whose
+answers are all in the on-disk cache imports neither SDK at all.
 
 What is read, through the clouds' own clients (every (cloud, service, region) call runs concurrently):
 
@@ -54,7 +56,6 @@ Endpoint overrides: boto3's ``AWS_ENDPOINT_URL[_<SERVICE>]``; ``GPUFLEET_GCP_COM
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -119,25 +120,4 @@ class LiveResult:
     reservations: tuple[Reservation, ...] = ()
 
 
-def fetch_live(request: LiveRequest, catalog: Catalog) -> LiveResult:
-    """Query (or read from cache) everything ``request`` needs and overlay it on ``catalog``.
-
-    Never raises for a cloud-side failure: failed parts are reported in ``sources`` and the
-    affected candidates keep catalog prices and get no quota entry (``quota unknown``).
-    """
-    from placement.live.runner import fetch
-
-    return fetch(request, catalog)
-
-
-def refresh_catalog(args: argparse.Namespace) -> int:
-    """``placement refresh``: write a new embedded-catalog file from live data (atomically).
-
-    Exit 0 written, 1 no cloud answered, 2 bad input.
-    """
-    from placement.live.refresh import run_refresh
-
-    return run_refresh(args)
-
-
-__all__ = ["STATUSES", "LiveRequest", "LiveResult", "Source", "Status", "fetch_live", "refresh_catalog"]
+__all__ = ["STATUSES", "LiveRequest", "LiveResult", "Source", "Status"]

@@ -19,7 +19,7 @@ reservation free nodes      integer >= 1                    ``MAX_NODES``
 placement score             integer 1-10                    -
 ==========================  ==============================  =====================
 
-Numbers are read with the file inputs' rule (``placement.inputs.finite_number``); what differs is the outcome
+Numbers are read with the file inputs' rule (``placement.numbers.finite_number``); what differs is the outcome
 (a value dropped and named, not the command refused) and the caps above, specific to what a cloud can answer.
 """
 
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from placement.errors import InputError
-from placement.inputs import finite_number, shown
+from placement.errors import InputError, shown
+from placement.numbers import finite_number
 
 # The most expensive single machine any cloud lists is well under 1,000 USD/h (an 8-GPU node ~100 USD/h).
 MAX_NODE_USD_PER_HOUR = 5_000.0

@@ -40,11 +40,12 @@ from placement.catalog import (
     refreshed_catalog_path,
     reject_json_constant,
 )
+from placement.console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from placement.errors import InputError
 from placement.live import LiveRequest
 from placement.shapes import CLOUDS, shape_book
 
-EXIT_OK, EXIT_NOT_WRITTEN, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_NOT_WRITTEN = EXIT_FAILED
 MAX_SHRINK = 0.20  # share of a cloud's offers a refresh may drop without --allow-shrink
 ANSWERED = ("ok", "partial")  # source statuses that carry fresh data
 

@@ -610,6 +610,15 @@ def collect(request: LiveRequest, tasks: list[Task]) -> dict[Task, Outcome]:
     return outcomes
 
 
+def fetch_live(request: LiveRequest, catalog: Catalog) -> LiveResult:
+    """Query (or read from cache) everything ``request`` needs and overlay it on ``catalog``.
+
+    Never raises for a cloud-side failure: failed parts are reported in ``sources`` and the
+    affected candidates keep catalog prices and get no quota entry (``quota unknown``).
+    """
+    return fetch(request, catalog)
+
+
 def fetch(request: LiveRequest, catalog: Catalog, *, pricing: bool = False, new_pairs: bool = False) -> LiveResult:
     """The whole ``--live`` path: tasks, cache, calls, overlay, sources."""
     tasks = build_tasks(request, catalog, pricing=pricing)

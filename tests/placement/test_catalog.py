@@ -108,3 +108,35 @@ def test_malformed_csv_is_an_input_error_naming_the_line():
 
 def test_a_byte_order_mark_from_a_spreadsheet_is_ignored():
     assert len(parse_skypilot_csv("\ufeff" + HEAD + P5, "aws", source="c.csv").offers) == 1
+
+
+# ----------------------------------------------------------------------------- remembered row checks
+
+
+def test_rows_repeating_a_checked_machine_or_place_are_still_checked_in_full():
+    # The first row checks p5.48xlarge and use1-az4; later rows reuse those results and each of their own
+    # cells is still refused where it is wrong, naming its line.
+    assert refused(P5 + P5.replace(",8,192", ",4,192")).startswith("c.csv: AcceleratorCount (line 3)")
+    assert refused(P5 + P5.replace("use1-az4", "use2-az1")).startswith("c.csv: AvailabilityZone (line 3)")
+    assert refused(P5 + P5.replace("98.32", "-1")).startswith("c.csv: Price (line 3)")
+    assert refused(P5 + P5.replace("40.1", "nan")).startswith("c.csv: SpotPrice (line 3)")
+    assert refused(ADHOC + ADHOC.replace("L4,1,", "L4,2,")).startswith("c.csv: AcceleratorCount (line 3)")
+    assert "listed twice with different prices" in refused(P5 + P5.replace("98.32", "99"))
+
+
+def test_blank_and_spaced_cells_read_as_before():
+    rows = (P5.replace("40.1", " ") + "\n" + "m5.large, ,0,2,8,0.1,,us-east-1,use1-az4\n"
+            + " p5.48xlarge ,H100, 8 ,192,2048, 98.32 ,,us-east-1,use1-az6\n")
+    cat = parse_skypilot_csv(HEAD + rows, "aws", source="c.csv")
+    assert [(o.instance_type, o.zone, o.price, o.spot_price) for o in cat.offers] == [
+        ("p5.48xlarge", "use1-az4", 98.32, None), ("p5.48xlarge", "use1-az6", 98.32, None)]
+
+
+def test_a_short_row_reads_its_missing_cells_as_blank():
+    assert refused("g9.2xlarge,L4,1\n").startswith("c.csv: Region (line 2): is blank")
+
+
+def test_an_unclosed_quote_is_named_at_the_line_it_opens():
+    message = refused(P5 + 'p5.48xlarge,H100,8,192,2048,"98.32,40.1,us-east-1,use1-az6\n' + P5)
+    assert message.startswith("c.csv: line 3: a quoted cell runs on to line 4") and "close the quote" in message
+

@@ -1,11 +1,11 @@
-"""The shared input checks of placement.inputs: numbers, counts, prices, and the user-file loader."""
+"""The shared input checks of placement.numbers and placement.readers: numbers, counts, prices, the YAML loader."""
 
 from __future__ import annotations
 
 import pytest
 
-from placement.errors import InputError
-from placement.inputs import finite_number, non_negative_price, positive_int, shown
+from placement.errors import InputError, shown
+from placement.numbers import finite_number, non_negative_price, positive_int
 
 NON_FINITE = ["inf", "Infinity", "-inf", "1e999", "nan", "NaN", float("inf"), float("nan"), 10**400]
 
@@ -55,7 +55,8 @@ def test_values_quoted_in_errors_are_cut_short() -> None:
 
 # ----------------------------------------------------------------------------- the YAML loader
 
-from placement.inputs import MAX_YAML_DEPTH, UsageError, load_yaml  # noqa: E402
+from placement.errors import UsageError  # noqa: E402
+from placement.readers import MAX_YAML_DEPTH, load_yaml  # noqa: E402
 
 
 def _load(tmp_path, text: str):
@@ -131,3 +132,66 @@ def test_odd_paths_are_one_line_usage_errors(tmp_path, make):
     with pytest.raises(UsageError) as err:
         load_yaml(make(tmp_path), "job spec")
     assert str(err.value).startswith("job spec: ") and len(str(err.value)) < 200
+
+
+# ----------------------------------------------------------------------------- messages a first week meets
+
+
+@pytest.mark.parametrize(("text", "line", "column"), [
+    ("name: a\n\tgpus: 8\n", 2, 1),  # the C loader: "a tab character that violates indentation"
+    ("name: a\ndata:\n\tdataset: x\n", 3, 1),  # "found character that cannot start any token"
+    ("jobs:\n  - a\n  -\tb\n", 3, 4),
+])
+def test_a_tab_is_named_as_a_tab(tmp_path, text, line, column):
+    with pytest.raises(UsageError) as err:
+        _load(tmp_path, text)
+    message = str(err.value)
+    assert f"line {line} column {column} has a tab character" in message and "spaces" in message
+    assert "\n" not in message and "\\t" not in message
+
+
+@pytest.mark.parametrize(("text", "line"), [('name: "abc\ngpus: 8\n', 1), ("name: a\nhours: 'ten\n", 2),
+                                            ('name: "abc', 1)])
+def test_an_unterminated_quote_is_named_where_it_opens(tmp_path, text, line):
+    with pytest.raises(UsageError) as err:
+        _load(tmp_path, text)
+    assert f"the quote opened at line {line} column" in str(err.value) and "never closed" in str(err.value)
+
+
+def test_other_syntax_errors_keep_their_line(tmp_path):
+    with pytest.raises(UsageError, match=r"is not valid YAML at line 2 .*; fix the syntax"):
+        _load(tmp_path, "a: [1, 2\n")
+
+
+@pytest.mark.parametrize("name", ["q.yaml", "q.YAML", "q.Yml"])
+def test_a_quota_file_named_yaml_in_any_case_is_read_as_yaml(tmp_path, name):
+    from placement.inputs import load_quotas
+
+    path = tmp_path / name
+    path.write_text("- {cloud: aws, region: us-east-1, quota: L-417A185B, limit: 384, usage: 0}\n")
+    assert load_quotas(str(path)).get("aws", "us-east-1", "L-417A185B").limit == 384
+
+
+@pytest.mark.parametrize(("text", "hint"), [("1e3", "1.0e+3"), ("1.0e3", "1.0e+3"), ("2E-4", "2.0e-4"),
+                                            (".5e3", "0.5e+3"), ("-3e10", "-3.0e+10"), ("8", "8"),
+                                            ("1.5", "1.5"), ("abc", None), ("1e999", None), ("nan", None)])
+def test_number_hints_are_forms_yaml_1_1_reads_as_numbers(text, hint):
+    import yaml
+
+    from placement.numbers import yaml_number
+
+    assert yaml_number(text) == hint
+    if hint is not None:
+        assert yaml.safe_load(f"x: {hint}")["x"] == float(text)
+
+
+@pytest.mark.parametrize(("value", "hint"), [("1e3", "write it as 1.0e+3, unquoted (in YAML an exponent needs"),
+                                             ("1.0e3", "write it as 1.0e+3, unquoted"),
+                                             ("'8'", "write it as 8, unquoted")])
+def test_a_job_spec_number_read_as_text_names_the_form_to_write(tmp_path, value, hint):
+    from placement.jobspec import parse_job
+
+    doc = _load(tmp_path, f"name: a\naccelerator: H100\ngpus: 8\nhours: {value}\n")
+    with pytest.raises(InputError) as err:
+        parse_job(doc)
+    assert hint in str(err.value)

@@ -1,0 +1,218 @@
+"""A parsed-and-validated ``--catalog`` CSV, kept in the user's cache directory so the next plan skips the checks.
+
+Keyed by the CSV's content (SHA-256), its cloud and path, and a fingerprint of everything that decides what a
+parse returns (the parsing and checking code, the shape and region data, the package version): any change to
+one of them is a different entry, never a stale answer. The entry holds plain data only as JSON (strings,
+numbers, lists; the per-offer columns as base64 of packed ints and doubles, read with :mod:`array`), with the
+SHA-256 of its body in its first line; it is never a pickle. A missing, truncated, corrupt or foreign entry
+(another user's file), or an unreadable or unwritable cache directory, means the file is parsed as if there
+were no cache: the cache can make a plan faster, never different, never fail.
+
+Where: ``$GPUFLEET_CACHE_DIR/catalogs``, else ``platformdirs.user_cache_dir("gpufleet")/catalogs``; entries are
+written atomically (a temporary file renamed into place) and the :data:`KEEP` newest are kept.
+"""
+
+from __future__ import annotations
+
+import array
+import base64
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from placement.catalog import (
+    Catalog,
+    CatalogOrigin,
+    Offer,
+    adhoc_shape,
+    parse_skypilot_csv,
+    paused_gc,
+    reject_json_constant,
+    with_origins,
+)
+from placement.numbers import MAX_PRICE_USD
+from placement.shapes import shape_book
+
+CACHE_DIR_ENV = "GPUFLEET_CACHE_DIR"  # overrides platformdirs.user_cache_dir("gpufleet"); shared with the live cache
+FORMAT = "gpufleet.catalog-cache/v2"
+MIN_BYTES = 256 * 2**10  # smaller CSVs (a few thousand rows) parse faster than an entry is written
+KEEP = 16  # entries kept (the newest by modification time); a 50,000-row catalog's entry is about 3 MB
+# What a parse depends on besides the CSV itself: a change to any of these files is a new cache key.
+_CODE = ("catalog.py", "catalog_cache.py", "numbers.py", "readers.py", "shapes.py", "zones.py", "errors.py")
+_DATA = ("shapes.yaml", "regions.yaml")
+
+
+def cache_dir() -> Path:
+    """The directory of catalog entries (not created here)."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env) / "catalogs"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gpufleet")) / "catalogs"
+
+
+@functools.cache
+def fingerprint() -> str:
+    """SHA-256 over the cache format, the package version, and the code and data files a parse depends on."""
+    from importlib import resources
+
+    from placement import __version__
+
+    # Columns are packed in this machine's byte order and int size: another machine's entry is another key.
+    digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.byteorder}\0{array.array('I').itemsize}\0".encode())
+    here = Path(__file__).resolve().parent
+    for name in _CODE:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+    data = resources.files("placement.data")
+    for name in _DATA:
+        digest.update(name.encode() + b"\0" + data.joinpath(name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def cache_key(text: str, cloud: str, source: str) -> str:
+    """The entry's name: SHA-256 of the fingerprint, the cloud, the path and the CSV text."""
+    digest = hashlib.sha256(f"{fingerprint()}\0{cloud}\0{source}\0".encode())
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def parse_cached(text: str, cloud: str, source: str, modified: str | None = None) -> Catalog:
+    """:func:`~placement.catalog.parse_skypilot_csv`, answered from the cache when this exact CSV was parsed
+    before with this code and data (else parsed, and stored when at least :data:`MIN_BYTES`)."""
+    if len(text) < MIN_BYTES:
+        return parse_skypilot_csv(text, cloud, source, modified)
+    try:
+        key = cache_key(text, cloud, source)
+        path = cache_dir() / f"{key}.json"
+    except (OSError, ValueError, ImportError):  # no source files to fingerprint (a zipped install), no home dir
+        return parse_skypilot_csv(text, cloud, source, modified)
+    stored = _load(path, key, cloud, limit=2 * len(text) + 2**20)
+    if stored is not None:
+        offers, warnings = stored
+        catalog = with_origins(offers, (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
+        return dataclasses.replace(catalog, warnings=warnings)
+    catalog = parse_skypilot_csv(text, cloud, source, modified)
+    _store(path, key, catalog)
+    return catalog
+
+
+def _load(path: Path, key: str, cloud: str, limit: int) -> tuple[tuple[Any, ...], tuple[str, ...]] | None:
+    """The offers and warnings of the entry at ``path``, or None when it is absent or not exactly what
+    :func:`_store` wrote for ``key`` (any error reading or checking it; more than ``limit`` bytes)."""
+    try:
+        with open(path, "rb") as fh:
+            if hasattr(os, "getuid") and os.fstat(fh.fileno()).st_uid != os.getuid():
+                return None  # another user's file in a shared GPUFLEET_CACHE_DIR: not ours to trust
+            raw = fh.read(limit + 1)
+        if len(raw) > limit:
+            return None
+        head, _, body = raw.partition(b"\n")
+        meta = json.loads(head)
+        if (not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("key") != key
+                or meta.get("sha256") != hashlib.sha256(body).hexdigest()):
+            return None
+        with paused_gc():
+            doc = json.loads(body, parse_constant=reject_json_constant)
+            return _offers(doc, cloud), tuple(str(w) for w in doc["warnings"])
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+        return None
+
+
+def _indexes(text: str, n: int, size: int) -> list[int]:
+    """An index column: ``n`` unsigned ints below ``size``, packed (base64 of the machine's 4-byte ints)."""
+    column = array.array("I")
+    column.frombytes(base64.b64decode(text, validate=True))
+    if len(column) != n or (n and max(column) >= size):
+        raise ValueError("an index out of its table")
+    return column.tolist()
+
+
+def _prices(text: str, n: int) -> list[float | None]:
+    """A price column: ``n`` doubles, packed like :func:`_indexes`; NaN stands for no price, every other value
+    within [0, MAX_PRICE_USD]."""
+    column = array.array("d")
+    column.frombytes(base64.b64decode(text, validate=True))
+    if len(column) != n:
+        raise ValueError("a price column of another length")
+    prices = [None if p != p else p for p in column.tolist()]  # p != p: NaN
+    present = [p for p in prices if p is not None]
+    if present and not (min(present) >= 0 and max(present) <= MAX_PRICE_USD):
+        raise ValueError("a price out of range")
+    return prices
+
+
+def _packed(values: list[Any], code: str) -> str:
+    return base64.b64encode(array.array(code, values).tobytes()).decode("ascii")
+
+
+def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
+    """The offers of an entry's body: ``n`` rows as packed columns (shape and place indexes, prices), shapes by
+    name from the shape data or the entry's own machine types. Anything unexpected raises (and the CSV is
+    parsed instead)."""
+    book = shape_book()
+    adhoc = {name: adhoc_shape(cloud, str(name), str(a), int(g), int(v), float(m))
+             for name, (a, g, v, m) in doc["adhoc"].items()}
+    shapes = [adhoc.get(name) or book.shapes[name] for name in doc["shapes"]]
+    places = [(region, zone) for region, zone in doc["places"]]
+    if any(s.cloud != cloud for s in shapes) or any(type(r) is not str or type(z) is not str for r, z in places):
+        raise ValueError("an offer of another cloud")
+    n = doc["n"]
+    if type(n) is not int or n < 1:
+        raise ValueError("no offers")
+    columns = zip(_indexes(doc["shape"], n, len(shapes)), _indexes(doc["place"], n, len(places)),
+                  _prices(doc["price"], n), _prices(doc["spot"], n), strict=True)
+    return tuple(Offer(cloud, places[j][0], places[j][1], shapes[i], p, sp) for i, j, p, sp in columns)
+
+
+def _store(path: Path, key: str, catalog: Catalog) -> None:
+    """Write ``catalog``'s entry atomically; any OSError (read-only or full disk) leaves no entry."""
+    book = shape_book()
+    offers = catalog.offers
+    by_name = {o.shape.name: o.shape for o in offers}
+    shapes = {name: i for i, name in enumerate(by_name)}
+    places: dict[tuple[str, str], int] = {}
+    adhoc = {name: [s.accelerator, s.gpus, s.vcpus, s.memory_gib] for name, s in by_name.items()
+             if book.shapes.get(name) is not s}
+    nan = float("nan")
+    body = json.dumps({"n": len(offers), "shapes": list(shapes), "adhoc": adhoc,
+                       "shape": _packed([shapes[o.shape.name] for o in offers], "I"),
+                       "place": _packed([places.setdefault((o.region, o.zone), len(places)) for o in offers], "I"),
+                       "places": list(places),
+                       "price": _packed([nan if o.price is None else o.price for o in offers], "d"),
+                       "spot": _packed([nan if o.spot_price is None else o.spot_price for o in offers], "d"),
+                       "warnings": list(catalog.warnings)}, separators=(",", ":"), allow_nan=False).encode()
+    head = json.dumps({"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=".tmp-", suffix=".json", delete=False) as fh:
+            tmp = fh.name
+            fh.write(head + b"\n" + body)
+        os.replace(tmp, path)
+        tmp = None
+        _prune(path.parent)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _prune(directory: Path) -> None:
+    """Keep the :data:`KEEP` newest entries."""
+    entries = []
+    for entry in directory.glob("*.json"):
+        with contextlib.suppress(OSError):
+            entries.append((entry.stat().st_mtime, entry))
+    for _, entry in sorted(entries, reverse=True)[KEEP:]:
+        with contextlib.suppress(OSError):
+            entry.unlink()

@@ -1,0 +1,109 @@
+"""Imports point one way: no module cycle in placement/ or infra/ (a lazy import inside a function, or one under
+TYPE_CHECKING, counts), and the bottom floor (errors, numbers, readers, console) imports nothing above it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("placement", "infra")
+BOTTOM_FLOOR = {  # module -> the placement modules it may import
+    "placement.errors": set(),
+    "placement.console": set(),
+    "placement.numbers": {"placement.errors"},
+    "placement.readers": {"placement.errors"},
+}
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for path in (root / pkg).rglob("*.py"):
+            name = ".".join(path.relative_to(root).with_suffix("").parts)
+            mods[name.removesuffix(".__init__")] = path
+    return mods
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of placement/ and infra/ it imports, anywhere in its body."""
+    mods = _modules(root)
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # from . import x / from .a import b
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            edges[mod] |= {n for n in names if n in mods and n != mod}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    found = cycles(import_graph())
+    assert not found, "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_sees_lazy_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "placement"
+    pkg.mkdir()
+    (tmp_path / "infra").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from placement.b import x\n")
+    (pkg / "b.py").write_text("def f():\n    from placement import a\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    assert cycles(import_graph(tmp_path)) == [["placement.a", "placement.b"]]
+
+
+def test_the_bottom_floor_imports_nothing_above_it() -> None:
+    edges = import_graph()
+    for mod, allowed in BOTTOM_FLOOR.items():
+        assert edges[mod] <= allowed, f"{mod} imports {sorted(edges[mod] - allowed)}"
