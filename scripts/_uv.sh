@@ -20,7 +20,9 @@ setup_done() {  # "... DETAIL, N.N s"
 
 gpufleet_python() {  # sets PY to the absolute path of a Python 3.11+, or exits 2 saying how to name one
   if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    echo "gpufleet needs Python 3.11 or newer (found: $("$PY" --version 2>&1 || echo none)); set PYTHON=/path/to/python3.11" >&2
+    local found="no $PY"
+    command -v "$PY" >/dev/null 2>&1 && found=$("$PY" --version 2>&1 | head -n 1 || true)
+    echo "gpufleet needs Python 3.11 or newer (found: $found); set PYTHON=/path/to/python3.11" >&2
     exit 2
   fi
   PY=$("$PY" -c 'import sys; print(sys.executable)')
