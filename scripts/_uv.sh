@@ -1,9 +1,9 @@
 # Sourced by scripts/_env.sh, scripts/lock, scripts/upgrade and scripts/check_extras: the pinned uv.
 # Defines setup_note/setup_done (progress lines on stderr) and gpufleet_uv, which sets UV to the uv binary of
 # version GPUFLEET_UV_VERSION, installing it once per machine with pip into
-# ${XDG_CACHE_HOME:-~/.cache}/gpufleet/uv-VERSION (GPUFLEET_UV=/path/to/uv uses that binary instead).
+# ${XDG_CACHE_HOME:-~/.cache}/gpufleet-tools/uv-VERSION (GPUFLEET_UV=/path/to/uv uses that binary instead).
 # Needs only Python 3.11+ with pip, and the package registry.
-GPUFLEET_UV_VERSION=0.13.9  # also in .github/workflows/*.yml; scripts/upgrade does not change it
+GPUFLEET_UV_VERSION=0.13.9  # CI and the workflows use this one too; scripts/upgrade does not change it
 PY=${PYTHON:-python3}
 # uv may use only the interpreter we give it (it would otherwise download one), and the project's .venv.
 export UV_PYTHON_DOWNLOADS=never
@@ -31,7 +31,7 @@ gpufleet_python() {  # sets PY to the absolute path of a Python 3.11+, or exits 
 gpufleet_uv() {
   [ -n "${UV:-}" ] && return 0
   if [ -n "${GPUFLEET_UV:-}" ]; then UV=$GPUFLEET_UV; return 0; fi
-  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet/uv-$GPUFLEET_UV_VERSION"
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-tools/uv-$GPUFLEET_UV_VERSION"
   if [ ! -x "$dir/bin/uv" ]; then
     gpufleet_python
     if ! "$PY" -m pip --version >/dev/null 2>&1; then
