@@ -7,6 +7,9 @@ GPUFLEET_UV_VERSION=0.13.9  # CI and the workflows use this one too; scripts/upg
 PY=${PYTHON:-python3}
 # uv may use only the interpreter we give it (it would otherwise download one), and the project's .venv.
 export UV_PYTHON_DOWNLOADS=never
+# Trust the system's certificate store, as pip does, not only uv's bundled roots: behind a proxy that re-signs
+# TLS with a corporate root (trusted by the system, as here) uv otherwise fails with "invalid peer certificate".
+if [ -z "${UV_SYSTEM_CERTS:-}${UV_NATIVE_TLS:-}${SSL_CERT_FILE:-}" ]; then export UV_SYSTEM_CERTS=1; fi
 
 _setup_t0=
 setup_note() {  # "setup: WHAT ... " on stderr, finished by setup_done
