@@ -143,3 +143,20 @@ def test_the_lock_matches_pyproject_and_covers_every_extra() -> None:
     assert _requirements(locked["metadata"]["requires-dist"]) == wanted, "run scripts/lock and commit uv.lock"
     assert lock["requires-python"] == project["requires-python"]
 
+
+
+VENV = ROOT / ".venv"
+
+
+@pytest.mark.skipif(not any(VENV.glob(".installed-dev-*")) and not any(VENV.glob(".installed-infra-*")),
+                    reason="needs .venv with the infra extra (./scripts/test)")
+def test_pulumi_can_list_the_venvs_packages_with_pip() -> None:
+    # Pulumi.yaml's `toolchain: pip` runs exactly this in .venv to find the plugins the program needs; uv makes
+    # venvs without pip, so the infra extra brings it.
+    import json
+
+    proc = subprocess.run([str(VENV / "bin" / "python"), "-m", "pip", "list", "-v", "--format", "json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    names = {p["name"].lower().replace("_", "-") for p in json.loads(proc.stdout)}
+    assert {"pulumi", "pulumi-aws", "pulumi-gcp", "pulumi-kubernetes", "pulumi-policy"} <= names
