@@ -5,6 +5,7 @@
 # Needs only Python 3.11+ with pip, and the package registry.
 GPUFLEET_UV_VERSION=0.13.9  # CI and the workflows use this one too; scripts/upgrade does not change it
 PY=${PYTHON:-python3}
+UV=  # set by gpufleet_uv; never one inherited (`uv run` exports UV, maybe of another version)
 # uv may use only the interpreter we give it (it would otherwise download one), and the project's .venv.
 export UV_PYTHON_DOWNLOADS=never
 # Trust the system's certificate store, as pip does, not only uv's bundled roots: behind a proxy that re-signs
@@ -36,6 +37,7 @@ gpufleet_uv() {
   if [ -n "${GPUFLEET_UV:-}" ]; then UV=$GPUFLEET_UV; return 0; fi
   local dir="${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-tools/uv-$GPUFLEET_UV_VERSION"
   if [ ! -x "$dir/bin/uv" ]; then
+    rm -rf "$dir"  # a copy without its binary (removed by hand): install it again
     gpufleet_python
     if ! "$PY" -m pip --version >/dev/null 2>&1; then
       echo "setup: $PY has no pip to install uv $GPUFLEET_UV_VERSION with; install pip (Debian: apt-get install python3-pip) or set GPUFLEET_UV=/path/to/uv" >&2
