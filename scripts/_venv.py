@@ -31,7 +31,8 @@ def _importable(modules: tuple[str, ...]) -> bool:
 
 def ensure(*modules: str, extra: str = "dev") -> None:
     """Make ``modules`` importable: as is, else by re-running this script under .venv; else exit 2 with the
-    command that sets .venv up (``./scripts/test`` installs every extra; ``extra`` names the smallest one)."""
+    command that sets .venv up from uv.lock (``./scripts/test`` installs every extra; ``extra`` names the smallest
+    one, "" for the CLI alone)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if _importable(modules):
@@ -40,6 +41,8 @@ def ensure(*modules: str, extra: str = "dev") -> None:
         os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), *sys.argv])
     missing = ", ".join(m for m in modules if not _importable((m,)))
     where = ".venv" if VENV_PYTHON.exists() else "this Python (there is no .venv yet)"
-    print(f"{Path(sys.argv[0]).name}: {missing} not importable in {where}; set up with `./scripts/test` "
-          f"(everything) or `./scripts/demo` then `.venv/bin/pip install -e '.[{extra}]'`", file=sys.stderr)
+    fix = "`./scripts/demo` (the CLI) or `./scripts/test` (every extra)" if not extra else \
+        f"`./scripts/test` (every extra) or `bash scripts/_env.sh {extra}` (the {extra} extra)"
+    print(f"{Path(sys.argv[0]).name}: {missing} not importable in {where}; set .venv up from uv.lock with {fix}",
+          file=sys.stderr)
     sys.exit(2)
