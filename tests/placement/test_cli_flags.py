@@ -84,7 +84,7 @@ def test_refresh_help_says_where_it_writes(capsys, monkeypatch, tmp_path):
 
 
 def _no_credentials(monkeypatch, clouds):
-    import placement.live as live
+    import placement.live.runner as runner
     from placement.live import LiveResult, Source
 
     def fake(request, catalog):
@@ -94,7 +94,7 @@ def _no_credentials(monkeypatch, clouds):
                    else Source(c, "compute:regions", "", "ok") for c in ("aws", "gcp")]
         return LiveResult(catalog=catalog, quotas=QuotaTable(), sources=sources)
 
-    monkeypatch.setattr(live, "fetch_live", fake)
+    monkeypatch.setattr(runner, "fetch_live", fake)
 
 
 def test_live_without_any_credentials_fails_unless_catalog_fallback_is_allowed(capsys, monkeypatch):

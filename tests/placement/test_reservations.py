@@ -72,7 +72,7 @@ def test_a_reservation_in_scope_that_the_plan_does_not_use_says_why():
     from factories import job, offer, reservation
 
     from placement.engine import plan
-    from placement.reservations import unused
+    from placement.reservation_use import unused
 
     now = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
     res = [reservation(count=1, rid="small"), reservation(rid="soon", ends=now + dt.timedelta(hours=5)),
