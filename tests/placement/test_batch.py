@@ -86,14 +86,13 @@ def _unknown(result):
     return sum(1 for a in result.assignments if a.candidate and a.candidate.quota_group is None)
 
 
-def _brute_force(jobs, offers, q, res=()):
-    """Best (most placed, fewest quota-unknown, least cost) over every assignment, by enumeration."""
+def _quota_feasible(jobs, offers, q, res=()):
+    """Every assignment (a candidate or None per job) whose quota use fits, by enumeration."""
     import itertools
 
     from placement.engine import plan
 
     options = [[None, *plan(j, offers, q, reservations=res).ranked] for j in jobs]
-    best = None
     for combo in itertools.product(*options):
         used = defaultdict(float)
         ok = True
@@ -101,8 +100,14 @@ def _brute_force(jobs, offers, q, res=()):
             if c is not None and c.quota_group:
                 used[c.quota_group] += c.quota.needed
                 ok = ok and used[c.quota_group] <= _room(c, q)
-        if not ok:
-            continue
+        if ok:
+            yield combo
+
+
+def _brute_force(jobs, offers, q, res=()):
+    """Best (most placed, fewest quota-unknown, least cost) over every assignment, by enumeration."""
+    best = None
+    for combo in _quota_feasible(jobs, offers, q, res):
         placed = [c for c in combo if c is not None]
         key = (-len(placed), sum(1 for c in placed if c.quota_group is None), sum(c.cost.total_usd for c in placed))
         best = key if best is None or key < best else best
@@ -332,22 +337,9 @@ def test_priority_accepts_a_class_name_or_an_integer():
 
 def _brute_force_by_priority(jobs, offers, q):
     """Best assignment by enumeration: per priority tier (highest first) the most placed, then cost."""
-    import itertools
-
-    from placement.engine import plan
-
     tiers = sorted({j.priority_value for j in jobs}, reverse=True)
-    options = [[None, *plan(j, offers, q).ranked] for j in jobs]
     best = None
-    for combo in itertools.product(*options):
-        used = defaultdict(float)
-        ok = True
-        for c in combo:
-            if c is not None and c.quota_group:
-                used[c.quota_group] += c.quota.needed
-                ok = ok and used[c.quota_group] <= _room(c, q)
-        if not ok:
-            continue
+    for combo in _quota_feasible(jobs, offers, q):
         key = (*(-sum(1 for j, c in zip(jobs, combo, strict=True) if c is not None and j.priority_value == t)
                  for t in tiers),
                sum(1 for c in combo if c is not None and c.quota_group is None),

@@ -23,15 +23,6 @@ from placement.dispatch.telemetry import HealthServer, Metrics
 from placement.fleet.kube import api_client, apply_workload_status
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fleet]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    f = Fleet(tmp_path)
-    yield f
-    f.close()
-
-
 def test_a_merge_patched_nomination_blocks_kueue_and_the_kueue_admission_apply_does_not(fleet):
     """Why the old `submit` nomination stranded jobs, and why the dispatcher's apply does not."""
     from kubernetes import client

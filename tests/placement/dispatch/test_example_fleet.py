@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dispatchfleet import Fleet
 
 from placement.cli import main
 from placement.fleet.outputs import load_fleet
@@ -26,15 +24,6 @@ def test_the_example_fleet_is_the_example_hub_workers_outputs_without_secrets():
     assert text == fleet_document({k: outputs[k] for k in workers}) + "\n"  # scripts/example_outputs.py wrote it
     assert "kubeconfig" not in text
     assert sorted(c.stack for c in load_fleet(str(EXAMPLES / "fleet.json"))) == workers
-
-
-@pytest.fixture
-def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fleet]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    f = Fleet(tmp_path)
-    yield f
-    f.close()
 
 
 def test_the_readme_dispatch_example_runs_against_a_hub_with_the_example_fleet(fleet, capsys):

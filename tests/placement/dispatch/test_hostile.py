@@ -26,15 +26,6 @@ JOBS = ("batch", "v1", "jobs")
 EVENTS = ("", "v1", "events")
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fleet]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    f = Fleet(tmp_path)
-    yield f
-    f.close()
-
-
 def _edit(fleet: Fleet, gvp: tuple[str, str, str], name: str, change: Any, api: Any = None) -> None:
     """Change a stored object in place, as a tenant (or a broken controller) would have written it."""
     api = api or fleet.hub
