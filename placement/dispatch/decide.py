@@ -298,6 +298,8 @@ class _Pass:
         self.settings = settings
         self.book = shape_book()
         self.queues: dict[tuple[str, str], _Queues] = {}
+        # Per (worker, ClusterQueue, flavor): the worker's queues do not change during a pass.
+        self.quotas: dict[tuple[str, str, str], FlavorQuota] = {}
         # Workloads nominated to a worker whose copy it does not list yet: worker -> priority -> (GPUs, hours).
         self.virtual: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
 
@@ -373,7 +375,9 @@ class _Pass:
         options: list[_Option] = []
         reasons: list[str] = []
         for f in cq.flavors:
-            quota = flavor_quota(cq, f, w.cluster_queues.values())
+            quota = self.quotas.get((worker, cq.name, f.name))
+            if quota is None:
+                quota = self.quotas[(worker, cq.name, f.name)] = flavor_quota(cq, f, w.cluster_queues.values())
             why, pool, _ = self._flavor_reason(wl, job, w, f, quota, pools)
             if why is not None or pool is None:
                 reasons.append(str(why))
