@@ -296,6 +296,9 @@ class TrainingConfig:
     service_account: str = "trainer"
 
 
+INFERENCE_SHARE = 0.25  # default kueue.inferenceShare (KueueConfig.inference_share says why)
+
+
 @dataclass(frozen=True)
 class KueueConfig:
     """Kueue install and queue shape. ``flavor_order`` picks which capacity Kueue tries first."""
@@ -304,9 +307,11 @@ class KueueConfig:
     cohort: str = "gpufleet"
     teams: tuple[str, ...] = ("team-a",)
     flavor_order: tuple[str, ...] = ("on-demand", "spot")
-    # Share of each pool's nodes the inference ClusterQueue owns (floor per pool) and lends to training. 0 (the
-    # default) keeps every node in the training queue's own quota; serving then waits for a share.
-    inference_share: float = 0.0
+    # Share of each pool's nodes the inference ClusterQueue owns (floor per pool) and lends to training while
+    # idle: a quarter, so a serving burst reclaims one node of a 4-node pool and training keeps at least 3/4 as
+    # its own; idle, training borrows it all back (the dispatcher counts it: placement.dispatch.decide).
+    # 0 keeps every node in the training queue's own quota; serving then waits.
+    inference_share: float = INFERENCE_SHARE
 
 
 @dataclass(frozen=True)
@@ -1220,7 +1225,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     if len(cohort) > 253 or not _DNS_SUBDOMAIN.fullmatch(cohort):
         raise ConfigError(_key("kueue.cohort"), f"{shown(cohort)} is not a cohort name: lower-case letters, "
                                                 "digits, '-' and '.', starting and ending with a letter or digit")
-    share = _float(kq.get("inferenceShare", 0.0), "kueue.inferenceShare", maximum=0.9)
+    share = _float(kq.get("inferenceShare", INFERENCE_SHARE), "kueue.inferenceShare", maximum=0.9)
     kueue = KueueConfig(version=kversion, cohort=cohort, teams=teams, flavor_order=order, inference_share=share)
 
     hb = _mapping(raw.get("hub"), "hub")

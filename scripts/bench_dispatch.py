@@ -74,13 +74,23 @@ def fleet(n: int, rng: random.Random) -> tuple[list[ClusterStack], dict[str, dic
         flavors = [{"apiVersion": ko.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": p.name},
                     "spec": {"nodeLabels": {ko.POOL_LABEL: p.name}}} for p in pools]
         used = rng.randint(0, 4) * 8
-        cq = {"metadata": {"name": f"c-{key}-gpu"}, "spec": {"resourceGroups": [{"flavors": [
+        # As the stacks build them (inferenceShare 0.25): the inference queue owns one of the 4 spot nodes and
+        # lends it to the training queue of the same cohort, which then borrows it for a 4-node job.
+        serving = {p.name: p.max_nodes // 4 for p in pools}
+        cq = {"metadata": {"name": f"c-{key}-gpu"}, "spec": {"cohortName": "gpufleet", "resourceGroups": [{"flavors": [
             {"name": p.name, "resources": [
-                {"name": "cpu", "nominalQuota": f"{node.cpu_millis * p.max_nodes}m"},
-                {"name": "memory", "nominalQuota": f"{node.memory_mib * p.max_nodes}Mi"},
-                {"name": "nvidia.com/gpu", "nominalQuota": node.gpus * p.max_nodes}]} for p in pools]}]},
+                {"name": "cpu", "nominalQuota": f"{node.cpu_millis * (p.max_nodes - serving[p.name])}m"},
+                {"name": "memory", "nominalQuota": f"{node.memory_mib * (p.max_nodes - serving[p.name])}Mi"},
+                {"name": "nvidia.com/gpu", "nominalQuota": node.gpus * (p.max_nodes - serving[p.name])}]}
+            for p in pools]}]},
             "status": {"flavorsReservation": [{"name": pools[0].name, "resources": [
                 {"name": "nvidia.com/gpu", "total": str(used)}]}]}}
+        inference = {"metadata": {"name": f"c-{key}-inference"}, "spec": {"cohortName": "gpufleet", "resourceGroups": [
+            {"flavors": [{"name": p.name, "resources": [
+                {"name": "cpu", "nominalQuota": f"{node.cpu_millis * serving[p.name]}m", "borrowingLimit": 0},
+                {"name": "memory", "nominalQuota": f"{node.memory_mib * serving[p.name]}Mi", "borrowingLimit": 0},
+                {"name": "nvidia.com/gpu", "nominalQuota": node.gpus * serving[p.name], "borrowingLimit": 0}]}
+                for p in pools]}]}}
         wls = []
         for j in range(used // 8):
             wls.append({"metadata": {"name": f"run-{j}", "namespace": NS, "creationTimestamp": rfc3339(NOW - 7200)},
@@ -96,7 +106,7 @@ def fleet(n: int, rng: random.Random) -> tuple[list[ClusterStack], dict[str, dic
                         "spec": {"queueName": QUEUE, "priority": rng.choice((100, 500, 1000)), "podSets": [
                             {"name": "main", "count": 1, "template": {"spec": {"containers": [
                                 {"resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]}})
-        objects[key] = {"clusterqueues": [cq], "resourceflavors": flavors, "workloads": wls,
+        objects[key] = {"clusterqueues": [cq, inference], "resourceflavors": flavors, "workloads": wls,
                         "localqueues": [{"metadata": {"name": QUEUE, "namespace": NS},
                                          "spec": {"clusterQueue": cq["metadata"]["name"]}}]}
     return clusters, objects

@@ -92,7 +92,7 @@ class Fleet:
         self.cpu, self.memory = min(r[0] for r in reqs), min(r[1] for r in reqs)
 
     def submit(self, name: str, *, gpus: int = 8, priority: int = 1000, hours: float = 10,
-               dataset: dict[str, Any] | None = None) -> str:
+               dataset: dict[str, Any] | None = None, nodes: int = 1) -> str:
         """What `submit --via-hub` creates on the hub (a Job with its annotations) and the Workload Kueue makes
         for it, with quota reserved in all-workers and the MultiKueue check Pending."""
         spec: dict[str, Any] = {"name": name, "accelerator": "H100", "gpus": gpus, "hours": hours, "team": NS}
@@ -101,11 +101,12 @@ class Fleet:
         job = self.hub.create(("batch", "v1", "jobs"), {
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": NS, "labels": {JOB_LABEL: name},
-                         "annotations": {JOB_SPEC_ANNOTATION: json.dumps(spec), GROUP_ANNOTATION: "single-node",
+                         "annotations": {JOB_SPEC_ANNOTATION: json.dumps(spec),
+                                         GROUP_ANNOTATION: "single-node" if nodes == 1 else "efa",
                                          WORKERS_ANNOTATION: ",".join(KEYS)}},
             "spec": {"suspend": True}})
         template = {"spec": {"containers": [{"name": "trainer", "resources": {"requests": {
-            "nvidia.com/gpu": str(gpus), "cpu": f"{self.cpu}m", "memory": f"{self.memory}Mi"}}}],
+            "nvidia.com/gpu": str(gpus // nodes), "cpu": f"{self.cpu}m", "memory": f"{self.memory}Mi"}}}],
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": self.pools}]}]}}}}}
         wl = self.hub.create(WORKLOADS, {
@@ -114,7 +115,7 @@ class Fleet:
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
                                               "uid": job["metadata"]["uid"], "controller": True}]},
             "spec": {"queueName": "all-workers", "priority": priority,
-                     "podSets": [{"name": "main", "count": 1, "template": template}]}})
+                     "podSets": [{"name": "main", "count": nodes, "template": template}]}})
         self.kueue.reserve(wl, "aws-use1-p5-spot")
         return f"job-{name}"
 

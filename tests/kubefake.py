@@ -832,9 +832,7 @@ class FakeKueue:
                 for f in group["flavors"]:
                     if allowed is not None and pools.get(f["name"]) not in allowed:
                         continue
-                    nominal = next((int(_quantity(r["nominalQuota"])) for r in f["resources"]
-                                    if r["name"] == "nvidia.com/gpu"), 0)
-                    if used.get((cq_name, f["name"]), 0) + need > nominal:
+                    if need > self._room(cqs, used, str(cq_name), f["name"]):
                         continue
                     used[(cq_name, f["name"])] = used.get((cq_name, f["name"]), 0) + need
                     sets = [{"name": ps["name"], "count": ps["count"],
@@ -853,11 +851,35 @@ class FakeKueue:
         if changed or pending:
             for name, cq in cqs.items():
                 reservation = [{"name": f["name"], "resources": [
-                    {"name": "nvidia.com/gpu", "total": str(used.get((name, f["name"]), 0)), "borrowed": "0"}]}
+                    {"name": "nvidia.com/gpu", "total": str(used.get((name, f["name"]), 0)), "borrowed": str(max(
+                        0, used.get((name, f["name"]), 0) - (self._gpu_quota(cq, f["name"], "nominalQuota") or 0)))}]}
                     for g in cq["spec"]["resourceGroups"] for f in g["flavors"]]
                 if (cq.get("status") or {}).get("flavorsReservation") != reservation:
                     api.set_status(CLUSTERQUEUES, "", name, {"flavorsReservation": reservation,
                                                              "flavorsUsage": reservation})
+
+    @staticmethod
+    def _gpu_quota(cq: dict[str, Any], flavor: str, field: str) -> int | None:
+        for g in cq["spec"]["resourceGroups"]:
+            for f in g["flavors"]:
+                for r in f["resources"] if f["name"] == flavor else ():
+                    if r["name"] == "nvidia.com/gpu" and r.get(field) is not None:
+                        return int(_quantity(r[field]))
+        return None
+
+    def _room(self, cqs: dict[str, dict[str, Any]], used: dict[tuple[str, str], int], name: str, flavor: str) -> int:
+        """GPUs queue ``name`` can admit on ``flavor`` now: Kueue's available quota in a cohort without lending
+        limits (what every queue of the cohort has and does not use), capped by the queue's borrowing limit."""
+        cq = cqs[name]
+        own = (self._gpu_quota(cq, flavor, "nominalQuota") or 0) - used.get((name, flavor), 0)
+        cohort = cq["spec"].get("cohortName")
+        if not cohort:
+            return own
+        members = [n for n, c in cqs.items() if c["spec"].get("cohortName") == cohort]
+        free = sum((self._gpu_quota(cqs[n], flavor, "nominalQuota") or 0) - used.get((n, flavor), 0)
+                   for n in members)
+        limit = self._gpu_quota(cq, flavor, "borrowingLimit")
+        return free if limit is None else min(free, own + limit)
 
     @staticmethod
     def _allowed_pools(w: dict[str, Any]) -> set[str] | None:

@@ -14,9 +14,17 @@ Score of a worker (USD) = cost + wait:
   use) priced at the job's own ``usd_per_hour_of_delay`` (USD per hour its results are late) when its
   spec sets one, else at its GPUs × ``--wait-usd-per-gpu-hour`` (USD per GPU-hour).
 
+A worker's training queue has its flavors' nominal quota plus what the other queues of its cohort lend
+and do not use (:func:`flavor_quota`): on gpufleet's workers, the idle share of each pool its inference
+queue owns (``kueue.inferenceShare``). A job admitted on borrowed quota can be evicted when serving
+reclaims it; the wait (for admission) does not price that risk, which the dispatcher cannot know: the
+Event says how many GPUs the job borrows, and an eviction re-routes the job away from that worker
+(:func:`resume`).
+
 A flavor the job may use: its pool is in the fleet file with a shape of an accepted accelerator and a
 capacity the job accepts, in the job's fabric group and pool affinity, each pod fits one node, the
-flavor's nominal quota (the pool at its maximum size) holds the whole job, and the engine prices it
+flavor's quota with what its cohort can lend (:func:`flavor_quota`'s ``potential``) holds the whole job,
+and the engine prices it
 (clouds, regions, ``max_usd_per_hour``). A worker without one, outside the Workload's MultiKueueConfig or
 the job's group, unreachable, or without the job's LocalQueue, is never nominated. A worker whose expected
 wait plus the engine's ready time is past the job's ``deadline_hours`` is never preferred over one that meets
@@ -31,8 +39,8 @@ import bisect
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import astuple, dataclass, replace
 
 from placement.catalog import Offer
 from placement.dispatch.model import (
@@ -130,6 +138,7 @@ class _Option:
     flavor: FlavorState
     pool: Pool
     candidate: Candidate
+    quota: FlavorQuota
 
 
 class _Costs:
@@ -172,6 +181,67 @@ def _fits(a: Allocatable, b: Allocatable) -> bool:
 
 def _minus(a: Allocatable, b: Allocatable) -> Allocatable:
     return Allocatable(a.cpu_millis - b.cpu_millis, a.memory_mib - b.memory_mib, a.gpus - b.gpus, a.efa - b.efa)
+
+
+def _each(fn: Callable[..., int], *xs: Allocatable) -> Allocatable:
+    """``fn`` applied resource by resource (Kueue accounts every flavor-resource pair on its own)."""
+    return Allocatable(*(fn(*vals) for vals in zip(*(astuple(x) for x in xs), strict=True)))
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    """What one flavor of a ClusterQueue can hold, with the quota its cohort lends (Kueue's accounting).
+
+    ``potential``: the most it could ever hold, its cohort idle (a job above it is never admitted there:
+    Kueue's ``PotentialAvailable``, the "exceeds max quota" check); ``available``: what it can admit now
+    without preempting (``Available``). ``potential - available`` is held: by the queue's own workloads and
+    by the other queues' use of what they lend."""
+
+    potential: Allocatable
+    available: Allocatable
+
+
+def flavor_quota(cq: ClusterQueueState, flavor: FlavorState, queues: Iterable[ClusterQueueState]) -> FlavorQuota:
+    """The quota ``cq`` has on ``flavor``: its own nominal quota plus what the other queues of its cohort lend
+    and do not use, per Kueue v0.19.2 (``pkg/cache/scheduler/resource_node.go``) for a cohort of
+    ClusterQueues with no Cohort object above it (``queues``: every ClusterQueue of the worker).
+
+    Each queue ``c`` of the cohort puts ``lendable(c) = min(nominal, lendingLimit)`` of a flavor-resource in
+    the cohort and keeps ``local(c) = nominal - lendable(c)`` to itself. The cohort holds ``Q = sum
+    lendable`` and its usage is ``U = sum max(0, used(c) - local(c))``. Then for ``cq`` (``t``):
+    ``available = max(0, local(t) - used(t)) + min(Q - U, lendable(t) - max(0, used(t) - local(t)) +
+    borrowingLimit(t))`` and ``potential = min(local(t) + Q, nominal(t) + borrowingLimit(t))`` (no
+    borrowing limit: no ``min``). A queue without a cohort has its nominal quota alone.
+
+    On gpufleet's workers the training queue (no limits) thus reaches the pool's whole quota: its own
+    nominal quota plus the inference queue's idle share (``inferenceShare``), which the inference queue lends
+    (no lending limit) and reclaims when serving needs it. A Cohort object's own quota, or a cohort tree,
+    is not read: what it could lend is left out (the dispatcher then errs towards "does not fit")."""
+    members = [c for c in queues if cq.cohort is not None and c.cohort == cq.cohort and c.name != cq.name]
+    if cq.cohort is None:
+        return FlavorQuota(flavor.nominal, _each(lambda n, u: max(0, n - u), flavor.nominal, flavor.reserved))
+    same = [f for c in members for f in c.flavors if f.name == flavor.name]
+
+    def lendable(f: FlavorState) -> Allocatable:
+        return f.nominal if f.lending_limit is None else _each(min, f.nominal, f.lending_limit)
+
+    own_lend = lendable(flavor)
+    local = _minus(flavor.nominal, own_lend)
+    pool = own_lend
+    usage = _each(lambda u, lo: max(0, u - lo), flavor.reserved, local)
+    for f in same:
+        lend = lendable(f)
+        pool = pool + lend
+        usage = usage + _each(lambda u, n, ln: max(0, u - (n - ln)), f.reserved, f.nominal, lend)
+    in_parent = _each(lambda u, lo: max(0, u - lo), flavor.reserved, local)
+    parent = _minus(pool, usage)
+    potential = local + pool
+    if flavor.borrowing_limit is not None:
+        limit = flavor.borrowing_limit
+        parent = _each(lambda p, ln, up, b: min(p, ln - up + b), parent, own_lend, in_parent, limit)
+        potential = _each(lambda p, n, b: min(p, n + b), potential, flavor.nominal, limit)
+    available = _each(lambda lo, u, p: max(0, max(0, lo - u) + p), local, flavor.reserved, parent)
+    return FlavorQuota(potential, available)
 
 
 def synthetic_job(wl: HubWorkload, default_hours: float) -> JobSpec:
@@ -228,6 +298,8 @@ class _Pass:
         self.settings = settings
         self.book = shape_book()
         self.queues: dict[tuple[str, str], _Queues] = {}
+        # Per (worker, ClusterQueue, flavor): the worker's queues do not change during a pass.
+        self.quotas: dict[tuple[str, str, str], FlavorQuota] = {}
         # Workloads nominated to a worker whose copy it does not list yet: worker -> priority -> (GPUs, hours).
         self.virtual: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
 
@@ -250,7 +322,7 @@ class _Pass:
     def job_of(self, wl: HubWorkload) -> JobSpec:
         return wl.job if wl.job is not None else synthetic_job(wl, self.settings.default_hours)
 
-    def _flavor_reason(self, wl: HubWorkload, job: JobSpec, w: WorkerState, f: FlavorState,
+    def _flavor_reason(self, wl: HubWorkload, job: JobSpec, w: WorkerState, f: FlavorState, quota: FlavorQuota,
                        pools: Mapping[str, Pool]) -> tuple[str | None, Pool | None, Shape | None]:
         pool = pools.get(f.pool or "")
         if pool is None:
@@ -271,9 +343,12 @@ class _Pass:
         for n in wl.needs:
             if not _fits(n.per_pod, node):
                 return f"pool {pool.name}: a {n.name} pod does not fit one {shape.name} node", None, None
-        if not _fits(wl.request, f.nominal):
-            return (f"flavor {f.name}: nominal quota {f.nominal.gpus} GPUs cannot hold the job's "
-                    f"{wl.request.gpus}"), None, None
+        if not _fits(wl.request, quota.potential):
+            # Kueue's "exceeds max quota": never admitted there, however long the job waits.
+            lent = quota.potential.gpus - f.nominal.gpus
+            return (f"flavor {f.name}: at most {quota.potential.gpus} GPUs (nominal quota {f.nominal.gpus}"
+                    + (f" + {lent} its cohort lends" if lent > 0 else "")
+                    + f") cannot hold the job's {wl.request.gpus}"), None, None
         return None, pool, shape
 
     def score(self, wl: HubWorkload, worker: str) -> WorkerScore:
@@ -300,7 +375,10 @@ class _Pass:
         options: list[_Option] = []
         reasons: list[str] = []
         for f in cq.flavors:
-            why, pool, _ = self._flavor_reason(wl, job, w, f, pools)
+            quota = self.quotas.get((worker, cq.name, f.name))
+            if quota is None:
+                quota = self.quotas[(worker, cq.name, f.name)] = flavor_quota(cq, f, w.cluster_queues.values())
+            why, pool, _ = self._flavor_reason(wl, job, w, f, quota, pools)
             if why is not None or pool is None:
                 reasons.append(str(why))
                 continue
@@ -312,14 +390,20 @@ class _Pass:
             if cand is None:
                 reasons.append(f"pool {pool.name}: {excluded.get((id(offer), pool.capacity), 'not priced')}")
                 continue
-            options.append(_Option(f, pool, cand))
+            options.append(_Option(f, pool, cand, quota))
         if not options:
             return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
         req = wl.request
-        landing = next((o for o in options if _fits(req, _minus(o.flavor.nominal, o.flavor.reserved))), options[0])
+        # Kueue's flavor fungibility on gpufleet's queues (TryNextFlavor, BorrowingOverPreemption): the first
+        # flavor with free quota of its own, else the first the cohort's idle quota makes room in, else the first.
+        landing = next((o for o in options if _fits(req, _minus(o.flavor.nominal, o.flavor.reserved))),
+                       next((o for o in options if _fits(req, o.quota.available)), options[0]))
+        borrowed = max(0, landing.flavor.reserved.gpus + req.gpus - landing.flavor.nominal.gpus)
         names = {o.flavor.name for o in options}
-        nominal = sum(o.flavor.nominal.gpus for o in options)
-        used = sum(o.flavor.reserved.gpus for o in options)
+        # The wait counts the quota the cohort lends as the queue's (what Kueue admits into) and the other
+        # queues' use of it (serving) as held GPUs no release accounts for: they end after default_hours.
+        nominal = sum(o.quota.potential.gpus for o in options)
+        used = sum(max(o.quota.potential.gpus - o.quota.available.gpus, o.flavor.reserved.gpus) for o in options)
         queues = self.queues_of(worker, cq)
         ahead = queues.ahead(wl, self.virtual.get(worker, {}))
         releases = [(q.gpus, q.remaining_hours if q.remaining_hours is not None else self.settings.default_hours)
@@ -332,7 +416,7 @@ class _Pass:
         return WorkerScore(worker, True, pool=landing.pool.name, capacity=landing.pool.capacity,
                            cost_usd=landing.candidate.cost.total_usd, wait_hours=wait,
                            wait_usd=wait * wait_usd_per_hour(wl, self.settings), ready_hours=ready,
-                           late=deadline is not None and ready > deadline)
+                           late=deadline is not None and ready > deadline, borrowed_gpus=borrowed)
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -362,6 +446,9 @@ def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerS
 def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
             f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
+    if best.borrowed_gpus:
+        # Not priced: how often serving reclaims is not known here; an eviction re-routes the job (resume).
+        text += f"; borrows {best.borrowed_gpus} GPUs of the cohort's idle quota, which serving may reclaim"
     deadline = wl.job.deadline_hours if wl.job is not None else None
     if deadline is not None:
         text += (f"; ready in {best.ready_hours:,.1f} h, " + (f"after deadline_hours {deadline:g} (no worker meets it)"

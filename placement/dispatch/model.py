@@ -24,6 +24,8 @@ DEFAULT_HOURS = 4.0  # length (or time left) of a workload whose length is unkno
 REMAINING_FLOOR_HOURS = 0.25  # a running job past its expected length is assumed to need this much more
 
 ZERO = Allocatable(0, 0, 0, 0)
+# A resource a ClusterQueue flavor sets no lendingLimit/borrowingLimit for, when it sets one for another resource.
+UNLIMITED = 2**62
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,18 @@ class HubWorkload:
 @dataclass(frozen=True)
 class FlavorState:
     """One flavor of a worker's ClusterQueue: the node pool it selects, its nominal quota and what
-    admitted (quota-reserving) workloads hold of it."""
+    admitted (quota-reserving) workloads hold of it.
+
+    ``lending_limit``: at most this much of the nominal quota is lent to the queue's cohort;
+    ``borrowing_limit``: at most this much is borrowed from it (Kueue's per-resource limits; None: the
+    flavor sets none, :data:`UNLIMITED` for a resource it leaves out when it sets others)."""
 
     name: str
     pool: str | None
     nominal: Allocatable
     reserved: Allocatable = ZERO
+    lending_limit: Allocatable | None = None
+    borrowing_limit: Allocatable | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,7 @@ class ClusterQueueState:
     name: str
     flavors: tuple[FlavorState, ...]  # in the queue's order: Kueue tries them one after the other
     workloads: tuple[QueuedWorkload, ...] = ()
+    cohort: str | None = None  # spec.cohortName: the queues that lend to and borrow from each other
 
 
 @dataclass(frozen=True)
@@ -209,6 +218,9 @@ class WorkerScore:
     # (transfer + run with its overhead); ``late``: beyond the job's ``deadline_hours``.
     ready_hours: float = 0.0
     late: bool = False
+    # GPUs of ``pool`` the job would take beyond its queue's own free nominal quota: borrowed from another
+    # queue of the cohort (the worker's inference queue), which may reclaim them (evicting the job).
+    borrowed_gpus: int = 0
 
     @property
     def usd(self) -> float:

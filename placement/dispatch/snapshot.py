@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from placement import kueue as ko
 from placement.dispatch.model import (
     REMAINING_FLOOR_HOURS,
+    UNLIMITED,
     ZERO,
     ClusterQueueState,
     FlavorState,
@@ -334,6 +336,17 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         delay_usd_per_hour=delay)
 
 
+def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:
+    """A flavor's ``lendingLimit`` or ``borrowingLimit`` over its resources; None when no resource sets one, and
+    :data:`UNLIMITED` for a resource without one when another sets it (Kueue's limits are per resource)."""
+    limited = {str(r.get("name")): r.get(field) for r in rows if r.get(field) is not None}
+    if not limited:
+        return None
+    values = resources(limited)
+    names = {ko.RES_CPU: "cpu_millis", ko.RES_MEMORY: "memory_mib", ko.RES_GPU: "gpus", ko.RES_EFA: "efa"}
+    return replace(values, **{attr: UNLIMITED for res, attr in names.items() if res not in limited})
+
+
 def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, Sequence[Mapping[str, Any]]],
                  now: float, hours: Mapping[tuple[str, str], float] | None = None, *, reachable: bool = True,
                  error: str | None = None) -> WorkerState:
@@ -386,10 +399,15 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
         for group in (cq.get("spec") or {}).get("resourceGroups") or []:
             for f in group.get("flavors") or []:
                 fname = str(f.get("name"))
-                nominal = resources({r.get("name"): r.get("nominalQuota") for r in f.get("resources") or []})
+                rows = f.get("resources") or []
+                nominal = resources({r.get("name"): r.get("nominalQuota") for r in rows})
                 states.append(FlavorState(name=fname, pool=pools.get(fname), nominal=nominal,
-                                          reserved=reserved.get(fname, ZERO)))
-        queues[name] = ClusterQueueState(name=name, flavors=tuple(states), workloads=tuple(by_cq.get(name, ())))
+                                          reserved=reserved.get(fname, ZERO),
+                                          lending_limit=_limit(rows, "lendingLimit"),
+                                          borrowing_limit=_limit(rows, "borrowingLimit")))
+        cohort = (cq.get("spec") or {}).get("cohortName")
+        queues[name] = ClusterQueueState(name=name, flavors=tuple(states), workloads=tuple(by_cq.get(name, ())),
+                                         cohort=str(cohort) if cohort else None)
     return WorkerState(key=key, cluster=cluster, reachable=True, local_queues=local, cluster_queues=queues)
 
 

@@ -668,6 +668,17 @@ def test_flex_start_pools_lend_nothing_and_every_other_worker_has_an_inference_q
         parse({**AWS_RAW, "kueue": {**AWS_RAW["kueue"], "inferenceShare": 1.5}})
 
 
+def test_by_default_serving_owns_a_quarter_of_each_pool_and_zero_is_allowed() -> None:
+    """Item 8 holds without opting in: a stack that sets no share still gets an inference queue owning a node
+    of a 4-node pool (which training borrows while it idles); 0 keeps every node in the training queue."""
+    kueue = {k: v for k, v in AWS_RAW["kueue"].items() if k != "inferenceShare"}
+    cfg = parse({**AWS_RAW, "kueue": kueue})
+    spot = next(p for p in cfg.node_pools if p.name == "p5-spot")
+    assert cfg.kueue.inference_share == 0.25 and ko.inference_nodes(spot, cfg.kueue.inference_share) == 1
+    none = parse({**AWS_RAW, "kueue": {**kueue, "inferenceShare": 0}})
+    assert none.kueue.inference_share == 0 and ko.training_quota(spot, 0).gpus == 32
+
+
 @pytest.mark.parametrize("which", ["aws", "gcp"])
 def test_every_label_a_flavor_injects_is_on_its_pools_nodes(which: str, aws_cfg: StackConfig,
                                                             gcp_cfg: StackConfig) -> None:

@@ -160,6 +160,21 @@ def test_refused_and_failed_nominations_are_retried_without_duplicates(fleet):
     assert c.metrics.write_errors.labels("409")._value.get() == 2
 
 
+def test_a_4_node_job_is_dispatched_to_and_admitted_by_a_worker_that_borrows_its_inference_share(fleet):
+    """The example workers' training queues own 3 of their 4 spot nodes (inferenceShare 0.25): a 4-node job
+    fits only with the idle serving node lent by the worker's inference queue, as Kueue admits it."""
+    fleet.kueue.start()
+    fleet.controller("solo", lease=None).start()
+    name = fleet.submit("big", gpus=32, nodes=4)
+    assert wait_for(lambda: fleet.cluster_of(name), timeout=20) == "aws-use1-p5"  # the only EFA worker
+    (event,) = wait_for(lambda: fleet.events("Nominated"))  # recorded right after the nomination
+    assert "borrows 8 GPUs" in event["message"]
+    cq = fleet.workers["aws-use1-p5"].get(("kueue.x-k8s.io", "v1beta2", "clusterqueues"), "",
+                                          "gpufleet-aws-use1-p5-gpu")
+    (spot,) = [f for f in cq["status"]["flavorsReservation"] if f["name"] == "h100-spot"]
+    assert spot["resources"][0]["total"] == "32" and spot["resources"][0]["borrowed"] == "8"
+
+
 def test_a_worker_that_never_admits_is_left_after_the_deadline(fleet):
     fleet.kueue.admit = {"aws-use1-p5": False, "gcp-usc1-a3mega": True, "gcp-euw4-a3high": True}
     fleet.kueue.start()

@@ -393,3 +393,87 @@ def test_an_unreadable_or_newer_job_spec_waits_with_an_event_and_is_never_guesse
     # Reported once while the problem stays the same.
     again = decide([bad], workers, pricing(prices), NOW + 30, memory={bad.uid: by["newer"].memory})
     assert again.decisions[0].event is None and again.decisions[0].action == "none"
+
+
+# ----------------------------------------------------------------------------- the cohort's lent quota (issue 20)
+
+
+def _example_worker(share: float, serving_gpus: int = 0) -> WorkerState:
+    """The example worker aws-use1-p5 (h100-spot 4 nodes, h100-od 2) as the dispatcher reads it from the Kueue
+    objects its stack creates with ``inferenceShare`` = ``share``; the inference queue's servers hold
+    ``serving_gpus`` of h100-spot."""
+    from dataclasses import replace as dc_replace
+    from pathlib import Path
+
+    import infra.k8s.kueue_objects as ko
+    from infra.config import load_stack_file
+    from placement.dispatch.snapshot import worker_state
+
+    path = Path(__file__).resolve().parents[3] / "stacks" / "Pulumi.aws-use1-p5.yaml"
+    cfg = load_stack_file(str(path))
+    cfg = dc_replace(cfg, kueue=dc_replace(cfg.kueue, inference_share=share))
+    objects: dict[str, list[dict[str, Any]]] = {}
+    for obj in ko.worker_objects(cfg):
+        if obj["kind"] == "ClusterQueue" and obj["metadata"]["name"] == ko.inference_queue_name(cfg.cluster_name):
+            obj = {**obj, "status": {"flavorsReservation": [
+                {"name": "h100-spot", "resources": [{"name": ko.RES_GPU, "total": str(serving_gpus)}]}]}}
+        objects.setdefault(obj["kind"].lower() + "s", []).append(obj)
+    pools = tuple(Pool(name=p.name, instance_type=p.shape.name, capacity=p.capacity_kind, zone="use1-az6",
+                       max_nodes=p.max_nodes) for p in cfg.node_pools)
+    cluster = ClusterStack(stack="w", cloud="aws", region="us-east-1", cluster_name=cfg.cluster_name, pools=pools,
+                           kubeconfig=None, checkpoint_uri=None, filesystem=None, service_account=None,
+                           local_queues=None)
+    return worker_state("w", cluster, objects, NOW)
+
+
+def test_a_4_node_job_is_dispatched_to_a_worker_whose_training_queue_borrows_the_idle_inference_share():
+    wl = workload("big", 32, allowed=("w",), queue_name="all-workers")
+    prices = Pricing((offer("p5.48xlarge", "us-east-1", "use1-az6", price=60.0, spot=20.0),))
+    w = _example_worker(0.25)
+    train = w.cluster_queues["gpufleet-aws-use1-p5-gpu"]
+    spot = next(f for f in train.flavors if f.name == "h100-spot")
+    assert spot.nominal.gpus == 24 and train.cohort == "gpufleet"  # serving owns one of the 4 spot nodes
+    (d,) = decide([wl], [w], prices, NOW).decisions
+    assert d.action == "nominate" and d.clusters == ("w",)
+    (s,) = d.scores
+    assert (s.pool, s.wait_hours, s.borrowed_gpus) == ("h100-spot", 0.0, 8)
+    assert "borrows 8 GPUs" in d.message and "serving may reclaim" in d.message
+
+    # Serving holds its node: the job still fits there (Kueue would reclaim it only for serving, never for
+    # training), but waits for the node to come back (a hold of unknown length: default_hours).
+    (d,) = decide([wl], [_example_worker(0.25, serving_gpus=8)], prices, NOW).decisions
+    assert d.action == "nominate" and d.scores[0].wait_hours == Settings().default_hours
+
+    # A job larger than the whole pool (its queue's quota and all its cohort lends) never fits.
+    (d,) = decide([workload("huge", 40, allowed=("w",))], [w], prices, NOW).decisions
+    assert d.action == "none" and "at most 32 GPUs (nominal quota 24 + 8 its cohort lends)" in d.message
+
+
+def _flavor(nominal: int, used: int = 0, lend: int | None = None, borrow: int | None = None) -> FlavorState:
+    def gpus(n: int | None) -> Allocatable | None:
+        return None if n is None else Allocatable(10**9, 10**9, n, 10**9)
+
+    return FlavorState("f", "p", Allocatable(10**6, 10**6, nominal, 0), Allocatable(0, 0, used, 0), gpus(lend),
+                       gpus(borrow))
+
+
+@pytest.mark.parametrize(("train", "serve", "potential", "available"), [
+    (_flavor(24), _flavor(8), 32, 32),  # the idle inference share is lent
+    (_flavor(24, used=16), _flavor(8, used=8), 32, 8),  # serving uses its own: training has what it left
+    (_flavor(24, used=32), _flavor(8), 32, 0),  # training borrowed it all
+    (_flavor(24), _flavor(8, lend=0), 24, 24),  # an inference queue that lends nothing
+    (_flavor(24), _flavor(8, lend=4), 28, 28),  # ... or part
+    (_flavor(24, borrow=0), _flavor(8), 24, 24),  # a training queue that may not borrow
+    (_flavor(24, used=20, borrow=4), _flavor(8), 28, 8),
+    (_flavor(24, lend=20, used=8), _flavor(8, used=6), 32, 18),  # training keeps 4 to itself and uses them
+])
+def test_flavor_quota_follows_kueues_cohort_accounting(train, serve, potential, available):
+    from placement.dispatch.decide import flavor_quota
+
+    t = ClusterQueueState("train", (train,), cohort="c")
+    queues = [t, ClusterQueueState("serve", (serve,), cohort="c"), ClusterQueueState("other", (serve,), cohort="x")]
+    q = flavor_quota(t, train, queues)
+    assert (q.potential.gpus, q.available.gpus) == (potential, available)
+    # Outside a cohort a queue has its own nominal quota alone.
+    alone = flavor_quota(replace(t, cohort=None), train, queues)
+    assert (alone.potential.gpus, alone.available.gpus) == (24, max(24 - train.reserved.gpus, 0))

@@ -148,6 +148,22 @@ def test_worker_state_flavors_in_queue_order_with_reservations_and_running_time_
     assert run.admitted and run.flavors == {"f-spot"} and run.remaining_hours == pytest.approx(3.0)  # 5 h - 2 h
     assert not wait.admitted and wait.gpus == 16 and wait.priority == 100 and wait.hours == 3.0
     assert w.local_queues == {("team-a", "all-workers"): "cq"}
+    assert cq.cohort is None and cq.flavors[0].lending_limit is None and cq.flavors[0].borrowing_limit is None
+
+
+def test_worker_state_reads_each_queues_cohort_and_its_per_resource_lending_and_borrowing_limits():
+    from placement.dispatch.model import UNLIMITED
+
+    serve = {"metadata": {"name": "serve"}, "spec": {"cohortName": "gpufleet", "resourceGroups": [{"flavors": [
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "4", "borrowingLimit": 0},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 0,
+                                     "lendingLimit": 4}]}]}]}}
+    w = snapshot.worker_state("w1", None, {"clusterqueues": [serve]}, 0.0)
+    (f,) = w.cluster_queues["serve"].flavors
+    assert w.cluster_queues["serve"].cohort == "gpufleet"
+    assert f.borrowing_limit is not None and (f.borrowing_limit.cpu_millis, f.borrowing_limit.gpus) == (0, 0)
+    assert f.borrowing_limit.memory_mib == UNLIMITED  # no limit set on memory
+    assert f.lending_limit is not None and f.lending_limit.gpus == 4 and f.lending_limit.cpu_millis == UNLIMITED
 
 
 # ----------------------------------------------------------------------------- hostile objects (issue 21)
