@@ -140,13 +140,11 @@ def hub(n: int, keys: list[str], rng: random.Random) -> tuple[list[dict[str, Any
     return workloads, owners
 
 
-def one_pass(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], clusters: list[ClusterStack],
-             objects: dict[str, dict[str, list[dict[str, Any]]]],
-             pricing: Pricing) -> tuple[float, float, int, float]:
-    keys = [c.stack for c in clusters]
-    started = time.perf_counter()
-    checks = {QUEUE: QUEUE}
-    configs = {QUEUE: tuple(keys)}
+def snapshots(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], clusters: list[ClusterStack],
+              objects: dict[str, dict[str, list[dict[str, Any]]]]) -> tuple[list[Any], list[Any]]:
+    """The hub's Workloads and the workers' states as the controller builds them for one pass (every Workload in
+    the one all-workers queue, whose admission check is the dispatcher's)."""
+    checks, configs = {QUEUE: QUEUE}, {QUEUE: tuple(c.stack for c in clusters)}
     cq_checks = {QUEUE: frozenset({QUEUE})}
     wls = []
     for w in raw_wls:
@@ -155,7 +153,14 @@ def one_pass(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], c
         if hw is not None:
             wls.append(hw)
     hours = {(w.namespace, w.name): w.job.hours for w in wls if w.job is not None}
-    workers = [snapshot.worker_state(c.stack, c, objects[c.stack], NOW, hours) for c in clusters]
+    return wls, [snapshot.worker_state(c.stack, c, objects[c.stack], NOW, hours) for c in clusters]
+
+
+def one_pass(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], clusters: list[ClusterStack],
+             objects: dict[str, dict[str, list[dict[str, Any]]]],
+             pricing: Pricing) -> tuple[float, float, int, float]:
+    started = time.perf_counter()
+    wls, workers = snapshots(raw_wls, owners, clusters, objects)
     snap = time.perf_counter() - started
     result = decide(wls, workers, pricing, NOW)
     total = time.perf_counter() - started
@@ -211,15 +216,7 @@ def hostile_pass(n: int, malformed: int, workers: int, pricing: Pricing) -> tupl
         corrupt(i, raw[j], owners[("Job", NS, f"j{j}")])
         bad.add(raw[j]["metadata"]["name"])
     started = time.perf_counter()
-    checks, configs, cq_checks = {QUEUE: QUEUE}, {QUEUE: tuple(c.stack for c in clusters)}, {QUEUE: frozenset({QUEUE})}
-    wls = []
-    for w in raw:
-        owner = snapshot.owner_key(w)
-        hw = snapshot.hub_workload(w, owners.get(owner) if owner else None, checks, configs, cq_checks)
-        if hw is not None:
-            wls.append(hw)
-    hours = {(w.namespace, w.name): w.job.hours for w in wls if w.job is not None}
-    states = [snapshot.worker_state(c.stack, c, objects[c.stack], NOW, hours) for c in clusters]
+    wls, states = snapshots(raw, owners, clusters, objects)
     result = decide(wls, states, pricing, NOW)
     took = time.perf_counter() - started
     good = sum(1 for d in result.decisions if d.action == "nominate" and d.workload.name not in bad)

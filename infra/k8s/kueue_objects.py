@@ -76,11 +76,6 @@ QUEUED_TAINT_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Eq
                            "effect": "NoSchedule"}
 
 
-def pool_quota(pool: NodePoolConfig) -> Allocatable:
-    """A pool's whole quota: ``max_nodes`` nodes of its shape (the training and inference queues' sum)."""
-    return allocatable(pool.shape).scaled(pool.max_nodes)
-
-
 def inference_nodes(pool: NodePoolConfig, share: float) -> int:
     """Nodes of ``pool`` the inference ClusterQueue owns: ``share`` of ``max_nodes``, rounded down; none on
     flex-start pools, whose nodes only come through a training job's ProvisioningRequest."""
