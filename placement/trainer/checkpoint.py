@@ -126,6 +126,7 @@ class Store:
         self.job = job
         self.fs, root = url_to_fs(self.uri)
         self.root = root.rstrip("/")
+        self._manifests: dict[int, dict[str, Any]] = {}  # ours, complete: read once (they never change)
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
 
     def _path(self, *parts: str) -> str:
@@ -167,6 +168,7 @@ class Store:
     def _write_manifest(self, name: str, step: int, files: Mapping[str, Any], state: Mapping[str, Any]) -> None:
         manifest = {**self._marker(), "step": step, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "files": dict(files), "state": dict(state)}
+        self._manifests.pop(step, None)  # rewritten: read it back from the store next time
         self._put(self._path(name, MANIFEST), json.dumps(manifest, sort_keys=True).encode())
 
     def copy_to(self, other: Store, manifest: Mapping[str, Any]) -> None:
@@ -211,11 +213,14 @@ class Store:
 
     def manifest(self, step: int) -> dict[str, Any] | None:
         """The manifest of ``step`` when it is ours and well-formed; None for a torn or foreign checkpoint."""
+        if step in self._manifests:
+            return self._manifests[step]
         doc = self._read_json(self._path(step_name(step), MANIFEST))
         if not self._ours(doc) or doc.get("step") != step or not isinstance(doc.get("files"), dict) \
                 or not isinstance(doc.get("state"), dict):
             return None
-        return dict(doc)
+        self._manifests[step] = dict(doc)
+        return self._manifests[step]
 
     def complete(self) -> list[dict[str, Any]]:
         """Our complete checkpoints' manifests, newest first (files not yet hashed: :meth:`load` does)."""
@@ -249,14 +254,14 @@ class Store:
         """Delete our files of ``step``: the manifest first (so a half-deleted checkpoint is torn, never
         loaded), then ``files``, then the claim; the directory only when nothing else is left in it."""
         name = step_name(step)
+        self._manifests.pop(step, None)
         for fname in [MANIFEST, f"{MANIFEST}.tmp", *files, CLAIM, f"{CLAIM}.tmp"]:
             with contextlib.suppress(FileNotFoundError):
                 self.fs.rm_file(self._path(name, fname))
         if self.local:
-            try:
+            # A file we did not write still there stays, and so does the directory then.
+            with contextlib.suppress(OSError):
                 self.fs.rmdir(self._path(name))
-            except OSError:
-                pass  # a file we did not write is still there: it stays, and so does the directory
 
     def prune(self, keep: int) -> list[int]:
         """Delete our complete checkpoints beyond the newest ``keep``, and our torn ones older than the

@@ -177,8 +177,9 @@ def _train(args: argparse.Namespace, env: TrainerEnv, cfg: ModelConfig, model: A
         if heartbeat is not None:
             heartbeat.stop("finished" if state == "finished" else "stopped")
 
-    the_run = Run(env=env, model=model, steps=args.steps,
-                  checkpoints=ckpt if env.rank == 0 or ckpt is None else _ReadOnly(ckpt),
+    # Ranks other than 0 resume from the home but never write: rank 0 does, for the gang.
+    store: Any = ckpt if env.rank == 0 or ckpt is None else _ReadOnly(ckpt)
+    the_run = Run(env=env, model=model, steps=args.steps, checkpoints=store,
                   every_steps=args.checkpoint_every, log_every=args.log_every, peer_errors=peer_errors,
                   check_peers=(lambda: heartbeat.lost) if heartbeat is not None else (lambda: None),
                   on_step=on_step, on_exit=on_exit)

@@ -110,10 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     finally:
         marker.unlink(missing_ok=True)
-        try:
+        with contextlib.suppress(OSError):  # the command left something else there: not ours to delete
             workdir.rmdir()
-        except OSError:
-            pass  # the command left something else there: not ours to delete
 
 
 if __name__ == "__main__":

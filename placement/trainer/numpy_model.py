@@ -23,6 +23,7 @@ from placement.trainer.settings import ModelConfig
 STATE_FILE = "state.npz"
 CORPUS_TOKENS = 1 << 16  # tokens in the synthetic corpus
 SUCCESSORS = 4  # likely next tokens per token in the Markov chain
+CHAINS = 1024  # chains drawn side by side
 BETA1, BETA2, EPS = 0.9, 0.999, 1e-8  # Adam
 
 
@@ -129,18 +130,20 @@ class NumpyModel:
 
 def corpus(vocab: int, seed: int) -> Any:
     """``CORPUS_TOKENS`` tokens from a seeded Markov chain: each token is followed by one of its
-    ``SUCCESSORS`` likely successors (probabilities 0.5, 0.25, ...) or, rarely, any token."""
+    ``SUCCESSORS`` likely successors (probabilities 0.5, 0.25, ...) or, rarely, any token. Drawn as
+    ``CHAINS`` chains side by side (one vectorised draw per position), concatenated."""
     import numpy as np
 
     rng = np.random.default_rng([seed, 0])
     succ = rng.integers(0, vocab, (vocab, SUCCESSORS))
     weights = np.array([0.5 ** (i + 1) for i in range(SUCCESSORS)])
-    choice = rng.choice(SUCCESSORS, CORPUS_TOKENS, p=weights / weights.sum())
-    noise = rng.random(CORPUS_TOKENS) < 0.05
-    random_tok = rng.integers(0, vocab, CORPUS_TOKENS)
-    out = np.empty(CORPUS_TOKENS, np.int64)
-    tok = 0
-    for i in range(CORPUS_TOKENS):  # 65k steps of plain Python: ~30 ms, once per run
-        tok = int(random_tok[i]) if noise[i] else int(succ[tok, choice[i]])
+    length = CORPUS_TOKENS // CHAINS
+    choice = rng.choice(SUCCESSORS, (length, CHAINS), p=weights / weights.sum())
+    noise = rng.random((length, CHAINS)) < 0.05
+    random_tok = rng.integers(0, vocab, (length, CHAINS))
+    out = np.empty((length, CHAINS), np.int64)
+    tok = random_tok[0]
+    for i in range(length):
+        tok = np.where(noise[i], random_tok[i], succ[tok, choice[i]])
         out[i] = tok
-    return out
+    return out.T.reshape(-1)
