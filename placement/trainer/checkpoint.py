@@ -211,9 +211,10 @@ class Store:
                 found.append(int(m.group(1)))
         return sorted(set(found))
 
-    def manifest(self, step: int) -> dict[str, Any] | None:
-        """The manifest of ``step`` when it is ours and well-formed; None for a torn or foreign checkpoint."""
-        if step in self._manifests:
+    def manifest(self, step: int, cached: bool = True) -> dict[str, Any] | None:
+        """The manifest of ``step`` when it is ours and well-formed; None for a torn or foreign checkpoint.
+        ``cached``: one read before (by retention, on the writer thread) may answer."""
+        if cached and step in self._manifests:
             return self._manifests[step]
         doc = self._read_json(self._path(step_name(step), MANIFEST))
         if not self._ours(doc) or doc.get("step") != step or not isinstance(doc.get("files"), dict) \
@@ -222,11 +223,11 @@ class Store:
         self._manifests[step] = dict(doc)
         return self._manifests[step]
 
-    def complete(self) -> list[dict[str, Any]]:
+    def complete(self, cached: bool = True) -> list[dict[str, Any]]:
         """Our complete checkpoints' manifests, newest first (files not yet hashed: :meth:`load` does)."""
         out = []
         for step in reversed(self.steps()):
-            m = self.manifest(step)
+            m = self.manifest(step, cached)
             if m is not None:
                 out.append(m)
         return out
@@ -376,7 +377,7 @@ class Checkpointer:
         for rank, store in enumerate((self.cache, self.home)):
             if store is None:
                 continue
-            candidates += [(int(m["step"]), -rank, store, m) for m in store.complete()]
+            candidates += [(int(m["step"]), -rank, store, m) for m in store.complete(cached=False)]
         for _, _, store, manifest in sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True):
             loaded = store.load(manifest)
             if loaded is not None:
