@@ -31,6 +31,12 @@ from typing import Any
 from placement.trainer.settings import SettingsError, grace_seconds, retry_exit_code
 
 USAGE = "usage: python -m placement.trainer.launch -- COMMAND [ARGS...]"
+HELP = f"""{USAGE}
+
+Run COMMAND (the trainer) in its own process group, forward SIGTERM and SIGINT to it, and exit with its
+code; after a SIGTERM, an exit 0 without $GPUFLEET_FINISHED_FILE (the trainer's "finished" marker, a path
+the launcher sets) becomes $GPUFLEET_RETRY_EXIT_CODE (default 75), so the job restarts instead of ending as
+Succeeded. docs/trainer-contract.md#the-launcher"""
 KILL_MARGIN_S = 1.0  # the launcher kills the group this long before the kubelet's SIGKILL would
 POLL_S = 0.1
 
@@ -42,8 +48,7 @@ def _say(msg: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
-        print(__doc__.strip().splitlines()[0] if __doc__ else USAGE)
-        print(USAGE)
+        print(HELP)
         return 0
     if args and args[0] == "--":
         args = args[1:]
