@@ -286,7 +286,11 @@ class Store:
 
     # ---- finished marker
     def write_finished(self, step: int, loss: float) -> None:
-        self._put(self._path(FINISHED), json.dumps({**self._marker(), "step": step, "loss": loss}).encode())
+        """Record the final step in the home; a failure is a line on stderr (the checkpoint is durable)."""
+        try:
+            self._put(self._path(FINISHED), json.dumps({**self._marker(), "step": step, "loss": loss}).encode())
+        except Exception as exc:  # noqa: BLE001 - any client's error
+            print(f"trainer: could not write {self.url(FINISHED)}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def finished(self) -> dict[str, Any] | None:
         doc = self._read_json(self._path(FINISHED))
@@ -372,16 +376,24 @@ class Checkpointer:
 
     def latest(self) -> Loaded | None:
         """The newest complete checkpoint of the cache or the home (the cache's on a tie), verified; torn
-        ones are skipped with a line on stderr."""
+        ones are skipped with a line on stderr. Raises :class:`StoreUnreachable` when a store cannot be read
+        (s3fs and gcsfs raise their clients' own errors, not only OSError)."""
         candidates: list[tuple[int, int, Store, dict[str, Any]]] = []
-        for rank, store in enumerate((self.cache, self.home)):
-            if store is None:
-                continue
-            candidates += [(int(m["step"]), -rank, store, m) for m in store.complete(cached=False)]
-        for _, _, store, manifest in sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True):
-            loaded = store.load(manifest)
-            if loaded is not None:
-                if store is self.home:
-                    self.durable_step = loaded.step
-                return loaded
+        try:
+            for rank, store in enumerate((self.cache, self.home)):
+                if store is None:
+                    continue
+                candidates += [(int(m["step"]), -rank, store, m) for m in store.complete(cached=False)]
+            for _, _, store, manifest in sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True):
+                loaded = store.load(manifest)
+                if loaded is not None:
+                    if store is self.home:
+                        self.durable_step = loaded.step
+                    return loaded
+        except Exception as exc:  # noqa: BLE001 - any client's error: the store cannot be read now
+            raise StoreUnreachable(f"{type(exc).__name__}: {exc}") from exc
         return None
+
+
+class StoreUnreachable(OSError):
+    """A checkpoint store could not be read (the message names the client's error)."""

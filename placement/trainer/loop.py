@@ -65,7 +65,12 @@ def train(run: Run) -> int:
     signal.signal(signal.SIGINT, on_sigterm)
 
     step, loss = 0, math.nan
-    resumed = ckpt.latest() if ckpt else None  # the newest COMPLETE checkpoint: a torn one is skipped
+    try:
+        resumed = ckpt.latest() if ckpt else None  # the newest COMPLETE checkpoint: a torn one is skipped
+    except OSError as exc:  # the store is unreachable now: restart later rather than start over from 0
+        print(f"trainer: cannot read {env.checkpoint_dir}: {exc}; exit {env.retry_exit_code} (retry)",
+              file=sys.stderr)
+        return env.retry_exit_code
     if resumed is not None:
         model.restore(resumed.files, resumed.state)  # parameters, optimizer, RNG and data order
         step, loss = resumed.step, float(resumed.state["loss"])

@@ -92,3 +92,15 @@ def test_a_resumed_finished_run_exits_0_with_the_same_loss(tmp_path: Path, small
     assert first.stdout.splitlines()[-1] == again.stdout.splitlines()[-1]
     assert first.stdout.splitlines()[-1].startswith("final loss ")
     assert [line.split()[2] for line in first.stdout.splitlines()[:-1]] == ["10", "20", "30", "40"]
+
+
+def test_an_unreachable_store_at_start_is_the_retry_code(small_config: Path) -> None:
+    """S3 that does not answer (nothing listens on the endpoint): restart later, never start over from 0."""
+    from .conftest import free_port
+
+    env = base_env(GPUFLEET_CHECKPOINT_DIR="s3://ckpt/job", AWS_ENDPOINT_URL=f"http://127.0.0.1:{free_port()}",
+                   AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                   AWS_MAX_ATTEMPTS="1", AWS_RETRY_MODE="standard")
+    proc = trainer("--steps", "10", "--config", str(small_config), env=env)
+    assert proc.returncode == 75, proc.stderr
+    assert "cannot read s3://ckpt/job" in proc.stderr and "Traceback" not in proc.stderr
