@@ -159,7 +159,12 @@ def _train(args: argparse.Namespace, env: TrainerEnv, cfg: ModelConfig, model: A
         if env.nodes > 1 and model.name == "numpy":
             from placement.trainer.peers import Heartbeat
 
-            heartbeat = Heartbeat(env.checkpoint_dir, env.rank, env.nodes, env.peer_timeout_s).start()
+            try:
+                heartbeat = Heartbeat(env.checkpoint_dir, env.rank, env.nodes, env.peer_timeout_s).start()
+            except Exception as exc:  # noqa: BLE001 - any client's error: the home cannot be written now
+                print(f"trainer: cannot write heartbeats under {env.checkpoint_dir}: {type(exc).__name__}: {exc}; "
+                      f"exit {env.retry_exit_code} (retry)", file=sys.stderr)
+                return env.retry_exit_code
 
     peer_errors: tuple[type[BaseException], ...] = (PeerLost,)
     if model.name == "torch":
