@@ -187,7 +187,7 @@ def _train(args: argparse.Namespace, env: TrainerEnv, cfg: ModelConfig, model: A
     the_run = Run(env=env, model=model, steps=args.steps, checkpoints=store,
                   every_steps=args.checkpoint_every, log_every=args.log_every, peer_errors=peer_errors,
                   check_peers=(lambda: heartbeat.lost) if heartbeat is not None else (lambda: None),
-                  on_step=on_step, on_exit=on_exit)
+                  on_step=on_step, on_exit=on_exit, agree_stop=getattr(model, "agree_stop", lambda mine: mine))
     try:
         return train(the_run)
     finally:

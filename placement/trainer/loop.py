@@ -51,6 +51,8 @@ class Run:
     check_peers: Callable[[], str | None] = lambda: None
     on_step: Callable[[int, float], None] = lambda step, seconds: None  # metrics
     on_exit: Callable[[str], None] = lambda state: None  # "finished" | "stopped" | "lost": heartbeats
+    # Whether the gang stops now, given whether this rank got SIGTERM (PyTorch: an all-reduce of the flag).
+    agree_stop: Callable[[bool], bool] = lambda mine: mine
 
 
 def train(run: Run) -> int:
@@ -82,7 +84,7 @@ def train(run: Run) -> int:
 
     last = time.monotonic()
     try:
-        while step < run.steps and not notice:
+        while step < run.steps and not run.agree_stop(bool(notice)):  # every rank stops at the same step
             started = time.monotonic()
             loss = model.train_step()  # with PyTorch, collectives raise DistError when a peer is gone
             step += 1
@@ -101,15 +103,15 @@ def train(run: Run) -> int:
         run.on_exit("lost")
         return env.retry_exit_code
 
-    if notice and step < run.steps:  # SIGTERM: an emergency checkpoint within the grace period, then retry
-        deadline = notice[0] + env.grace_s - EXIT_MARGIN_S
+    if step < run.steps:  # SIGTERM: an emergency checkpoint within the grace period, then retry
+        deadline = (notice[0] if notice else time.monotonic()) + env.grace_s - EXIT_MARGIN_S
 
         def left() -> float:
             return max(deadline - time.monotonic(), 0.0)
 
         ok = ckpt is not None and ckpt.wait(left()) and (
             ckpt.durable_step == step or ckpt.save(snapshot("emergency"), timeout=left()))
-        print(f"trainer: SIGTERM at step {step}: checkpoint of step {step} "
+        print(f"trainer: {'SIGTERM' if notice else 'a peer got SIGTERM'} at step {step}: checkpoint of step {step} "
               f"{'durable' if ok else 'not written within the grace period'}; exit {env.retry_exit_code} (retry)",
               file=sys.stderr)
         run.on_exit("stopped")

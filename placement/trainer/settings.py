@@ -117,6 +117,10 @@ def from_env(env: Mapping[str, str]) -> TrainerEnv:
                                 "set it like 2026-11-27T13:00:00Z") from None
         if deadline.tzinfo is None:
             raise SettingsError(f"GPUFLEET_DEADLINE={raw_deadline!r} has no time zone; end it with Z")
+    for name in ("GPUFLEET_CHECKPOINT_DIR", "GPUFLEET_CHECKPOINT_CACHE_DIR"):
+        if "$(" in env.get(name, ""):  # Kubernetes leaves $(VAR) as is when VAR is not defined
+            raise SettingsError(f"{name}={env[name]!r} has an unexpanded $(...) reference; define the variable "
+                                "it names (the worker's checkpoint ConfigMap) or set a path or URI")
     nodes = _int(env, "NNODES", None, 1) or _int(env, "GPUFLEET_NODES", 1, 1) or 1
     rank = _int(env, "NODE_RANK", 0, 0) or 0
     if rank >= nodes:

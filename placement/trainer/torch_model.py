@@ -57,8 +57,12 @@ class TorchModel:
         self.rank = int(os.environ.get("RANK", "0"))
         if self.world > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        # Exact resumes on CUDA need deterministic kernels (the embedding's backward uses atomics otherwise);
+        # cuBLAS reads its workspace setting when it starts.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        local = int(os.environ.get("LOCAL_RANK", "0"))
         if torch.cuda.is_available():
-            local = int(os.environ.get("LOCAL_RANK", "0"))
             torch.cuda.set_device(local)
             self.dev = torch.device("cuda", local)
             self.device = "cuda"
@@ -75,10 +79,22 @@ class TorchModel:
         self.net = nn.Sequential(*layers).to(self.dev)
         self.module: Any = self.net
         if self.world > 1:
-            self.module = nn.parallel.DistributedDataParallel(self.net)
+            self.module = nn.parallel.DistributedDataParallel(
+                self.net, device_ids=[local] if self.device == "cuda" else None)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr)
         self.corpus = torch.from_numpy(corpus(cfg.vocab, seed)).to(self.dev)
         self.data = np.random.default_rng([seed, 2])  # the data order: its state is checkpointed
+
+    def agree_stop(self, mine: bool) -> bool:
+        """Whether any rank got SIGTERM (one all-reduce of a flag per step): every rank stops after the
+        same step, so rank 0's emergency checkpoint holds the state every rank resumes from."""
+        if self.world == 1:
+            return mine
+        import torch.distributed as dist
+
+        flag = self.torch.tensor([1 if mine else 0], device=self.dev)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
 
     def train_step(self) -> float:
         torch, cfg = self.torch, self.cfg
