@@ -83,15 +83,21 @@ def test_sigterm_then_resume_on_s3(moto_s3: dict[str, str], small_config: Path, 
     assert sum(k.endswith("/manifest.json") for k in keys) == 3
 
 
-def test_a_resumed_finished_run_exits_0_with_the_same_loss(tmp_path: Path, small_config: Path) -> None:
-    env = base_env(GPUFLEET_CHECKPOINT_DIR=str(tmp_path / "home"))
+def test_a_torn_checkpoint_is_skipped_and_the_rerun_ends_the_same(tmp_path: Path, small_config: Path) -> None:
+    """A finished run's newest checkpoint loses its manifest (torn): the rerun resumes from the one before,
+    ends with the same final loss, and exits 0."""
+    home = tmp_path / "home"
+    env = base_env(GPUFLEET_CHECKPOINT_DIR=str(home))
     args = ["--steps", "40", "--config", str(small_config), "--checkpoint-every", "10"]
     first = trainer(*args, env=env)
-    again = trainer(*args, env=env)
-    assert first.returncode == again.returncode == 0
-    assert first.stdout.splitlines()[-1] == again.stdout.splitlines()[-1]
+    assert first.returncode == 0
     assert first.stdout.splitlines()[-1].startswith("final loss ")
     assert [line.split()[2] for line in first.stdout.splitlines()[:-1]] == ["10", "20", "30", "40"]
+    (home / "step-0000000040" / "manifest.json").unlink()
+    again = trainer(*args, env=env)
+    assert again.returncode == 0
+    assert f"resumed from {home}/step-0000000030 at step 30" in again.stderr
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
 
 
 def test_an_unreachable_store_at_start_is_the_retry_code(small_config: Path) -> None:
