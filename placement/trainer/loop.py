@@ -74,7 +74,12 @@ def train(run: Run) -> int:
               file=sys.stderr)
         return env.retry_exit_code
     if resumed is not None:
-        model.restore(resumed.files, resumed.state)  # parameters, optimizer, RNG and data order
+        try:
+            model.restore(resumed.files, resumed.state)  # parameters, optimizer, RNG and data order
+        except (KeyError, ValueError) as exc:  # another model's checkpoint: a configuration error, not a retry
+            print(f"trainer: {resumed.uri} does not fit this model ({exc}); use its configuration or another "
+                  "GPUFLEET_CHECKPOINT_DIR", file=sys.stderr)
+            return 2
         step, loss = resumed.step, float(resumed.state["loss"])
         print(f"trainer: resumed from {resumed.uri} at step {step}", file=sys.stderr)
 
@@ -111,9 +116,9 @@ def train(run: Run) -> int:
 
         ok = ckpt is not None and ckpt.wait(left()) and (
             ckpt.durable_step == step or ckpt.save(snapshot("emergency"), timeout=left()))
+        saved = "durable" if ok else "not durable within the grace period" if ckpt else "not written (no home)"
         print(f"trainer: {'SIGTERM' if notice else 'a peer got SIGTERM'} at step {step}: checkpoint of step {step} "
-              f"{'durable' if ok else 'not written within the grace period'}; exit {env.retry_exit_code} (retry)",
-              file=sys.stderr)
+              f"{saved}; exit {env.retry_exit_code} (retry)", file=sys.stderr)
         run.on_exit("stopped")
         return env.retry_exit_code  # never 0: exit 0 would end the Job as Succeeded
 

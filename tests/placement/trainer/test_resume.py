@@ -110,3 +110,14 @@ def test_an_unreachable_store_at_start_is_the_retry_code(small_config: Path) -> 
     proc = trainer("--steps", "10", "--config", str(small_config), env=env)
     assert proc.returncode == 75, proc.stderr
     assert "cannot read s3://ckpt/job" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_checkpoint_of_another_model_is_one_line_and_exit_2(tmp_path: Path, small_config: Path) -> None:
+    env = base_env(GPUFLEET_CHECKPOINT_DIR=str(tmp_path / "home"))
+    assert trainer("--steps", "5", "--config", str(small_config), env=env).returncode == 0
+    wider = tmp_path / "wider.yaml"
+    wider.write_text(small_config.read_text(encoding="utf-8").replace("hidden: 16", "hidden: 24"), encoding="utf-8")
+    proc = trainer("--steps", "10", "--config", str(wider), env=env)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("trainer: resumed")]
+    assert len(lines) == 1 and "does not fit this model" in lines[0] and "Traceback" not in proc.stderr
