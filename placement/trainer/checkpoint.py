@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import sys
 import threading
@@ -145,6 +146,7 @@ class Store:
         tmp = f"{path}.tmp"  # one writer per store at a time; a crash leaves it for _delete
         with self.fs.open(tmp, "wb") as f:
             f.write(data)
+            _sync(f)
         self.fs.mv(tmp, path)
 
     def _marker(self) -> dict[str, Any]:
@@ -161,6 +163,8 @@ class Store:
             with self.fs.open(self._path(name, fname), "wb") as raw:
                 out = _Counting(raw)
                 writer(out)  # type: ignore[arg-type]
+                if self.local:
+                    _sync(raw)  # on disk before the manifest that vouches for it
             files[fname] = {"bytes": out.size, "sha256": out.sha.hexdigest()}
         self._write_manifest(name, snap.step, files, snap.state)
         return sum(f["bytes"] for f in files.values())
@@ -295,6 +299,13 @@ class Store:
     def finished(self) -> dict[str, Any] | None:
         doc = self._read_json(self._path(FINISHED))
         return dict(doc) if self._ours(doc) else None
+
+
+def _sync(f: Any) -> None:
+    """Flush a local file to its disk (a mounted file system's client sends it to the server on close)."""
+    f.flush()
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        os.fsync(f.fileno())
 
 
 def step_name(step: int) -> str:
