@@ -121,3 +121,23 @@ def test_a_checkpoint_of_another_model_is_one_line_and_exit_2(tmp_path: Path, sm
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if not line.startswith("trainer: resumed")]
     assert len(lines) == 1 and "does not fit this model" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_the_cache_is_synced_to_the_home_and_a_new_node_resumes_from_the_home(tmp_path: Path,
+                                                                                small_config: Path) -> None:
+    import shutil
+
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    env = base_env(GPUFLEET_CHECKPOINT_DIR=str(home), GPUFLEET_CHECKPOINT_CACHE_DIR=str(cache),
+                   GPUFLEET_CHECKPOINT_KEEP="2")
+    args = ["--config", str(small_config), "--checkpoint-every", "10"]
+    first = trainer("--steps", "30", *args, env=env)
+    assert first.returncode == 0, first.stderr
+    for root in (home, cache):
+        assert sorted(p.name for p in root.glob("step-*")) == ["step-0000000020", "step-0000000030"]
+    shutil.rmtree(cache)  # the pod lands on another node: its local cache is gone
+    more = trainer("--steps", "40", *args, env=env)
+    assert more.returncode == 0
+    assert f"resumed from {home}/step-0000000030 at step 30" in more.stderr
+    whole = trainer("--steps", "40", "--config", str(small_config), env=base_env())
+    assert more.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]
