@@ -2,7 +2,7 @@
 """Measure the training stall of an asynchronous checkpoint against a synchronous one. Prints figures only.
 
 The reference trainer's NumPy model (placement.trainer.numpy_model) sized so that one checkpoint (parameters
-and Adam's two moments, float32, in one .npz) is about --mb MB, written through placement.trainer.checkpoint
+and Adam's two moments, float32, in one file) is about --mb MB, written through placement.trainer.checkpoint
 to --dir (a path, or any fsspec URI) exactly as the trainer writes it: claim, data with its SHA-256, manifest
 last, the last checkpoint kept.
 

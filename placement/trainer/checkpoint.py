@@ -4,7 +4,7 @@ Layout under the job's checkpoint home (``GPUFLEET_CHECKPOINT_DIR``: a path, ``s
 s3fs, ``gs://bucket/prefix`` through gcsfs; anything else fsspec knows)::
 
     <home>/step-0000000120/.gpufleet-claim   written first: this directory is ours (writer, job, files)
-    <home>/step-0000000120/state.npz         the data (NumPy arrays; ``state.pt`` for the PyTorch backend)
+    <home>/step-0000000120/state.npys        the data (NumPy arrays; ``state.pt`` for the PyTorch backend)
     <home>/step-0000000120/manifest.json     written last: step, sizes and SHA-256 of every data file, and
                                              the training state (RNG, data order, loss) as JSON
     <home>/gpufleet-finished.json            written after the final step
@@ -104,7 +104,7 @@ class _Counting:
     def tell(self) -> int:
         return self.size
 
-    def read(self, *_: Any) -> bytes:  # numpy.savez takes a file object by its having read()
+    def read(self, *_: Any) -> bytes:  # some writers (numpy.savez) tell a file object by its read()
         raise OSError("write-only")
 
     def seek(self, *_: Any) -> int:
