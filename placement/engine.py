@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Literal
 from placement.catalog import Offer
 from placement.egress import EgressBook, egress_book, transfer_hours, transfer_path, transfer_usd
 from placement.jobspec import JobSpec
-from placement.physics import Gang, checkpoint_gb, efficiency, gang, memory_reason, write_gbps
+from placement.bill import bill_book, checkpoint_usd, nat_usd
+from placement.physics import Gang, checkpoint_gb, efficiency, gang, impractical_reason, memory_reason, write_gbps
 from placement.physics_data import physics_book
 from placement.quotas import QuotaTable
 from placement.shapes import Shape, node_plan
@@ -60,10 +61,18 @@ class Cost:
     outputs_egress_usd: float
     spot_overhead: float  # expected extra run time (fraction): interruptions and checkpoint writes, any capacity
     delay_usd: float = 0.0
+    nat_usd: float = 0.0  # NAT gateway processing of the data moved (placement/bill.py)
+    checkpoint_storage_usd: float = 0.0  # the checkpoint bucket: kept and noncurrent versions over the run
+    checkpoint_requests_usd: float = 0.0  # PUTs writing the checkpoints
+
+    @property
+    def extra_usd(self) -> float:
+        """The bill's other lines: NAT processing, checkpoint storage and requests."""
+        return self.nat_usd + self.checkpoint_storage_usd + self.checkpoint_requests_usd
 
     @property
     def total_usd(self) -> float:
-        return self.compute_usd + self.egress_usd + self.delay_usd
+        return self.compute_usd + self.egress_usd + self.extra_usd + self.delay_usd
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,7 @@ class Terms:
 
     __slots__ = ("capacity", "order", "nodes", "idle", "run_h", "rate", "overhead", "transfer_h", "ready_h",
                  "eg_in", "eg_out", "eg", "key", "unit", "needed", "headroom", "unknown", "reason", "reservation",
-                 "delay_rate", "mult", "delay", "eff", "gang", "write_h", "late")
+                 "delay_rate", "mult", "delay", "eff", "gang", "write_h", "late", "nat", "ck_store", "ck_req")
 
     capacity: str
     order: int
@@ -182,6 +191,9 @@ class Terms:
     gang: Gang  # interruptions at the job's spot rate
     write_h: float  # checkpoint write hours
     late: bool  # the group's only reason is the deadline
+    nat: float  # USD: NAT processing (placement/bill.py); eg includes it
+    ck_store: float  # USD: checkpoint storage; eg includes it
+    ck_req: float  # USD: checkpoint PUTs; eg includes it
 
 
 # A runnable candidate before it becomes a Candidate object: ranking 50,000 offers only materialises the rows
@@ -198,7 +210,8 @@ _MISSING: dict[str, tuple[Terms, ...] | None] = {}  # sentinel: a shape not look
 
 def _cents(usd: float) -> float:
     """USD to whole cents (an int-valued key; inf stays inf for what has no price)."""
-    return float(int(usd * 100.0 + 0.5)) if usd < math.inf else math.inf
+    x = usd * 100.0 + 0.5
+    return float(int(x)) if x < 1e300 else math.inf  # NaN and overflow are "no price", never a crash
 
 
 def nodes_for(job: JobSpec, shape: Shape) -> tuple[int, str | None]:
@@ -289,7 +302,8 @@ class _Context:
         self.phys = physics_book()
         first = job.accelerators[0]
         self.ref_speed = job.speed_of(first)
-        self.coef = self.phys.scaling[job.workload]
+        self.coef = self.phys.coefficients(job.workload, job.training)
+        self.bill = bill_book()
         ref_gpn = self.phys.reference_gpus_per_node
         self.ref_eff = efficiency(-(-job.gpus // ref_gpn), self.phys.reference_gbps, ref_gpn, self.ref_speed,
                                   self.coef, self.phys.reference_gbps, ref_gpn)
@@ -327,9 +341,14 @@ class _Context:
                     reason = f"{nodes} nodes and require_fabric: {shape.name} has no GPUDirect/EFA fabric"
                 elif shape.fabric_gbps <= 0:
                     reason = f"{nodes} nodes need a network; the shape data gives {shape.name} no bandwidth"
-            if reason is None and job.parameters_b is not None and shape.gpu_memory_gib > 0:
+            if job.parameters_b is not None and shape.gpu_memory_gib > 0 and (
+                    reason is None or reason.endswith("allows it)")):
+                # Memory first: a node-shape hint ("gpus_per_node: N allows it") cannot help a model that fits
+                # no GPU of the shape (the state per GPU does not depend on the node size).
                 reason = memory_reason(job.parameters_b, job.training, job.gpus, shape.accelerator,
-                                       shape.gpu_memory_gib, self.phys)
+                                       shape.gpu_memory_gib, self.phys, workload=job.workload,
+                                       sequence_length=job.sequence_length, micro_batch=job.micro_batch,
+                                       activation_checkpointing=job.activation_checkpointing) or reason
             speed = job.speed_of(shape.accelerator)
             eff = efficiency(nodes, shape.fabric_gbps, shape.gpus, speed, self.coef, self.phys.reference_gbps,
                              self.phys.reference_gpus_per_node) if shape.fabric_gbps > 0 else (
@@ -341,6 +360,19 @@ class _Context:
                     self.gang(nodes, shape.gpus, job.interruptions_per_hour, run_h, write_h))
         self.shapes[key] = memo
         return memo
+
+    def extras(self, cloud: str, region: str, run_h: float, g: Gang, wall_h: float) -> tuple[float, float, float]:
+        """(NAT USD, checkpoint storage USD, checkpoint request USD) of one candidate group."""
+        job = self.job
+        ds = job.dataset
+        nat = 0.0 if ds is None else nat_usd(self.bill, cloud, region, ds.cloud, ds.region, ds.size_gb + job.outputs_gb)
+        size = job.checkpoint_size_gb
+        if size is None and job.parameters_b is not None:
+            size = checkpoint_gb(job.parameters_b, job.training, self.phys)
+        if not size or not math.isfinite(run_h):
+            return nat, 0.0, 0.0
+        store, req = checkpoint_usd(self.bill, cloud, size, run_h, g.interval_h, wall_h, job.checkpoint_keep)
+        return nat, store, req
 
     def zone(self, cloud: str, zone: str) -> str | None:
         key = (cloud, zone)
@@ -370,7 +402,9 @@ class _Context:
         t.overhead = t.gang.overhead
         t.mult = run_h * (1.0 + t.overhead)
         t.ready_h = transfer_h + t.mult
-        t.delay = t.ready_h * t.delay_rate
+        t.delay = t.ready_h * t.delay_rate if t.delay_rate else 0.0
+        t.nat, t.ck_store, t.ck_req = self.extras(cloud, region, run_h, t.gang, t.mult)
+        t.eg += t.nat + t.ck_store + t.ck_req
         if reservation is not None:
             t.key, t.unit, t.needed, t.headroom = reservation.quota_key, "node", nodes, float(reservation.count)
         else:
@@ -379,7 +413,7 @@ class _Context:
             t.needed = nodes * (shape.vcpus if shape.quota.unit == "vcpu" else shape.gpus)
             t.headroom = self.headrooms.get((cloud, region, t.key)) if t.key is not None else None
         t.unknown = 0 if t.headroom is not None else 1
-        t.reason = region_reason or shape_reason or _never(t.gang)
+        t.reason = region_reason or shape_reason or _never(t.gang, run_h) or _unbounded(job, run_h, transfer_h)
         t.late = False
         if t.reason is None:
             t.reason = self.fit_reason(t)
@@ -418,12 +452,22 @@ def deadline_reason(job: JobSpec, ready_hours: float) -> str | None:
     return None
 
 
-def _never(g: Gang) -> str | None:
-    """A gang stopped so often that it is never expected to finish (an infinite expected time)."""
-    if math.isfinite(g.overhead) and g.overhead < 1e6:
-        return None
-    return (f"interrupted every {60.0 / g.rate:,.1f} min on average: it would never finish a checkpoint "
-            "interval and restart")
+def _never(g: Gang, run_h: float = 1.0) -> str | None:
+    """A gang that cannot finish in practice (:func:`placement.physics.impractical_reason`): expected wall
+    time beyond 10x its run time, or more interruptions than a restart budget could cover. Never raises."""
+    return impractical_reason(g, run_h)
+
+
+def _unbounded(job: JobSpec, run_h: float, transfer_h: float) -> str | None:
+    """A run or a transfer that takes no finite time (a speed ratio beyond a float, a denormal throughput)."""
+    if not math.isfinite(run_h):
+        return (f"its run time is not a finite number of hours (speed {job.speed_of(job.accelerators[0]):g} on "
+                f"{job.accelerators[0]} against a far smaller one here): give speed ratios within a factor of "
+                "1e300")
+    if not math.isfinite(transfer_h):
+        return ("moving the data takes no finite time at the path's throughput: raise data.throughput_gbps "
+                "or drop the override")
+    return None
 
 
 def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
@@ -441,7 +485,7 @@ def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
         mult = t.run_h * (1.0 + overhead)
         ready_h = t.transfer_h + mult
         if reason is None:
-            reason = _never(g) or ctx.time_reason(ready_h, t.reservation)
+            reason = _never(g, t.run_h) or ctx.time_reason(ready_h, t.reservation)
     if price is None:
         hourly = math.inf
         reason = reason or ctx.zone(offer.cloud, offer.zone) or f"not offered as {capacity} here"
@@ -452,7 +496,7 @@ def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
         if reason is None and cap is not None and hourly > cap:
             reason = f"${hourly:,.2f}/h is over max_usd_per_hour ${cap:,.2f}"
     compute = hourly * mult
-    delay = ready_h * t.delay_rate
+    delay = ready_h * t.delay_rate if t.delay_rate else 0.0
     total = compute + t.eg + delay
     return (t.unknown, _cents(total), t.nodes, hourly, offer.cloud, offer.region, offer.zone, offer.shape.name,
             t.order, seq, offer, t, rate, overhead, compute, ready_h, delay, reason, g)
@@ -512,7 +556,7 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
                 compute = hourly * t.mult
                 delay = t.delay
                 total = compute + t.eg + delay
-                row = (t.unknown, float(int(total * 100.0 + 0.5)), t.nodes, hourly, offer.cloud, region, zone,
+                row = (t.unknown, _cents(total), t.nodes, hourly, offer.cloud, region, zone,
                        shape.name, t.order, seq, offer, t, t.rate, t.overhead, compute, t.ready_h, delay, None,
                        t.gang)
                 add_run(row)
@@ -553,8 +597,9 @@ def _full(ctx: _Context, item: Row | Deferred) -> Row:
 def _candidate(job: JobSpec, r: Row) -> Candidate:
     (_, _, nodes, hourly, _, _, _, _, _, _, offer, t, rate, overhead, compute, ready_h, delay, reason, g) = r
     qc = QuotaCheck(key=t.key, unit=t.unit, needed=t.needed, headroom=t.headroom)
-    cost = Cost(compute_usd=compute, egress_usd=t.eg, dataset_egress_usd=t.eg_in, outputs_egress_usd=t.eg_out,
-                spot_overhead=overhead, delay_usd=delay)
+    cost = Cost(compute_usd=compute, egress_usd=t.eg_in + t.eg_out, dataset_egress_usd=t.eg_in, outputs_egress_usd=t.eg_out,
+                spot_overhead=overhead, delay_usd=delay, nat_usd=t.nat, checkpoint_storage_usd=t.ck_store,
+                checkpoint_requests_usd=t.ck_req)
     c = Candidate(offer=offer, capacity=t.capacity, nodes=nodes, usd_per_hour=hourly,  # type: ignore[arg-type]
                   cost=cost, quota=qc, excluded=reason, interruptions_per_hour=rate, hours=t.run_h,
                   transfer_hours=t.transfer_h, ready_hours=ready_h, idle_gpus=t.idle, reservation=t.reservation,

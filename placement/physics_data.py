@@ -12,6 +12,7 @@ import yaml
 
 from placement.errors import InputError
 from placement.physics import (
+    CURVES,
     TRAINING,
     WORKLOADS,
     Lustre,
@@ -19,6 +20,7 @@ from placement.physics import (
     Scaling,
     ScalingPoint,
     fit_scaling,
+    predicted,
 )
 
 
@@ -55,7 +57,15 @@ def _speeds(doc: dict[str, Any]) -> dict[str, dict[str, float]]:
             for i, m in enumerate(measured):
                 if not isinstance(m, dict) or not str(m.get("result") or "").strip():
                     raise InputError(f"{where}.measured[{i}].result", "is required: the measured result it cites")
-                logs.append(math.log(_num(m.get("value"), f"{where}.measured[{i}].value")))
+                value = _num(m.get("value"), f"{where}.measured[{i}].value")
+                via = m.get("via")
+                if via is not None:
+                    # A same-round ratio against another accelerator (B200/H200 in v5.x, where no H100 ran),
+                    # chained through that accelerator's own figure in this class.
+                    if str(via).upper() not in out[w]:
+                        raise InputError(f"{where}.measured[{i}].via", f"{via} needs its own figure listed first")
+                    value *= out[w][str(via).upper()]
+                logs.append(math.log(value))
             out[w][str(accel).upper()] = round(math.exp(sum(logs) / len(logs)), 3)
     for w, accel, other in stand_ins:
         if accel not in out[other]:
@@ -75,11 +85,14 @@ def _points(doc: dict[str, Any], speeds: dict[str, dict[str, float]]) -> tuple[S
                                     base_gpus=int(p["base_gpus"]), gpus=int(p["gpus"]),
                                     efficiency=_num(p["efficiency"], f"{where}.efficiency"),
                                     source=str(p["source"]), speed=speeds[w][accel],
-                                    gpus_per_node=int(p.get("gpus_per_node", 8))))
+                                    gpus_per_node=int(p.get("gpus_per_node", 8)),
+                                    training=str(p.get("training", "full")), basis=str(p.get("basis", "samples"))))
         except KeyError as exc:
             raise InputError(f"{where}.{exc.args[0]}", "is required (or names no known class/accelerator)") from None
         if out[-1].role not in ("fit", "held_out"):
             raise InputError(f"{where}.role", "must be fit or held_out")
+        if out[-1].training not in TRAINING or out[-1].basis not in ("samples", "time"):
+            raise InputError(f"{where}", "training must be full or adapter, basis samples or time")
     return tuple(out)
 
 
@@ -91,15 +104,16 @@ def parse_workloads(doc: dict[str, Any]) -> tuple[PhysicsBook, tuple[ScalingPoin
     ref_gpus = int(sc.get("reference_gpus_per_node", 8))
     points = _points(sc, speeds)
     scaling: dict[str, Scaling] = {}
-    for w in WORKLOADS:
-        fit = tuple(p for p in points if p.workload == w and p.role == "fit")
+    for cv in CURVES:
+        fit = tuple(p for p in points if p.curve == cv and p.role == "fit")
         if fit:
-            scaling[w] = fit_scaling(fit, ref_gbps, ref_gpus)
+            scaling[cv] = fit_scaling(fit, ref_gbps, ref_gpus)
     for w, other in (sc.get("stand_in") or {}).items():
         scaling[str(w)] = scaling[str(other)]
-    missing = [w for w in WORKLOADS if w not in scaling]
+    missing = [cv for cv in CURVES if cv not in scaling]
     if missing:
-        raise InputError(f"scaling.points ({missing[0]})", "needs fit points or a stand_in class")
+        raise InputError(f"scaling.points ({missing[0]})", "needs fit points or a stand_in curve")
+    scaling["llm"] = scaling["llm-full"]
     mem = doc.get("memory") or {}
     ck = doc.get("checkpoint") or {}
     ints = doc.get("interruptions") or {}
@@ -122,7 +136,37 @@ def parse_workloads(doc: dict[str, Any]) -> tuple[PhysicsBook, tuple[ScalingPoin
                                       "interruptions.spot_replacement_minutes", positive=False),
         object_store_gbps_per_node=_num(ck.get("object_store_gbps_per_node"), "checkpoint.object_store_gbps_per_node"),
         lustre=lustre)
-    return book, points
+    bands = error_bands(book, points, doc.get("speed_held_out") or [])
+    return PhysicsBook(**{**book.__dict__, "bands": bands}), points
+
+
+def point_error(p: ScalingPoint, book: PhysicsBook) -> float:
+    """Relative error of the model's per-GPU throughput at point ``p``: model / measured − 1."""
+    e = predicted(p, book.scaling[p.curve], book.reference_gbps, book.reference_gpus_per_node)
+    return e / p.efficiency - 1.0
+
+
+def speed_error(h: dict[str, Any], book: PhysicsBook) -> float:
+    """Relative error of a held-out speed ratio ``A/B``: model / measured − 1."""
+    a, b = str(h["pair"]).upper().split("/")
+    return book.speeds[h["workload"]][a] / book.speeds[h["workload"]][b] / float(h["value"]) - 1.0
+
+
+def error_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[dict[str, Any]]) -> dict[str, float]:
+    """Per curve: the root mean square of the held-out relative errors (scaling points of the curve, and the
+    held-out speed ratios of its class), to 2 digits; a curve without held-out points borrows the largest."""
+    errs: dict[str, list[float]] = {cv: [] for cv in CURVES}
+    for p in points:
+        if p.role == "held_out":
+            errs[p.curve].append(point_error(p, book))
+    for h in held:
+        w = str(h["workload"])
+        for cv in CURVES:
+            if cv == w or cv.startswith(w + "-"):
+                errs[cv].append(speed_error(h, book))
+    bands = {cv: round(math.sqrt(sum(e * e for e in v) / len(v)), 2) for cv, v in errs.items() if v}
+    worst = max(bands.values(), default=0.0)
+    return {cv: bands.get(cv, worst) for cv in CURVES}
 
 
 @functools.cache
