@@ -125,6 +125,7 @@ class Candidate:
     checkpoint_interval_minutes: float = 0.0
     checkpoint_write_minutes: float = 0.0
     expected_interruptions: float = 0.0
+    checkpoint_interval_capped: bool = False  # the job's fixed interval is longer than the run: capped at it
 
     @property
     def overhead(self) -> float:
@@ -605,7 +606,8 @@ def _candidate(job: JobSpec, r: Row) -> Candidate:
                   transfer_hours=t.transfer_h, ready_hours=ready_h, idle_gpus=t.idle, reservation=t.reservation,
                   scaling_efficiency=t.eff, checkpoint_interval_minutes=g.interval_h * 60.0,
                   checkpoint_write_minutes=t.write_h * 60.0,
-                  expected_interruptions=g.expected_interruptions if math.isfinite(g.overhead) else math.inf)
+                  expected_interruptions=g.expected_interruptions if math.isfinite(g.overhead) else math.inf,
+                  checkpoint_interval_capped=g.interval_capped)
     return Candidate(**{**c.__dict__, "notes": _notes(job, c)})
 
 
@@ -641,22 +643,75 @@ class Plan:
 
     @functools.cached_property
     def frontier(self) -> tuple[Candidate, ...]:
-        """The cost/ready-time Pareto set of the runnable candidates, fastest first: each is cheaper (compute +
-        egress, to the cent) than every one ready sooner. Rows sharing terms share their ready time and delay, so
-        the first of each in the ranked rows is its cheapest: only those few are sorted."""
+        """The cost/ready-time Pareto set, fastest first: each is cheaper (compute + egress and the bill's
+        other lines, to the cent) than every one ready sooner. It takes the runnable candidates and those
+        excluded only by ``deadline_hours`` (their ``excluded`` reason starts "ready in "), so a reader sees
+        what the deadline costs. Rows sharing terms share their ready time and delay, so the first of each in
+        the ranked rows is its cheapest: only those few are sorted."""
+        return tuple(c for c, _ in self.frontier_ranked)
+
+    @functools.cached_property
+    def frontier_ranked(self) -> tuple[tuple[Candidate, int], ...]:
+        """:attr:`frontier` with each one's rank: a runnable one's place in the ranking, one that misses the
+        deadline the place it would take among the runnable ones had the job no deadline."""
         firsts: dict[tuple[int, float], Row] = {}
         for r in self.rows:
             key = (id(r[11]), r[15])
             if key not in firsts:
                 firsts[key] = r
+        late: list[Row] = []
+        if self.job.deadline_hours is not None:
+            ctx = self.context or _Context(self.job, None, None, 0.0, None)
+            seen: set[tuple[int, float]] = set()
+            for item in self.excluded_rows:
+                t = item[11] if len(item) > 2 else item[1]  # type: ignore[misc]
+                if not t.late:
+                    continue
+                r = _full(ctx, item)
+                if r[17] is None or not r[17].startswith("ready in ") or r[1] == math.inf:
+                    continue
+                key = (id(r[11]), r[15])
+                if key in seen:
+                    continue
+                seen.add(key)
+                late.append(r)
         best = math.inf
-        out: list[Row] = []
-        for r in sorted(firsts.values(), key=lambda r: (r[15], r[14] + r[11].eg, r[:10])):
+        out: list[tuple[Row, int]] = []
+        ranks = {id(r): i + 1 for i, r in enumerate(self.rows)} if firsts else {}
+        pool = list(firsts.values()) + late
+        for r in sorted(pool, key=lambda r: (r[15], r[14] + r[11].eg, r[:10])):
             spend = _cents(r[14] + r[11].eg)
             if spend < best:
                 best = spend
-                out.append(r)
-        return tuple(_candidate(self.job, r) for r in out)
+                rank = ranks.get(id(r))
+                if rank is None:
+                    rank = bisect.bisect_left([x[:10] for x in self.rows], r[:10]) + 1
+                out.append((r, rank))
+        return tuple((_candidate(self.job, r), rank) for r, rank in out)
+
+    def uncertain(self, c: Candidate) -> str | None:
+        """What would decide between the chosen candidate and ``c`` when their totals differ by less than the
+        model's measured error band of the job's class (a tie the model cannot break), else None. Two
+        candidates the model predicts alike (same accelerator, node count, node size and fabric) share its
+        error, which then cancels: never a tie on that account."""
+        best = self.chosen
+        if best is None or c is best:
+            return None
+        sb, sc = best.offer.shape, c.offer.shape
+        if (sb.accelerator, best.nodes, sb.gpus, sb.fabric_gbps) == (sc.accelerator, c.nodes, sc.gpus, sc.fabric_gbps):
+            return None
+        band = physics_book().band(self.job.workload, self.job.training)
+        if band <= 0 or abs(c.cost.total_usd - best.cost.total_usd) > band * max(best.cost.compute_usd,
+                                                                               c.cost.compute_usd):
+            return None
+        if sb.accelerator != sc.accelerator:
+            return (f"measure the job's step time on {sb.accelerator} and {sc.accelerator} (placement profile, "
+                    "then --calibration)")
+        if sb.fabric_gbps != sc.fabric_gbps:
+            return (f"measure NCCL bus bandwidth on both ({sb.fabric_gbps:g} Gbps {sb.name} against "
+                    f"{sc.fabric_gbps:g} Gbps {sc.name}: nccl-tests all_reduce_perf across {max(best.nodes, c.nodes)} "
+                    "nodes)")
+        return f"measure the job's step time at {best.nodes} and {c.nodes} nodes"
 
     @functools.cached_property
     def cheapest_unhurried(self) -> Candidate | None:
@@ -740,6 +795,9 @@ def _notes(job: JobSpec, c: Candidate) -> tuple[str, ...]:
                      + ("" if offer.shape.multi_node else " without GPUDirect"))
     if cost.spot_overhead >= 0.01:
         notes.append(f"+{cost.spot_overhead:.1%} for interruptions and checkpoints")
+    if c.checkpoint_interval_capped and job.checkpoint_interval_minutes is not None:
+        notes.append(f"checkpoint.interval_minutes {job.checkpoint_interval_minutes:,.0f} is longer than the "
+                     f"{c.hours * 60:,.0f}-minute run: capped at the run (one checkpoint at its end)")
     if offer.placement_score is not None:
         notes.append(f"placement score {offer.placement_score}")
     if abs(c.hours - job.hours) > 1e-9:
@@ -765,6 +823,9 @@ def why_chosen(p: Plan) -> str:
         return ("nothing feasible: capacity is reserved and no reservation of its accelerators was given "
                 "(--reservations PATH, or --live to read them)")
     if best is None:
+        fits = no_gpu_fits(p.job)
+        if fits:
+            return f"nothing feasible: {fits}"
         return "nothing feasible: every candidate was excluded (see --all-candidates for the reasons)"
     head = f"{_where(best)}: lowest total ${best.cost.total_usd:,.2f}"
     if best.reservation is not None:
@@ -799,6 +860,13 @@ def why_chosen(p: Plan) -> str:
             if best.feasible and runner.feasible is None:
                 parts.append("and this one's quota is known to fit")
             text = head + " (" + "; ".join(parts) + ")"
+    if len(top) >= 2:
+        decide = p.uncertain(top[1])
+        if decide is not None:
+            band = physics_book().band(p.job.workload, p.job.training)
+            text += (f"; within the model's measured error (±{band:.0%} for {p.job.workload}"
+                     f"{'/' + p.job.training if p.job.workload == 'llm' else ''}) of rank 2 {_where(top[1])}, "
+                     f"so the model cannot tell them apart: {decide}")
     hurry = hurry_text(p)
     if hurry:
         text += f"; {hurry}"
@@ -808,6 +876,37 @@ def why_chosen(p: Plan) -> str:
         text += (f". Rank {rank}, {_where(c)}, would cost ${best.cost.total_usd - c.cost.total_usd:,.2f} less but "
                  f"its quota is unknown: {request_text(c)}")
     return text + "."
+
+
+def no_gpu_fits(job: JobSpec) -> str | None:
+    """When no GPU the shape data knows holds the job's model at its GPU count: say so, naming the largest GPU
+    and its room (and how many GPUs would shard the state thin enough), else None."""
+    from placement.shapes import shape_book
+
+    if job.parameters_b is None:
+        return None
+    book = physics_book()
+    sb = shape_book()
+    sizes = [(s.gpu_memory_gib, s.accelerator) for s in sb.shapes.values() if s.gpu_memory_gib > 0]
+    if not sizes:
+        return None
+    gib, accel = max(sizes)
+    kw = {"workload": job.workload, "sequence_length": job.sequence_length, "micro_batch": job.micro_batch,
+          "activation_checkpointing": job.activation_checkpointing}
+    why = memory_reason(job.parameters_b, job.training, job.gpus, accel, gib, book, **kw)
+    if why is None:
+        return None
+    from placement.physics import activation_gb_per_gpu, usable_gb
+
+    room = usable_gb(gib, book)
+    act = activation_gb_per_gpu(job.parameters_b, job.sequence_length, job.micro_batch,
+                                job.activation_checkpointing) if job.workload == "llm" else 0.0
+    state = book.training_bytes_per_parameter[job.training] * job.parameters_b
+    hint = ""
+    if act < room:
+        hint = f"; {math.ceil(state / (room - act)):,} or more GPUs would shard it thin enough"
+    return (f"the model fits no GPU at {job.gpus} GPUs: the largest, {accel}, has {room:,.0f} GB free of "
+            f"{gib:g} GiB ({why.split('; ')[0]}){hint}")
 
 
 def hurry_text(p: Plan) -> str | None:

@@ -239,8 +239,6 @@ def optimal_interval(rate: float, write_h: float) -> float:
         # Young's root sqrt(2k) is exact to a relative O(sqrt k) here, where the bisection's f (about k - x²/2)
         # would drown in rounding error.
         return math.sqrt(2.0 * k) / rate
-    if k > 700.0:  # e^k overflows: the write alone outlasts many mean times between stops; the root is ~e^-k
-        return 0.0
     lo, hi = 0.0, 1.0  # f(0) = e^k - 1 > 0, f(1) = -1 < 0
     for _ in range(200):
         mid = (lo + hi) / 2.0
