@@ -232,13 +232,14 @@ def optimal_interval(rate: float, write_h: float) -> float:
         return math.inf
     if not math.isfinite(write_h):
         return math.inf
-    k = rate * write_h
-    if k <= 0:
+    if write_h <= 0:
         return 0.0
+    k = rate * write_h
     if k < 1e-12:
-        # Young's root sqrt(2k) is exact to a relative O(sqrt k) here, where the bisection's f (about k - x²/2)
-        # would drown in rounding error.
-        return math.sqrt(2.0 * k) / rate
+        # Young's root sqrt(2k)/R = sqrt(2C/R) is exact to a relative O(sqrt k) here, where the bisection's f
+        # (about k - x²/2) would drown in rounding error; written as sqrt(2C/R) so a denormal C does not
+        # underflow k to 0.
+        return math.sqrt(2.0 * write_h / rate)
     lo, hi = 0.0, 1.0  # f(0) = e^k - 1 > 0, f(1) = -1 < 0
     for _ in range(200):
         mid = (lo + hi) / 2.0
