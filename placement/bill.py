@@ -82,7 +82,8 @@ def parse_bill(doc: dict[str, Any]) -> BillBook:
     if part <= 0 or month <= 0:
         raise InputError("checkpoint.part_mb", "part_mb and days_per_month must be positive")
     return BillBook(clouds=clouds, keep=keep,
-                    noncurrent_version_days=_rate(ck.get("noncurrent_version_days", 30), "checkpoint.noncurrent_version_days"),
+                    noncurrent_version_days=_rate(ck.get("noncurrent_version_days", 30),
+                                                  "checkpoint.noncurrent_version_days"),
                     part_mb=part, days_per_month=month)
 
 

@@ -33,10 +33,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from placement.bill import bill_book, checkpoint_usd, nat_usd
 from placement.catalog import Offer
 from placement.egress import EgressBook, egress_book, transfer_hours, transfer_path, transfer_usd
 from placement.jobspec import JobSpec
-from placement.bill import bill_book, checkpoint_usd, nat_usd
 from placement.physics import Gang, checkpoint_gb, efficiency, gang, impractical_reason, memory_reason, write_gbps
 from placement.physics_data import physics_book
 from placement.quotas import QuotaTable
@@ -598,9 +598,9 @@ def _full(ctx: _Context, item: Row | Deferred) -> Row:
 def _candidate(job: JobSpec, r: Row) -> Candidate:
     (_, _, nodes, hourly, _, _, _, _, _, _, offer, t, rate, overhead, compute, ready_h, delay, reason, g) = r
     qc = QuotaCheck(key=t.key, unit=t.unit, needed=t.needed, headroom=t.headroom)
-    cost = Cost(compute_usd=compute, egress_usd=t.eg_in + t.eg_out, dataset_egress_usd=t.eg_in, outputs_egress_usd=t.eg_out,
-                spot_overhead=overhead, delay_usd=delay, nat_usd=t.nat, checkpoint_storage_usd=t.ck_store,
-                checkpoint_requests_usd=t.ck_req)
+    cost = Cost(compute_usd=compute, egress_usd=t.eg_in + t.eg_out, dataset_egress_usd=t.eg_in,
+                outputs_egress_usd=t.eg_out, spot_overhead=overhead, delay_usd=delay, nat_usd=t.nat,
+                checkpoint_storage_usd=t.ck_store, checkpoint_requests_usd=t.ck_req)
     c = Candidate(offer=offer, capacity=t.capacity, nodes=nodes, usd_per_hour=hourly,  # type: ignore[arg-type]
                   cost=cost, quota=qc, excluded=reason, interruptions_per_hour=rate, hours=t.run_h,
                   transfer_hours=t.transfer_h, ready_hours=ready_h, idle_gpus=t.idle, reservation=t.reservation,
@@ -891,9 +891,9 @@ def no_gpu_fits(job: JobSpec) -> str | None:
     if not sizes:
         return None
     gib, accel = max(sizes)
-    kw = {"workload": job.workload, "sequence_length": job.sequence_length, "micro_batch": job.micro_batch,
-          "activation_checkpointing": job.activation_checkpointing}
-    why = memory_reason(job.parameters_b, job.training, job.gpus, accel, gib, book, **kw)
+    why = memory_reason(job.parameters_b, job.training, job.gpus, accel, gib, book, workload=job.workload,
+                        sequence_length=job.sequence_length, micro_batch=job.micro_batch,
+                        activation_checkpointing=job.activation_checkpointing)
     if why is None:
         return None
     from placement.physics import activation_gb_per_gpu, usable_gb

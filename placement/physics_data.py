@@ -225,7 +225,8 @@ def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...]
                            f"{m.get('basis', '')} | {m['value']:g}{via} | {m['result']} | {m['reference']} |")
         out.append(f"| {w} | datasheet | | | | | B200 {sb.speed('B200'):.3f}, L40S {sb.speed('L40S'):.3f} | |")
     out += ["", "### Held-out speed ratios (not used for the speeds)", "",
-            "| class | pair | basis | measured | model | error | result | against |", "|---|---|---|---|---|---|---|---|"]
+            "| class | pair | basis | measured | model | error | result | against |",
+            "|---|---|---|---|---|---|---|---|"]
     for h in doc.get("speed_held_out") or []:
         a, b = str(h["pair"]).upper().split("/")
         model = book.speeds[h["workload"]][a] / book.speeds[h["workload"]][b]
