@@ -28,7 +28,7 @@ from placement.shapes import shape_book
 @pytest.mark.parametrize(("nodes", "daly", "first"), [(8, 0.31, 0.20), (16, 0.63, 0.40), (32, 1.51, 0.80),
                                                        (64, 5.27, 1.60)])
 def test_daly_reproduces_the_reference_overheads(nodes, daly, first):
-    # r = 0.05/h per node, interval 30 min, restart 15 min, C = 2 min (training-physics.md section 3)
+    # r = 0.05/h per node, interval 30 min, restart 15 min, C = 2 min (docs/measurements.md, "Interruptions")
     rate = nodes * 0.05
     assert wall_ratio(rate, 0.5, 2 / 60, 0.25) - 1 == pytest.approx(daly, abs=0.006)
     assert first_order(rate, 0.5, 0.25) == pytest.approx(first)
