@@ -162,7 +162,17 @@ def plan_doc(
         "reservations_unused": unused_reservations(p, reservations),
         "candidates": cands,
         "frontier": [_frontier_doc(c, rank) for c, rank in p.frontier_ranked],
+        "model_error": _model_error(p),
     }
+
+
+def _model_error(p: Plan) -> dict[str, Any]:
+    """The scaling curve the job uses and its measured error band (issue 27; docs/cost-model-fit.md)."""
+    from placement.physics import curve_name
+    from placement.physics_data import physics_book
+
+    return {"curve": curve_name(p.job.workload, p.job.training),
+            "band": physics_book().band(p.job.workload, p.job.training)}
 
 
 def _tie(p: Plan, doc: dict[str, Any], c: Candidate) -> dict[str, Any]:
@@ -409,7 +419,8 @@ def run_text(c: Candidate) -> str:
     minutes = c.checkpoint_write_minutes
     write = ("write time unknown: set model.parameters_b or checkpoint.size_gb" if not minutes
              else f"{minutes * 60:.0f} s to write" if minutes < 1 else f"{minutes:,.1f} min to write")
-    parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min ({write})")
+    capped = ", capped at the run" if c.checkpoint_interval_capped else ""
+    parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min{capped} ({write})")
     parts.append(f"{c.expected_interruptions:,.2f} expected interruptions")
     parts.append(f"+{c.overhead:.1%} run time for interruptions and checkpoints")
     return ", ".join(parts)

@@ -125,6 +125,7 @@ def test_a_pick_inside_the_models_band_is_a_tie_with_what_would_decide_it():
     assert p.uncertain(runner) is not None and "NCCL bus bandwidth" in p.uncertain(runner)
     assert "cannot tell them apart" in why_chosen(p) and "NCCL bus bandwidth" in why_chosen(p)
     doc = _doc(p)
+    assert doc["model_error"] == {"curve": "llm-adapter", "band": physics_book().bands["llm-adapter"]}
     assert doc["candidates"][1]["within_uncertainty_of"] == 1
     assert "within_uncertainty_of" not in doc["candidates"][0]
 
@@ -184,6 +185,9 @@ def test_a_fixed_interval_longer_than_the_run_is_capped_and_said():
     assert c.checkpoint_interval_minutes == pytest.approx(60.0)
     assert c.checkpoint_interval_capped and any("capped at the run" in n for n in c.notes)
     assert c.overhead < 0.1  # was 4.9x with 0.00 interruptions
+    from placement.render import run_text
+
+    assert "capped at the run" in run_text(c)
 
 
 def test_the_lustre_defaults_are_filesystems_our_stacks_build():
