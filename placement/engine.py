@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 Capacity = Literal["spot", "on-demand", "reserved"]
 CAPACITY_ORDER = {"reserved": 0, "on-demand": 1, "spot": 2}  # the last tie-break: the surer capacity first
 TIE_USD = 0.005  # totals closer than half a cent are a tie (they print the same)
+UNCERTAIN_LOOK = 50  # "why" names the first of the top ranks the model cannot tell from the chosen one
 
 
 @dataclass(frozen=True)
@@ -705,8 +706,8 @@ class Plan:
                                                                                c.cost.compute_usd):
             return None
         if sb.accelerator != sc.accelerator:
-            return (f"measure the job's step time on {sb.accelerator} and {sc.accelerator} (placement profile, "
-                    "then --calibration)")
+            return (f"measure the job's step time on {sb.accelerator} and {sc.accelerator} (`placement profile`, "
+                    "the trainer's --benchmark mode)")
         if sb.fabric_gbps != sc.fabric_gbps:
             return (f"measure NCCL bus bandwidth on both ({sb.fabric_gbps:g} Gbps {sb.name} against "
                     f"{sc.fabric_gbps:g} Gbps {sc.name}: nccl-tests all_reduce_perf across {max(best.nodes, c.nodes)} "
@@ -860,13 +861,14 @@ def why_chosen(p: Plan) -> str:
             if best.feasible and runner.feasible is None:
                 parts.append("and this one's quota is known to fit")
             text = head + " (" + "; ".join(parts) + ")"
-    if len(top) >= 2:
-        decide = p.uncertain(top[1])
+    for rank, other in enumerate(p.head(UNCERTAIN_LOOK)[1:], start=2):
+        decide = p.uncertain(other)
         if decide is not None:
             band = physics_book().band(p.job.workload, p.job.training)
             text += (f"; within the model's measured error (±{band:.0%} for {p.job.workload}"
-                     f"{'/' + p.job.training if p.job.workload == 'llm' else ''}) of rank 2 {_where(top[1])}, "
+                     f"{'/' + p.job.training if p.job.workload == 'llm' else ''}) of rank {rank} {_where(other)}, "
                      f"so the model cannot tell them apart: {decide}")
+            break
     hurry = hurry_text(p)
     if hurry:
         text += f"; {hurry}"
