@@ -292,3 +292,12 @@ def test_the_frontier_shows_what_the_deadline_costs_with_ranks():
     doc = _doc(p)
     assert any(f["misses_deadline"] for f in doc["frontier"])
     assert all(isinstance(f["rank"], int) for f in doc["frontier"])
+
+
+def test_the_why_line_names_the_first_undecidable_candidate_not_only_rank_2():
+    # rank 2 is the same p5 shape in another region (the model's error cancels); rank 3 is a3-megagpu-8g.
+    offers = [offer("p5.48xlarge", "us-east-1", price=55.0), offer("p5.48xlarge", "us-west-2", price=55.5),
+              offer("a3-megagpu-8g", "us-central1", price=45.0)]
+    p = plan(job(gpus=64, capacity="on-demand", model={"parameters_b": 70, "training": "adapter"}), offers)
+    assert p.ranked[1].offer.instance_type == "p5.48xlarge"
+    assert "of rank 3 gcp us-central1" in why_chosen(p) and "NCCL bus bandwidth" in why_chosen(p)
