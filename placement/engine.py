@@ -33,10 +33,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from placement.bill import bill_book, checkpoint_usd, nat_usd
 from placement.catalog import Offer
 from placement.egress import EgressBook, egress_book, transfer_hours, transfer_path, transfer_usd
 from placement.jobspec import JobSpec
-from placement.physics import Gang, checkpoint_gb, efficiency, gang, memory_reason, write_gbps
+from placement.physics import Gang, checkpoint_gb, efficiency, gang, impractical_reason, memory_reason, write_gbps
 from placement.physics_data import physics_book
 from placement.quotas import QuotaTable
 from placement.shapes import Shape, node_plan
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 Capacity = Literal["spot", "on-demand", "reserved"]
 CAPACITY_ORDER = {"reserved": 0, "on-demand": 1, "spot": 2}  # the last tie-break: the surer capacity first
 TIE_USD = 0.005  # totals closer than half a cent are a tie (they print the same)
+UNCERTAIN_LOOK = 50  # "why" names the first of the top ranks the model cannot tell from the chosen one
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,18 @@ class Cost:
     outputs_egress_usd: float
     spot_overhead: float  # expected extra run time (fraction): interruptions and checkpoint writes, any capacity
     delay_usd: float = 0.0
+    nat_usd: float = 0.0  # NAT gateway processing of the data moved (placement/bill.py)
+    checkpoint_storage_usd: float = 0.0  # the checkpoint bucket: kept and noncurrent versions over the run
+    checkpoint_requests_usd: float = 0.0  # PUTs writing the checkpoints
+
+    @property
+    def extra_usd(self) -> float:
+        """The bill's other lines: NAT processing, checkpoint storage and requests."""
+        return self.nat_usd + self.checkpoint_storage_usd + self.checkpoint_requests_usd
 
     @property
     def total_usd(self) -> float:
-        return self.compute_usd + self.egress_usd + self.delay_usd
+        return self.compute_usd + self.egress_usd + self.extra_usd + self.delay_usd
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,7 @@ class Candidate:
     checkpoint_interval_minutes: float = 0.0
     checkpoint_write_minutes: float = 0.0
     expected_interruptions: float = 0.0
+    checkpoint_interval_capped: bool = False  # the job's fixed interval is longer than the run: capped at it
 
     @property
     def overhead(self) -> float:
@@ -154,7 +165,7 @@ class Terms:
 
     __slots__ = ("capacity", "order", "nodes", "idle", "run_h", "rate", "overhead", "transfer_h", "ready_h",
                  "eg_in", "eg_out", "eg", "key", "unit", "needed", "headroom", "unknown", "reason", "reservation",
-                 "delay_rate", "mult", "delay", "eff", "gang", "write_h", "late")
+                 "delay_rate", "mult", "delay", "eff", "gang", "write_h", "late", "nat", "ck_store", "ck_req")
 
     capacity: str
     order: int
@@ -182,6 +193,9 @@ class Terms:
     gang: Gang  # interruptions at the job's spot rate
     write_h: float  # checkpoint write hours
     late: bool  # the group's only reason is the deadline
+    nat: float  # USD: NAT processing (placement/bill.py); eg includes it
+    ck_store: float  # USD: checkpoint storage; eg includes it
+    ck_req: float  # USD: checkpoint PUTs; eg includes it
 
 
 # A runnable candidate before it becomes a Candidate object: ranking 50,000 offers only materialises the rows
@@ -198,7 +212,8 @@ _MISSING: dict[str, tuple[Terms, ...] | None] = {}  # sentinel: a shape not look
 
 def _cents(usd: float) -> float:
     """USD to whole cents (an int-valued key; inf stays inf for what has no price)."""
-    return float(int(usd * 100.0 + 0.5)) if usd < math.inf else math.inf
+    x = usd * 100.0 + 0.5
+    return float(int(x)) if x < 1e300 else math.inf  # NaN and overflow are "no price", never a crash
 
 
 def nodes_for(job: JobSpec, shape: Shape) -> tuple[int, str | None]:
@@ -289,7 +304,8 @@ class _Context:
         self.phys = physics_book()
         first = job.accelerators[0]
         self.ref_speed = job.speed_of(first)
-        self.coef = self.phys.scaling[job.workload]
+        self.coef = self.phys.coefficients(job.workload, job.training)
+        self.bill = bill_book()
         ref_gpn = self.phys.reference_gpus_per_node
         self.ref_eff = efficiency(-(-job.gpus // ref_gpn), self.phys.reference_gbps, ref_gpn, self.ref_speed,
                                   self.coef, self.phys.reference_gbps, ref_gpn)
@@ -327,9 +343,14 @@ class _Context:
                     reason = f"{nodes} nodes and require_fabric: {shape.name} has no GPUDirect/EFA fabric"
                 elif shape.fabric_gbps <= 0:
                     reason = f"{nodes} nodes need a network; the shape data gives {shape.name} no bandwidth"
-            if reason is None and job.parameters_b is not None and shape.gpu_memory_gib > 0:
+            if job.parameters_b is not None and shape.gpu_memory_gib > 0 and (
+                    reason is None or reason.endswith("allows it)")):
+                # Memory first: a node-shape hint ("gpus_per_node: N allows it") cannot help a model that fits
+                # no GPU of the shape (the state per GPU does not depend on the node size).
                 reason = memory_reason(job.parameters_b, job.training, job.gpus, shape.accelerator,
-                                       shape.gpu_memory_gib, self.phys)
+                                       shape.gpu_memory_gib, self.phys, workload=job.workload,
+                                       sequence_length=job.sequence_length, micro_batch=job.micro_batch,
+                                       activation_checkpointing=job.activation_checkpointing) or reason
             speed = job.speed_of(shape.accelerator)
             eff = efficiency(nodes, shape.fabric_gbps, shape.gpus, speed, self.coef, self.phys.reference_gbps,
                              self.phys.reference_gpus_per_node) if shape.fabric_gbps > 0 else (
@@ -341,6 +362,19 @@ class _Context:
                     self.gang(nodes, shape.gpus, job.interruptions_per_hour, run_h, write_h))
         self.shapes[key] = memo
         return memo
+
+    def extras(self, cloud: str, region: str, run_h: float, g: Gang, wall_h: float) -> tuple[float, float, float]:
+        """(NAT USD, checkpoint storage USD, checkpoint request USD) of one candidate group."""
+        job = self.job
+        ds = job.dataset
+        nat = 0.0 if ds is None else nat_usd(self.bill, cloud, region, ds.cloud, ds.region, ds.size_gb + job.outputs_gb)
+        size = job.checkpoint_size_gb
+        if size is None and job.parameters_b is not None:
+            size = checkpoint_gb(job.parameters_b, job.training, self.phys)
+        if not size or not math.isfinite(run_h):
+            return nat, 0.0, 0.0
+        store, req = checkpoint_usd(self.bill, cloud, size, run_h, g.interval_h, wall_h, job.checkpoint_keep)
+        return nat, store, req
 
     def zone(self, cloud: str, zone: str) -> str | None:
         key = (cloud, zone)
@@ -370,7 +404,9 @@ class _Context:
         t.overhead = t.gang.overhead
         t.mult = run_h * (1.0 + t.overhead)
         t.ready_h = transfer_h + t.mult
-        t.delay = t.ready_h * t.delay_rate
+        t.delay = t.ready_h * t.delay_rate if t.delay_rate else 0.0
+        t.nat, t.ck_store, t.ck_req = self.extras(cloud, region, run_h, t.gang, t.mult)
+        t.eg += t.nat + t.ck_store + t.ck_req
         if reservation is not None:
             t.key, t.unit, t.needed, t.headroom = reservation.quota_key, "node", nodes, float(reservation.count)
         else:
@@ -379,7 +415,7 @@ class _Context:
             t.needed = nodes * (shape.vcpus if shape.quota.unit == "vcpu" else shape.gpus)
             t.headroom = self.headrooms.get((cloud, region, t.key)) if t.key is not None else None
         t.unknown = 0 if t.headroom is not None else 1
-        t.reason = region_reason or shape_reason or _never(t.gang)
+        t.reason = region_reason or shape_reason or _never(t.gang, run_h) or _unbounded(job, run_h, transfer_h)
         t.late = False
         if t.reason is None:
             t.reason = self.fit_reason(t)
@@ -418,12 +454,22 @@ def deadline_reason(job: JobSpec, ready_hours: float) -> str | None:
     return None
 
 
-def _never(g: Gang) -> str | None:
-    """A gang stopped so often that it is never expected to finish (an infinite expected time)."""
-    if math.isfinite(g.overhead) and g.overhead < 1e6:
-        return None
-    return (f"interrupted every {60.0 / g.rate:,.1f} min on average: it would never finish a checkpoint "
-            "interval and restart")
+def _never(g: Gang, run_h: float = 1.0) -> str | None:
+    """A gang that cannot finish in practice (:func:`placement.physics.impractical_reason`): expected wall
+    time beyond 10x its run time, or more interruptions than a restart budget could cover. Never raises."""
+    return impractical_reason(g, run_h)
+
+
+def _unbounded(job: JobSpec, run_h: float, transfer_h: float) -> str | None:
+    """A run or a transfer that takes no finite time (a speed ratio beyond a float, a denormal throughput)."""
+    if not math.isfinite(run_h):
+        return (f"its run time is not a finite number of hours (speed {job.speed_of(job.accelerators[0]):g} on "
+                f"{job.accelerators[0]} against a far smaller one here): give speed ratios within a factor of "
+                "1e300")
+    if not math.isfinite(transfer_h):
+        return ("moving the data takes no finite time at the path's throughput: raise data.throughput_gbps "
+                "or drop the override")
+    return None
 
 
 def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
@@ -441,7 +487,7 @@ def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
         mult = t.run_h * (1.0 + overhead)
         ready_h = t.transfer_h + mult
         if reason is None:
-            reason = _never(g) or ctx.time_reason(ready_h, t.reservation)
+            reason = _never(g, t.run_h) or ctx.time_reason(ready_h, t.reservation)
     if price is None:
         hourly = math.inf
         reason = reason or ctx.zone(offer.cloud, offer.zone) or f"not offered as {capacity} here"
@@ -452,7 +498,7 @@ def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
         if reason is None and cap is not None and hourly > cap:
             reason = f"${hourly:,.2f}/h is over max_usd_per_hour ${cap:,.2f}"
     compute = hourly * mult
-    delay = ready_h * t.delay_rate
+    delay = ready_h * t.delay_rate if t.delay_rate else 0.0
     total = compute + t.eg + delay
     return (t.unknown, _cents(total), t.nodes, hourly, offer.cloud, offer.region, offer.zone, offer.shape.name,
             t.order, seq, offer, t, rate, overhead, compute, ready_h, delay, reason, g)
@@ -512,7 +558,7 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
                 compute = hourly * t.mult
                 delay = t.delay
                 total = compute + t.eg + delay
-                row = (t.unknown, float(int(total * 100.0 + 0.5)), t.nodes, hourly, offer.cloud, region, zone,
+                row = (t.unknown, _cents(total), t.nodes, hourly, offer.cloud, region, zone,
                        shape.name, t.order, seq, offer, t, t.rate, t.overhead, compute, t.ready_h, delay, None,
                        t.gang)
                 add_run(row)
@@ -553,14 +599,16 @@ def _full(ctx: _Context, item: Row | Deferred) -> Row:
 def _candidate(job: JobSpec, r: Row) -> Candidate:
     (_, _, nodes, hourly, _, _, _, _, _, _, offer, t, rate, overhead, compute, ready_h, delay, reason, g) = r
     qc = QuotaCheck(key=t.key, unit=t.unit, needed=t.needed, headroom=t.headroom)
-    cost = Cost(compute_usd=compute, egress_usd=t.eg, dataset_egress_usd=t.eg_in, outputs_egress_usd=t.eg_out,
-                spot_overhead=overhead, delay_usd=delay)
+    cost = Cost(compute_usd=compute, egress_usd=t.eg_in + t.eg_out, dataset_egress_usd=t.eg_in,
+                outputs_egress_usd=t.eg_out, spot_overhead=overhead, delay_usd=delay, nat_usd=t.nat,
+                checkpoint_storage_usd=t.ck_store, checkpoint_requests_usd=t.ck_req)
     c = Candidate(offer=offer, capacity=t.capacity, nodes=nodes, usd_per_hour=hourly,  # type: ignore[arg-type]
                   cost=cost, quota=qc, excluded=reason, interruptions_per_hour=rate, hours=t.run_h,
                   transfer_hours=t.transfer_h, ready_hours=ready_h, idle_gpus=t.idle, reservation=t.reservation,
                   scaling_efficiency=t.eff, checkpoint_interval_minutes=g.interval_h * 60.0,
                   checkpoint_write_minutes=t.write_h * 60.0,
-                  expected_interruptions=g.expected_interruptions if math.isfinite(g.overhead) else math.inf)
+                  expected_interruptions=g.expected_interruptions if math.isfinite(g.overhead) else math.inf,
+                  checkpoint_interval_capped=g.interval_capped)
     return Candidate(**{**c.__dict__, "notes": _notes(job, c)})
 
 
@@ -596,22 +644,75 @@ class Plan:
 
     @functools.cached_property
     def frontier(self) -> tuple[Candidate, ...]:
-        """The cost/ready-time Pareto set of the runnable candidates, fastest first: each is cheaper (compute +
-        egress, to the cent) than every one ready sooner. Rows sharing terms share their ready time and delay, so
-        the first of each in the ranked rows is its cheapest: only those few are sorted."""
+        """The cost/ready-time Pareto set, fastest first: each is cheaper (compute + egress and the bill's
+        other lines, to the cent) than every one ready sooner. It takes the runnable candidates and those
+        excluded only by ``deadline_hours`` (their ``excluded`` reason starts "ready in "), so a reader sees
+        what the deadline costs. Rows sharing terms share their ready time and delay, so the first of each in
+        the ranked rows is its cheapest: only those few are sorted."""
+        return tuple(c for c, _ in self.frontier_ranked)
+
+    @functools.cached_property
+    def frontier_ranked(self) -> tuple[tuple[Candidate, int], ...]:
+        """:attr:`frontier` with each one's rank: a runnable one's place in the ranking, one that misses the
+        deadline the place it would take among the runnable ones had the job no deadline."""
         firsts: dict[tuple[int, float], Row] = {}
         for r in self.rows:
             key = (id(r[11]), r[15])
             if key not in firsts:
                 firsts[key] = r
+        late: list[Row] = []
+        if self.job.deadline_hours is not None:
+            ctx = self.context or _Context(self.job, None, None, 0.0, None)
+            seen: set[tuple[int, float]] = set()
+            for item in self.excluded_rows:
+                t = item[11] if len(item) > 2 else item[1]  # type: ignore[misc]
+                if not t.late:
+                    continue
+                r = _full(ctx, item)
+                if r[17] is None or not r[17].startswith("ready in ") or r[1] == math.inf:
+                    continue
+                key = (id(r[11]), r[15])
+                if key in seen:
+                    continue
+                seen.add(key)
+                late.append(r)
         best = math.inf
-        out: list[Row] = []
-        for r in sorted(firsts.values(), key=lambda r: (r[15], r[14] + r[11].eg, r[:10])):
+        out: list[tuple[Row, int]] = []
+        ranks = {id(r): i + 1 for i, r in enumerate(self.rows)} if firsts else {}
+        pool = list(firsts.values()) + late
+        for r in sorted(pool, key=lambda r: (r[15], r[14] + r[11].eg, r[:10])):
             spend = _cents(r[14] + r[11].eg)
             if spend < best:
                 best = spend
-                out.append(r)
-        return tuple(_candidate(self.job, r) for r in out)
+                rank = ranks.get(id(r))
+                if rank is None:
+                    rank = bisect.bisect_left([x[:10] for x in self.rows], r[:10]) + 1
+                out.append((r, rank))
+        return tuple((_candidate(self.job, r), rank) for r, rank in out)
+
+    def uncertain(self, c: Candidate) -> str | None:
+        """What would decide between the chosen candidate and ``c`` when their totals differ by less than the
+        model's measured error band of the job's class (a tie the model cannot break), else None. Two
+        candidates the model predicts alike (same accelerator, node count, node size and fabric) share its
+        error, which then cancels: never a tie on that account."""
+        best = self.chosen
+        if best is None or c is best:
+            return None
+        sb, sc = best.offer.shape, c.offer.shape
+        if (sb.accelerator, best.nodes, sb.gpus, sb.fabric_gbps) == (sc.accelerator, c.nodes, sc.gpus, sc.fabric_gbps):
+            return None
+        band = physics_book().band(self.job.workload, self.job.training)
+        if band <= 0 or abs(c.cost.total_usd - best.cost.total_usd) > band * max(best.cost.compute_usd,
+                                                                               c.cost.compute_usd):
+            return None
+        if sb.accelerator != sc.accelerator:
+            return (f"measure the job's step time on {sb.accelerator} and {sc.accelerator} (`placement profile`, "
+                    "the trainer's --benchmark mode)")
+        if sb.fabric_gbps != sc.fabric_gbps:
+            return (f"measure NCCL bus bandwidth on both ({sb.fabric_gbps:g} Gbps {sb.name} against "
+                    f"{sc.fabric_gbps:g} Gbps {sc.name}: nccl-tests all_reduce_perf across {max(best.nodes, c.nodes)} "
+                    "nodes)")
+        return f"measure the job's step time at {best.nodes} and {c.nodes} nodes"
 
     @functools.cached_property
     def cheapest_unhurried(self) -> Candidate | None:
@@ -695,6 +796,9 @@ def _notes(job: JobSpec, c: Candidate) -> tuple[str, ...]:
                      + ("" if offer.shape.multi_node else " without GPUDirect"))
     if cost.spot_overhead >= 0.01:
         notes.append(f"+{cost.spot_overhead:.1%} for interruptions and checkpoints")
+    if c.checkpoint_interval_capped and job.checkpoint_interval_minutes is not None:
+        notes.append(f"checkpoint.interval_minutes {job.checkpoint_interval_minutes:,.0f} is longer than the "
+                     f"{c.hours * 60:,.0f}-minute run: capped at the run (one checkpoint at its end)")
     if offer.placement_score is not None:
         notes.append(f"placement score {offer.placement_score}")
     if abs(c.hours - job.hours) > 1e-9:
@@ -720,6 +824,9 @@ def why_chosen(p: Plan) -> str:
         return ("nothing feasible: capacity is reserved and no reservation of its accelerators was given "
                 "(--reservations PATH, or --live to read them)")
     if best is None:
+        fits = no_gpu_fits(p.job)
+        if fits:
+            return f"nothing feasible: {fits}"
         return "nothing feasible: every candidate was excluded (see --all-candidates for the reasons)"
     head = f"{_where(best)}: lowest total ${best.cost.total_usd:,.2f}"
     if best.reservation is not None:
@@ -754,6 +861,14 @@ def why_chosen(p: Plan) -> str:
             if best.feasible and runner.feasible is None:
                 parts.append("and this one's quota is known to fit")
             text = head + " (" + "; ".join(parts) + ")"
+    for rank, other in enumerate(p.head(UNCERTAIN_LOOK)[1:], start=2):
+        decide = p.uncertain(other)
+        if decide is not None:
+            band = physics_book().band(p.job.workload, p.job.training)
+            text += (f"; within the model's measured error (±{band:.0%} for {p.job.workload}"
+                     f"{'/' + p.job.training if p.job.workload == 'llm' else ''}) of rank {rank} {_where(other)}, "
+                     f"so the model cannot tell them apart: {decide}")
+            break
     hurry = hurry_text(p)
     if hurry:
         text += f"; {hurry}"
@@ -763,6 +878,37 @@ def why_chosen(p: Plan) -> str:
         text += (f". Rank {rank}, {_where(c)}, would cost ${best.cost.total_usd - c.cost.total_usd:,.2f} less but "
                  f"its quota is unknown: {request_text(c)}")
     return text + "."
+
+
+def no_gpu_fits(job: JobSpec) -> str | None:
+    """When no GPU the shape data knows holds the job's model at its GPU count: say so, naming the largest GPU
+    and its room (and how many GPUs would shard the state thin enough), else None."""
+    from placement.shapes import shape_book
+
+    if job.parameters_b is None:
+        return None
+    book = physics_book()
+    sb = shape_book()
+    sizes = [(s.gpu_memory_gib, s.accelerator) for s in sb.shapes.values() if s.gpu_memory_gib > 0]
+    if not sizes:
+        return None
+    gib, accel = max(sizes)
+    why = memory_reason(job.parameters_b, job.training, job.gpus, accel, gib, book, workload=job.workload,
+                        sequence_length=job.sequence_length, micro_batch=job.micro_batch,
+                        activation_checkpointing=job.activation_checkpointing)
+    if why is None:
+        return None
+    from placement.physics import activation_gb_per_gpu, usable_gb
+
+    room = usable_gb(gib, book)
+    act = activation_gb_per_gpu(job.parameters_b, job.sequence_length, job.micro_batch,
+                                job.activation_checkpointing) if job.workload == "llm" else 0.0
+    state = book.training_bytes_per_parameter[job.training] * job.parameters_b
+    hint = ""
+    if act < room:
+        hint = f"; {math.ceil(state / (room - act)):,} or more GPUs would shard it thin enough"
+    return (f"the model fits no GPU at {job.gpus} GPUs: the largest, {accel}, has {room:,.0f} GB free of "
+            f"{gib:g} GiB ({why.split('; ')[0]}){hint}")
 
 
 def hurry_text(p: Plan) -> str | None:

@@ -110,10 +110,14 @@ class JobSpec:
     workload: str = "llm"
     parameters_b: float | None = None
     training: str = "full"
+    sequence_length: int = 2048  # tokens per sample (LLM activation memory)
+    micro_batch: int = 1  # samples per GPU per step (LLM activation memory)
+    activation_checkpointing: bool = False  # per-block recomputation: the safe default assumes none
     require_fabric: bool = False
     checkpoint_size_gb: float | None = None
     checkpoint_write_gbps: float | None = None
     checkpoint_destination: str = "object-store"
+    checkpoint_keep: int | None = None  # checkpoints kept current (None: the data's default, 3)
     filesystem_capacity_gb: float | None = None
     filesystem_mbps_per_tib: float | None = None
     faults_per_gpu_hour: float | None = None
@@ -383,8 +387,10 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
                          "needs data.dataset: outputs are copied to the dataset's home region")
     throughput = _throughput(data.get("throughput_gbps"), f"{where}data.throughput_gbps")
 
-    ck = _section(doc, "checkpoint", {"interval_minutes", "size_gb", "write_gbps", "destination", "filesystem"},
-                  where)
+    ck = _section(doc, "checkpoint", {"interval_minutes", "size_gb", "write_gbps", "destination", "filesystem",
+                                      "keep"}, where)
+    ck_keep = None if ck.get("keep") is None else int(_number(ck["keep"], f"{where}checkpoint.keep", minimum=1,
+                                                               integer=True, maximum=MAX_COUNT))
     raw_interval = ck.get("interval_minutes", "auto")
     if isinstance(raw_interval, str) and raw_interval != "auto":
         raise InputError(f"{where}checkpoint.interval_minutes", f"must be a number of minutes or auto, got "
@@ -418,7 +424,8 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     workload = doc.get("workload", "llm")
     if workload not in WORKLOADS:
         raise InputError(f"{where}workload", f"must be one of {', '.join(WORKLOADS)}, got {shown(workload)}")
-    model = _section(doc, "model", {"parameters_b", "training"}, where)
+    model = _section(doc, "model", {"parameters_b", "training", "sequence_length", "micro_batch",
+                                    "activation_checkpointing"}, where)
     params = None if model.get("parameters_b") is None else _number(
         model["parameters_b"], f"{where}model.parameters_b", strict=True, maximum=MAX_GB)
     if model and params is None:
@@ -426,6 +433,13 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     training = model.get("training", "full")
     if training not in TRAINING:
         raise InputError(f"{where}model.training", f"must be {' or '.join(TRAINING)}, got {shown(training)}")
+    seq_len = int(_number(model.get("sequence_length", 2048), f"{where}model.sequence_length", minimum=1,
+                          integer=True, maximum=MAX_COUNT))
+    micro = int(_number(model.get("micro_batch", 1), f"{where}model.micro_batch", minimum=1, integer=True,
+                        maximum=MAX_COUNT))
+    act_ckpt = model.get("activation_checkpointing", False)
+    if not isinstance(act_ckpt, bool):
+        raise InputError(f"{where}model.activation_checkpointing", f"must be true or false, got {shown(act_ckpt)}")
     require_fabric = doc.get("require_fabric", False)
     if not isinstance(require_fabric, bool):
         raise InputError(f"{where}require_fabric", f"must be true or false, got {shown(require_fabric)}")
@@ -487,6 +501,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         usd_per_hour_of_delay=0.0 if delay is None else _number(delay, f"{where}usd_per_hour_of_delay",
                                                                           maximum=MAX_RATE),
         workload=workload, parameters_b=params, training=training, require_fabric=require_fabric,
+        sequence_length=seq_len, micro_batch=micro, activation_checkpointing=act_ckpt, checkpoint_keep=ck_keep,
         checkpoint_size_gb=ck_size, checkpoint_write_gbps=ck_gbps, checkpoint_destination=destination,
         filesystem_capacity_gb=fs_gb, filesystem_mbps_per_tib=fs_tier, faults_per_gpu_hour=fault_rate,
         spot_replacement_minutes=replacement,

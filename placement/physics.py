@@ -29,12 +29,24 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-WORKLOADS = ("llm", "diffusion", "vision")
+WORKLOADS = ("llm", "diffusion", "vision", "recommendation")
 TRAINING = ("full", "adapter")
 DESTINATIONS = ("object-store", "fsx-lustre", "managed-lustre")
 REFERENCE_ACCELERATOR = "H100"
 MB_PER_TIB_GB = 2**40 / 1e9  # GB in one TiB: Lustre tiers are quoted in MB/s per TiB of capacity
 NO_WRITE_INTERVAL_H = 0.5  # auto interval when the write time is unknown (0): the old fixed default, 30 min
+# A candidate whose expected wall time is beyond this many times its run time cannot finish in practice: it is
+# excluded (issue 27), never chosen. Also the most restarts a plan may ask a JobSet for (its maxRestarts):
+# a run expecting more interruptions than that could never be covered by its restart budget.
+MAX_WALL_RATIO = 10.0
+MAX_RESTARTS = 10_000
+# Activation bytes per token per hidden unit per layer of a transformer block in bf16, stored for the backward
+# pass without recomputation (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+# Models", 34·s·b·h per layer without the attention-score term that flash attention does not store), and
+# with per-block activation checkpointing (only each block's bf16 input, 2·s·b·h, plus one block's full set
+# live during its recomputation).
+ACT_BYTES_FULL = 34.0
+ACT_BYTES_CHECKPOINTED = 2.0
 
 
 @dataclass(frozen=True)
@@ -69,10 +81,27 @@ class PhysicsBook:
     spot_replacement_minutes: float = 10.0
     object_store_gbps_per_node: float = 50.0
     lustre: Mapping[str, Lustre] = field(default_factory=dict)
+    bands: Mapping[str, float] = field(default_factory=dict)  # curve -> measured relative error (held out)
 
     def speed(self, workload: str, accelerator: str) -> float:
         """Per-GPU training speed of ``accelerator`` on ``workload`` (H100 = 1.0)."""
         return self.speeds[workload][accelerator]
+
+    def coefficients(self, workload: str, training: str = "full") -> Scaling:
+        """The scaling curve of ``workload`` (LLM: adapters and full training apart)."""
+        return self.scaling.get(curve_name(workload, training)) or self.scaling[workload]
+
+    def band(self, workload: str, training: str = "full") -> float:
+        """The class's measured relative error of run time (held-out points), 0 when unmeasured."""
+        return self.bands.get(curve_name(workload, training), self.bands.get(workload, 0.0))
+
+
+def curve_name(workload: str, training: str = "full") -> str:
+    """The scaling curve a job uses: ``llm-adapter`` / ``llm-full`` for LLMs, the class name otherwise."""
+    return f"{workload}-{training}" if workload == "llm" else workload
+
+
+CURVES = ("llm-full", "llm-adapter", "diffusion", "vision", "recommendation")
 
 
 # ------------------------------------------------------------------------------------------------ scaling
@@ -103,16 +132,49 @@ def usable_gb(gpu_memory_gib: float, book: PhysicsBook) -> float:
     return gpu_memory_gib * 2**30 / 1e9 * (1.0 - book.memory_reserve)
 
 
+def hidden_size(parameters_b: float) -> float:
+    """A decoder's hidden size for ``parameters_b`` billion parameters when the job does not give one: the
+    fit ``h = 2048 · (P / 1.3)^0.36`` to the public decoders (1.3 B: 2048, 7-8 B: 4096, 70 B: 8192, 405 B:
+    16384), which errs on the small side for mid sizes, so more layers and more activation memory: safe."""
+    return 2048.0 * (max(parameters_b, 1e-9) / 1.3) ** 0.36
+
+
+def activation_gb_per_gpu(parameters_b: float, sequence_length: int, micro_batch: int,
+                          checkpointing: bool) -> float:
+    """GB of a transformer's stored activations per GPU (not sharded by ZeRO-3: each GPU holds its own
+    micro-batch): layers × s × b × h × bytes, with layers × h = P / (12 h) (12·h² parameters per layer).
+    With per-block checkpointing only each block's input is kept, plus one block recomputed at a time."""
+    h = hidden_size(parameters_b)
+    layers = parameters_b * 1e9 / (12.0 * h * h)
+    tokens = float(sequence_length) * float(micro_batch)
+    if checkpointing:
+        per_layer = ACT_BYTES_CHECKPOINTED * tokens * h
+        return (per_layer * layers + ACT_BYTES_FULL * tokens * h) / 1e9
+    return ACT_BYTES_FULL * tokens * h * layers / 1e9
+
+
 def memory_reason(parameters_b: float, training: str, gpus: int, accelerator: str, gpu_memory_gib: float,
-                  book: PhysicsBook) -> str | None:
-    """Why ``accelerator`` cannot hold the sharded training state, or None when it can."""
+                  book: PhysicsBook, *, workload: str = "vision", sequence_length: int = 2048,
+                  micro_batch: int = 1, activation_checkpointing: bool = False) -> str | None:
+    """Why ``accelerator`` cannot hold the sharded training state (and, for an LLM, its activations at
+    ``sequence_length`` × ``micro_batch``), or None when it can."""
     need = state_gb_per_gpu(parameters_b, training, gpus, book)
+    act = activation_gb_per_gpu(parameters_b, sequence_length, micro_batch, activation_checkpointing) \
+        if workload == "llm" else 0.0
     room = usable_gb(gpu_memory_gib, book)
-    if need <= room:
+    if need + act <= room:
         return None
     bpp = book.training_bytes_per_parameter[training]
+    acts = ""
+    if act:
+        how = "with" if activation_checkpointing else "without"
+        acts = (f" + {act:,.0f} GB of activations (sequence {sequence_length}, micro-batch {micro_batch}, "
+                f"{how} activation checkpointing)")
+        if not activation_checkpointing and need + activation_gb_per_gpu(
+                parameters_b, sequence_length, micro_batch, True) <= room:
+            acts += "; model.activation_checkpointing: true fits it"
     return (f"{parameters_b:g}B parameters ({training} training, {bpp:g} bytes each) need {need:,.0f} GB per GPU "
-            f"over {gpus} GPUs; {accelerator} has {room:,.0f} GB free of {gpu_memory_gib:g} GiB")
+            f"over {gpus} GPUs{acts}; {accelerator} has {room:,.0f} GB free of {gpu_memory_gib:g} GiB")
 
 
 def checkpoint_gb(parameters_b: float, training: str, book: PhysicsBook) -> float:
@@ -138,16 +200,22 @@ def write_gbps(destination: str, nodes: int, book: PhysicsBook, capacity_gb: flo
 def wall_ratio(rate: float, interval_h: float, write_h: float, restart_h: float) -> float:
     """Daly's expected wall time per unit of work, ``(M/τ)·e^(ρ/M)·(e^((τ+C)/M) − 1)``, M = 1/rate.
 
-    ``rate`` 0 gives the limit ``(τ + C)/τ``; an overflow gives ``inf`` (the job never finishes)."""
-    if interval_h <= 0:
+    ``rate`` 0 gives the limit ``(τ + C)/τ``; an overflow, an underflow of ``R·τ`` to 0 (a denormal
+    interval) or anything not finite gives ``inf`` (the job never finishes). Never raises."""
+    if not interval_h > 0 or not rate >= 0 or not write_h >= 0 or not restart_h >= 0:
         return math.inf
     x = rate * (interval_h + write_h)
-    if x == 0.0:
-        return (interval_h + write_h) / interval_h
     try:
-        return math.expm1(x) / (rate * interval_h) * math.exp(rate * restart_h)
-    except OverflowError:
+        if x == 0.0:
+            ratio = (interval_h + write_h) / interval_h
+        else:
+            denom = rate * interval_h
+            if denom == 0.0:
+                return math.inf
+            ratio = math.expm1(x) / denom * math.exp(rate * restart_h)
+    except (OverflowError, ZeroDivisionError):
         return math.inf
+    return ratio if math.isfinite(ratio) else math.inf
 
 
 def first_order(rate: float, interval_h: float, restart_h: float) -> float:
@@ -160,15 +228,18 @@ def optimal_interval(rate: float, write_h: float) -> float:
     ``x = R·τ``, ``k = R·C`` (the restart factor does not move the optimum). Bisection to 1e-12 relative.
 
     ``rate`` 0 has no optimum (``inf``: never checkpoint for interruptions); ``write_h`` 0 has it at 0."""
-    if rate <= 0:
+    if not rate > 0 or not math.isfinite(rate):
         return math.inf
-    k = rate * write_h
-    if k <= 0:
+    if not math.isfinite(write_h):
+        return math.inf
+    if write_h <= 0:
         return 0.0
+    k = rate * write_h
     if k < 1e-12:
-        # Young's root sqrt(2k) is exact to a relative O(sqrt k) here, where the bisection's f (about k - x²/2)
-        # would drown in rounding error.
-        return math.sqrt(2.0 * k) / rate
+        # Young's root sqrt(2k)/R = sqrt(2C/R) is exact to a relative O(sqrt k) here, where the bisection's f
+        # (about k - x²/2) would drown in rounding error; written as sqrt(2C/R) so a denormal C does not
+        # underflow k to 0.
+        return math.sqrt(2.0 * write_h / rate)
     lo, hi = 0.0, 1.0  # f(0) = e^k - 1 > 0, f(1) = -1 < 0
     for _ in range(200):
         mid = (lo + hi) / 2.0
@@ -198,6 +269,8 @@ class Gang:
     restart_h: float
     overhead: float
     expected_interruptions: float
+    interval_capped: bool = False  # a fixed interval longer than the run, priced as one checkpoint at the end
+    asked_interval_h: float = 0.0  # the job's fixed interval (0 under auto)
 
 
 def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faults_per_gpu_hour: float,
@@ -210,17 +283,60 @@ def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faul
     spot = nodes * spot_rate
     rate = hw + spot
     restart = restart_h + (replacement_h * spot / rate if rate > 0 else 0.0)
+    capped = False
+    asked = 0.0
     if interval_h is None:
         tau = NO_WRITE_INTERVAL_H if write_h <= 0 else optimal_interval(rate, write_h)
         tau = min(tau, run_h) if run_h > 0 else tau
         if not math.isfinite(tau) or tau <= 0:
-            tau = max(run_h, NO_WRITE_INTERVAL_H)
+            tau = max(run_h, NO_WRITE_INTERVAL_H) if math.isfinite(run_h) else NO_WRITE_INTERVAL_H
     else:
-        tau = interval_h
+        asked = tau = interval_h
+        if run_h > 0 and tau > run_h:
+            # A fixed interval longer than the run: the run writes one checkpoint at its end, so it is priced
+            # as an interval of the run itself (Daly's formula past the run would charge work never done).
+            tau, capped = run_h, True
     ratio = wall_ratio(rate, tau, write_h, restart)
     overhead = ratio - 1.0
+    stops = rate * run_h * ratio if math.isfinite(ratio) and rate > 0 else (0.0 if rate == 0 else math.inf)
     return Gang(rate=rate, interval_h=tau, write_h=write_h, restart_h=restart, overhead=overhead,
-                expected_interruptions=rate * run_h * ratio)
+                expected_interruptions=stops if math.isfinite(stops) else math.inf, interval_capped=capped,
+                asked_interval_h=asked)
+
+
+def _duration(hours: float) -> str:
+    if hours >= 48:
+        return f"{hours:,.0f} h"
+    if hours >= 1:
+        return f"{hours:,.1f} h"
+    return f"{hours * 60:,.1f} min" if hours * 60 >= 0.1 else f"{hours * 3600:,.2g} s"
+
+
+def impractical_reason(g: Gang, run_h: float, max_wall_ratio: float = MAX_WALL_RATIO,
+                       max_restarts: int = MAX_RESTARTS) -> str | None:
+    """Why a gang cannot finish in practice, or None: its expected wall time is beyond ``max_wall_ratio`` × its
+    run time, or it expects more interruptions than a restart budget of ``max_restarts`` could cover. The
+    reason blames what causes it: the checkpoint writes when they alone exceed the limit (even with no
+    interruption at all), the interruptions otherwise. Never raises (rate 0, infinities, NaN)."""
+    ratio = 1.0 + g.overhead if g.overhead == g.overhead else math.inf
+    writes_alone = (g.interval_h + g.write_h) / g.interval_h if g.interval_h > 0 else math.inf
+    if not math.isfinite(writes_alone):
+        writes_alone = math.inf
+    if ratio <= max_wall_ratio and not g.expected_interruptions > max_restarts:
+        return None
+    if writes_alone > max_wall_ratio:
+        return (f"each checkpoint takes {_duration(g.write_h)} to write, every {_duration(g.interval_h)} of work: "
+                f"the run would take {writes_alone:,.3g} times its {_duration(run_h)} even with no interruption "
+                "(raise checkpoint.write_gbps, use a faster destination or a longer checkpoint.interval_minutes)")
+    if g.rate > 0:
+        every = _duration(1.0 / g.rate)
+        if ratio > max_wall_ratio:
+            return (f"interrupted every {every} on average: expected wall time {ratio:,.3g} times its "
+                    f"{_duration(run_h)} run (the limit is {max_wall_ratio:g}x); it cannot finish in practice")
+        return (f"interrupted every {every} on average: {g.expected_interruptions:,.0f} interruptions expected, "
+                f"more than the {max_restarts:,} restarts a job may be given")
+    return (f"expected wall time {ratio:,.3g} times its {_duration(run_h)} run (the limit is "
+            f"{max_wall_ratio:g}x); it cannot finish in practice")
 
 
 # ------------------------------------------------------------------------------------------------ fitting
@@ -242,6 +358,12 @@ class ScalingPoint:
     source: str
     speed: float = 1.0
     gpus_per_node: int = 8
+    training: str = "full"  # llm: adapter (LoRA) or full training - separate curves
+    basis: str = "samples"  # samples: per-GPU samples/s from time-to-train and samples to target; time: equal samples
+
+    @property
+    def curve(self) -> str:
+        return curve_name(self.workload, self.training)
 
 
 def _terms(p: ScalingPoint, nodes: int, reference_gbps: float, reference_gpus: int) -> tuple[float, float]:

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 SCHEMA = "gpufleet.placement/v1"
 # Fields added to v1 documents since it was cut (fields are only ever added): 1 = issue 19 (scaling_efficiency,
 # overhead, checkpoint_interval_minutes, checkpoint_write_minutes, expected_interruptions, frontier).
-SCHEMA_MINOR = 1
+# 2 = issue 27 (cost.nat_usd, cost.checkpoint_storage_usd, cost.checkpoint_requests_usd, within_uncertainty_of,
+# uncertainty_decider, frontier ranks and misses_deadline, checkpoint_interval_capped).
+SCHEMA_MINOR = 2
 
 
 def _money(x: float) -> float | None:
@@ -60,10 +62,14 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "checkpoint_interval_minutes": _hours(c.checkpoint_interval_minutes),
         "checkpoint_write_minutes": _hours(c.checkpoint_write_minutes),
         "expected_interruptions": _hours(c.expected_interruptions),
+        "checkpoint_interval_capped": c.checkpoint_interval_capped,
         "cost": {
             "compute_usd": _money(c.cost.compute_usd),
             "egress_usd": _money(c.cost.egress_usd),
             "delay_usd": _money(c.cost.delay_usd),
+            "nat_usd": _money(c.cost.nat_usd),
+            "checkpoint_storage_usd": _money(c.cost.checkpoint_storage_usd),
+            "checkpoint_requests_usd": _money(c.cost.checkpoint_requests_usd),
             "total_usd": _money(c.cost.total_usd),
         },
         "quota": {"key": c.quota.key, "unit": c.quota.unit, "needed": c.quota.needed, "headroom": c.quota.headroom},
@@ -137,7 +143,7 @@ def plan_doc(
 ) -> dict[str, Any]:
     """The ``gpufleet.placement/v1`` document for one job."""
     shown = list(p.ranked) if all_candidates else list(p.head(top))
-    cands = [candidate_doc(c, i + 1) for i, c in enumerate(shown)]
+    cands = [_tie(p, candidate_doc(c, i + 1), c) for i, c in enumerate(shown)]
     if all_candidates:
         cands += [candidate_doc(c) for c in p.excluded]
     return {
@@ -155,8 +161,34 @@ def plan_doc(
         "closest_reasons": [] if p.rows else closest_reasons(p, catalog),
         "reservations_unused": unused_reservations(p, reservations),
         "candidates": cands,
-        "frontier": [candidate_doc(c) for c in p.frontier],
+        "frontier": [_frontier_doc(c, rank) for c, rank in p.frontier_ranked],
+        "model_error": _model_error(p),
     }
+
+
+def _model_error(p: Plan) -> dict[str, Any]:
+    """The scaling curve the job uses and its measured error band (issue 27; docs/cost-model-fit.md)."""
+    from placement.physics import curve_name
+    from placement.physics_data import physics_book
+
+    return {"curve": curve_name(p.job.workload, p.job.training),
+            "band": physics_book().band(p.job.workload, p.job.training)}
+
+
+def _tie(p: Plan, doc: dict[str, Any], c: Candidate) -> dict[str, Any]:
+    """Mark a candidate whose total is within the model's measured error of the chosen one's (issue 27)."""
+    decide = p.uncertain(c)
+    if decide is not None:
+        doc["within_uncertainty_of"] = 1
+        doc["uncertainty_decider"] = decide
+    return doc
+
+
+def _frontier_doc(c: Candidate, rank: int) -> dict[str, Any]:
+    """A frontier entry: its rank filled in; one excluded only by the deadline says ``misses_deadline``."""
+    doc = candidate_doc(c, rank)
+    doc["misses_deadline"] = bool(c.excluded and c.excluded.startswith("ready in "))
+    return doc
 
 
 def batch_doc(
@@ -284,6 +316,9 @@ PLAN_HEADERS = (
     "total $",
     "ready h",
     "quota need/headroom",
+    "nat $",
+    "ckpt store $",
+    "ckpt req $",
     "notes",
 )
 
@@ -325,12 +360,17 @@ def candidate_row(c: Candidate, rank: str, said: Sequence[str] = ()) -> list[str
         total,
         _h(c.ready_hours),
         _headroom(c),
+        _usd(c.cost.nat_usd),
+        _usd(c.cost.checkpoint_storage_usd),
+        _usd(c.cost.checkpoint_requests_usd),
         text,
     ]
 
 
 # At 80 columns a table keeps where (cloud, region) and what it costs (total): zone IDs go first.
-PLAN_DROP = ("zone", "compute $", "egress $", "ready h", "quota need/headroom", "$/h")
+# The bill's other lines (issue 27) are hidden first: the total already counts them, --json has each.
+PLAN_DROP = ("nat $", "ckpt store $", "ckpt req $", "zone", "compute $", "egress $", "ready h",
+             "quota need/headroom", "$/h")
 
 
 def plan_text(
@@ -351,7 +391,8 @@ def plan_text(
     if said:
         out.append(wrap("every row: " + ", ".join(said), width, "    "))
     if rows:
-        out.append(fit_table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10}, width=width, drop=PLAN_DROP))
+        out.append(fit_table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10, 12, 13, 14}, width=width,
+                              drop=PLAN_DROP))
     if not p.rows:
         reasons = closest_reasons(p, catalog)
         out.append("(no runnable candidate)" + (": closest reasons:" if reasons else ""))
@@ -378,7 +419,8 @@ def run_text(c: Candidate) -> str:
     minutes = c.checkpoint_write_minutes
     write = ("write time unknown: set model.parameters_b or checkpoint.size_gb" if not minutes
              else f"{minutes * 60:.0f} s to write" if minutes < 1 else f"{minutes:,.1f} min to write")
-    parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min ({write})")
+    capped = ", capped at the run" if c.checkpoint_interval_capped else ""
+    parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min{capped} ({write})")
     parts.append(f"{c.expected_interruptions:,.2f} expected interruptions")
     parts.append(f"+{c.overhead:.1%} run time for interruptions and checkpoints")
     return ", ".join(parts)

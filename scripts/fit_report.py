@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Print the training-physics model against its MLPerf measurements, or write it into docs/cost-model-fit.md.
+"""Print the cost model against its MLPerf measurements (every point with its error, a summary line per curve),
+or write it into docs/cost-model-fit.md.
 
 The tables come from placement.physics_data.fit_report (the speeds, the scaling fit, the held-out points, Daly
 against the first-order formula); the page keeps them between <!-- BEGIN fit-report --> and

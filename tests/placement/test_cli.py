@@ -62,11 +62,15 @@ def test_plan_json_contract(tmp_path, capsys):
         ):
             assert key in c
         assert c["capacity"] in ("spot", "on-demand")
-        assert set(c["cost"]) == {"compute_usd", "egress_usd", "delay_usd", "total_usd"}
+        # issue 27 added the bill's other lines (fields are only added)
+        assert set(c["cost"]) == {"compute_usd", "egress_usd", "delay_usd", "total_usd", "nat_usd",
+                                  "checkpoint_storage_usd", "checkpoint_requests_usd"}
         assert set(c["quota"]) >= {"key", "needed", "headroom"}
         assert c["quota"]["headroom"] is None  # no quota data given
         assert c["cost"]["delay_usd"] == 0  # the job sets no usd_per_hour_of_delay
-        assert c["cost"]["total_usd"] == pytest.approx(c["cost"]["compute_usd"] + c["cost"]["egress_usd"], abs=1e-3)
+        assert c["cost"]["total_usd"] == pytest.approx(
+            c["cost"]["compute_usd"] + c["cost"]["egress_usd"] + c["cost"]["nat_usd"]
+            + c["cost"]["checkpoint_storage_usd"] + c["cost"]["checkpoint_requests_usd"], abs=1e-3)
     totals = [c["cost"]["total_usd"] for c in doc["candidates"]]
     assert totals == sorted(totals)
 

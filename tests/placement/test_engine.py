@@ -121,9 +121,10 @@ def test_allow_deny_and_price_cap_exclude_with_reason():
 
 
 def test_ties_break_on_lower_hourly_price():
-    # same total: 20 $/h x 10 h + 1000 GB x 0.02 $/GB egress = 220 = 22 $/h x 10 h with no egress
+    # same total: 15.5 $/h x 10 h + 1000 GB x (0.02 $/GB egress + 0.045 $/GB NAT processing, issue 27) = 220
+    # = 22 $/h x 10 h with no egress
     data = {"dataset": {"uri": "s3://b/d", "size_gb": 1000, "region": "us-west-2"}}
-    moved = offer("p5.48xlarge", "us-east-1", price=20)
+    moved = offer("p5.48xlarge", "us-east-1", price=15.5)
     local = offer("p5.48xlarge", "us-west-2", price=22)
     p = plan(job(capacity="on-demand", data=data), [local, moved])
     assert p.ranked[0].cost.total_usd == p.ranked[1].cost.total_usd
@@ -314,14 +315,15 @@ def test_deadline_excludes_candidates_that_finish_too_late():
 
 
 def test_value_of_time_trades_cost_for_speed():
-    near = offer("p5.48xlarge", "us-east-1", price=60)  # data local: 1.8 h to stage
-    far = offer("p5.48xlarge", "us-west-2", price=10)  # $400 of egress, 4.4 h to copy
+    near = offer("p5.48xlarge", "us-east-1", price=150)  # data local: 1.8 h to stage
+    far = offer("p5.48xlarge", "us-west-2", price=10)  # $400 of egress + $900 of NAT processing, 4.4 h to copy
     assert plan(job(hours=10, capacity="on-demand", data=BIG), [near, far]).chosen.offer is far
     p = plan(job(hours=10, capacity="on-demand", data=BIG, usd_per_hour_of_delay=100), [near, far])
     assert p.chosen.offer is near
     c = p.chosen
     assert c.cost.delay_usd == pytest.approx(100 * c.ready_hours)
-    assert c.cost.total_usd == pytest.approx(c.cost.compute_usd + c.cost.egress_usd + c.cost.delay_usd)
+    assert c.cost.total_usd == pytest.approx(c.cost.compute_usd + c.cost.egress_usd + c.cost.extra_usd
+                                             + c.cost.delay_usd)
 
 
 # ----------------------------------------------------------------------------- reservations

@@ -27,15 +27,16 @@ def test_b200_is_not_twice_as_fast_on_diffusion():
     offers = [offer("p5.48xlarge", "us-east-1", price=55.04), offer("p6-b200.48xlarge", "us-east-1", price=113.76)]
     p = plan(job(accelerator=["H100", "B200"], capacity="on-demand", workload="diffusion"), offers)
     assert p.chosen.offer.instance_type == "p5.48xlarge"
-    # the same offers for an LLM (B200 2.08x) still favour H100, and by less
+    # The same offers for an LLM: refit on v5.0/v5.1 production B200 results (issue 27; B200/H200 2.06-2.63,
+    # about 2.57x H100) B200 is the cheaper way to train, where the v4.1 preview figures (2.08x) picked H100.
     llm = plan(job(accelerator=["H100", "B200"], capacity="on-demand"), offers)
-    assert llm.ranked[1].cost.total_usd - llm.ranked[0].cost.total_usd < \
-        p.ranked[1].cost.total_usd - p.ranked[0].cost.total_usd
+    assert llm.chosen.offer.instance_type == "p6-b200.48xlarge"
 
 
 def test_l40s_is_slower_on_vision_than_its_datasheet():
-    # L40S trains vision models at 0.26x H100 (MLPerf), not 0.366: at 0.27x the price it is no bargain.
-    offers = [offer("p5.48xlarge", "us-east-1", price=55.04), offer("g6e.48xlarge", "us-east-1", price=15.0)]
+    # L40S trains vision models at 0.29x H100 (MLPerf image benchmarks, issue 27: BERT, RNN-T and DLRM no longer
+    # count as vision), not 0.366: at 0.31x the price it is no bargain.
+    offers = [offer("p5.48xlarge", "us-east-1", price=55.04), offer("g6e.48xlarge", "us-east-1", price=17.0)]
     p = plan(job(accelerator=["H100", "L40S"], capacity="on-demand", workload="vision"), offers)
     assert p.chosen.offer.instance_type == "p5.48xlarge"
 
@@ -120,7 +121,8 @@ def test_a_slower_checkpoint_destination_means_longer_writes_and_a_longer_interv
 
 def test_a_model_that_does_not_fit_is_excluded_with_the_reason():
     offers = [offer("p5.48xlarge", "us-east-1"), offer("p6-b200.48xlarge", "us-east-1", price=200)]
-    p = plan(job(accelerator=["H100", "B200"], model={"parameters_b": 70}), offers)
+    # Activations count since issue 27: 70 B fully trained on 8 B200s fits only with activation checkpointing.
+    p = plan(job(accelerator=["H100", "B200"], model={"parameters_b": 70, "activation_checkpointing": True}), offers)
     assert {c.offer.instance_type for c in p.ranked} == {"p6-b200.48xlarge"}
     assert all("140 GB per GPU over 8 GPUs" in c.excluded for c in p.excluded)
 
