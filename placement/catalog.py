@@ -48,6 +48,10 @@ class Offer:
     placement_score: int | None = None
     interruptions_per_hour: float | None = None
     price_source: str = "catalog"
+    # Calibration (issue 26): the posterior spot rate per node-hour from the user's measured reclaims
+    # (placement.calibration) and its 90th percentile; it replaces the job's default rate (and a live one) either way.
+    calibrated_rate: float | None = None
+    calibrated_p90: float | None = None
 
     @property
     def instance_type(self) -> str:

@@ -82,6 +82,38 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
                                                   "with it); default: the current time")
 
 
+def _add_calibration_flags(p: argparse.ArgumentParser) -> None:
+    """--calibration / --no-calibration (issue 26): the user's measured spot rates and speeds."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--calibration", metavar="FILE",
+                   help="a gpufleet.calibration/v1 file (placement calibrate); default: the newest one calibrate "
+                        "wrote in the user data directory")
+    g.add_argument("--no-calibration", action="store_true", help="ignore calibration files: model figures only")
+
+
+def _calibrate_parser(sub: Any) -> None:
+    k = sub.add_parser("calibrate", help="turn the fleet's measurements (Prometheus) into a calibration file",
+                       description="Read spot node-hours and reclaims (placement dispatch's metrics) and the "
+                       "trainer's throughput and checkpoint writes from a Prometheus server, or from exported "
+                       "samples, and write a gpufleet.calibration/v1 file (docs/calibration.md). plan, plan-batch, "
+                       "submit and dispatch use the newest one unless --no-calibration.")
+    src = k.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prometheus", metavar="URL", help="the Prometheus server, e.g. http://localhost:9090")
+    src.add_argument("--samples", metavar="FILE", help="exported samples: /api/v1/query_range answers (JSON)")
+    k.add_argument("--from", dest="start", metavar="TIME", help="window start, ISO-8601 (default: 30 days before "
+                                                                "--to; with --samples: the first sample)")
+    k.add_argument("--to", dest="end", metavar="TIME", help="window end, ISO-8601 (default: now; with --samples: "
+                                                            "the last sample)")
+    k.add_argument("--output", "-o", metavar="PATH", help="where to write (default: a new file in the user data "
+                                                           "directory's calibration/ folder)")
+    k.add_argument("--prior-node-hours", type=float, metavar="N",
+                   help="weight of the prior spot rate in node-hours, written as calibration.prior_node_hours "
+                        "(default: plans use 100)")
+    k.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="per-request timeout for Prometheus (default 10; 2 retries, 60 s in all per query)")
+    k.add_argument("--json", action="store_true", help="print the written document as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="placement", description="Rank where a GPU job can run now, with compute and egress "
                      "cost, across AWS and GCP. Exit codes: 0 placed, 1 nothing feasible, 2 bad input.")
@@ -97,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "may use; default 0: one month's allowance is not every job's")
     _add_plan_flags(p)
     _add_data_flags(p)
+    _add_calibration_flags(p)
 
     b = sub.add_parser("plan-batch", help="place a burst of jobs jointly under shared quota (exact MILP)")
     b.add_argument("jobs", metavar="JOBS.yaml", help="a mapping with a jobs: list of job specs")
@@ -106,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "reported with its gap, jobs not reached are reported unplaced (default 30)")
     _add_plan_flags(b)
     _add_data_flags(b)
+    _add_calibration_flags(b)
 
     o = sub.add_parser("offers", help="list catalog offers for an accelerator")
     o.add_argument("--accelerator", required=True, help="GPU name, e.g. H100")
@@ -141,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
     _add_data_flags(s, live=False)
+    _add_calibration_flags(s)
 
     c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")
     c.add_argument("shell", choices=("bash", "zsh"),
@@ -159,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     from placement.dispatch.command import add_arguments
 
     add_arguments(d)
+    _add_calibration_flags(d)
+    _calibrate_parser(sub)
     return parser
 
 
@@ -261,13 +298,34 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                                     job.gpus_per_node, True)
     _trust(catalog, now)
     reserved += live_reserved
-    result = plan(job, catalog.offers, quotas, reservations=reserved, now=now, egress_allowance_gb=allowance)
+    from placement.calibrate import apply_calibration
+
+    cal, offers, job = apply_calibration(args, now, catalog.offers, job)
+    result = plan(job, offers, quotas, reservations=reserved, now=now, egress_allowance_gb=allowance)
     doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources, now=now,
                    reservations=reserved)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
                                           sources=sources, width=output_width(), reservations=reserved)
+    doc, text = _decides(result, offers, cal, doc, text)
     _emit(doc, text, args.json)
     return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
+
+
+def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any],
+             text: str) -> tuple[dict[str, Any], str]:
+    """Add what decides the plan: the break-even spot rate, the warnings on the pick and the calibration used."""
+    from placement.calibrate import info
+    from placement.decides import break_even, break_even_text, warnings
+
+    rate = break_even(result)
+    found = warnings(result, offers)
+    _warn(found)
+    doc = {**doc, "break_even_interruptions_per_hour": rate, "warnings": found, "calibration": info(cal)}
+    if text:
+        text += "\n" + break_even_text(rate, result.chosen)
+        if cal is not None:
+            text += f"\ncalibration: {cal.source} (measured {cal.measured_from:%Y-%m-%d} to {cal.measured_to:%Y-%m-%d})"
+    return doc, text
 
 
 def cmd_plan_batch(args: argparse.Namespace) -> int:
@@ -287,10 +345,15 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
     reserved += live_reserved
     _trust(catalog, now)
+    from placement.calibrate import apply_calibration
+    from placement.calibration import calibrated_job
+
+    cal, offers, _ = apply_calibration(args, now, catalog.offers)
+    jobs = tuple(calibrated_job(cal, j) for j in jobs)
     # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
-    ready = prepare(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
-    result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, prepared=ready)
-    base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
+    ready = prepare(jobs, offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
+    result = solve(jobs, offers, quotas, reservations=reserved, now=now, prepared=ready)
+    base = None if args.no_greedy else greedy(jobs, offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
     text = "" if args.json else batch_text(result, catalog, base, output_width())
     _emit(batch_doc(result, catalog, base, sources, now), text, args.json)
@@ -342,6 +405,12 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     return run_refresh(args)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from placement.calibrate import run_calibrate
+
+    return run_calibrate(args)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from placement.submit import run_submit
 
@@ -365,7 +434,8 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
-            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion}
+            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion,
+            "calibrate": cmd_calibrate}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
