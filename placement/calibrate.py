@@ -115,7 +115,8 @@ def apply_calibration(args: Any, now: dt.datetime, offers: Sequence[Any],
     from placement.calibration import calibrated_job, calibrated_offers
     from placement.jobspec import JobSpec
 
-    cal = resolve(args, now)
+    del now  # "from the future" is judged by the clock, not by a plan made --now as of another time
+    cal = resolve(args)
     if cal is None:
         return None, list(offers), job
     out = calibrated_offers(cal, offers, JobSpec.interruptions_per_hour)
