@@ -12,12 +12,17 @@ this machine cannot change it):
     ```
     <!-- END generated: plan-table -->
 
+A block may instead be a function's source, read from the code (``Source``: the contract's example trainer in
+docs/trainer-contract.md is ``placement.trainer.loop.train``), or the output of another module of the package
+(``Example(module=...)``, e.g. ``python -m placement.trainer --help``).
+
 Usage: scripts/docs_examples.py [--check]   (--check: exit 1, with a diff, when a page differs from the code)
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import os
 import re
@@ -46,9 +51,19 @@ class Example:
     stderr_from: str | None = None
     stdout: bool = True
     head: int | None = None
+    module: str = "placement"  # python -m <module>; shown as `placement` for the CLI itself
 
 
-EXAMPLES: dict[str, Example] = {
+@dataclass(frozen=True)
+class Source:
+    """One generated block that is the source of function ``name`` in ``path`` (relative to the root),
+    exactly as it is in the code, under a comment naming where it comes from."""
+
+    path: str
+    name: str
+
+
+EXAMPLES: dict[str, Example | Source] = {
     "plan-table": Example(("plan", JOB, "--top", "2")),
     "plan-json": Example(("plan", JOB, "--top", "1", "--json"), lang="json"),
     "plan-batch": Example(("plan-batch", "placement/examples/batch.yaml", "--quotas", "placement/examples/quotas.csv")),
@@ -57,23 +72,40 @@ EXAMPLES: dict[str, Example] = {
     "submit-dry-run": Example(("submit", JOB, "--stacks", STACKS, "--dry-run"), stderr_from="chosen:", head=6),
     "submit-via-hub": Example(("submit", JOB, "--stacks", STACKS, "--dry-run", "--via-hub"), stderr_from="",
                               stdout=False),
+    "trainer-loop": Source("placement/trainer/loop.py", "train"),
+    "trainer-help": Example(("--help",), module="placement.trainer"),
+    "launcher-help": Example(("--help",), module="placement.trainer.launch"),
 }
 
 BLOCK = re.compile(r"(<!-- BEGIN generated: (?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- END generated: "
                    r"(?P=name) -->)", re.S)
 
-Runner = Callable[[Example], str]
+Runner = Callable[[Example | Source], str]
 
 
-def run_example(example: Example) -> str:
-    """The block's text: the command line, then what it printed (stderr first: the table and the summary)."""
+def source_block(src: Source, root: Path | None = None) -> str:
+    """The fenced source of top-level function ``src.name`` in ``src.path`` (decorators included)."""
+    text = ((root or _venv.ROOT) / src.path).read_text(encoding="utf-8")
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == src.name:
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            lines = text.splitlines()[start - 1:node.end_lineno]
+            return "\n".join(["```python", f"# {src.path}: {src.name}()", *lines, "```"]) + "\n"
+    raise SystemExit(f"docs_examples: {src.path} has no top-level function {src.name!r}")
+
+
+def run_example(example: Example | Source) -> str:
+    """The block's text: the command line, then what it printed (stderr first: the table and the summary);
+    for a :class:`Source`, the function's code."""
+    if isinstance(example, Source):
+        return source_block(example)
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "COLUMNS": "100", "XDG_DATA_HOME": f"{home}/data", "XDG_CACHE_HOME": f"{home}/cache",
                "PYTHONPATH": str(_venv.ROOT)}
-        proc = subprocess.run([sys.executable, "-m", "placement", *example.argv], cwd=_venv.ROOT, env=env,
+        proc = subprocess.run([sys.executable, "-m", example.module, *example.argv], cwd=_venv.ROOT, env=env,
                               capture_output=True, text=True, check=False)
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"docs_examples: `placement {' '.join(example.argv)}` exited {proc.returncode}: "
+        raise SystemExit(f"docs_examples: `{example.module} {' '.join(example.argv)}` exited {proc.returncode}: "
                          f"{proc.stderr.strip()}")
     out = []
     if example.stderr_from is not None:
@@ -85,7 +117,8 @@ def run_example(example: Example) -> str:
         if example.head is not None and len(lines) > example.head:
             lines = [*lines[:example.head], f"... ({len(lines) - example.head} more lines)"]
         out += lines
-    command = "placement " + " ".join(example.argv)
+    program = "placement" if example.module == "placement" else f"python -m {example.module}"
+    command = program + " " + " ".join(example.argv)
     prompt = [] if example.lang == "json" else [f"$ {command}"]
     return "\n".join([f"```{example.lang}", *prompt, *out, "```"]) + "\n"
 
@@ -112,9 +145,9 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 with a diff")
     args = parser.parse_args()
     _venv.ensure("yaml", "highspy", extra="")
-    cache: dict[Example, str] = {}
+    cache: dict[Example | Source, str] = {}
 
-    def runner(example: Example) -> str:
+    def runner(example: Example | Source) -> str:
         if example not in cache:
             cache[example] = run_example(example)
         return cache[example]

@@ -1,0 +1,98 @@
+"""Lost-peer detection for the NumPy backend: heartbeats in the checkpoint home.
+
+PyTorch notices a lost peer itself (a collective or the rendezvous store raises ``torch.distributed``'s
+``DistError``), and the trainer turns that into the retry exit code. The NumPy backend has no collectives, so
+in a gang (``NNODES`` > 1) each rank runs a :class:`Heartbeat` thread that, every ``timeout / 4`` seconds,
+writes ``<home>/_peers/rank-<NODE_RANK>.json`` (a counter, its step, and its state: ``running``, ``stopped``
+or ``finished``) and reads the others'. A peer is lost when its file has not changed for
+``GPUFLEET_PEER_TIMEOUT_SECONDS`` (default 60) of this rank's own clock (no clock is compared across nodes,
+and a gang that restarts together overwrites the old files within the timeout), or when it says ``stopped``
+(it got SIGTERM). The trainer then exits with ``GPUFLEET_RETRY_EXIT_CODE``, and the gang restarts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from typing import Any
+
+PEER_DIR = "_peers"
+
+
+class Heartbeat:
+    """Write this rank's heartbeat and watch the others' (see the module docstring)."""
+
+    def __init__(self, home_uri: str, rank: int, nodes: int, timeout_s: float) -> None:
+        from fsspec.core import url_to_fs
+
+        self.fs, root = url_to_fs(home_uri.rstrip("/") + "/" + PEER_DIR)
+        self.root = root.rstrip("/")
+        self.rank, self.nodes, self.timeout_s = rank, nodes, timeout_s
+        self.step = 0
+        self.state = "running"
+        self.lost: str | None = None  # why a peer is lost; read by the training loop
+        self._beats = 0
+        self._seen: dict[int, tuple[Any, float]] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peer-heartbeat", daemon=True)
+
+    def _path(self, rank: int) -> str:
+        return f"{self.root}/rank-{rank}.json"
+
+    def start(self) -> Heartbeat:
+        now = time.monotonic()
+        self._seen = {r: (self._read(r), now) for r in range(self.nodes) if r != self.rank}
+        self.fs.makedirs(self.root, exist_ok=True)
+        self.beat()
+        self._thread.start()
+        return self
+
+    def beat(self) -> None:
+        self._beats += 1
+        data = json.dumps({"rank": self.rank, "beat": self._beats, "step": self.step, "state": self.state})
+        with self.fs.open(self._path(self.rank), "wb") as f:
+            f.write(data.encode())
+
+    def _read(self, rank: int) -> Any:
+        try:
+            with self.fs.open(self._path(rank), "rb") as f:
+                return json.loads(f.read())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def check(self) -> str | None:
+        """Read every peer's heartbeat once; the reason a peer is lost, or None."""
+        now = time.monotonic()
+        self.fs.invalidate_cache()
+        for rank, (old, since) in self._seen.items():
+            doc = self._read(rank)
+            if doc != old:
+                self._seen[rank] = (doc, now)
+                since = now
+            if isinstance(doc, dict) and doc.get("state") == "stopped" and doc != old:
+                return f"peer rank {rank} stopped (it got SIGTERM)"
+            if now - since > self.timeout_s:
+                return f"peer rank {rank} sent no heartbeat for {self.timeout_s:g} s"
+        return None
+
+    def _run(self) -> None:
+        period = max(self.timeout_s / 4, 0.05)
+        while not self._done.wait(period):
+            try:
+                self.beat()
+                reason = self.check()
+            except Exception as exc:  # noqa: BLE001 - the store is unreachable (any client's error): no news
+                reason = None
+                if self.lost is None and time.monotonic() - min(s for _, s in self._seen.values()) > self.timeout_s:
+                    reason = f"the peers' heartbeats cannot be read: {exc}"
+            if reason and self.lost is None:
+                self.lost = reason
+
+    def stop(self, state: str) -> None:
+        """Say why this rank ends (``stopped`` on SIGTERM, ``finished``) and stop the thread."""
+        self._done.set()
+        self.state = state
+        with contextlib.suppress(Exception):
+            self.beat()
