@@ -114,6 +114,23 @@ def _calibrate_parser(sub: Any) -> None:
     k.add_argument("--json", action="store_true", help="print the written document as JSON")
 
 
+def _profile_arguments(p: argparse.ArgumentParser) -> None:
+    """placement profile's flags (placement.profile)."""
+    p.add_argument("--steps", type=int, default=20, metavar="N", help="benchmark steps per run (default 20)")
+    p.add_argument("--runs", type=int, default=3, metavar="K",
+                   help="benchmark runs; the row holds their median (default 3, the runs a plan needs to use it)")
+    p.add_argument("--config", metavar="FILE.yaml", help="the model configuration (docs/trainer-contract.md)")
+    p.add_argument("--backend", choices=("numpy", "torch"), help="the trainer's backend (default: the trainer's)")
+    p.add_argument("--accelerator", metavar="NAME",
+                   help="record the row under this accelerator (default: what the trainer reports, e.g. H100)")
+    p.add_argument("--output", "-o", metavar="PATH",
+                   help="merge the row into this calibration file (default: a new file in the user data "
+                        "directory holding the newest calibration and this row)")
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="per run (default 3600)")
+    p.add_argument("--json", action="store_true", help="print the row and the trainer's results as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="placement", description="Rank where a GPU job can run now, with compute and egress "
                      "cost, across AWS and GCP. Exit codes: 0 placed, 1 nothing feasible, 2 bad input.")
@@ -196,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(d)
     _add_calibration_flags(d)
     _calibrate_parser(sub)
+    pf = sub.add_parser("profile", help="benchmark the reference trainer here and record its per-GPU throughput "
+                                        "as a calibration speed row")
+    _profile_arguments(pf)
     return parser
 
 
@@ -411,6 +431,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return run_calibrate(args)
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from placement.profile import run_profile
+
+    return run_profile(args)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from placement.submit import run_submit
 
@@ -435,7 +461,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
             "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion,
-            "calibrate": cmd_calibrate}
+            "calibrate": cmd_calibrate, "profile": cmd_profile}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
