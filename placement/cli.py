@@ -216,6 +216,20 @@ def build_parser() -> argparse.ArgumentParser:
     pf = sub.add_parser("profile", help="benchmark the reference trainer here and record its per-GPU throughput "
                                         "as a calibration speed row")
     _profile_arguments(pf)
+    rp = sub.add_parser("report", help="unit economics per team and workload class from the hub's Workloads and "
+                                       "Prometheus: GPU-hours, utilisation, $ per run, planned vs measured")
+    rp.add_argument("--kubeconfig", metavar="PATH", help="the hub's kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    rp.add_argument("--prometheus", metavar="URL", help="the Prometheus server with the trainer's metrics "
+                                                        "(without it, progress and utilisation are unknown)")
+    rp.add_argument("--from", dest="start", metavar="TIME", help="window start, ISO-8601 (default: 7 days before --to)")
+    rp.add_argument("--to", dest="end", metavar="TIME", help="window end, ISO-8601 (default: now)")
+    rp.add_argument("--chart", metavar="FILE.png", help="also draw planned vs measured cost per run (needs the "
+                                                         "charts extra: matplotlib)")
+    rp.add_argument("--catalog", action="append", default=[], metavar="CLOUD=PATH",
+                    help="price the plans with a SkyPilot-format vms.csv for CLOUD instead of the embedded catalog")
+    rp.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default 10)")
+    rp.add_argument("--json", action="store_true", help="print one gpufleet.report/v1 JSON document")
+    _add_calibration_flags(rp)
     return parser
 
 
@@ -437,6 +451,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return run_profile(args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from placement.fleet.errors import FleetError
+    from placement.report import run_report
+
+    try:
+        return run_report(args)
+    except FleetError as exc:
+        print(f"placement: error: {exc}", file=sys.stderr)
+        return exc.code
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from placement.submit import run_submit
 
@@ -461,7 +486,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
             "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion,
-            "calibrate": cmd_calibrate, "profile": cmd_profile}
+            "calibrate": cmd_calibrate, "profile": cmd_profile, "report": cmd_report}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
