@@ -2,7 +2,7 @@
 API, or a file of exported samples) and the file plans read by default.
 
 The pure part (schema, posterior, speeds) is :mod:`placement.calibration`. Files ``calibrate`` writes live in
-``<user data dir>/calibration/calibration-<UTC time>.yaml`` (``$GPUFLEET_DATA_DIR`` moves the data directory);
+``<user data dir>/calibration/calibration-<UTC time>.json`` (``$GPUFLEET_DATA_DIR`` moves the data directory);
 plans read the newest of them unless given ``--calibration FILE`` or ``--no-calibration``. Nothing here reads or
 deletes a file it did not write, except the one the user names.
 
@@ -42,7 +42,7 @@ from placement.calibration import (
     CheckpointRow,
     SpeedRow,
     SpotRow,
-    calibration_yaml,
+    calibration_text,
     parse_calibration,
 )
 from placement.errors import InputError, UsageError, shown
@@ -67,14 +67,14 @@ def calibration_dir() -> Path:
 
 
 def default_output(now: dt.datetime) -> Path:
-    return calibration_dir() / f"{PREFIX}{now.astimezone(dt.UTC):%Y%m%dT%H%M%S}Z.yaml"
+    return calibration_dir() / f"{PREFIX}{now.astimezone(dt.UTC):%Y%m%dT%H%M%S}Z.json"
 
 
 def newest_calibration() -> Path | None:
     """The newest file ``calibrate``/``profile`` wrote (by modification time, then name), or None."""
     folder = calibration_dir()
     try:
-        found = [p for p in folder.iterdir() if p.name.startswith(PREFIX) and p.name.endswith(".yaml")
+        found = [p for p in folder.iterdir() if p.name.startswith(PREFIX) and p.suffix in (".json", ".yaml")
                  and p.is_file()]
     except OSError:
         return None
@@ -84,10 +84,17 @@ def newest_calibration() -> Path | None:
 
 
 def read_calibration(path: str | os.PathLike[str], now: dt.datetime | None = None) -> Calibration:
-    """Read and validate one calibration file (YAML; JSON is YAML too)."""
-    from placement.readers import load_yaml
+    """Read and validate one calibration file: JSON (what calibrate writes; read with the json module, fast on
+    10,000 rows) or YAML."""
+    from placement.readers import MAX_YAML_BYTES, parse_yaml, read_text
 
-    doc = load_yaml(str(path), "calibration file")
+    text = read_text(str(path), "calibration file", MAX_YAML_BYTES)
+    doc: Any = None
+    if text.lstrip().startswith("{"):
+        with contextlib.suppress(ValueError, RecursionError):
+            doc = json.loads(text)
+    if doc is None:
+        doc = parse_yaml(text, f"calibration file: {shown(str(path))}")
     try:
         return parse_calibration(doc, source=str(path), now=now)
     except InputError as exc:
@@ -129,7 +136,7 @@ def write_calibration(cal: Calibration, path: Path) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(calibration_yaml(cal))
+            fh.write(calibration_text(cal))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

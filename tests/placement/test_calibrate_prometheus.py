@@ -170,7 +170,7 @@ def test_calibrate_from_exported_samples_counts_resets(tmp_path: Path, monkeypat
     samples.write_text("\n".join(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [m]}})
                                  for m in (node, rec)))
     assert main(["calibrate", "--samples", str(samples)]) == 0
-    written = list((tmp_path / "calibration").glob("calibration-*.yaml"))
+    written = list((tmp_path / "calibration").glob("calibration-*.json"))
     assert len(written) == 1
     cal = parse_calibration(load_yaml(str(written[0]), "calibration"))
     (row,) = cal.spot

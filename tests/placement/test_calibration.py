@@ -19,7 +19,7 @@ from placement.calibration import (
     SpotRow,
     calibrated_job,
     calibrated_offers,
-    calibration_yaml,
+    calibration_text,
     gamma_quantile,
     merge,
     parse_calibration,
@@ -65,7 +65,7 @@ def test_the_issue_example_parses_and_round_trips(tmp_path: Path) -> None:
     c = parse_calibration(doc())
     assert c.spot[0].zone == "use1-az6" and c.speed[0].per_gpu == 3100.0 and c.checkpoint_write[0].tier == 250
     path = tmp_path / "c.yaml"
-    path.write_text(calibration_yaml(c))
+    path.write_text(calibration_text(c))
     again = parse_calibration(load_yaml(str(path), "calibration"))
     assert dataclasses.replace(again, source="") == dataclasses.replace(c, source="")
 
@@ -281,3 +281,20 @@ def test_plans_use_the_newest_calibrate_file_unless_told_not_to(tmp_path: Path, 
     assert main(["plan", str(spec), "--json", "--top", "1", "--no-calibration"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["calibration"] is None and d["chosen"]["interruption_source"] == "default"
+
+
+def test_the_issues_yaml_reads_as_written(tmp_path: Path) -> None:
+    from placement.calibrate import read_calibration
+
+    path = tmp_path / "c.yaml"
+    path.write_text("""schema: gpufleet.calibration/v1
+measured: {from: 2026-10-01T00:00:00Z, to: 2026-11-20T00:00:00Z}
+spot:   # one row per cloud, region, zone (optional), instance type
+  - {cloud: aws, region: us-east-1, zone: use1-az6, instance_type: p5.48xlarge, node_hours: 1200, reclaims: 180}
+speed:  # measured per-GPU throughput of a workload class on an accelerator, at a node count
+  - {workload: llm, accelerator: H100, nodes: 1, per_gpu: 3100.0, unit: tokens/s, runs: 12}
+checkpoint_write:
+  - {destination: fsx, tier: 250, gb: 980, seconds: 41.0, runs: 30}
+""")
+    c = read_calibration(path)
+    assert (c.spot[0].node_hours, c.speed[0].runs, c.checkpoint_write[0].seconds) == (1200, 12, 41.0)
