@@ -38,9 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from placement.calibration import (
+    FUTURE_SKEW,
     Calibration,
     CheckpointRow,
     SpeedRow,
+    SpotColumns,
     SpotRow,
     calibration_text,
     parse_calibration,
@@ -83,11 +85,95 @@ def newest_calibration() -> Path | None:
     return max(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
+CACHE_FORMAT = "gpufleet.calibration-cache/v1"
+CACHE_MIN_BYTES = 64 * 2**10  # smaller files parse faster than an entry is read
+
+
+def _cache_entry(path: str) -> tuple[Path, tuple[Any, ...]] | None:
+    """(entry path, key) of a calibration file's parsed rows in the user cache directory, or None."""
+    import hashlib
+
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    if st.st_size < CACHE_MIN_BYTES:
+        return None
+    from placement.catalog_cache import cache_dir
+
+    code = hashlib.sha256(Path(__file__).with_name("calibration.py").read_bytes()).hexdigest()[:16]
+    name = hashlib.sha256(real.encode()).hexdigest()[:32]
+    return cache_dir().parent / "calibration" / f"{name}.marshal", (CACHE_FORMAT, code, real, st.st_mtime_ns,
+                                                                      st.st_size)
+
+
+def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
+    import marshal
+
+    entry = _cache_entry(path)
+    if entry is None:
+        return None
+    try:
+        with open(entry[0], "rb") as fh:
+            key, payload = marshal.load(fh)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if key != entry[1]:
+        return None
+    start, end, prior, spot, speed, ckpt = payload
+    import array
+
+    columns = [text.split("\0") if text else [] for text in spot[:4]]
+    numbers = [array.array("d", raw).tolist() for raw in spot[4:]]
+    cal = Calibration(measured_from=dt.datetime.fromtimestamp(start, dt.UTC),
+                      measured_to=dt.datetime.fromtimestamp(end, dt.UTC), spot=SpotColumns(*columns, *numbers),
+                      speed=tuple(SpeedRow(*r) for r in speed), checkpoint_write=tuple(CheckpointRow(*r) for r in ckpt),
+                      prior_node_hours=prior, source=str(path))
+    if cal.measured_to > (now or dt.datetime.now(dt.UTC)) + FUTURE_SKEW:
+        return None  # parsed again: the error names the field
+    return cal
+
+
+def _remember(path: str, cal: Calibration) -> None:
+    """Write the parsed rows beside the cache's other entries (atomically; a failure only costs the next read)."""
+    import marshal
+
+    entry = _cache_entry(path)
+    if entry is None:
+        return
+    import array
+
+    # Column by column (names joined, numbers as doubles): a tenth of the time marshal takes for 10,000 tuples.
+    spot = tuple("\0".join(getattr(r, f) for r in cal.spot) for f in ("cloud", "region", "zone", "instance_type")) + \
+        tuple(array.array("d", [getattr(r, f) for r in cal.spot]).tobytes() for f in ("node_hours", "reclaims"))
+    if cal.spot and any(text.count("\0") != len(cal.spot) - 1 for text in spot[:4]):
+        return  # a NUL inside a name: not worth a cache entry
+    payload = (cal.measured_from.timestamp(), cal.measured_to.timestamp(), cal.prior_node_hours, spot,
+               [(r.workload, r.accelerator, r.nodes, r.per_gpu, r.unit, r.runs) for r in cal.speed],
+               [(r.destination, r.tier, r.gb, r.seconds, r.runs) for r in cal.checkpoint_write])
+    with contextlib.suppress(OSError, ValueError):
+        entry[0].parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".calibration.", suffix=".tmp", dir=entry[0].parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                marshal.dump((entry[1], payload), fh)
+            os.replace(tmp, entry[0])
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
 def read_calibration(path: str | os.PathLike[str], now: dt.datetime | None = None) -> Calibration:
-    """Read and validate one calibration file: JSON (what calibrate writes; read with the json module, fast on
-    10,000 rows) or YAML."""
+    """Read and validate one calibration file: JSON (what calibrate writes; read with the json module) or YAML.
+    A large file's parsed rows are kept in the user cache directory, keyed by its path, size and modification
+    time, so a plan reads a 10,000-row file in milliseconds."""
     from placement.readers import MAX_YAML_BYTES, parse_yaml, read_text
 
+    hit = _cached(str(path), now)
+    if hit is not None:
+        return hit
     text = read_text(str(path), "calibration file", MAX_YAML_BYTES)
     doc: Any = None
     if text.lstrip().startswith("{"):
@@ -96,9 +182,11 @@ def read_calibration(path: str | os.PathLike[str], now: dt.datetime | None = Non
     if doc is None:
         doc = parse_yaml(text, f"calibration file: {shown(str(path))}")
     try:
-        return parse_calibration(doc, source=str(path), now=now)
+        cal = parse_calibration(doc, source=str(path), now=now)
     except InputError as exc:
         raise InputError(exc.field, f"{exc.message} (or plan with --no-calibration)", source=str(path)) from None
+    _remember(str(path), cal)
+    return cal
 
 
 def resolve(args: Any, now: dt.datetime | None = None) -> Calibration | None:
@@ -126,7 +214,7 @@ def apply_calibration(args: Any, now: dt.datetime, offers: Sequence[Any],
     cal = resolve(args)
     if cal is None:
         return None, list(offers), job
-    out = calibrated_offers(cal, offers, JobSpec.interruptions_per_hour)
+    out = calibrated_offers(cal, offers, JobSpec.interruptions_per_hour, None if job is None else job.accelerators)
     return cal, out, None if job is None else calibrated_job(cal, job)
 
 
@@ -304,14 +392,15 @@ def _checkpoint_rows(sums: list[tuple[Mapping[str, str], float]], counts: list[t
 # ----------------------------------------------------------------------------- exported samples
 
 
-def _increase(values: list[list[Any]], lo: float, hi: float) -> float:
+def _increase(values: Any, lo: float, hi: float) -> float:
     """A counter's increase over the samples in [lo, hi] (seconds): the sum of its rises, a drop being a reset
-    (the value after it counts from 0). Samples outside the window are ignored; no extrapolation."""
+    (the value after it counts from 0). Samples outside the window are ignored; no extrapolation. ``values``:
+    ``[[t, "v"], ...]`` or an (n, 2) float array."""
     import numpy as np
 
-    if not values:
+    if len(values) == 0:
         return 0.0
-    arr = np.asarray(values, dtype=float)  # [[t, "v"], ...]: numpy parses the strings
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=float)
     t, v = arr[:, 0], arr[:, 1]
     keep = (t >= lo) & (t <= hi) & np.isfinite(v)
     v = v[keep]
@@ -331,9 +420,8 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
             text = fh.read()
     except OSError as exc:
         raise UsageError(f"--samples: cannot read {shown(path)} ({exc.strerror or exc.__class__.__name__})") from None
-    docs = _documents(text, path)
-    series: list[tuple[dict[str, str], list[list[Any]]]] = []
-    for i, doc in enumerate(docs):
+    series: list[tuple[dict[str, str], Any]] = _fast_series(text) or []
+    for i, doc in enumerate([] if series else _documents(text, path)):
         data = doc.get("data") if isinstance(doc, Mapping) else None
         if not isinstance(data, Mapping) or data.get("resultType") != "matrix" or \
                 not isinstance(data.get("result"), list):
@@ -344,7 +432,7 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
             if not isinstance(metric, Mapping) or not isinstance(values, list):
                 raise InputError(f"document {i + 1} result[{j}]", "needs metric and values", source=path)
             series.append((dict(metric), values))
-    times = [float(v[0]) for _, values in series for v in (values[:1] + values[-1:])]
+    times = [float(values[k][0]) for _, values in series if len(values) for k in (0, -1)]
     if not times:
         raise InputError("samples", "holds no samples; export the gpufleet_* metrics over the window", source=path)
     lo = start.timestamp() if start else min(times)
@@ -371,6 +459,45 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
     return Calibration(measured_from=dt.datetime.fromtimestamp(lo, dt.UTC),
                        measured_to=dt.datetime.fromtimestamp(hi, dt.UTC), spot=_spot_rows(hours, reclaims),
                        speed=speed)
+
+
+_BRACKETS = str.maketrans("[]\"", "   ")
+
+
+def _fast_series(text: str) -> list[tuple[dict[str, str], Any]] | None:
+    """The series of query_range answers without building a Python object per sample: each ``"values"`` array
+    goes to numpy as text. None when the text is not in the shape Prometheus writes (then the json module reads
+    it, slowly but surely)."""
+    import numpy as np
+
+    decoder = json.JSONDecoder()
+    out: list[tuple[dict[str, str], Any]] = []
+    pos = 0
+    try:
+        while True:
+            i = text.find('"metric"', pos)
+            if i < 0:
+                break
+            j = text.find("{", i)
+            metric, after = decoder.raw_decode(text, j)
+            k = text.find('"values"', after)
+            if k < 0 or text[after:k].strip(" \n\t,") != "" or not isinstance(metric, dict):
+                return None
+            start = text.find("[", k) + 1
+            end = text.find("]]", start)
+            if start <= 0 or end < 0:
+                return None
+            chunk = text[start:end + 1]
+            if '"metric"' in chunk or "{" in chunk:
+                return None
+            flat = np.fromstring(chunk.translate(_BRACKETS), sep=",") if chunk.strip() else np.empty(0)
+            if flat.size % 2:
+                return None
+            out.append(({str(a): str(b) for a, b in metric.items()}, flat.reshape(-1, 2)))
+            pos = end + 2
+    except (ValueError, TypeError):
+        return None
+    return out or None
 
 
 def _summed(rows: list[tuple[Mapping[str, str], float]],

@@ -34,9 +34,9 @@ import datetime as dt
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from placement.errors import InputError, shown
 
@@ -48,9 +48,9 @@ UNITS = ("tokens/s", "samples/s")
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
 
 
-@dataclass(frozen=True)
-class SpotRow:
-    """Spot nodes of one instance type observed in one cloud/region (zone: "" = the whole region)."""
+class SpotRow(NamedTuple):
+    """Spot nodes of one instance type observed in one cloud/region (zone: "" = the whole region). A named tuple:
+    a file holds 10,000 of them and a plan reads it every time."""
 
     cloud: str
     region: str
@@ -58,6 +58,37 @@ class SpotRow:
     instance_type: str
     node_hours: float
     reclaims: float
+
+
+class SpotColumns(Sequence[SpotRow]):
+    """Spot rows kept as columns (how the cache stores them): a plan looks up only the rows of its instance types
+    (:meth:`of_types`), so the other 9,990 of a 10,000-row file are never built. Any other use builds them all."""
+
+    def __init__(self, clouds: list[str], regions: list[str], zones: list[str], types: list[str],
+                 hours: list[float], reclaims: list[float]) -> None:
+        self.columns = (clouds, regions, zones, types, hours, reclaims)
+
+    @functools.cached_property
+    def rows(self) -> tuple[SpotRow, ...]:
+        return tuple(map(SpotRow._make, zip(*self.columns, strict=True)))
+
+    def of_types(self, types: set[str]) -> list[SpotRow]:
+        c = self.columns
+        return [SpotRow(c[0][i], c[1][i], c[2][i], t, c[4][i], c[5][i]) for i, t in enumerate(c[3]) if t in types]
+
+    def __len__(self) -> int:
+        return len(self.columns[3])
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.rows[i]
+
+    def __iter__(self) -> Iterator[SpotRow]:
+        return iter(self.rows)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -89,7 +120,7 @@ class Calibration:
 
     measured_from: dt.datetime
     measured_to: dt.datetime
-    spot: tuple[SpotRow, ...] = ()
+    spot: Sequence[SpotRow] = ()
     speed: tuple[SpeedRow, ...] = ()
     checkpoint_write: tuple[CheckpointRow, ...] = ()
     prior_node_hours: float | None = None
@@ -100,9 +131,6 @@ class Calibration:
         """Node-hours of the prior spot rate: the file's ``calibration.prior_node_hours``, else 100."""
         return PRIOR_NODE_HOURS if self.prior_node_hours is None else self.prior_node_hours
 
-    @functools.cached_property
-    def spot_index(self) -> SpotIndex:
-        return SpotIndex(self.spot)
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -186,8 +214,9 @@ def parse_calibration(doc: Any, *, source: str = "", now: dt.datetime | None = N
             raise InputError("calibration", "must be a mapping {prior_node_hours: N}", source=source)
         prior = _num(settings, "prior_node_hours", "calibration.prior_node_hours", source, positive=True,
                      optional=True)
-    spot = []
-    for where, row in _rows(doc, "spot", source):
+    spot = _fast_spot(doc.get("spot"))
+    for where, row in ([] if spot is not None else _rows(doc, "spot", source)):
+        spot = spot or []
         spot.append(SpotRow(
             cloud=_str(row, "cloud", f"{where}.cloud", source).lower(),
             region=_str(row, "region", f"{where}.region", source),
@@ -216,8 +245,31 @@ def parse_calibration(doc: Any, *, source: str = "", now: dt.datetime | None = N
             gb=_num(row, "gb", f"{where}.gb", source, positive=True) or 0.0,
             seconds=_num(row, "seconds", f"{where}.seconds", source, positive=True) or 0.0,
             runs=int(_num(row, "runs", f"{where}.runs", source, positive=True, integer=True) or 1)))
-    return Calibration(measured_from=start, measured_to=end, spot=tuple(spot), speed=tuple(speed),
+    return Calibration(measured_from=start, measured_to=end, spot=tuple(spot or ()), speed=tuple(speed),
                        checkpoint_write=tuple(checkpoints), prior_node_hours=prior, source=source)
+
+
+def _fast_spot(rows: Any) -> list[SpotRow] | None:
+    """The spot rows when every one is well formed (the common case, 10,000 rows in a few milliseconds), else None:
+    then the row-by-row checks find the bad row and name it."""
+    if not isinstance(rows, list):
+        return None
+    out = []
+    new = tuple.__new__
+    inf = math.inf
+    try:
+        for r in rows:
+            c, rg, it, nh, rc = r["cloud"], r["region"], r["instance_type"], r["node_hours"], r["reclaims"]
+            z = r.get("zone") or ""
+            if not (type(c) is str and type(rg) is str and type(it) is str and type(z) is str  # noqa: E721
+                    and c and rg and it and c == c.strip().lower() and rg == rg.strip() and it == it.strip()
+                    and z == z.strip() and type(nh) in (int, float) and type(rc) in (int, float)
+                    and 0 < nh < inf and 0 <= rc < inf):
+                return None
+            out.append(new(SpotRow, (c, rg, z, it, float(nh), float(rc))))
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return out
 
 
 def _stamp(t: dt.datetime) -> str:
@@ -269,8 +321,8 @@ def merge(a: Calibration, b: Calibration) -> Calibration:
     for r in (*a.spot, *b.spot):
         key = (r.cloud, r.region, r.zone, r.instance_type)
         old = spot.get(key)
-        spot[key] = r if old is None else dataclasses.replace(old, node_hours=old.node_hours + r.node_hours,
-                                                              reclaims=old.reclaims + r.reclaims)
+        spot[key] = r if old is None else old._replace(node_hours=old.node_hours + r.node_hours,
+                                                       reclaims=old.reclaims + r.reclaims)
     speed: dict[tuple[str, str, int, str], SpeedRow] = {}
     for s in (*a.speed, *b.speed):
         k = (s.workload, s.accelerator, s.nodes, s.unit)
@@ -414,29 +466,37 @@ def prior_p90(rate: float, weight: float = PRIOR_NODE_HOURS) -> float:
 # ----------------------------------------------------------------------------- applying it to offers and jobs
 
 
-def calibrated_offers(cal: Calibration | None, offers: Sequence[Any], default_rate: float) -> list[Any]:
+def calibrated_offers(cal: Calibration | None, offers: Sequence[Any], default_rate: float,
+                      accelerators: Iterable[str] | None = None) -> list[Any]:
     """``offers`` with the calibrated spot rate on every spot offer a row matches: ``calibrated_rate`` the
     posterior mean (prior: the offer's live rate when it is above ``default_rate``, else ``default_rate``) and
-    ``calibrated_p90`` its 90th percentile, per node-hour. Offers without a match are the same
-    objects (a plan's memo keys on them)."""
+    ``calibrated_weight`` the posterior's node-hours (:func:`posterior` gives the same mean and its p90). Offers
+    without a match are the same objects (a plan's memo keys on them). ``accelerators``: only offers of these
+    are looked up (a plan's job)."""
     if cal is None or not cal.spot:
         return list(offers)
-    index = cal.spot_index
+    wanted = None if accelerators is None else set(accelerators)
+    types = {o.shape.name for o in offers if o.spot_price is not None
+             and (wanted is None or o.shape.accelerator in wanted)}
+    spot = cal.spot
+    index = SpotIndex(spot.of_types(types) if isinstance(spot, SpotColumns) else
+                      (r for r in spot if r.instance_type in types))
     weight = cal.prior_weight
     out = []
-    memo: dict[tuple[float, float, float], tuple[float, float]] = {}
+    memo: dict[tuple[float, float, float], float] = {}
     for o in offers:
-        hit = None if o.spot_price is None else index.find(o.cloud, o.region, o.zone, o.shape.name)
+        hit = None if o.spot_price is None or o.shape.name not in types else index.find(o.cloud, o.region, o.zone,
+                                                                                         o.shape.name)
         if hit is None:
             out.append(o)
             continue
         live = o.interruptions_per_hour
         prior = live if live is not None and live > default_rate else default_rate
         key = (prior, hit[0], hit[1])
-        post = memo.get(key)
-        if post is None:
-            post = memo[key] = posterior(prior, weight, hit[0], hit[1])
-        out.append(dataclasses.replace(o, calibrated_rate=post[0], calibrated_p90=post[1]))
+        mean = memo.get(key)
+        if mean is None:
+            mean = memo[key] = (prior * weight + hit[1]) / (weight + hit[0])
+        out.append(dataclasses.replace(o, calibrated_rate=mean, calibrated_weight=weight + hit[0]))
     return out
 
 

@@ -49,9 +49,10 @@ class Offer:
     interruptions_per_hour: float | None = None
     price_source: str = "catalog"
     # Calibration (issue 26): the posterior spot rate per node-hour from the user's measured reclaims
-    # (placement.calibration) and its 90th percentile; it replaces the job's default rate (and a live one) either way.
+    # (placement.calibration) and the posterior's weight in node-hours (its Gamma rate parameter, for the 90th
+    # percentile, worked out only for the candidates shown); it replaces the job's default rate (and a live one).
     calibrated_rate: float | None = None
-    calibrated_p90: float | None = None
+    calibrated_weight: float | None = None
 
     @property
     def instance_type(self) -> str:

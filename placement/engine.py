@@ -591,15 +591,16 @@ def spot_source(job: JobSpec, offer: Offer) -> tuple[str, float]:
     """(where the spot rate of ``job`` on ``offer`` comes from, its 90th percentile per node-hour): ``job`` (its
     own figure, taken as known; it wins over a calibration, though a live rate above it still applies),
     ``calibration`` (the Gamma posterior), ``live`` or ``default`` (the Gamma prior of ``job.prior_node_hours``)."""
-    from placement.calibration import prior_p90
+    from placement.calibration import gamma_quantile, prior_p90
 
     r = offer_spot_rate(job, offer)
     if r is None:
         if job.interruptions_from_job:
             return "job", job.interruptions_per_hour
         return "default", prior_p90(job.interruptions_per_hour, job.prior_node_hours)
-    if offer.calibrated_rate is not None and r == offer.calibrated_rate and offer.calibrated_p90 is not None:
-        return "calibration", offer.calibrated_p90
+    if offer.calibrated_rate is not None and r == offer.calibrated_rate and offer.calibrated_weight:
+        w = offer.calibrated_weight
+        return "calibration", gamma_quantile(0.9, r * w, w)
     return "live", prior_p90(r, job.prior_node_hours)
 
 
