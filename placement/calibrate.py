@@ -145,10 +145,11 @@ def _remember(path: str, cal: Calibration) -> None:
     import array
 
     # Column by column (names joined, numbers as doubles): a tenth of the time marshal takes for 10,000 tuples.
-    spot = tuple("\0".join(getattr(r, f) for r in cal.spot) for f in ("cloud", "region", "zone", "instance_type")) + \
-        tuple(array.array("d", [getattr(r, f) for r in cal.spot]).tobytes() for f in ("node_hours", "reclaims"))
-    if cal.spot and any(text.count("\0") != len(cal.spot) - 1 for text in spot[:4]):
+    names = tuple("\0".join(getattr(r, f) for r in cal.spot) for f in ("cloud", "region", "zone", "instance_type"))
+    if cal.spot and any(text.count("\0") != len(cal.spot) - 1 for text in names):
         return  # a NUL inside a name: not worth a cache entry
+    spot = names + tuple(array.array("d", [getattr(r, f) for r in cal.spot]).tobytes()
+                         for f in ("node_hours", "reclaims"))
     payload = (cal.measured_from.timestamp(), cal.measured_to.timestamp(), cal.prior_node_hours, spot,
                [(r.workload, r.accelerator, r.nodes, r.per_gpu, r.unit, r.runs) for r in cal.speed],
                [(r.destination, r.tier, r.gb, r.seconds, r.runs) for r in cal.checkpoint_write])

@@ -138,11 +138,11 @@ def test_calibrate_reads_a_real_prometheus(prometheus: tuple[str, Fleet], tmp_pa
     assert (row.cloud, row.region, row.zone, row.instance_type) == ("aws", "us-east-1", "use1-az6", "p5.48xlarge")
     # increase() extrapolates towards the window's ends; both counters share the scrape times, so their ratio holds.
     assert 2.0 <= row.node_hours <= 3.0
-    assert row.reclaims / row.node_hours == pytest.approx(0.5, rel=1e-6)
+    assert row.reclaims / row.node_hours == pytest.approx(0.5, rel=1e-5)  # the file keeps 6 digits
     (speed,) = cal.speed
     assert (speed.workload, speed.accelerator, speed.nodes, speed.unit, speed.runs) == ("llm", "H100", 1,
                                                                                         "tokens/s", 1)
-    assert speed.per_gpu == pytest.approx(10_000, rel=1e-6)
+    assert speed.per_gpu == pytest.approx(10_000, rel=1e-5)
 
 
 def test_calibrate_with_prometheus_down_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
