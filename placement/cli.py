@@ -356,9 +356,13 @@ def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any],
     _warn(found)
     doc = {**doc, "break_even_interruptions_per_hour": rate, "warnings": found, "calibration": info(cal)}
     if text:
-        text += "\n" + break_even_text(rate, result.chosen)
+        from placement.render import wrap
+
+        lines = [break_even_text(rate, result.chosen)] if result.rows else []
         if cal is not None:
-            text += f"\ncalibration: {cal.source} (measured {cal.measured_from:%Y-%m-%d} to {cal.measured_to:%Y-%m-%d})"
+            lines.append(f"calibration: {cal.source} (measured {cal.measured_from:%Y-%m-%d} to "
+                         f"{cal.measured_to:%Y-%m-%d})")
+        text += "".join("\n" + wrap(line, output_width(), "  ") for line in lines)
     return doc, text
 
 

@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 
 SCHEMA = "gpufleet.placement/v1"
 # Fields added to v1 documents since it was cut (fields are only ever added): 1 = issue 19 (scaling_efficiency,
-# overhead, checkpoint_interval_minutes, checkpoint_write_minutes, expected_interruptions, frontier).
-SCHEMA_MINOR = 1
+# overhead, checkpoint_interval_minutes, checkpoint_write_minutes, expected_interruptions, frontier); 2 = issue 26
+# (per candidate interruption_source, interruptions_per_hour_p90, measured; per plan break_even_interruptions_per_hour,
+# warnings, calibration).
+SCHEMA_MINOR = 2
 
 
 def _money(x: float) -> float | None:
