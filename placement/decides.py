@@ -38,16 +38,25 @@ def break_even(p: Plan) -> float | None:
     if ctx is None or not p.rows:
         return None
     job = ctx.job
-    fixed: list[tuple[Any, ...]] = []
-    spot: list[tuple[Any, ...]] = []  # (offer, terms, seq)
-    for r in p.rows:
-        if r[11].capacity == "spot":
-            spot.append((r[10], r[11], r[9]))
-        else:
-            fixed.append(r[:9])
+    best_fixed: tuple[Any, ...] | None = None
+    # One offer per terms group (shape, region, capacity): every offer of a group shares the curve of total against
+    # rate but for its price, so only its cheapest can win; offers with a live rate of their own stand alone.
+    groups: dict[int, tuple[Any, Any]] = {}
+    live: list[tuple[Any, Any]] = []
+    for r in p.rows:  # ranked: the first row of a group is its cheapest, the first non-spot row the best one
+        t = r[11]
+        if t.order != 2:
+            if best_fixed is None:
+                best_fixed = r[:9]
+            continue
+        offer = r[10]
+        if offer.interruptions_per_hour is not None:
+            live.append((offer, t))
+        elif id(t) not in groups:
+            groups[id(t)] = (offer, t)
     for item in p.excluded_rows:
         offer, t = (item[0], item[1]) if len(item) == 2 else (item[10], item[11])  # type: ignore[misc]
-        if t.capacity != "spot" or offer.spot_price is None:
+        if t.order != 2 or offer.spot_price is None:
             continue
         reason = t.reason
         if reason is not None and not (t.late or reason.startswith("interrupted every")):
@@ -56,42 +65,47 @@ def break_even(p: Plan) -> float | None:
             continue
         if job.max_usd_per_hour is not None and t.nodes * offer.spot_price > job.max_usd_per_hour:
             continue
-        spot.append((offer, t, item[9] if len(item) > 2 else 0))  # type: ignore[misc]
-    if not fixed or not spot:
-        return None
-    best_fixed = min(fixed)
-    # Within one terms group every offer without a live rate shares the curve: only the cheapest can win.
-    groups: dict[int, tuple[Any, ...]] = {}
-    live: list[tuple[Any, ...]] = []
-    for offer, t, seq in spot:
         if offer.interruptions_per_hour is not None:
-            live.append((offer, t, seq))
+            live.append((offer, t))
             continue
-        key = id(t)
-        old = groups.get(key)
-        if old is None or (offer.spot_price, seq) < (old[0].spot_price, old[2]):
-            groups[key] = (offer, t, seq)
+        old = groups.get(id(t))
+        if old is None or offer.spot_price < old[0].spot_price:
+            groups[id(t)] = (offer, t)
+    if best_fixed is None or not (groups or live):
+        return None
     pool = list(groups.values()) + live
 
+    def key_at(rate: float, offer: Any, t: Any) -> tuple[Any, ...] | None:
+        live = offer.interruptions_per_hour
+        g = ctx.gang(t.nodes, offer.shape.gpus, live if live is not None and live > rate else rate, t.run_h,
+                     t.write_h)
+        if _never(g) is not None:
+            return None
+        mult = t.run_h * (1.0 + g.overhead)
+        ready = t.transfer_h + mult
+        if deadline_reason(job, ready) is not None:
+            return None
+        hourly = t.nodes * offer.spot_price
+        total = hourly * mult + t.eg + ready * t.delay_rate
+        return (t.unknown, float(int(total * 100.0 + 0.5)), t.nodes, hourly, offer.cloud, offer.region, offer.zone,
+                offer.shape.name, t.order)
+
+    # A candidate's total only grows with the rate: one that loses to the best non-spot one at the lowest rate
+    # never wins, so only the few that could are priced at each step of the search.
+    ranked = []
+    for offer, t in pool:
+        k = key_at(RATE_LO, offer, t)
+        if k is not None and k < best_fixed:
+            ranked.append((k, offer, t))
+    ranked.sort(key=lambda x: x[0])  # the likeliest winners first: a step that finds one stops there
+    keep = [(offer, t) for _, offer, t in ranked]
+
     def spot_wins(rate: float) -> bool:
-        best: tuple[Any, ...] | None = None
-        for offer, t, _seq in pool:
-            r = offer.interruptions_per_hour if offer.interruptions_per_hour is not None \
-                and offer.interruptions_per_hour > rate else rate
-            g = ctx.gang(t.nodes, offer.shape.gpus, r, t.run_h, t.write_h)
-            if _never(g) is not None:
-                continue
-            mult = t.run_h * (1.0 + g.overhead)
-            ready = t.transfer_h + mult
-            if deadline_reason(job, ready) is not None:
-                continue
-            hourly = t.nodes * offer.spot_price
-            total = hourly * mult + t.eg + ready * t.delay_rate
-            key = (t.unknown, float(int(total * 100.0 + 0.5)), t.nodes, hourly, offer.cloud, offer.region,
-                   offer.zone, offer.shape.name, t.order)
-            if best is None or key < best:
-                best = key
-        return best is not None and best < best_fixed
+        for offer, t in keep:
+            key = key_at(rate, offer, t)
+            if key is not None and key < best_fixed:
+                return True
+        return False
 
     lo, hi = RATE_LO, RATE_HI
     if not spot_wins(lo) or spot_wins(hi):
@@ -103,7 +117,7 @@ def break_even(p: Plan) -> float | None:
             a = mid
         else:
             b = mid
-        if b - a < 1e-6:
+        if b - a < 1e-5:  # relative 1e-5: far finer than the 3 significant digits shown
             break
     return _sig3(math.exp(0.5 * (a + b)))
 

@@ -298,3 +298,16 @@ checkpoint_write:
 """)
     c = read_calibration(path)
     assert (c.spot[0].node_hours, c.speed[0].runs, c.checkpoint_write[0].seconds) == (1200, 12, 41.0)
+
+
+def test_submit_and_dispatch_read_the_calibration_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc(measured={"from": "2026-10-01T00:00:00Z", "to": "2099-01-01T00:00:00Z"})))
+    assert main(["submit", "placement/examples/job.yaml", "--stacks", "placement/examples/stacks-outputs.json",
+                 "--dry-run", "--calibration", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "measured.to" in err and "in the future" in err
+    from placement.cli import build_parser
+
+    args = build_parser().parse_args(["dispatch", "--fleet", "f.json", "--no-calibration"])
+    assert args.no_calibration is True and args.calibration is None
