@@ -82,7 +82,9 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, Fleet]]:
     config = tmp_path / "prometheus.yml"
     config.write_text(json.dumps({  # JSON is YAML
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "fleet", "static_configs": [{"targets": [f"127.0.0.1:{fleet.port}"]}]}],
+        # honor_labels: the trainer's own `job` label (the training job) is kept, not renamed exported_job.
+        "scrape_configs": [{"job_name": "fleet", "honor_labels": True,
+                            "static_configs": [{"targets": [f"127.0.0.1:{fleet.port}"]}]}],
     }))
     proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
                              f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
@@ -182,3 +184,48 @@ def test_calibrate_from_exported_samples_counts_resets(tmp_path: Path, monkeypat
 def test_calibrate_refuses_a_window_in_the_future(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["calibrate", "--samples", str(tmp_path / "x.json"), "--to", "2099-01-01T00:00:00Z"]) == 2
     assert "--to" in capsys.readouterr().err
+
+
+def test_report_reads_progress_from_a_real_prometheus(prometheus: tuple[str, Fleet], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # The hub (the Kubernetes fake) holds the run's Workload; Prometheus the trainer's tokens; the calibration the
+    # planned per-GPU rate: 8e6 tokens at 10,000 tokens/s per GPU are 8e6 / 1e4 / 3600 GPU-hours of progress.
+    import yaml
+    from kubefake import WORKLOADS, FakeApi
+
+    url, fleet = prometheus
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
+    _scrapes(url, "gpufleet_trainer_tokens_total", 2)
+    fleet.run()
+    _scrapes(url, "gpufleet_trainer_tokens_total", 4)
+    end = dt.datetime.now(dt.UTC)
+    api = FakeApi("hub")
+    try:
+        spec = {"name": "llm-7b", "accelerator": "H100", "gpus": 8, "hours": 10, "team": "research",
+                "capacity": "on-demand"}
+        api.create(("jobset.x-k8s.io", "v1alpha2", "jobsets"), {"metadata": {
+            "namespace": "research", "name": "llm-7b", "annotations": {"gpufleet.io/job-spec": json.dumps(spec)}}})
+        api.create(WORKLOADS, {
+            "metadata": {"namespace": "research", "name": "jobset-llm-7b", "ownerReferences": [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "llm-7b", "controller": True,
+                 "uid": "u"}]},
+            "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+                {"name": "t", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]},
+            "status": {"conditions": [{"type": "Admitted", "status": "True",
+                                       "lastTransitionTime": start.strftime("%Y-%m-%dT%H:%M:%SZ")}]}})
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(api.kubeconfig()))
+        cal = tmp_path / "cal.json"
+        cal.write_text(json.dumps({"schema": "gpufleet.calibration/v1",
+                                   "measured": {"from": "2026-10-01T00:00:00Z", "to": "2026-11-01T00:00:00Z"},
+                                   "speed": [{"workload": "llm", "accelerator": "H100", "nodes": 1,
+                                              "per_gpu": 10000.0, "unit": "tokens/s", "runs": 3}]}))
+        assert main(["report", "--kubeconfig", str(kubeconfig), "--prometheus", url, "--from", start.isoformat(),
+                     "--to", end.isoformat(), "--calibration", str(cal), "--json"]) == 0
+    finally:
+        api.close()
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["name"] == "llm-7b" and run["unit"] == "tokens"
+    # increase() extrapolates towards the window's ends (see above): within a third of the exact figure.
+    assert 8e6 <= run["tokens"] <= 8e6 * 1.34
+    assert run["gpu_hours_progress"] == pytest.approx(run["tokens"] / 1e4 / 3600, rel=1e-3)
