@@ -48,6 +48,11 @@ class Offer:
     placement_score: int | None = None
     interruptions_per_hour: float | None = None
     price_source: str = "catalog"
+    # Calibration (issue 26): the posterior spot rate per node-hour from the user's measured reclaims
+    # (placement.calibration) and the posterior's weight in node-hours (its Gamma rate parameter, for the 90th
+    # percentile, worked out only for the candidates shown); it replaces the job's default rate (and a live one).
+    calibrated_rate: float | None = None
+    calibrated_weight: float | None = None
 
     @property
     def instance_type(self) -> str:

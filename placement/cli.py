@@ -82,6 +82,55 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
                                                   "with it); default: the current time")
 
 
+def _add_calibration_flags(p: argparse.ArgumentParser) -> None:
+    """--calibration / --no-calibration (issue 26): the user's measured spot rates and speeds."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--calibration", metavar="FILE",
+                   help="a gpufleet.calibration/v1 file (placement calibrate); default: the newest one calibrate "
+                        "wrote in the user data directory")
+    g.add_argument("--no-calibration", action="store_true", help="ignore calibration files: model figures only")
+
+
+def _calibrate_parser(sub: Any) -> None:
+    k = sub.add_parser("calibrate", help="turn the fleet's measurements (Prometheus) into a calibration file",
+                       description="Read spot node-hours and reclaims (placement dispatch's metrics) and the "
+                       "trainer's throughput and checkpoint writes from a Prometheus server, or from exported "
+                       "samples, and write a gpufleet.calibration/v1 file (docs/calibration.md). plan, plan-batch, "
+                       "submit and dispatch use the newest one unless --no-calibration.")
+    src = k.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prometheus", metavar="URL", help="the Prometheus server, e.g. http://localhost:9090")
+    src.add_argument("--samples", metavar="FILE", help="exported samples: /api/v1/query_range answers (JSON)")
+    k.add_argument("--from", dest="start", metavar="TIME", help="window start, ISO-8601 (default: 30 days before "
+                                                                "--to; with --samples: the first sample)")
+    k.add_argument("--to", dest="end", metavar="TIME", help="window end, ISO-8601 (default: now; with --samples: "
+                                                            "the last sample)")
+    k.add_argument("--output", "-o", metavar="PATH", help="where to write (default: a new file in the user data "
+                                                           "directory's calibration/ folder)")
+    k.add_argument("--prior-node-hours", type=float, metavar="N",
+                   help="weight of the prior spot rate in node-hours, written as calibration.prior_node_hours "
+                        "(default: plans use 100)")
+    k.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="per-request timeout for Prometheus (default 10; 2 retries, 60 s in all per query)")
+    k.add_argument("--json", action="store_true", help="print the written document as JSON")
+
+
+def _profile_arguments(p: argparse.ArgumentParser) -> None:
+    """placement profile's flags (placement.profile)."""
+    p.add_argument("--steps", type=int, default=20, metavar="N", help="benchmark steps per run (default 20)")
+    p.add_argument("--runs", type=int, default=3, metavar="K",
+                   help="benchmark runs; the row holds their median (default 3, the runs a plan needs to use it)")
+    p.add_argument("--config", metavar="FILE.yaml", help="the model configuration (docs/trainer-contract.md)")
+    p.add_argument("--backend", choices=("numpy", "torch"), help="the trainer's backend (default: the trainer's)")
+    p.add_argument("--accelerator", metavar="NAME",
+                   help="record the row under this accelerator (default: what the trainer reports, e.g. H100)")
+    p.add_argument("--output", "-o", metavar="PATH",
+                   help="merge the row into this calibration file (default: a new file in the user data "
+                        "directory holding the newest calibration and this row)")
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="per run (default 3600)")
+    p.add_argument("--json", action="store_true", help="print the row and the trainer's results as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="placement", description="Rank where a GPU job can run now, with compute and egress "
                      "cost, across AWS and GCP. Exit codes: 0 placed, 1 nothing feasible, 2 bad input.")
@@ -97,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "may use; default 0: one month's allowance is not every job's")
     _add_plan_flags(p)
     _add_data_flags(p)
+    _add_calibration_flags(p)
 
     b = sub.add_parser("plan-batch", help="place a burst of jobs jointly under shared quota (exact MILP)")
     b.add_argument("jobs", metavar="JOBS.yaml", help="a mapping with a jobs: list of job specs")
@@ -106,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "reported with its gap, jobs not reached are reported unplaced (default 30)")
     _add_plan_flags(b)
     _add_data_flags(b)
+    _add_calibration_flags(b)
 
     o = sub.add_parser("offers", help="list catalog offers for an accelerator")
     o.add_argument("--accelerator", required=True, help="GPU name, e.g. H100")
@@ -141,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
     _add_data_flags(s, live=False)
+    _add_calibration_flags(s)
 
     c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")
     c.add_argument("shell", choices=("bash", "zsh"),
@@ -159,6 +211,25 @@ def build_parser() -> argparse.ArgumentParser:
     from placement.dispatch.command import add_arguments
 
     add_arguments(d)
+    _add_calibration_flags(d)
+    _calibrate_parser(sub)
+    pf = sub.add_parser("profile", help="benchmark the reference trainer here and record its per-GPU throughput "
+                                        "as a calibration speed row")
+    _profile_arguments(pf)
+    rp = sub.add_parser("report", help="unit economics per team and workload class from the hub's Workloads and "
+                                       "Prometheus: GPU-hours, utilisation, $ per run, planned vs measured")
+    rp.add_argument("--kubeconfig", metavar="PATH", help="the hub's kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    rp.add_argument("--prometheus", metavar="URL", help="the Prometheus server with the trainer's metrics "
+                                                        "(without it, progress and utilisation are unknown)")
+    rp.add_argument("--from", dest="start", metavar="TIME", help="window start, ISO-8601 (default: 7 days before --to)")
+    rp.add_argument("--to", dest="end", metavar="TIME", help="window end, ISO-8601 (default: now)")
+    rp.add_argument("--chart", metavar="FILE.png", help="also draw planned vs measured cost per run (needs the "
+                                                         "charts extra: matplotlib)")
+    rp.add_argument("--catalog", action="append", default=[], metavar="CLOUD=PATH",
+                    help="price the plans with a SkyPilot-format vms.csv for CLOUD instead of the embedded catalog")
+    rp.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default 10)")
+    rp.add_argument("--json", action="store_true", help="print one gpufleet.report/v1 JSON document")
+    _add_calibration_flags(rp)
     return parser
 
 
@@ -261,13 +332,38 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                                     job.gpus_per_node, True)
     _trust(catalog, now)
     reserved += live_reserved
-    result = plan(job, catalog.offers, quotas, reservations=reserved, now=now, egress_allowance_gb=allowance)
+    from placement.calibrate import apply_calibration
+
+    cal, offers, job = apply_calibration(args, now, catalog.offers, job)
+    result = plan(job, offers, quotas, reservations=reserved, now=now, egress_allowance_gb=allowance)
     doc = plan_doc(result, catalog, top=args.top, all_candidates=args.all_candidates, sources=sources, now=now,
                    reservations=reserved)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
                                           sources=sources, width=output_width(), reservations=reserved)
+    doc, text = _decides(result, offers, cal, doc, text)
     _emit(doc, text, args.json)
     return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
+
+
+def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any],
+             text: str) -> tuple[dict[str, Any], str]:
+    """Add what decides the plan: the break-even spot rate, the warnings on the pick and the calibration used."""
+    from placement.calibrate import info
+    from placement.decides import break_even, break_even_text, warnings
+
+    rate = break_even(result)
+    found = warnings(result, offers)
+    _warn(found)
+    doc = {**doc, "break_even_interruptions_per_hour": rate, "warnings": found, "calibration": info(cal)}
+    if text:
+        from placement.render import wrap
+
+        lines = [break_even_text(rate, result.chosen)] if result.rows else []
+        if cal is not None:
+            lines.append(f"calibration: {cal.source} (measured {cal.measured_from:%Y-%m-%d} to "
+                         f"{cal.measured_to:%Y-%m-%d})")
+        text += "".join("\n" + wrap(line, output_width(), "  ") for line in lines)
+    return doc, text
 
 
 def cmd_plan_batch(args: argparse.Namespace) -> int:
@@ -287,10 +383,15 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
     reserved += live_reserved
     _trust(catalog, now)
+    from placement.calibrate import apply_calibration
+    from placement.calibration import calibrated_job
+
+    cal, offers, _ = apply_calibration(args, now, catalog.offers)
+    jobs = tuple(calibrated_job(cal, j) for j in jobs)
     # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
-    ready = prepare(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
-    result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, prepared=ready)
-    base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
+    ready = prepare(jobs, offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
+    result = solve(jobs, offers, quotas, reservations=reserved, now=now, prepared=ready)
+    base = None if args.no_greedy else greedy(jobs, offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
     text = "" if args.json else batch_text(result, catalog, base, output_width())
     _emit(batch_doc(result, catalog, base, sources, now), text, args.json)
@@ -342,6 +443,29 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     return run_refresh(args)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from placement.calibrate import run_calibrate
+
+    return run_calibrate(args)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from placement.profile import run_profile
+
+    return run_profile(args)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from placement.fleet.errors import FleetError
+    from placement.report import run_report
+
+    try:
+        return run_report(args)
+    except FleetError as exc:
+        print(f"placement: error: {exc}", file=sys.stderr)
+        return exc.code
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from placement.submit import run_submit
 
@@ -365,7 +489,8 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
-            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion}
+            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion,
+            "calibrate": cmd_calibrate, "profile": cmd_profile, "report": cmd_report}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

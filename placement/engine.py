@@ -127,6 +127,11 @@ class Candidate:
     checkpoint_write_minutes: float = 0.0
     expected_interruptions: float = 0.0
     checkpoint_interval_capped: bool = False  # the job's fixed interval is longer than the run: capped at it
+    # Calibration (issue 26): where the spot rate came from (job | calibration | live | default; None off spot),
+    # its 90th percentile (job level, like interruptions_per_hour), and which figures were measured (speed, scaling).
+    interruption_source: str | None = None
+    interruptions_per_hour_p90: float = 0.0
+    measured: tuple[str, ...] = ()
 
     @property
     def overhead(self) -> float:
@@ -355,6 +360,7 @@ class _Context:
             eff = efficiency(nodes, shape.fabric_gbps, shape.gpus, speed, self.coef, self.phys.reference_gbps,
                              self.phys.reference_gpus_per_node) if shape.fabric_gbps > 0 else (
                 1.0 if nodes <= 1 else 1e-9)
+            eff = measured_efficiency(job, shape.accelerator, nodes) or eff  # the user's runs (calibration)
             run_h = job.hours * (self.ref_speed / speed) * (self.ref_eff / eff)
             write_h = checkpoint_write_hours(job, nodes)
             memo = (nodes, nodes * shape.gpus - job.gpus, run_h, reason, eff, write_h,
@@ -479,10 +485,10 @@ def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
     price = offer.spot_price if capacity == "spot" else offer.price
     rate, overhead, mult, ready_h, g = t.rate, t.overhead, t.mult, t.ready_h, t.gang
     reason = t.reason
-    if capacity == "spot" and offer.interruptions_per_hour is not None \
-            and offer.interruptions_per_hour > job.interruptions_per_hour:
-        rate = t.nodes * offer.interruptions_per_hour
-        g = ctx.gang(t.nodes, offer.shape.gpus, offer.interruptions_per_hour, t.run_h, t.write_h)
+    per_node = offer_spot_rate(job, offer) if capacity == "spot" else None
+    if per_node is not None:
+        rate = t.nodes * per_node
+        g = ctx.gang(t.nodes, offer.shape.gpus, per_node, t.run_h, t.write_h)
         overhead = g.overhead
         mult = t.run_h * (1.0 + overhead)
         ready_h = t.transfer_h + mult
@@ -516,6 +522,7 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
     cap = ctx.job.max_usd_per_hour
     seq = 0
     job_rate = ctx.job.interruptions_per_hour
+    from_job = ctx.job.interruptions_from_job
     add_run, add_ex = runnable.append, excluded.append
     for offer in offers:
         shape = offer.shape
@@ -542,7 +549,8 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
             if t.order == 2:  # spot
                 price = offer.spot_price
                 live_rate = offer.interruptions_per_hour
-                if live_rate is not None and live_rate > job_rate:
+                if (live_rate is not None and live_rate > job_rate) or (
+                        offer.calibrated_rate is not None and not from_job):
                     row = _priced(ctx, offer, t, seq)
                     (add_ex if row[17] else add_run)(row)
                     if ordered is not None:
@@ -609,7 +617,47 @@ def _candidate(job: JobSpec, r: Row) -> Candidate:
                   checkpoint_write_minutes=t.write_h * 60.0,
                   expected_interruptions=g.expected_interruptions if math.isfinite(g.overhead) else math.inf,
                   checkpoint_interval_capped=g.interval_capped)
-    return Candidate(**{**c.__dict__, "notes": _notes(job, c)})
+    source, p90 = spot_source(job, offer) if t.capacity == "spot" else (None, 0.0)
+    measured = tuple(m for m, key in (("speed", f"speed:{offer.shape.accelerator}"),
+                                      ("scaling", f"scaling:{offer.shape.accelerator}x{nodes}"))
+                     if key in job.measured)
+    return Candidate(**{**c.__dict__, "notes": _notes(job, c), "interruption_source": source,
+                        "interruptions_per_hour_p90": nodes * p90, "measured": measured})
+
+
+def offer_spot_rate(job: JobSpec, offer: Offer) -> float | None:
+    """The per-node spot rate ``offer`` sets for ``job`` in place of the job's, or None: the calibrated rate (any
+    value; its prior already holds the live rate) unless the job gave its own rate, else a live rate above the
+    job's (the live-data rule: a placement score that says a pool is riskier than the job assumed is heeded)."""
+    if offer.calibrated_rate is not None and not job.interruptions_from_job:
+        return offer.calibrated_rate
+    r = offer.interruptions_per_hour
+    return r if r is not None and r > job.interruptions_per_hour else None
+
+
+def spot_source(job: JobSpec, offer: Offer) -> tuple[str, float]:
+    """(where the spot rate of ``job`` on ``offer`` comes from, its 90th percentile per node-hour): ``job`` (its
+    own figure, taken as known; it wins over a calibration, though a live rate above it still applies),
+    ``calibration`` (the Gamma posterior), ``live`` or ``default`` (the Gamma prior of ``job.prior_node_hours``)."""
+    from placement.calibration import gamma_quantile, prior_p90
+
+    r = offer_spot_rate(job, offer)
+    if r is None:
+        if job.interruptions_from_job:
+            return "job", job.interruptions_per_hour
+        return "default", prior_p90(job.interruptions_per_hour, job.prior_node_hours)
+    if offer.calibrated_rate is not None and r == offer.calibrated_rate and offer.calibrated_weight:
+        w = offer.calibrated_weight
+        return "calibration", gamma_quantile(0.9, r * w, w)
+    return "live", prior_p90(r, job.prior_node_hours)
+
+
+def measured_efficiency(job: JobSpec, accelerator: str, nodes: int) -> float | None:
+    """The scaling efficiency the user's runs measured for ``accelerator`` at ``nodes`` (placement.calibration)."""
+    for a, n, e in job.scaling:
+        if a == accelerator and n == nodes:
+            return e
+    return None
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,12 @@ class JobSpec:
     filesystem_mbps_per_tib: float | None = None
     faults_per_gpu_hour: float | None = None
     spot_replacement_minutes: float | None = None
+    # Calibration (issue 26): the job gave spot.interruptions_per_hour (it then wins over live and calibrated
+    # rates); the prior's weight in node-hours; measured (accelerator, nodes, efficiency); what was measured.
+    interruptions_from_job: bool = False
+    prior_node_hours: float = 100.0
+    scaling: tuple[tuple[str, int, float], ...] = ()
+    measured: tuple[str, ...] = ()
     priority_value: int = 1000  # plan-batch: higher first (the class's value, or the integer the job gave)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -484,6 +490,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     return JobSpec(
         name=name, accelerators=accels, gpus=gpus, hours=hours, capacity=capacity, dataset=dataset,
         outputs_gb=outputs_gb, checkpoint_interval_minutes=interval, interruptions_per_hour=rate,
+        interruptions_from_job="interruptions_per_hour" in spot,
         restart_minutes=restart,
         allow_clouds=allow_clouds,
         deny_clouds=deny_clouds,

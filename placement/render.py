@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 SCHEMA = "gpufleet.placement/v1"
 # Fields added to v1 documents since it was cut (fields are only ever added): 1 = issue 19 (scaling_efficiency,
 # overhead, checkpoint_interval_minutes, checkpoint_write_minutes, expected_interruptions, frontier).
-# 2 = issue 27 (cost.nat_usd, cost.checkpoint_storage_usd, cost.checkpoint_requests_usd, within_uncertainty_of,
-# uncertainty_decider, frontier ranks and misses_deadline, checkpoint_interval_capped).
+# 2 = issues 26 and 27: per candidate interruption_source, interruptions_per_hour_p90, measured (26), cost.nat_usd,
+# cost.checkpoint_storage_usd, cost.checkpoint_requests_usd, within_uncertainty_of, uncertainty_decider,
+# checkpoint_interval_capped (27); per plan break_even_interruptions_per_hour, warnings, calibration (26), model_error
+# (27); frontier ranks and misses_deadline (27).
 SCHEMA_MINOR = 2
 
 
@@ -57,6 +59,9 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "transfer_hours": _hours(c.transfer_hours),
         "ready_hours": _hours(c.ready_hours),
         "interruptions_per_hour": _rate(c.interruptions_per_hour),
+        "interruption_source": c.interruption_source,
+        "interruptions_per_hour_p90": _rate(c.interruptions_per_hour_p90),
+        "measured": list(c.measured),
         "scaling_efficiency": _rate(c.scaling_efficiency),
         "overhead": _rate(c.overhead),
         "checkpoint_interval_minutes": _hours(c.checkpoint_interval_minutes),

@@ -238,7 +238,10 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--stacks: no worker cluster stack given (only hub stacks)")
     hub = _pick_hub(stacks) if args.via_hub else None
     catalog = load_catalog(args.catalog)
-    result = plan(job, catalog.offers, load_quotas(args.quotas))
+    from placement.calibrate import apply_calibration
+
+    _, offers, job = apply_calibration(args, dt.datetime.now(dt.UTC), catalog.offers, job)
+    result = plan(job, offers, load_quotas(args.quotas))
     choice = match_existing(result, stacks.clusters, job, hub, via_hub=args.via_hub)
     i = choice.chosen_index
     target = None

@@ -154,7 +154,8 @@ def _run(args: argparse.Namespace) -> int:
         identity=args.identity,
         namespace=args.namespace, lease=args.lease,
         settings=Settings(wait_usd_per_gpu_hour=args.wait_usd_per_gpu_hour,
-                          deadline_s=args.admission_deadline_seconds, default_hours=args.default_hours),
+                          deadline_s=args.admission_deadline_seconds, default_hours=args.default_hours,
+                          calibration=_calibration(args)),
         resync_s=args.resync_seconds, lease_duration_s=args.lease_duration_seconds,
         renew_deadline_s=args.renew_deadline_seconds, retry_period_s=args.retry_period_seconds,
         watch_timeout_s=args.watch_timeout_seconds, dry_run=args.dry_run,
@@ -195,6 +196,13 @@ def _run(args: argparse.Namespace) -> int:
     if server:
         server.close()
     return EXIT_OK
+
+
+def _calibration(args: argparse.Namespace) -> Any:
+    """--calibration FILE, else the newest file placement calibrate wrote, unless --no-calibration (issue 26)."""
+    from placement.calibrate import resolve
+
+    return resolve(args)
 
 
 def _print_once(controller: Any, result: Any, args: argparse.Namespace) -> None:

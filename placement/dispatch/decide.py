@@ -41,6 +41,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
+from typing import Any
 
 from placement.catalog import Offer
 from placement.dispatch.model import (
@@ -144,7 +145,7 @@ class _Option:
 class _Costs:
     """The engine's price of a job on every fleet pool, computed once per distinct job spec."""
 
-    def __init__(self, pricing: Pricing, workers: Sequence[WorkerState]) -> None:
+    def __init__(self, pricing: Pricing, workers: Sequence[WorkerState], calibration: Any = None) -> None:
         index: dict[tuple[str, str, str], list[Offer]] = defaultdict(list)
         for o in pricing.offers:
             index[(o.cloud, o.region, o.instance_type)].append(o)
@@ -162,12 +163,25 @@ class _Costs:
                 if pick is not None:
                     self.pool_offer[(w.key, p.name)] = pick
         self.offers = tuple({id(o): o for o in self.pool_offer.values()}.values())
+        self.calibration = calibration
+        if calibration is not None:  # measured spot rates on the pools' offers (the live rate is their prior)
+            from placement.calibration import calibrated_offers
+
+            swap = dict(zip(map(id, self.offers), calibrated_offers(calibration, self.offers,
+                                                                    JobSpec.interruptions_per_hour), strict=True))
+            self.pool_offer = {k: swap[id(o)] for k, o in self.pool_offer.items()}
+            self.offers = tuple(swap.values())
         self._memo: dict[JobSpec, tuple[dict[tuple[int, str], Candidate], dict[tuple[int, str], str]]] = {}
 
     def of(self, job: JobSpec) -> tuple[dict[tuple[int, str], Candidate], dict[tuple[int, str], str]]:
         hit = self._memo.get(job)
         if hit is None:
-            p = plan(job, self.offers)
+            if self.calibration is not None:
+                from placement.calibration import calibrated_job
+
+                p = plan(calibrated_job(self.calibration, job), self.offers)
+            else:
+                p = plan(job, self.offers)
             runnable: dict[tuple[int, str], Candidate] = {(id(c.offer), str(c.capacity)): c for c in p.ranked}
             excluded: dict[tuple[int, str], str] = {(id(c.offer), str(c.capacity)): str(c.excluded)
                                                     for c in p.excluded}
@@ -293,7 +307,7 @@ class _Queues:
 class _Pass:
     def __init__(self, workers: Sequence[WorkerState], pricing: Pricing, now: float, settings: Settings) -> None:
         self.workers = {w.key: w for w in workers}
-        self.costs = _Costs(pricing, workers)
+        self.costs = _Costs(pricing, workers, settings.calibration)
         self.now = now
         self.settings = settings
         self.book = shape_book()

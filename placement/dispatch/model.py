@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from placement.catalog import Offer
 from placement.fleet.stacks import ClusterStack
@@ -184,6 +184,8 @@ class Settings:
     wait_usd_per_gpu_hour: float = WAIT_USD_PER_GPU_HOUR
     deadline_s: float = ADMISSION_DEADLINE_S
     default_hours: float = DEFAULT_HOURS
+    # The user's measured spot rates and speeds (placement.calibration.Calibration; issue 26), None: model only.
+    calibration: Any = None
 
 
 @dataclass(frozen=True)

@@ -477,3 +477,23 @@ def test_flavor_quota_follows_kueues_cohort_accounting(train, serve, potential, 
     # Outside a cohort a queue has its own nominal quota alone.
     alone = flavor_quota(replace(t, cohort=None), train, queues)
     assert (alone.potential.gpus, alone.available.gpus) == (24, max(24 - train.reserved.gpus, 0))
+
+
+def test_a_calibration_prices_spot_pools_with_the_measured_rate():
+    # Issue 26: the dispatcher plans with the user's calibration. w0's pool is cheaper on the catalog, but its zone
+    # reclaimed spot nodes so often that w1 wins once the measured rate replaces the default one.
+    from placement.calibration import Calibration, SpotRow
+
+    prices = {"w0": ("us-east-1", 20.0), "w1": ("us-east-2", 21.0)}
+    workers = [worker(k, r) for k, (r, _) in prices.items()]
+    wl = workload("job", 16, allowed=tuple(prices))
+    (d,) = decide([wl], workers, pricing(prices), NOW).decisions
+    assert d.clusters == ("w0",)
+    import datetime as dt
+
+    t = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    cal = Calibration(measured_from=t, measured_to=t, spot=(
+        SpotRow("aws", "us-east-1", "us-east-1-z", "p5.48xlarge", node_hours=1000.0, reclaims=2000.0),
+        SpotRow("aws", "us-east-2", "us-east-2-z", "p5.48xlarge", node_hours=1000.0, reclaims=0.0)))
+    (d,) = decide([wl], workers, pricing(prices), NOW, Settings(calibration=cal)).decisions
+    assert d.clusters == ("w1",)
