@@ -86,7 +86,10 @@ def break_even(p: Plan) -> float | None:
         if deadline_reason(job, ready) is not None:
             return None
         hourly = t.nodes * offer.spot_price
-        total = hourly * mult + t.eg + ready * t.delay_rate
+        # The bill's checkpoint lines follow the interval, which follows the rate: price them at this rate.
+        nat, store, req = ctx.extras(offer.cloud, offer.region, t.run_h, g, mult)
+        eg = t.eg - (t.nat + t.ck_store + t.ck_req) + nat + store + req
+        total = hourly * mult + eg + ready * t.delay_rate
         return (t.unknown, float(int(total * 100.0 + 0.5)), t.nodes, hourly, offer.cloud, offer.region, offer.zone,
                 offer.shape.name, t.order)
 
