@@ -435,3 +435,7 @@ def default_catalog() -> Catalog:
         return embedded
     refreshed = _refreshed(str(path), st.st_mtime_ns, st.st_size)
     return refreshed if refreshed.as_of >= embedded.as_of else embedded
+
+
+# The per-row checks, for the parsed-catalog cache: an entry's rows are checked by the same rules as a CSV's.
+RowChecks = _Rows

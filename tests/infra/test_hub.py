@@ -26,7 +26,7 @@ from infra.outputs import api_access_output, hub_link_output, node_pool_output, 
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_STACK = str(REPO / "stacks" / "Pulumi.hub.yaml")
-CRD_DIR = REPO.parent / "shared" / "kueue-crds"
+CRD_DIR = REPO / "tests" / "data" / "kueue-crds"  # pinned Kueue v0.19.2 CRDs (tests/data/README.md)
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 # How the mocks record a secret input: Pulumi's secret signature wrapping the plain value.
 SECRET_SIG, SECRET_MARK = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
@@ -120,8 +120,6 @@ def example(fabricated_outputs: dict[str, dict[str, Any]]) -> mockrun.RunResult:
 
 @pytest.fixture(scope="module")
 def validator() -> CRDValidator:
-    if not CRD_DIR.is_dir():
-        pytest.skip(f"Kueue CRDs not found at {CRD_DIR} (shared/kueue-crds beside the repository)")
     return CRDValidator(CRD_DIR)
 
 
