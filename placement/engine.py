@@ -414,8 +414,21 @@ def deadline_reason(job: JobSpec, ready_hours: float) -> str | None:
     plus the expected wait for admission, so planning and dispatch apply one rule."""
     deadline = job.deadline_hours
     if deadline is not None and ready_hours > deadline:
-        return f"ready in {ready_hours:,.1f} h, after deadline_hours {deadline:g}"
+        ready, limit = _past_deadline_figures(ready_hours, deadline)
+        return f"ready in {ready} h, after deadline_hours {limit}"
     return None
+
+
+def _past_deadline_figures(ready: float, deadline: float) -> tuple[str, str]:
+    """``ready`` and ``deadline`` (hours, ready > deadline) at one precision: the deadline's own decimals (up to
+    3) and at least one, more while the two would read the same (``49.86`` after ``49.83``, never ``49.8`` after
+    ``49.829``)."""
+    written = f"{deadline:g}"
+    decimals = 0 if "e" in written or "." not in written else len(written.split(".")[1])
+    d = max(1, min(decimals, 3))
+    while d < 6 and round(ready, d) <= round(deadline, d):
+        d += 1
+    return f"{ready:.{d}f}", (written if decimals <= d and "e" not in written else f"{deadline:.{d}f}")
 
 
 def _never(g: Gang) -> str | None:

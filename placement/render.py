@@ -369,6 +369,21 @@ def plan_text(
     return "\n".join(x for x in out if x)
 
 
+def duration_text(minutes: float) -> str:
+    """A duration given in minutes, with the precision it needs: ``0.04 s``, ``2.5 s``, ``40 s``, ``1.6 min``,
+    ``25 min``, ``2.5 h``: two significant figures below a minute and below ten, never "0 s" for a nonzero time."""
+    seconds = minutes * 60
+    if seconds < 10:
+        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s"
+    if seconds < 59.5:
+        return f"{seconds:.0f} s"
+    if minutes < 9.95:
+        return f"{minutes:.1f} min"
+    if minutes < 119.5:
+        return f"{minutes:.0f} min"
+    return f"{minutes / 60:,.1f} h"
+
+
 def run_text(c: Candidate) -> str:
     """The chosen candidate's run: checkpoint interval and write time, expected interruptions, overhead."""
     parts = [f"{c.hours:,.1f} h of training"]
@@ -377,8 +392,8 @@ def run_text(c: Candidate) -> str:
                      f"({c.offer.shape.fabric_gbps:g} Gbps each)")
     minutes = c.checkpoint_write_minutes
     write = ("write time unknown: set model.parameters_b or checkpoint.size_gb" if not minutes
-             else f"{minutes * 60:.0f} s to write" if minutes < 1 else f"{minutes:,.1f} min to write")
-    parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min ({write})")
+             else f"{duration_text(minutes)} to write")
+    parts.append(f"checkpoint every {duration_text(c.checkpoint_interval_minutes)} ({write})")
     parts.append(f"{c.expected_interruptions:,.2f} expected interruptions")
     parts.append(f"+{c.overhead:.1%} run time for interruptions and checkpoints")
     return ", ".join(parts)

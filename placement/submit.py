@@ -224,7 +224,7 @@ def _submission_time(args: argparse.Namespace) -> dt.datetime:
 
 def _run(args: argparse.Namespace) -> int:
     from placement.engine import plan
-    from placement.errors import UsageError
+    from placement.errors import UsageError, in_file
     from placement.fleet.choose import match_existing
     from placement.fleet.outputs import load_stacks
     from placement.inputs import load_catalog, load_quotas
@@ -232,7 +232,8 @@ def _run(args: argparse.Namespace) -> int:
     from placement.readers import load_yaml
 
     job_doc = load_yaml(args.job, "job spec")
-    job = parse_job(job_doc)
+    with in_file(args.job):
+        job = parse_job(job_doc)
     stacks = load_stacks(args.stacks, args.stack)
     if not stacks.clusters:
         raise UsageError("--stacks: no worker cluster stack given (only hub stacks)")
