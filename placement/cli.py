@@ -140,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "worker of its fabric group")
     s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
+    s.add_argument("--write-stack", metavar="FILE",
+                   help="when a new stack would be cheaper (or is needed), write its stack file to FILE instead of "
+                        "printing it (never overwrites; docs/placement.md#submit-and-a-new-stack)")
     _add_data_flags(s, live=False)
 
     c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")

@@ -735,6 +735,11 @@ def why_chosen(p: Plan) -> str:
     if best is None:
         return "nothing feasible: every candidate was excluded (see --all-candidates for the reasons)"
     head = f"{_where(best)}: lowest total ${best.cost.total_usd:,.2f}"
+    if best.capacity == "spot" and _spot_not_cheaper(best.offer):
+        # Not a bargain: a spot price at or above on-demand means no spare spot capacity (or a catalog error).
+        head = (f"{_where(best)}: total ${best.cost.total_usd:,.2f}, but its spot price is not below on-demand here "
+                "(no spare spot capacity, or a catalog error: expect reclaims, or no capacity at all; "
+                "capacity: on-demand avoids it)")
     if best.reservation is not None:
         head += f" on reservation {best.reservation.id}"
     if best.feasible is None:
@@ -776,6 +781,13 @@ def why_chosen(p: Plan) -> str:
         text += (f". Rank {rank}, {_where(c)}, would cost ${best.cost.total_usd - c.cost.total_usd:,.2f} less but "
                  f"its quota is unknown: {request_text(c)}")
     return text + "."
+
+
+def _spot_not_cheaper(offer: Offer) -> bool:
+    """:func:`placement.trust.spot_not_cheaper` (imported late: trust is a reader of catalogs, not of plans)."""
+    from placement.trust import spot_not_cheaper
+
+    return spot_not_cheaper(offer)
 
 
 def hurry_text(p: Plan) -> str | None:
