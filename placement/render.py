@@ -269,7 +269,7 @@ def _usd(x: float) -> str:
 def _headroom(c: Candidate) -> str:
     if c.quota.headroom is None:
         # The need is known without --quotas: say it, so the table answers "how much do I ask for".
-        return f"{c.quota.needed:,} {c.quota.unit} / ?" if c.quota.needed else "unknown"
+        return f"{c.quota.needed} {c.quota.unit} / ?" if c.quota.needed else "unknown"
     return f"{c.quota.needed}/{c.quota.headroom:g} {c.quota.unit}"
 
 
