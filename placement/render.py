@@ -364,7 +364,8 @@ def plan_text(
     rows = [candidate_row(c, str(i + 1), said) for i, c in enumerate(shown)]
     if all_candidates:
         rows += [candidate_row(c, "x", said) for c in p.excluded]
-    headers, drop = PLAN_HEADERS, PLAN_DROP
+    headers: tuple[str, ...] = PLAN_HEADERS
+    drop: tuple[str, ...] = PLAN_DROP
     hurried = p.job.deadline_hours is not None or p.job.usd_per_hour_of_delay > 0
     if p.job.usd_per_hour_of_delay > 0:  # the delay in a column of its own, so "total $" stays narrow
         headers, rows = _delay_column(shown + (list(p.excluded) if all_candidates else []), rows)
@@ -490,15 +491,14 @@ def batch_quota_lines(result: BatchResult, names: int = 3) -> list[str]:
         c = a.candidate
         if c is None or c.quota.known or c.reservation is not None:
             continue
-        key = (c.quota.key, c.offer.cloud, c.offer.region, c.quota.unit, c.capacity)
-        need.setdefault(key, []).append(c)
+        need.setdefault((c.quota.key, c.offer.cloud, c.offer.region, c.quota.unit, c.capacity), []).append(c)
     jobs = {id(a.candidate): a.job.name for a in result.assignments if a.candidate is not None}
     out = []
-    for (key, _, region, unit, _), cands in need.items():
+    for (code, _, region, unit, _), cands in need.items():
         total = sum(c.quota.needed for c in cands)
         who = [jobs[id(c)] for c in cands]
         more = f", {len(who) - names} more" if len(who) > names else ""
-        ask = (f"confirm or request {total:,} {unit} of headroom on {key} in {region}" if key is not None
+        ask = (f"confirm or request {total} {unit} of headroom on {code} in {region}" if code is not None
                else request_text(cands[0]))
         out.append(f"quota: {ask} (for {', '.join(who[:names])}{more}; --quotas FILE or --live checks it)")
     return out
