@@ -231,7 +231,9 @@ def test_a_fifo_at_an_entry_path_is_neither_read_nor_replaced(cache: Path) -> No
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # not ours: left in place, nothing written over it
 
 
-def test_plan_with_a_fifo_in_the_cache_answers_within_5_s(tmp_path: Path) -> None:
+def test_plan_with_a_fifo_in_the_cache_answers(tmp_path: Path) -> None:
+    """The whole command, in a process of its own: it used to hang forever. The 5 s bound on the cache read
+    itself is the test above; this one allows for a loaded machine starting Python and parsing the CSV."""
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs on this system")
     job, csv_path = tmp_path / "job.yaml", tmp_path / "aws.csv"
@@ -240,12 +242,10 @@ def test_plan_with_a_fifo_in_the_cache_answers_within_5_s(tmp_path: Path) -> Non
                                               for i in range(6000)))  # above MIN_BYTES: the cache is used
     env = {**os.environ, "GPUFLEET_CACHE_DIR": str(tmp_path / "cache")}
     (tmp_path / "cache" / "catalogs").mkdir(parents=True)
-    key = subprocess.run([sys.executable, "-c", "import sys; from placement import catalog_cache as c; "
-                          "print(c.cache_key(open(sys.argv[1]).read(), 'aws', sys.argv[1]))", str(csv_path)],
-                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+    key = catalog_cache.cache_key(csv_path.read_text(), "aws", str(csv_path))  # the name the command looks up
     os.mkfifo(tmp_path / "cache" / "catalogs" / f"{key}.json")
     run = subprocess.run([sys.executable, "-m", "placement", "plan", str(job), "--catalog", f"aws={csv_path}"],
-                         env=env, capture_output=True, text=True, timeout=5)
+                         env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     assert stat.S_ISFIFO(os.lstat(tmp_path / "cache" / "catalogs" / f"{key}.json").st_mode)
 
