@@ -166,8 +166,16 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 
 def _one_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message. A refusal meant for the user (``pulumi.RunError``, as ``pulumi up``
+    prints it: ``invalid stack config: ...``; a ``ConfigError``) is its message alone; any other exception, a
+    bug in the program, keeps its class name in front."""
+    from infra.config import ConfigError
+
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    first = text[0] if text else ""
+    if isinstance(exc, ConfigError) or (type(exc).__name__ == "RunError" and type(exc).__module__.startswith("pulumi")):
+        return first or type(exc).__name__
+    return f"{type(exc).__name__}: {first}".rstrip(": ")
 
 
 class StackRunner:

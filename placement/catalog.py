@@ -158,15 +158,24 @@ def _where_check(cloud: str, itype: str, region: str, zone: str, shape: Shape | 
     region (a GCP catalog given as ``--catalog aws=...`` would otherwise be placed as AWS)."""
     if shape is not None and shape.cloud != cloud:
         raise InputError(f"InstanceType ({where})", f"{shown(itype)} is a {shape.cloud} machine type in "
-                         f"placement/data/shapes.yaml, not {cloud}; is this the {shape.cloud} catalog?", source=source)
+                         f"placement/data/shapes.yaml, not {cloud}: this looks like the {shape.cloud} catalog, given "
+                         f"as --catalog {cloud}=; give it as --catalog {shape.cloud}={_flag_path(source)}",
+                         source=source)
+    flag = f"the file given as --catalog {cloud}= holds another cloud's rows; pass each cloud's catalog as " \
+           "--catalog aws=FILE or --catalog gcp=FILE"
     if shape is None and (why := instance_type_mismatch(cloud, itype)):
-        raise InputError(f"InstanceType ({where})", f"{why}; is this the right cloud's catalog?", source=source)
+        raise InputError(f"InstanceType ({where})", f"{why}: {flag}", source=source)
     if why := region_mismatch(cloud, region):
-        raise InputError(f"Region ({where})", f"{why}; is this the right cloud's catalog?", source=source)
+        raise InputError(f"Region ({where})", f"{why}: {flag}", source=source)
     if zone != region and not zone_in_region(cloud, zone, region):
         raise InputError(f"AvailabilityZone ({where})", f"{shown(zone)} is not a zone of {cloud} region {region} "
                          "(AWS: a zone ID like use1-az4 or a name like us-east-1a; GCP: like us-central1-a)",
                          source=source)
+
+
+def _flag_path(source: str) -> str:
+    """``source`` as the FILE of a ``--catalog CLOUD=FILE`` fix: the path when it is short, else ``FILE``."""
+    return source if 0 < len(source) <= 80 and not any(c.isspace() for c in source) else "FILE"
 
 
 def _add_offer(seen: dict[tuple[str, str, str], Offer], offer: Offer, field: str, source: str,
@@ -440,3 +449,7 @@ def default_catalog() -> Catalog:
         return embedded
     refreshed = _refreshed(str(path), st.st_mtime_ns, st.st_size)
     return refreshed if refreshed.as_of >= embedded.as_of else embedded
+
+
+# The per-row checks, for the parsed-catalog cache: an entry's rows are checked by the same rules as a CSV's.
+RowChecks = _Rows

@@ -8,6 +8,12 @@ SHA-256 of its body in its first line; it is never a pickle. A missing, truncate
 (another user's file), or an unreadable or unwritable cache directory, means the file is parsed as if there
 were no cache: the cache can make a plan faster, never different, never fail.
 
+The digest only catches damage, not a rewrite: an entry's rows pass the checks a CSV row gets (the shape's GPU
+count, the region and zone belong to the cloud) before they are used. Only what the cache itself wrote is read or
+pruned: a regular file (never a FIFO, device or symlink: opened non-blocking, without following links, and
+checked before a byte is read), owned by this user, named ``<SHA-256>.json`` and starting with the cache's marker
+(:data:`MARKER`); a user's own ``*.json`` beside the entries is never touched.
+
 Where: ``$GPUFLEET_CACHE_DIR/catalogs``, else ``platformdirs.user_cache_dir("gpufleet")/catalogs``; entries are
 written atomically (a temporary file renamed into place) and the :data:`KEEP` newest are kept.
 """
@@ -22,6 +28,8 @@ import functools
 import hashlib
 import json
 import os
+import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -31,12 +39,14 @@ from placement.catalog import (
     Catalog,
     CatalogOrigin,
     Offer,
+    RowChecks,
     adhoc_shape,
     parse_skypilot_csv,
     paused_gc,
     reject_json_constant,
     with_origins,
 )
+from placement.errors import InputError
 from placement.numbers import MAX_PRICE_USD
 from placement.shapes import shape_book
 
@@ -44,6 +54,10 @@ CACHE_DIR_ENV = "GPUFLEET_CACHE_DIR"  # overrides platformdirs.user_cache_dir("g
 FORMAT = "gpufleet.catalog-cache/v2"
 MIN_BYTES = 256 * 2**10  # smaller CSVs (a few thousand rows) parse faster than an entry is written
 KEEP = 16  # entries kept (the newest by modification time); a 50,000-row catalog's entry is about 3 MB
+# Every entry starts with these bytes (its head line, json.dumps of a dict whose first key is "format"): with the
+# name pattern, the mark of a file this cache wrote (any version of the format, so old entries are pruned too).
+MARKER = b'{"format": "gpufleet.catalog-cache/'
+_ENTRY_NAME = re.compile(r"[0-9a-f]{64}\.json")
 # What a parse depends on besides the CSV itself: a change to any of these files is a new cache key.
 _CODE = ("catalog.py", "catalog_cache.py", "numbers.py", "readers.py", "shapes.py", "zones.py", "errors.py")
 _DATA = ("shapes.yaml", "regions.yaml")
@@ -108,11 +122,8 @@ def _load(path: Path, key: str, cloud: str, limit: int) -> tuple[tuple[Any, ...]
     """The offers and warnings of the entry at ``path``, or None when it is absent or not exactly what
     :func:`_store` wrote for ``key`` (any error reading or checking it; more than ``limit`` bytes)."""
     try:
-        with open(path, "rb") as fh:
-            if hasattr(os, "getuid") and os.fstat(fh.fileno()).st_uid != os.getuid():
-                return None  # another user's file in a shared GPUFLEET_CACHE_DIR: not ours to trust
-            raw = fh.read(limit + 1)
-        if len(raw) > limit:
+        raw = _read_own(path, limit + 1)
+        if raw is None or len(raw) > limit:
             return None
         head, _, body = raw.partition(b"\n")
         meta = json.loads(head)
@@ -123,7 +134,26 @@ def _load(path: Path, key: str, cloud: str, limit: int) -> tuple[tuple[Any, ...]
             doc = json.loads(body, parse_constant=reject_json_constant)
             return _offers(doc, cloud), tuple(str(w) for w in doc["warnings"])
     except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+        return None  # InputError is a ValueError: a row the CSV parser would refuse
+
+
+def _read_own(path: Path, size: int) -> bytes | None:
+    """Up to ``size`` bytes of ``path`` when it is a regular file of this user that starts with :data:`MARKER`,
+    else None. Checked before it is opened (lstat) and again on the open descriptor (fstat): the open neither
+    follows a symbolic link nor blocks on a FIFO a hostile or confused neighbour left at an entry's name."""
+    before = os.lstat(path)
+    if not stat.S_ISREG(before.st_mode):
         return None
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            return None
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            return None  # another user's file in a shared GPUFLEET_CACHE_DIR: not ours to trust
+        raw = fh.read(size)
+    return raw if raw.startswith(MARKER) else None
 
 
 def _indexes(text: str, n: int, size: int) -> list[int]:
@@ -167,9 +197,33 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
     n = doc["n"]
     if type(n) is not int or n < 1:
         raise ValueError("no offers")
-    columns = zip(_indexes(doc["shape"], n, len(shapes)), _indexes(doc["place"], n, len(places)),
-                  _prices(doc["price"], n), _prices(doc["spot"], n), strict=True)
+    shape_at, place_at = _indexes(doc["shape"], n, len(shapes)), _indexes(doc["place"], n, len(places))
+    pairs = set(zip(shape_at, place_at, strict=True))
+    if len(pairs) != n:
+        raise ValueError("an offer listed twice")  # the parser keeps one offer per (type, region, zone)
+    shapes, places = _checked(shapes, places, pairs, cloud)
+    columns = zip(shape_at, place_at, _prices(doc["price"], n), _prices(doc["spot"], n), strict=True)
     return tuple(Offer(cloud, places[j][0], places[j][1], shapes[i], p, sp) for i, j, p, sp in columns)
+
+
+def _checked(shapes: list[Any], places: list[tuple[str, str]], pairs: set[tuple[int, int]], cloud: str
+             ) -> tuple[list[Any], list[tuple[str, str]]]:
+    """The entry's shapes and places after the checks a CSV row gets (:class:`~placement.catalog.RowChecks`),
+    each (shape, place) pair used once as a row of its own: a shape with no GPU or a count the shape data
+    disagrees with, a region of the other cloud, a zone of another region raise :class:`InputError` as they do in
+    a CSV. The shapes and places are those the checks return (an ad hoc shape rebuilt from its cells)."""
+    checks = RowChecks(cloud, "catalog cache")
+    cells_of = [(s.name, s.accelerator, str(s.gpus), str(s.vcpus), str(s.memory_gib)) for s in shapes]
+    out_shapes, out_places = list(shapes), list(places)
+    for line, (i, j) in enumerate(sorted(pairs), start=2):
+        if cells_of[i] in checks.machines and places[j] in checks.places:
+            continue  # both checked in full on an earlier pair, as the parser skips a repeated machine and place
+        s = shapes[i]
+        shape, region, zone = checks.check(line, cells_of[i], places[j])
+        if (region, zone) != places[j] or shape.gpus != s.gpus:
+            raise InputError("catalog cache", "an entry's row differs from what its checks return")
+        out_shapes[i], out_places[j] = shape, (region, zone)
+    return out_shapes, out_places
 
 
 def _store(path: Path, key: str, catalog: Catalog) -> None:
@@ -192,6 +246,8 @@ def _store(path: Path, key: str, catalog: Catalog) -> None:
     head = json.dumps({"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
     tmp = None
     try:
+        if not _replaceable(path):
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=".tmp-", suffix=".json", delete=False) as fh:
             tmp = fh.name
@@ -207,12 +263,26 @@ def _store(path: Path, key: str, catalog: Catalog) -> None:
                 os.unlink(tmp)
 
 
+def _replaceable(path: Path) -> bool:
+    """Whether an entry may be written at ``path``: nothing is there, or a regular file of this user (a damaged
+    entry). A FIFO, link or another user's file at an entry's name is left alone, and nothing is cached."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    return stat.S_ISREG(st.st_mode) and (not hasattr(os, "getuid") or st.st_uid == os.getuid())
+
+
 def _prune(directory: Path) -> None:
-    """Keep the :data:`KEEP` newest entries."""
+    """Keep the :data:`KEEP` newest entries; only files this cache wrote count (:func:`_read_own`): a user's own
+    ``*.json``, a link or a FIFO in the directory is left alone."""
     entries = []
-    for entry in directory.glob("*.json"):
+    for entry in directory.iterdir():
+        if not _ENTRY_NAME.fullmatch(entry.name):
+            continue
         with contextlib.suppress(OSError):
-            entries.append((entry.stat().st_mtime, entry))
+            if _read_own(entry, len(MARKER)) is not None:
+                entries.append((entry.lstat().st_mtime, entry))
     for _, entry in sorted(entries, reverse=True)[KEEP:]:
         with contextlib.suppress(OSError):
             entry.unlink()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from placement.console import EXIT_BAD_INPUT, EXIT_NOTHING_FEASIBLE, EXIT_OK, output_width, paused_gc
-from placement.errors import UsageError, shown
+from placement.errors import UsageError, in_file, shown
 from placement.inputs import load_catalog, load_quotas, load_reservations
 from placement.readers import load_yaml
 
@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "worker of its fabric group")
     s.add_argument("--dry-run", action="store_true", help="print the manifest instead of applying it")
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
+    s.add_argument("--write-stack", metavar="FILE",
+                   help="when a new stack would be cheaper (or is needed), write its stack file to FILE instead of "
+                        "printing it (never overwrites; docs/placement.md#submit-and-a-new-stack)")
     _add_data_flags(s, live=False)
     _add_calibration_flags(s)
 
@@ -316,12 +319,13 @@ def _emit(doc: dict[str, Any] | None, text: str, as_json: bool) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from placement.engine import plan
-    from placement.jobspec import parse_job
+    from placement.jobspec import check_allowed_zones, parse_job
     from placement.render import plan_doc, plan_text
 
     if args.top < 1:
         raise UsageError("--top: must be at least 1")
-    job = parse_job(load_yaml(args.job, "job spec"))
+    with in_file(args.job):
+        job = parse_job(load_yaml(args.job, "job spec"))
     allowance = _allowance(args.egress_allowance_gb)
     now = _now(args)
     catalog = load_catalog(args.catalog)
@@ -332,6 +336,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                                     job.gpus_per_node, True)
     _trust(catalog, now)
     reserved += live_reserved
+    with in_file(args.job):
+        _warn(check_allowed_zones(job, _offered_zones(catalog, reserved)))
     from placement.calibrate import apply_calibration
 
     cal, offers, job = apply_calibration(args, now, catalog.offers, job)
@@ -368,10 +374,11 @@ def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any],
 
 def cmd_plan_batch(args: argparse.Namespace) -> int:
     from placement.batch import greedy, prepare, solve
-    from placement.jobspec import parse_batch
+    from placement.jobspec import check_allowed_zones, parse_batch
     from placement.render import batch_doc, batch_text
 
-    jobs = parse_batch(load_yaml(args.jobs, "batch file"))
+    with in_file(args.jobs):
+        jobs = parse_batch(load_yaml(args.jobs, "batch file"))
     if not 0 < args.time_limit < float("inf"):  # also refuses nan
         raise UsageError("--time-limit: must be a positive number of seconds")
     now = _now(args)
@@ -383,6 +390,9 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
     reserved += live_reserved
     _trust(catalog, now)
+    zones = _offered_zones(catalog, reserved)
+    with in_file(args.jobs):
+        _warn([w for j in jobs for w in check_allowed_zones(j, zones, f"jobs[{j.name}].")])
     from placement.calibrate import apply_calibration
     from placement.calibration import calibrated_job
 
@@ -397,6 +407,11 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     _emit(batch_doc(result, catalog, base, sources, now), text, args.json)
     # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
+
+
+def _offered_zones(catalog: Catalog, reserved: Sequence[Reservation]) -> set[str]:
+    """Every zone a candidate can be in: the catalogs' offers' and the reservations'."""
+    return {o.zone for o in catalog.offers} | {r.zone for r in reserved}
 
 
 def _allowance(gb: float) -> float:

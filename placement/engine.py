@@ -456,8 +456,21 @@ def deadline_reason(job: JobSpec, ready_hours: float) -> str | None:
     plus the expected wait for admission, so planning and dispatch apply one rule."""
     deadline = job.deadline_hours
     if deadline is not None and ready_hours > deadline:
-        return f"ready in {ready_hours:,.1f} h, after deadline_hours {deadline:g}"
+        ready, limit = _past_deadline_figures(ready_hours, deadline)
+        return f"ready in {ready} h, after deadline_hours {limit}"
     return None
+
+
+def _past_deadline_figures(ready: float, deadline: float) -> tuple[str, str]:
+    """``ready`` and ``deadline`` (hours, ready > deadline) at one precision: the deadline's own decimals (up to
+    3) and at least one, more while the two would read the same (``49.86`` after ``49.83``, never ``49.8`` after
+    ``49.829``)."""
+    written = f"{deadline:g}"
+    decimals = 0 if "e" in written or "." not in written else len(written.split(".")[1])
+    d = max(1, min(decimals, 3))
+    while d < 6 and round(ready, d) <= round(deadline, d):
+        d += 1
+    return f"{ready:.{d}f}", (written if decimals <= d and "e" not in written else f"{deadline:.{d}f}")
 
 
 def _never(g: Gang, run_h: float = 1.0) -> str | None:
@@ -877,6 +890,11 @@ def why_chosen(p: Plan) -> str:
             return f"nothing feasible: {fits}"
         return "nothing feasible: every candidate was excluded (see --all-candidates for the reasons)"
     head = f"{_where(best)}: lowest total ${best.cost.total_usd:,.2f}"
+    if best.capacity == "spot" and _spot_not_cheaper(best.offer):
+        # Not a bargain: a spot price at or above on-demand means no spare spot capacity (or a catalog error).
+        head = (f"{_where(best)}: total ${best.cost.total_usd:,.2f}, but its spot price is not below on-demand here "
+                "(no spare spot capacity, or a catalog error: expect reclaims, or no capacity at all; "
+                "capacity: on-demand avoids it)")
     if best.reservation is not None:
         head += f" on reservation {best.reservation.id}"
     if best.feasible is None:
@@ -957,6 +975,13 @@ def no_gpu_fits(job: JobSpec) -> str | None:
         hint = f"; {math.ceil(state / (room - act)):,} or more GPUs would shard it thin enough"
     return (f"the model fits no GPU at {job.gpus} GPUs: the largest, {accel}, has {room:,.0f} GB free of "
             f"{gib:g} GiB ({why.split('; ')[0]}){hint}")
+
+
+def _spot_not_cheaper(offer: Offer) -> bool:
+    """:func:`placement.trust.spot_not_cheaper` (imported late: trust is a reader of catalogs, not of plans)."""
+    from placement.trust import spot_not_cheaper
+
+    return spot_not_cheaper(offer)
 
 
 def hurry_text(p: Plan) -> str | None:

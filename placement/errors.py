@@ -5,6 +5,8 @@ The bottom floor of ``placement``: imports nothing from the package, so every mo
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 MAX_SHOWN = 60  # characters of a user's value quoted in an error: a value can be megabytes long
@@ -22,6 +24,18 @@ class InputError(ValueError):
         self.source = source
         where = f"{source}: " if source else ""
         super().__init__(f"{where}{field}: {message}")
+
+
+@contextlib.contextmanager
+def in_file(path: str) -> Iterator[None]:
+    """Name ``path`` in an :class:`InputError` raised inside the block that names no file yet, so a job spec's
+    error reads ``FILE: FIELD: ...`` as every other file's does."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.source is not None:
+            raise
+        raise InputError(exc.field, exc.message, source=path) from None
 
 
 class UsageError(Exception):

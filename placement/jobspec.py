@@ -7,7 +7,8 @@ dotted field name and the fix on the first problem.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -265,6 +266,24 @@ def _zones(value: Any, field: str, warnings: list[str]) -> tuple[str, ...]:
     return names
 
 
+def check_allowed_zones(job: JobSpec, offered: Collection[str], where: str = "") -> list[str]:
+    """``zones.allow`` against the zones the catalogs (and reservations) offer, known only once they are loaded:
+    a list naming none of them is an error naming the zones (every candidate would be excluded, and the answer
+    would be "nothing feasible"); one naming some is a warning per zone no catalog has. ``where`` prefixes the
+    field (``jobs[train-7b].`` in a batch). Returns the warnings."""
+    field = f"{where}zones.allow"
+    unknown = [z for z in job.allow_zones if z not in offered]
+    if not unknown:
+        return []
+    if len(unknown) == len(job.allow_zones):
+        close = difflib.get_close_matches(unknown[0], sorted(offered), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise InputError(field, f"names no zone any catalog offers ({_names(unknown)}); {hint}`placement offers "
+                         "--accelerator ACCEL` lists the zones with their offers")
+    return [f"{field}: no catalog offers zone {_names([z])}; only the other zones listed are considered"
+            for z in unknown]
+
+
 def _speed(value: Any, field: str, book: ShapeBook) -> tuple[tuple[str, float], ...]:
     if value is None:
         return ()
@@ -516,12 +535,24 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     )
 
 
+def _job_label(doc: Any, index: int) -> str:
+    """How a batch's error names a job: by its name (``jobs[train-7b].hours``) when it has a plain one, else by
+    its place in the list, from 0 (``jobs[5].hours``)."""
+    name = doc.get("name") if isinstance(doc, Mapping) else None
+    if isinstance(name, str) and _LABEL.fullmatch(name.strip()) and not name.strip().isdigit():
+        return name.strip()
+    return str(index)
+
+
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
 def parse_batch(doc: Any) -> tuple[JobSpec, ...]:
     """A batch file: a mapping with a ``jobs:`` list of job specs; job names must be unique."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("jobs"), list) or not doc["jobs"]:
         raise InputError("jobs", "must be a non-empty list of job specs (the file is a mapping with a jobs: key)")
     _unknown_keys(doc, BATCH_FIELDS, "")
-    jobs = tuple(parse_job(j, where=f"jobs[{i}].") for i, j in enumerate(doc["jobs"]))
+    jobs = tuple(parse_job(j, where=f"jobs[{_job_label(j, i)}].") for i, j in enumerate(doc["jobs"]))
     seen: set[str] = set()
     for i, job in enumerate(jobs):
         if job.name in seen:

@@ -45,6 +45,8 @@ def csv_rows(text: str, source: str, required: Sequence[str],
         header = next(reader, [])
     except csv.Error as exc:
         raise InputError("header", f"is not valid CSV ({exc})", source=source) from None
+    if reader.line_num > 1:  # the header's quote ran on through the lines below it
+        raise InputError("header", "a quote opened on line 1 is never closed; close the quote", source=source)
     dup = next((c for i, c in enumerate(header) if c in header[:i]), None)
     if dup is not None:
         raise InputError(shown(dup), "column appears twice in the header; keep one", source=source)
@@ -56,6 +58,7 @@ def csv_rows(text: str, source: str, required: Sequence[str],
 
     def rows() -> Iterator[tuple[int, list[str]]]:
         last = reader.line_num
+        held: tuple[int, list[str]] | None = None  # one row behind: the last row is checked for a quote left open
         try:
             for row in reader:
                 line, first = reader.line_num, last + 1
@@ -69,12 +72,37 @@ def csv_rows(text: str, source: str, required: Sequence[str],
                     if len(row) > width:
                         raise InputError(f"line {line}", f"has more cells than the header's {width}", source=source)
                     row += [""] * (width - len(row))
-                yield line, row
+                if held is not None:
+                    yield held
+                held = (line, row)
         except csv.Error as exc:
             raise InputError(f"line {last + 1}", f"is not valid CSV ({str(exc)[:80]})",
                              source=source) from None
+        if held is not None:
+            # A quote opened on the last line runs to the end of the file without a line to run on to: the csv
+            # module ends the cell there, so the row reads as one with fewer cells (its GPU cells blank).
+            if _quote_left_open(text):
+                raise InputError(f"line {held[0]}", "a quote opened on this line is never closed; close the quote",
+                                 source=source)
+            yield held
 
     return header, rows()
+
+
+def _quote_left_open(text: str) -> bool:
+    """Whether the last non-blank line of ``text`` opens a quote it never closes: an odd number of quote
+    characters, and the line refused as strict CSV (a quote inside an unquoted cell, ``5" disk``, is not)."""
+    import csv
+
+    body = text.rstrip("\r\n")
+    tail = body[body.rfind("\n") + 1:]
+    if tail.count('"') % 2 == 0:
+        return False
+    try:
+        list(csv.reader([tail], strict=True))
+    except csv.Error:
+        return True
+    return False
 
 
 def csv_table(text: str, source: str, required: Sequence[str],

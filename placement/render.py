@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from placement.batch import BatchResult
 from placement.catalog import Catalog, Offer
-from placement.engine import Candidate, Plan, why_chosen
+from placement.engine import Candidate, Plan, request_text, why_chosen
 from placement.trust import SPOT_NOT_CHEAPER, spot_not_cheaper, stale_clouds
 
 if TYPE_CHECKING:
     import datetime as dt
 
+    from placement.jobspec import JobSpec
     from placement.reservations import Reservation
 
 SCHEMA = "gpufleet.placement/v1"
@@ -304,8 +305,27 @@ def _usd(x: float) -> str:
 
 def _headroom(c: Candidate) -> str:
     if c.quota.headroom is None:
-        return "unknown"
+        # The need is known without --quotas: say it, so the table answers "how much do I ask for".
+        return f"{c.quota.needed} {c.quota.unit} / ?" if c.quota.needed else "unknown"
     return f"{c.quota.needed}/{c.quota.headroom:g} {c.quota.unit}"
+
+
+def quota_request_line(c: Candidate | None) -> str | None:
+    """The one line saying what quota to ask for when the chosen candidate's quota is unknown (None when it is
+    known, or nothing is chosen): "quota: confirm or request 768 vcpu of headroom on L-417A185B in us-east-1"."""
+    if c is None or c.quota.known or c.reservation is not None:
+        return None
+    return f"quota: {request_text(c)} (--quotas FILE or --live checks it)"
+
+
+def job_terms(job: JobSpec) -> str:
+    """The header's echo of what the job asked for beyond its size: the deadline and the price of delay."""
+    parts = []
+    if job.deadline_hours is not None:
+        parts.append(f"deadline_hours {job.deadline_hours:g}")
+    if job.usd_per_hour_of_delay:
+        parts.append(f"delay valued at ${job.usd_per_hour_of_delay:,.2f}/h")
+    return "".join(f", {x}" for x in parts)
 
 
 PLAN_HEADERS = (
@@ -389,15 +409,23 @@ def plan_text(
     rows = [candidate_row(c, str(i + 1), said) for i, c in enumerate(shown)]
     if all_candidates:
         rows += [candidate_row(c, "x", said) for c in p.excluded]
+    headers: tuple[str, ...] = PLAN_HEADERS
+    drop: tuple[str, ...] = PLAN_DROP
+    hurried = p.job.deadline_hours is not None or p.job.usd_per_hour_of_delay > 0
+    if p.job.usd_per_hour_of_delay > 0:  # the delay in a column of its own, so "total $" stays narrow
+        headers, rows = _delay_column(shown + (list(p.excluded) if all_candidates else []), rows)
+    if hurried:  # when the job has a deadline or prices delay, "ready h" is the last column hidden
+        drop = (*(d for d in PLAN_DROP if d != "ready h"), "delay $", "ready h")
     out = [wrap(
         f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h on "
-        f"{p.job.accelerators[0]}, capacity {p.job.capacity} (catalog: {catalog_text(catalog)})", width, "    ")
+        f"{p.job.accelerators[0]}, capacity {p.job.capacity}{job_terms(p.job)} (catalog: {catalog_text(catalog)})",
+        width, "    ")
     ]
     if said:
         out.append(wrap("every row: " + ", ".join(said), width, "    "))
     if rows:
-        out.append(fit_table(PLAN_HEADERS, rows, right={0, 6, 7, 8, 9, 10, 12, 13, 14}, width=width,
-                              drop=PLAN_DROP))
+        right = {i for i, h in enumerate(headers) if h in _RIGHT}
+        out.append(fit_table(headers, rows, right=right, width=width, drop=drop))
     if not p.rows:
         reasons = closest_reasons(p, catalog)
         out.append("(no runnable candidate)" + (": closest reasons:" if reasons else ""))
@@ -412,7 +440,40 @@ def plan_text(
     if p.chosen is not None:
         out.append(wrap("run: " + run_text(p.chosen), width, "     "))
     out.append(wrap("why: " + why_chosen(p), width, "     "))
+    request = quota_request_line(p.chosen)
+    if request:
+        out.append(wrap(request, width, "       "))
     return "\n".join(x for x in out if x)
+
+
+_RIGHT = {"#", "$/h", "compute $", "egress $", "delay $", "total $", "ready h", "nat $", "ckpt store $", "ckpt req $"}
+
+
+def _delay_column(cands: Sequence[Candidate], rows: list[list[str]]) -> tuple[tuple[str, ...], list[list[str]]]:
+    """PLAN_HEADERS with "delay $" after "egress $", and the rows with the delay moved there out of "total $"."""
+    i = PLAN_HEADERS.index("egress $") + 1
+    total = PLAN_HEADERS.index("total $")
+    out = []
+    for c, r in zip(cands, rows, strict=True):
+        r = list(r)
+        r[total] = _usd(c.cost.total_usd)
+        out.append([*r[:i], _usd(c.cost.delay_usd), *r[i:]])
+    return (*PLAN_HEADERS[:i], "delay $", *PLAN_HEADERS[i:]), out
+
+
+def duration_text(minutes: float) -> str:
+    """A duration given in minutes, with the precision it needs: ``0.04 s``, ``2.5 s``, ``40 s``, ``1.6 min``,
+    ``25 min``, ``2.5 h``: two significant figures below a minute and below ten, never "0 s" for a nonzero time."""
+    seconds = minutes * 60
+    if seconds < 10:
+        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s"
+    if seconds < 59.5:
+        return f"{seconds:.0f} s"
+    if minutes < 9.95:
+        return f"{minutes:.1f} min"
+    if minutes < 119.5:
+        return f"{minutes:.0f} min"
+    return f"{minutes / 60:,.1f} h"
 
 
 def run_text(c: Candidate) -> str:
@@ -423,9 +484,9 @@ def run_text(c: Candidate) -> str:
                      f"({c.offer.shape.fabric_gbps:g} Gbps each)")
     minutes = c.checkpoint_write_minutes
     write = ("write time unknown: set model.parameters_b or checkpoint.size_gb" if not minutes
-             else f"{minutes * 60:.0f} s to write" if minutes < 1 else f"{minutes:,.1f} min to write")
+             else f"{duration_text(minutes)} to write")
     capped = ", capped at the run" if c.checkpoint_interval_capped else ""
-    parts.append(f"checkpoint every {c.checkpoint_interval_minutes:,.0f} min{capped} ({write})")
+    parts.append(f"checkpoint every {duration_text(c.checkpoint_interval_minutes)}{capped} ({write})")
     parts.append(f"{c.expected_interruptions:,.2f} expected interruptions")
     parts.append(f"+{c.overhead:.1%} run time for interruptions and checkpoints")
     return ", ".join(parts)
@@ -468,6 +529,27 @@ def sources_text(sources: Sequence[dict[str, Any]], width: int | None = None) ->
     return "sources:\n" + fit_table(("cloud", "service", "region", "status", "detail"), rows, width=width)
 
 
+def batch_quota_lines(result: BatchResult, names: int = 3) -> list[str]:
+    """One "quota: request ..." line per quota the placed jobs need whose headroom is unknown, the jobs' needs
+    summed (a batch's jobs share a region's quota)."""
+    need: dict[tuple[str | None, str, str, str, str], list[Candidate]] = {}
+    for a in result.assignments:
+        c = a.candidate
+        if c is None or c.quota.known or c.reservation is not None:
+            continue
+        need.setdefault((c.quota.key, c.offer.cloud, c.offer.region, c.quota.unit, c.capacity), []).append(c)
+    jobs = {id(a.candidate): a.job.name for a in result.assignments if a.candidate is not None}
+    out = []
+    for (code, _, region, unit, _), cands in need.items():
+        total = sum(c.quota.needed for c in cands)
+        who = [jobs[id(c)] for c in cands]
+        more = f", {len(who) - names} more" if len(who) > names else ""
+        ask = (f"confirm or request {total} {unit} of headroom on {code} in {region}" if code is not None
+               else request_text(cands[0]))
+        out.append(f"quota: {ask} (for {', '.join(who[:names])}{more}; --quotas FILE or --live checks it)")
+    return out
+
+
 def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None = None,
                width: int | None = None) -> str:
     """One row per job, the total and the greedy comparison, fitted to ``width`` columns (``None``: no limit)."""
@@ -476,21 +558,34 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
                  for a in result.assignments]
     said = common_notes(row_notes)
     priorities = len({a.job.priority_value for a in result.assignments}) > 1
+    delay = any(a.candidate is not None and a.candidate.cost.delay_usd for a in result.assignments)
+    deadlines = any(a.job.deadline_hours is not None for a in result.assignments)
     for a, n in zip(result.assignments, row_notes, strict=True):
         c = a.candidate
         prio = [str(a.job.priority_value)] if priorities else []
         text = ", ".join(x for x in n if x not in said)
+        deadline = ([_h(a.job.deadline_hours) if a.job.deadline_hours is not None else "-"] if deadlines else [])
         if c is None:
-            rows.append([a.job.name, *prio, "-", "-", "-", "-", "-", "-", "-", text])
+            rows.append([a.job.name, *prio, "-", "-", "-", "-", "-", "-", "-", "-", *(["-"] if delay else []), "-",
+                         "-", *deadline, "-", text])
             continue
         o = c.offer
         rows.append([a.job.name, *prio, o.cloud, o.region, o.zone, f"{o.instance_type} x{c.nodes}", c.capacity,
-                     _usd(c.usd_per_hour), _usd(c.cost.total_usd), text])
+                     _usd(c.usd_per_hour), _usd(c.cost.compute_usd), _usd(c.cost.egress_usd),
+                     *([_usd(c.cost.delay_usd)] if delay else []), _usd(c.cost.total_usd), _h(c.ready_hours),
+                     *deadline, _headroom(c), text])
     headers = ("job", *(["priority"] if priorities else []), "cloud", "region", "zone", "instance x nodes",
-               "capacity", "$/h", "total $", "notes")
+               "capacity", "$/h", "compute $", "egress $", *(["delay $"] if delay else []), "total $", "ready h",
+               *(["due h"] if deadlines else []), "quota need/headroom", "notes")
+    right = {i for i, h in enumerate(headers) if h in _RIGHT or h in ("priority", "due h")}
+    hurried = delay or deadlines
+    drop = ("zone", "compute $", "egress $", "delay $", "quota need/headroom", "$/h",
+            *(("due h", "ready h") if hurried else ()))
+    if not hurried:
+        drop = ("zone", "compute $", "egress $", "ready h", "quota need/headroom", "$/h")
     out = [wrap("every job: " + ", ".join(said), width, "    ")] if said else []
-    out.append(fit_table(headers, rows, right={len(headers) - 3, len(headers) - 2} | ({1} if priorities else set()),
-                         width=width, drop=("zone", "$/h")))
+    out.append(fit_table(headers, rows, right=right, width=width, drop=drop))
+    out += [wrap(line, width, "       ") for line in batch_quota_lines(result)]
     out.append(wrap(
         f"placed {result.placed}/{len(result.assignments)}, total ${result.total_usd:,.2f} "
         f"(solver {result.solver}: {result.status}; catalog: {catalog_text(catalog)})", width, "    "

@@ -17,12 +17,14 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from placement.console import EXIT_BAD_INPUT, EXIT_NOTHING_FEASIBLE, EXIT_OK, output_width
+from placement.errors import shown as quoted
 from placement.fleet.choose import Choice, Group, portable_group
 from placement.fleet.errors import FleetError
 from placement.fleet.manifests import JOB_UID_LABEL, Target, manifest_yaml, render, render_portable
@@ -160,6 +162,31 @@ def run_line(target: Target, group: Group | None = None) -> str:
             "(docs/trainer-contract.md)")
 
 
+def _new_stack(job: JobSpec, choice: Choice) -> tuple[str, str] | None:
+    """The stack file for the cheapest candidate when it needs a new stack and is cheaper than the chosen
+    existing cluster (or no existing cluster can run the job): what `why` names."""
+    from placement.fleet.new_stack import new_stack
+
+    if not choice.ranked or choice.existing[0] is not None:
+        return None
+    best, i = choice.ranked[0], choice.chosen_index
+    if i is not None and not best.cost.total_usd < choice.ranked[i].cost.total_usd:
+        return None
+    return new_stack(job, best)
+
+
+def _write_new(path: str, text: str) -> None:
+    """Write ``text`` to a new file ``path`` (exclusive create: an existing file is never overwritten)."""
+    from placement.errors import UsageError
+
+    try:
+        with open(path, "x", encoding="utf-8") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise UsageError(f"--write-stack: {quoted(path)} exists; give a new path (a stack file is never "
+                         "overwritten)") from None
+
+
 def _pick_hub(stacks: Stacks) -> HubStack | None:
     from placement.errors import UsageError
 
@@ -224,15 +251,20 @@ def _submission_time(args: argparse.Namespace) -> dt.datetime:
 
 def _run(args: argparse.Namespace) -> int:
     from placement.engine import plan
-    from placement.errors import UsageError
+    from placement.errors import UsageError, in_file
     from placement.fleet.choose import match_existing
     from placement.fleet.outputs import load_stacks
     from placement.inputs import load_catalog, load_quotas
     from placement.jobspec import parse_job
     from placement.readers import load_yaml
 
+    write_stack = getattr(args, "write_stack", None)
+    if write_stack is not None and (not write_stack.strip() or os.path.lexists(write_stack)):
+        raise UsageError(f"--write-stack: {quoted(write_stack)} " + ("exists; give a new path (a stack file is never "
+                         "overwritten)" if write_stack.strip() else "is empty; give a file path"))
     job_doc = load_yaml(args.job, "job spec")
-    job = parse_job(job_doc)
+    with in_file(args.job):
+        job = parse_job(job_doc)
     stacks = load_stacks(args.stacks, args.stack)
     if not stacks.clusters:
         raise UsageError("--stacks: no worker cluster stack given (only hub stacks)")
@@ -293,16 +325,29 @@ def _run(args: argparse.Namespace) -> int:
                                "comment naming its cluster; create each run with that cluster's kubeconfig (not "
                                "one `kubectl apply` of the whole stream)", width, "    "))
 
+    fresh = _new_stack(job, choice)
+    stack_lines: list[str] = []
+    if fresh is not None:
+        name, stack_text = fresh
+        if write_stack is not None:
+            _write_new(write_stack, stack_text)
+            stack_lines = [wrap(f"new stack: wrote {write_stack} (stack {name}); check it with `scripts/preview "
+                                f"--stack {name}` once saved as stacks/Pulumi.{name}.yaml", width, "    ")]
+        else:
+            stack_lines = [f"new stack {name} (--write-stack FILE writes it):", stack_text.rstrip("\n")]
+
     def doc(**kw: Any) -> str:
-        return json.dumps(submit_doc(job, choice, catalog, via_hub=args.via_hub, dry_run=args.dry_run,
-                                     warnings=warnings, group=group, destinations=dest, **kw), indent=2,
-                          allow_nan=False)
+        d = submit_doc(job, choice, catalog, via_hub=args.via_hub, dry_run=args.dry_run, warnings=warnings,
+                       group=group, destinations=dest, **kw)
+        if fresh is not None:
+            d["new_stack"] = {"stack": fresh[0], "file": fresh[1], "written_to": write_stack}
+        return json.dumps(d, indent=2, allow_nan=False)
 
     if target is None or manifest is None:
         if args.json:
             print(doc(target=None, manifest=None, submitted=None))
         else:
-            print(table_text, file=sys.stderr if args.dry_run else sys.stdout)
+            print("\n".join([table_text, *stack_lines]), file=sys.stderr if args.dry_run else sys.stdout)
         print(f"placement: no existing cluster can run {job.name}: " + "; ".join(choice.reasons), file=sys.stderr)
         return EXIT_NOTHING_FEASIBLE
 
@@ -310,12 +355,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.json:
             print(doc(target=target, manifest=manifest, submitted=None))
         else:
-            print(table_text + "\n" + "\n".join(summary), file=sys.stderr)
+            print(table_text + "\n" + "\n".join([*summary, *stack_lines]), file=sys.stderr)
             sys.stdout.write(manifest_yaml(manifest, headers(dest)))
         return EXIT_OK
 
     if not args.json:
-        print(table_text + "\n" + "\n".join(summary))
+        print(table_text + "\n" + "\n".join([*summary, *stack_lines]))
         sys.stdout.flush()
     submitted = _submit(args, target, manifest, hub, group, per_worker)
     if args.json:

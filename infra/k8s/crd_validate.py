@@ -39,8 +39,8 @@ _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def default_crd_dir() -> Path:
-    """``shared/kueue-crds`` beside the repository checkout (``<repo>/../shared/kueue-crds``)."""
-    return Path(__file__).resolve().parents[2].parent / "shared" / "kueue-crds"
+    """The pinned Kueue CRDs the repository carries for its tests (``<repo>/tests/data/kueue-crds``, Kueue v0.19.2)."""
+    return Path(__file__).resolve().parents[2] / "tests" / "data" / "kueue-crds"
 
 
 def _unique(items: list[Any]) -> bool:

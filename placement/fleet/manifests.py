@@ -79,7 +79,8 @@ DISRUPTION_CONDITION = "DisruptionTarget"  # set by eviction, preemption, node s
 JOBSET_RESTART_RULE = "NodeDisruptionOrLostPeer"  # JobSet rule names: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 JOBSET_FAIL_RULE = "ApplicationFailure"
 
-# ---- reclaim notices (docs/measurements.md: AWS Spot 2 minutes, GCP Spot 30 seconds)
+# ---- reclaim notices: AWS Spot 2 minutes (EC2 User Guide, "Spot Instance interruption notices"), GCP Spot
+# 30 seconds (Compute Engine "Spot VMs", preemption process)
 RECLAIM_NOTICE_SECONDS = {"aws": 120, "gcp": 30}
 # What the trainer gets between SIGTERM and SIGKILL (terminationGracePeriodSeconds). GKE: graceful node
 # shutdown on a Spot reclaim splits the 30 s into 15 s for ordinary pods, then 15 s for system-critical ones

@@ -725,8 +725,6 @@ def test_four_layer_shapes_get_a_topology_with_layer_4_of_their_own() -> None:
     assert len(topologies) == 2 and sorted(layer4 in levels for levels in topologies.values()) == [False, True]
     for flavor, name in flavors.items():
         assert (layer4 in topologies[name]) is ("p6" in flavor), flavor
-    crds = Path(ROOT).parent / "shared" / "kueue-crds"
-    if crds.is_dir():
-        validator = CRDValidator(crds)
-        for obj in objs:
-            assert validator.validate(obj) == [], (obj["kind"], obj["metadata"]["name"])
+    validator = CRDValidator(Path(ROOT) / "tests" / "data" / "kueue-crds")
+    for obj in objs:
+        assert validator.validate(obj) == [], (obj["kind"], obj["metadata"]["name"])

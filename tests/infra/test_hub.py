@@ -6,8 +6,6 @@ import base64
 import dataclasses
 import hashlib
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from infra.outputs import api_access_output, hub_link_output, node_pool_output, 
 
 REPO = Path(__file__).resolve().parents[2]
 HUB_STACK = str(REPO / "stacks" / "Pulumi.hub.yaml")
-CRD_DIR = REPO.parent / "shared" / "kueue-crds"
+CRD_DIR = REPO / "tests" / "data" / "kueue-crds"  # pinned Kueue v0.19.2 CRDs (tests/data/README.md)
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:"
 # How the mocks record a secret input: Pulumi's secret signature wrapping the plain value.
 SECRET_SIG, SECRET_MARK = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
@@ -120,8 +118,6 @@ def example(fabricated_outputs: dict[str, dict[str, Any]]) -> mockrun.RunResult:
 
 @pytest.fixture(scope="module")
 def validator() -> CRDValidator:
-    if not CRD_DIR.is_dir():
-        pytest.skip(f"Kueue CRDs not found at {CRD_DIR} (shared/kueue-crds beside the repository)")
     return CRDValidator(CRD_DIR)
 
 
@@ -416,16 +412,8 @@ def test_pods_integration_is_granted_in_the_team_namespaces_only() -> None:
 
 
 def _upstream_script() -> str:
-    """Kueue v0.19.2's create-multikueue-kubeconfig.sh from a kubernetes-sigs/kueue git directory."""
-    git_dir = Path(os.environ.get("GPUFLEET_KUEUE_GIT", "/work/.mirror/kubernetes-sigs+kueue/repo"))
-    if not git_dir.is_dir():
-        pytest.skip(f"no kubernetes-sigs/kueue git directory at {git_dir} (set GPUFLEET_KUEUE_GIT)")
-    done = subprocess.run(["git", "-C", str(git_dir), "show",
-                           "v0.19.2:site/static/examples/multikueue/create-multikueue-kubeconfig.sh"],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"v0.19.2 not in {git_dir}: {done.stderr.strip()}")
-    return done.stdout
+    """Kueue v0.19.2's create-multikueue-kubeconfig.sh, pinned in tests/data (source in tests/data/README.md)."""
+    return (REPO / "tests" / "data" / "kueue-examples" / "create-multikueue-kubeconfig.sh").read_text()
 
 
 def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:

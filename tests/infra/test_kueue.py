@@ -18,7 +18,7 @@ from placement import kueue as pk
 from placement.shapes import shape_book
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_DIR = REPO.parent / "shared" / "kueue-crds"
+CRD_DIR = REPO / "tests" / "data" / "kueue-crds"  # pinned Kueue v0.19.2 CRDs (tests/data/README.md)
 TAGS = {"owner": "ml-platform", "cost-center": "cc-1"}
 
 AWS_RAW: dict[str, Any] = {
@@ -61,8 +61,6 @@ def gcp_cfg() -> StackConfig:
 
 @pytest.fixture(scope="module")
 def validator() -> CRDValidator:
-    if not CRD_DIR.is_dir():
-        pytest.skip(f"Kueue CRDs not found at {CRD_DIR} (shared/kueue-crds beside the repository)")
     return CRDValidator(CRD_DIR)
 
 

@@ -152,7 +152,7 @@ def test_gpu_taint_follows_the_launch_template_instance_type() -> None:
 
 
 def efa_interfaces(cards: int, *, form: str = "efa-first") -> list[dict[str, Any]]:
-    """The two wirings AWS documents (see cloud-facts.md)."""
+    """The two wirings the EC2 User Guide documents for EFA on instances with several network cards."""
     if form == "efa-first":
         return [{"networkCardIndex": float(c), "deviceIndex": 0.0 if c == 0 else 1.0,
                  "interfaceType": "efa" if c == 0 else "efa-only"} for c in range(cards)]

@@ -375,3 +375,14 @@ def test_stack_discovery_step_matches_the_stack_files(tmp_path: Path) -> None:
     rows = json.loads(out.read_text().split("=", 1)[1])
     assert [r["stack"] for r in rows] == [p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in STACKS]
     assert all(r["cloud"] in ("aws", "gcp") and r["region"] for r in rows)
+
+
+def test_a_config_error_reads_as_pulumi_up_prints_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``invalid stack config: ...`` as `pulumi up` prints a RunError, without the exception class (issue 30)."""
+    write_stack(tmp_path, "broken", "us-east-1", [{"name": "g", "instanceType": "no-such-shape", "zone": "use1-az6"}])
+    assert pv.main(["--root", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert "invalid stack config: " in text and "RunError" not in text and "Traceback" not in text
+    assert pv.main(["--root", str(tmp_path), "--format", "json"]) == 2
+    assert json.loads(capsys.readouterr().out)["stacks"]["broken"]["error"].startswith("invalid stack config: ")

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -195,3 +199,100 @@ def test_an_entry_of_another_user_is_not_read(cache: Path, monkeypatch: pytest.M
     calls = []
     monkeypatch.setattr(catalog_cache, "parse_skypilot_csv", lambda *a: calls.append(a) or parsed)
     assert catalog_cache.parse_cached(TEXT, "aws", "c.csv") == parsed and calls
+
+
+# ------------------------------------------------------------------ only what the cache wrote (issue 30)
+
+
+def _fifo_entry(cache: Path) -> Path:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this system")
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"{catalog_cache.cache_key(TEXT, 'aws', 'c.csv')}.json"
+    os.mkfifo(path)
+    return path
+
+
+def test_a_fifo_at_an_entry_path_is_neither_read_nor_replaced(cache: Path) -> None:
+    """A FIFO where the entry would be used to block the open forever: now a parse, within 5 s."""
+    import threading
+
+    fifo = _fifo_entry(cache)
+    answer: list[object] = []
+    worker = threading.Thread(target=lambda: answer.append(catalog_cache.parse_cached(TEXT, "aws", "c.csv")),
+                              daemon=True)
+    worker.start()
+    worker.join(5)
+    if worker.is_alive():  # unblock the open so the thread ends with the test
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("parse_cached hung on a FIFO at its entry's path")
+    assert answer == [parse_skypilot_csv(TEXT, "aws", "c.csv")]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # not ours: left in place, nothing written over it
+
+
+def test_plan_with_a_fifo_in_the_cache_answers(tmp_path: Path) -> None:
+    """The whole command, in a process of its own: it used to hang forever. The 5 s bound on the cache read
+    itself is the test above; this one allows for a loaded machine starting Python and parsing the CSV."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this system")
+    job, csv_path = tmp_path / "job.yaml", tmp_path / "aws.csv"
+    job.write_text("name: j\naccelerator: H100\ngpus: 8\nhours: 2\n")
+    csv_path.write_text(HEAD + ROWS + "".join(f"g9.x{i}large,L4,1,8,32,1.2,,us-east-1,use1-az6\n"
+                                              for i in range(6000)))  # above MIN_BYTES: the cache is used
+    env = {**os.environ, "GPUFLEET_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "cache" / "catalogs").mkdir(parents=True)
+    key = catalog_cache.cache_key(csv_path.read_text(), "aws", str(csv_path))  # the name the command looks up
+    os.mkfifo(tmp_path / "cache" / "catalogs" / f"{key}.json")
+    run = subprocess.run([sys.executable, "-m", "placement", "plan", str(job), "--catalog", f"aws={csv_path}"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "cache" / "catalogs" / f"{key}.json").st_mode)
+
+
+def test_pruning_leaves_files_the_cache_did_not_write(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog_cache, "KEEP", 1)
+    cache.mkdir(parents=True)
+    mine = cache / "my-notes.json"
+    mine.write_text('{"mine": true}')
+    lookalike = cache / f"{'ab' * 32}.json"  # an entry's name, not an entry's content
+    lookalike.write_text('{"format": "something else"}')
+    link = cache / f"{'cd' * 32}.json"
+    link.symlink_to(mine)
+    for n, f in enumerate((mine, lookalike)):
+        os.utime(f, (n, n))  # the oldest files in the directory: first to go if pruning counted them
+    for i in range(3):
+        catalog_cache.parse_cached(TEXT.replace("98.32", f"9{i}.5"), "aws", "c.csv")
+    left = {p.name for p in cache.iterdir()}
+    assert {mine.name, lookalike.name, link.name} <= left and len(left) == 4  # theirs and one entry
+    assert mine.read_text() == '{"mine": true}'
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["adhoc"]["g9.2xlarge"].__setitem__(1, 0),  # a shape with no GPU (a traceback in plan)
+    lambda d: d["adhoc"].__setitem__("p5.48xlarge", ["H100", 4, 192, 2048]),  # the shape data says 8
+    lambda d: d["places"].__setitem__(1, ["us-east-1", "usw2-az1"]),  # a zone of another region
+    lambda d: d["places"].__setitem__(1, ["us-central1", "us-central1-a"]),  # a GCP region
+    lambda d: d["places"].__setitem__(1, [" us-east-1", "use1-az6"]),
+])
+def test_a_rewritten_entry_the_csv_checks_refuse_means_a_parse(cache: Path, edit: object) -> None:
+    parsed = catalog_cache.parse_cached(TEXT, "aws", "c.csv")
+    _tamper_body(_entry(cache), edit)
+    again = catalog_cache.parse_cached(TEXT, "aws", "c.csv")
+    assert again == parsed and all(o.shape.gpus >= 1 for o in again.offers)
+
+
+def test_plan_with_a_zero_gpu_entry_plans_as_from_the_csv(tmp_path: Path, cache: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from placement.cli import main
+
+    job = tmp_path / "job.yaml"
+    job.write_text("name: j\naccelerator: L4\ngpus: 1\nhours: 2\n")
+    csv_path = tmp_path / "aws.csv"
+    csv_path.write_text(TEXT)
+    argv = ["plan", str(job), "--json", "--catalog", f"aws={csv_path}"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    _tamper_body(_entry(cache), lambda d: d["adhoc"]["g9.2xlarge"].__setitem__(1, 0))
+    assert main(argv) == 0
+    assert capsys.readouterr().out == first

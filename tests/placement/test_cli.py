@@ -150,8 +150,8 @@ def test_skypilot_catalog_replaces_that_cloud(tmp_path, capsys):
     assert any(c["cloud"] == "gcp" for c in doc["candidates"])
 
 
-def test_real_skypilot_snapshot_loads_and_plans(shared_file, capsys):
-    aws, gcp = shared_file("catalog-snapshot/aws_vms.csv"), shared_file("catalog-snapshot/gcp_vms.csv")
+def test_real_skypilot_snapshot_loads_and_plans(data_file, capsys):
+    aws, gcp = data_file("catalog-snapshot/aws_vms.csv"), data_file("catalog-snapshot/gcp_vms.csv")
     code, out, _ = run(
         capsys, "offers", "--accelerator", "H100", "--catalog", f"aws={aws}", "--catalog", f"gcp={gcp}", "--json"
     )
@@ -561,8 +561,8 @@ def test_infinite_catalog_prices_never_reach_the_json(tmp_path, capsys):
     _strict(out)
 
 
-def test_a_gcp_catalog_given_as_aws_is_refused(tmp_path, capsys, shared_file):
-    gcp = shared_file("catalog-snapshot/gcp_vms.csv")
+def test_a_gcp_catalog_given_as_aws_is_refused(tmp_path, capsys, data_file):
+    gcp = data_file("gcp_vms_sample.csv")
     code, out, err = run(capsys, "plan", write(tmp_path, "j.yaml", JOB), "--catalog", f"aws={gcp}")
     assert code == 2 and out == "" and "line 2" in err and "GCP" in err.upper()
 

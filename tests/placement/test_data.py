@@ -1,4 +1,4 @@
-"""The shipped data (shapes, catalog, egress) checked against the public reference data in ../shared."""
+"""The shipped data (shapes, catalog, egress) checked against the pinned public reference data in tests/data."""
 
 from __future__ import annotations
 
@@ -74,10 +74,10 @@ def test_embedded_catalog_covers_eight_regions_per_cloud_and_known_shapes():
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])
-def test_shapes_agree_with_public_catalog(shared_file, cloud):
-    cat = parse_skypilot_csv(shared_file(f"catalog-snapshot/{cloud}_vms.csv").read_text(), cloud, "snapshot")
+def test_shapes_agree_with_public_catalog(data_file, cloud):
+    cat = parse_skypilot_csv(data_file(f"catalog-snapshot/{cloud}_vms.csv").read_text(), cloud, "snapshot")
     book = shape_book()
-    rows = {r["InstanceType"]: r for r in csv.DictReader(shared_file(f"catalog-snapshot/{cloud}_vms.csv").open())}
+    rows = {r["InstanceType"]: r for r in csv.DictReader(data_file(f"catalog-snapshot/{cloud}_vms.csv").open())}
     checked = 0
     for name, shape in book.shapes.items():
         if shape.cloud != cloud or name not in rows:
@@ -92,11 +92,11 @@ def test_shapes_agree_with_public_catalog(shared_file, cloud):
     assert any(o.shape is book.get("p5.48xlarge") or o.shape is book.get("a3-megagpu-8g") for o in cat.offers)
 
 
-def test_aws_inter_region_rates_match_public_transfer_matrix(shared_file):
+def test_aws_inter_region_rates_match_public_transfer_matrix(data_file):
     regions = {o.region for o in embedded_catalog().offers if o.cloud == "aws"}
     book = egress_book()
     compared = 0
-    with shared_file("catalog-snapshot/aws_transfer_costs.csv").open() as fh:
+    with data_file("catalog-snapshot/aws_transfer_costs.csv").open() as fh:
         for row in csv.DictReader(fh):
             if row["src"] in regions and row["dst"] in regions:
                 assert transfer_rate(book, "aws", row["src"], "aws", row["dst"]) == pytest.approx(float(row["cost"])), (
@@ -106,10 +106,10 @@ def test_aws_inter_region_rates_match_public_transfer_matrix(shared_file):
     assert compared > 100
 
 
-def test_aws_internet_first_tier_matches_public_transfer_matrix(shared_file):
+def test_aws_internet_first_tier_matches_public_transfer_matrix(data_file):
     regions = {o.region for o in embedded_catalog().offers if o.cloud == "aws"}
     aws = egress_book().aws
-    with shared_file("catalog-snapshot/aws_transfer_costs.csv").open() as fh:
+    with data_file("catalog-snapshot/aws_transfer_costs.csv").open() as fh:
         for row in csv.DictReader(fh):
             if row["src"] in regions and row["dst"] == "internet":
                 first = aws.internet_first_tier_by_source.get(row["src"], aws.internet_tiers[0][1])
@@ -163,26 +163,26 @@ def test_aws_regions_match_botocore_endpoint_data():
     assert known_regions()["aws"] == partitions["aws"] | partitions["aws-cn"] | partitions["aws-us-gov"]
 
 
-def test_every_catalog_region_is_a_known_region(shared_file):
+def test_every_catalog_region_is_a_known_region(data_file):
     from placement.zones import known_regions
 
     regions = known_regions()
     for o in embedded_catalog().offers:
         assert o.region in regions[o.cloud], (o.cloud, o.region)
     for cloud in ("aws", "gcp"):
-        with shared_file(f"catalog-snapshot/{cloud}_vms.csv").open() as fh:
+        with data_file(f"catalog-snapshot/{cloud}_vms.csv").open() as fh:
             assert {r["Region"] for r in csv.DictReader(fh)} <= regions[cloud]
     assert not regions["aws"] & regions["gcp"]
 
 
-def test_known_quota_keys_cover_the_public_reference_lists(shared_file):
+def test_known_quota_keys_cover_the_public_reference_lists(data_file):
     book = shape_book()
-    with shared_file("reference/aws_ec2_gpu_quota_codes.csv").open() as fh:
+    with data_file("reference/aws_ec2_gpu_quota_codes.csv").open() as fh:
         for row in csv.DictReader(fh):
             assert book.known_quota_key("aws", row["quota_code"]), row["quota_code"]
     # machine_types holds unquoted brace lists (a2-highgpu-{1,2,4,8}g): take the metric names themselves
     metrics = set(re.findall(r"\b(?:PREEMPTIBLE_|COMMITTED_)?NVIDIA_\w+?_GPUS\b|\bGPUS_ALL_REGIONS\b",
-                             shared_file("reference/gcp_gpu_quota_metrics.csv").read_text()))
+                             data_file("reference/gcp_gpu_quota_metrics.csv").read_text()))
     assert len(metrics) > 30
     for metric in metrics:
         assert book.known_quota_key("gcp", metric), metric
