@@ -1,5 +1,8 @@
-"""Entry point `pulumi up` runs (Pulumi.yaml: ``main: infra/``)."""
+"""Entry point `pulumi up` runs (Pulumi.yaml: ``main: infra/``): the program is async (``pulumi.run``), so a
+worker can await its hub's outputs before it declares anything (infra/program.py)."""
 
-from infra.program import main
+import pulumi
 
-main()
+from infra.program import program
+
+pulumi.run(program)

@@ -125,7 +125,10 @@ class GkeCluster(pulumi.ComponentResource):
                 master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(
                     enabled=True)),
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
-                cidr_blocks=authorized, gcp_public_cidrs_access_enabled=False),
+                cidr_blocks=authorized, gcp_public_cidrs_access_enabled=False,
+                # A hub over a private link: the list binds the private endpoint too (GKE's default leaves it
+                # open to anything routed into the VPC, which the link now includes).
+                private_endpoint_enforcement_enabled=True if cl.hub_private_link != "none" else None),
             # The default pool cannot be shaped per workload; it is replaced by the pools below.
             remove_default_node_pool=True, initial_node_count=1,
             node_config=gcp.container.ClusterNodeConfigArgs(
@@ -151,6 +154,11 @@ class GkeCluster(pulumi.ComponentResource):
                     enable_secure_boot=True, enable_integrity_monitoring=True)),
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]))
 
+        # How the control plane is reached privately: Private Service Connect (an endpoint in the cluster's subnet,
+        # which a VPN into this VPC reaches) unless GKE reports a VPC peering (older clusters), which would need
+        # its routes exported. Exported in apiAccess; the hub's `hub-reaches-workers` policy asserts it.
+        self.control_plane: pulumi.Output[str] = self.cluster.private_cluster_config.apply(
+            lambda p: "peering" if p is not None and p.peering_name else "psc")
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
                 lambda a: render_kubeconfig(args.project, args.region, a[0], a[1], a[2])))

@@ -107,6 +107,10 @@ def test_hub_stack_and_private_link_are_checked() -> None:
         with pytest.raises(ConfigError) as err:
             parse({**raw, "cluster": cluster}, stack="t")
         assert str(err.value).startswith(key + ": ") and "\n" not in str(err.value)
-    cfg = parse({**raw, "cluster": {"publicAccess": True, "hubStack": "org/gpufleet/hub",
+    cfg = parse({**raw, "cluster": {"publicAccess": False, "hubStack": "org/gpufleet/hub",
                                     "hubPrivateLink": "external"}}, stack="t")
     assert (cfg.cluster.hub_stack, cfg.cluster.hub_private_link) == ("org/gpufleet/hub", "external")
+    # Issue 28: a private path with the public endpoint on carries nothing (the hub dials the public endpoint).
+    with pytest.raises(ConfigError, match=r"^gpufleet:cluster\.publicAccess: must be false with hubPrivateLink"):
+        parse({**raw, "cluster": {"publicAccess": True, "hubStack": "org/gpufleet/hub",
+                                  "hubPrivateLink": "external"}}, stack="t")
