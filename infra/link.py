@@ -41,8 +41,6 @@ from typing import Any
 import pulumi
 from pulumi import Input, Output, ResourceOptions
 
-from infra.config import MAX_VGW_CONNECTIONS
-
 TUNNELS = 4
 # Private ASNs (RFC 6996). AWS's default virtual private gateway ASN; Cloud Router's documented example ASN.
 AMAZON_ASN = 64512

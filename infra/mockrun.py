@@ -32,7 +32,8 @@ INVOKE_RESULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     # An existing virtual private gateway (gpufleet:hub.vpn.vpnGatewayId) as EC2 describes it.
     "aws:ec2/getVpnGateway:getVpnGateway": lambda a: {
         "id": a.get("id") or "vgw-0123456789abcdef0", "amazonSideAsn": "64512", "state": "available",
-        "attachedVpcId": a.get("attachedVpcId") or "", "arn": f"arn:aws:ec2:us-east-1:123456789012:vpn-gateway/{a.get('id')}",
+        "attachedVpcId": a.get("attachedVpcId") or "",
+        "arn": f"arn:aws:ec2:us-east-1:123456789012:vpn-gateway/{a.get('id')}",
         "availabilityZone": "", "filters": [], "tags": {}},
     "gcp:organizations/getClientConfig:getClientConfig": lambda a: {"accessToken": "mock-token", "project": "p"},
     "gcp:organizations/getProject:getProject": lambda a: {"number": "123456789", "projectId": "p", "id": "p"},

@@ -84,6 +84,16 @@ EXTRA_WORKER_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("trainer.kubeflow.org", ("trainjobs/status",), ("get",)),
 )
 
+# Verbs Kueue v0.19.2's MultiKueue adapters use on a worker that the upstream script does not grant: the
+# batch/job adapter patches the remote Job of an elastic job (workload slices, feature gate
+# ElasticJobsViaWorkloadSlices, beta and on by default since v0.18) to follow its parallelism and workload
+# (pkg/controller/jobs/job/job_multikueue_adapter.go: syncElasticJob, clientutil.Patch on the remote client).
+# Only jobs that opt in (annotation kueue.x-k8s.io/elastic-job) take that path; without the verb their
+# scale-ups never reach the worker. Granted where the job kind is (the team namespaces).
+UPSTREAM_DRIFT_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("batch", ("jobs",), ("patch",)),
+)
+
 
 def multikueue_rbac_rules() -> list[dict[str, Any]]:
     """Upstream's worker ClusterRole rules then ours, unsplit: the reference :func:`multikueue_worker_rules`
@@ -134,7 +144,7 @@ def hub_frameworks(dispatcher: str) -> tuple[str, ...]:
 
 def multikueue_worker_rules(frameworks: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(cluster_rules, namespace_rules)`` for the hub's MultiKueue identity on a worker: upstream's rules
-    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`) for Workloads and the kinds of ``frameworks``
+    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`, plus :data:`UPSTREAM_DRIFT_RULES`) for Workloads and the kinds of ``frameworks``
     only, split so the ClusterRole only lists and watches (and reads the queues), and every create, delete,
     get, update and patch is a Role in each team namespace. Raises ValueError for a framework whose kind
     :data:`FRAMEWORK_RESOURCES` does not know (a new integration must be granted deliberately)."""
@@ -154,6 +164,8 @@ def multikueue_worker_rules(frameworks: Sequence[str]) -> tuple[list[dict[str, A
         (resource,) = resources
         if (group, resource.split("/", 1)[0]) not in kinds:
             continue
+        verbs = (*verbs, *(v for g, r, extra in UPSTREAM_DRIFT_RULES if (g, r) == (group, resources)
+                           for v in extra if v not in verbs))
         wide = [v for v in verbs if v in _CLUSTER_WIDE_VERBS]
         local = [v for v in verbs if v not in _CLUSTER_WIDE_VERBS]
         if wide:

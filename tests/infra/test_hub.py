@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import json
 import os
@@ -443,6 +442,7 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
     # Split and narrowed, the hub's rules are upstream's verb for verb on every kind they keep, and keep
     # exactly Workloads, the queues and the kinds the hub integrates.
     reference = _verbs([ours])
+    reference[("batch", "jobs")] |= {"patch"}  # UPSTREAM_DRIFT_RULES: test_elastic_jobs_can_be_patched_on_workers
     for dispatcher_name in ("AllAtOnce", "External"):
         cluster, namespaced = multikueue_worker_rules(hub_frameworks(dispatcher_name))
         granted = _verbs([cluster, namespaced])
@@ -451,6 +451,16 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
         expected = {("kueue.x-k8s.io", r) for r in ("workloads", "workloads/status", "clusterqueues", "localqueues")}
         expected |= {(g, r) for g, r in kinds} | {(g, f"{r}/status") for g, r in kinds}
         assert set(granted) == expected
+
+
+def test_elastic_jobs_can_be_patched_on_workers(run: mockrun.RunResult, hub_cfg: StackConfig) -> None:
+    """Issue 28: Kueue v0.19.2's batch/job MultiKueue adapter patches the remote Job of an elastic job
+    (syncElasticJob); the hub's identity may do so in the team namespaces, and nowhere cluster-wide."""
+    for team_role in (r for r in run.of_type(RBAC + "Role") if not on_hub(r)
+                      and r.inputs["metadata"]["name"] == HUB_ROLE):
+        assert "patch" in _verbs([team_role.inputs["rules"]])[("batch", "jobs")]
+    for role in (r for r in run.of_type(RBAC + "ClusterRole") if not on_hub(r)):
+        assert "patch" not in _verbs([role.inputs["rules"]]).get(("batch", "jobs"), set())
 
 
 # ------------------------------------------------------------------------------------------- reachability
