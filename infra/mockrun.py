@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,7 +272,7 @@ def _config_from_stack_file(path: str) -> tuple[str, dict[str, str]]:
     return stack, config
 
 
-def run_stack(stack_file: str, program: Callable[[], None] | None = None,
+def run_stack(stack_file: str, program: Callable[[], Awaitable[None] | None] | None = None,
               config_override: dict[str, Any] | None = None) -> RunResult:
     """Run the gpufleet program for ``stacks/Pulumi.<stack>.yaml`` under mocks and return what it registered.
 

@@ -144,7 +144,8 @@ def hub_frameworks(dispatcher: str) -> tuple[str, ...]:
 
 def multikueue_worker_rules(frameworks: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(cluster_rules, namespace_rules)`` for the hub's MultiKueue identity on a worker: upstream's rules
-    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`, plus :data:`UPSTREAM_DRIFT_RULES`) for Workloads and the kinds of ``frameworks``
+    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`; :data:`UPSTREAM_DRIFT_RULES` added to their
+    kinds) for Workloads and the kinds of ``frameworks``
     only, split so the ClusterRole only lists and watches (and reads the queues), and every create, delete,
     get, update and patch is a Role in each team namespace. Raises ValueError for a framework whose kind
     :data:`FRAMEWORK_RESOURCES` does not know (a new integration must be granted deliberately)."""

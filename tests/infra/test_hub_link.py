@@ -250,7 +250,7 @@ def test_a_vpn_worker_authorises_the_hubs_private_range_on_an_enforced_private_e
     assert run.outputs["apiAccess"]["controlPlane"] == "psc"
     assert run.outputs["apiAccess"]["privateEndpointEnforced"] is True
     # A hub that builds no VPN to it: refused at the worker.
-    with hub_outputs("org/gpufleet/hub", {**HUB, "egressCidrs": egress, "vpnWorkers": []}):
-        with pytest.raises(pulumi.RunError, match=r"gpufleet:cluster\.hubPrivateLink: is vpn but hub stack"):
+    with hub_outputs("org/gpufleet/hub", {**HUB, "egressCidrs": egress, "vpnWorkers": []}), \
+            pytest.raises(pulumi.RunError, match=r"gpufleet:cluster\.hubPrivateLink: is vpn but hub stack"):
             mockrun.run_stack(GCP_WORKER, config_override={"cluster": {
                 "publicAccess": False, "hubStack": "org/gpufleet/hub", "hubPrivateLink": "vpn"}})
