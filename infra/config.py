@@ -344,6 +344,10 @@ class DispatchConfig:
     resources: Mapping[str, Mapping[str, str]] | None = None
     live: bool = False
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)
+    # A kubernetes.io/dockerconfigjson Secret in kueue-system the pods pull the image with (a hub that is not
+    # EKS/GKE in the registry's account/project, whose nodes cannot pull with their own identity); None: node
+    # identity. The operator keeps it valid (ECR tokens last 12 hours): docs/kueue-hub.md.
+    image_pull_secret: str | None = None
 
 
 @dataclass(frozen=True)
@@ -864,7 +868,11 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     path = "hub.dispatch"
     raw = _mapping(value, path)
     _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
-                        "resources", "live", "serviceAccountAnnotations"}, path)
+                        "resources", "live", "serviceAccountAnnotations", "imagePullSecret"}, path)
+    pull_secret = _opt_str(raw.get("imagePullSecret"), f"{path}.imagePullSecret")
+    if pull_secret is not None and (len(pull_secret) > 253 or not _DNS_SUBDOMAIN.fullmatch(pull_secret)):
+        raise ConfigError(_key(f"{path}.imagePullSecret"), f"{shown(pull_secret)} is not a Secret name (a DNS-1123 "
+                                                           "subdomain: lower-case letters, digits, '-' and '.')")
     image = raw.get("image")
     if image is not None:
         image = _str(image, f"{path}.image")
@@ -889,6 +897,7 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
         live=_bool(raw.get("live", False), f"{path}.live"),
         service_account_annotations=_annotations(raw.get("serviceAccountAnnotations"),
                                                  f"{path}.serviceAccountAnnotations"),
+        image_pull_secret=pull_secret,
     )
 
 
