@@ -649,8 +649,12 @@ def path_reasons(egress: Sequence[Any], access: Mapping[str, Any], worker: str,
     out: list[str] = []
     if path == "public":
         if not any(_is_public(n) for n in nets):
-            out.append(f"worker {worker} (path public): gpufleet:hub.egressCidrs lists no public address to reach its "
-                       "public endpoint from; add the hub's NAT addresses, or link the worker privately")
+            private = ", ".join(str(n) for n in nets) or "none"
+            out.append(f"worker {worker} (path public): no route to worker {worker} from the hub: "
+                       f"gpufleet:hub.egressCidrs lists no public address for its public endpoint, and the private "
+                       f"ranges ({private}) reach it only over a private link (gpufleet:cluster.hubPrivateLink is "
+                       f"none); add the hub's NAT addresses, or build the link and set hubPrivateLink on worker "
+                       f"stack {worker}")
         return out
     if path == "vpn" and not vpn:
         out.append(f"worker {worker} (path vpn): its gpufleet:cluster.hubPrivateLink is vpn but this hub builds no VPN "

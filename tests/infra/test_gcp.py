@@ -397,7 +397,8 @@ def test_public_endpoint_is_limited_to_the_configured_cidrs(filestore: tuple[Sta
     assert c["deletionProtection"] is False
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True,
                                            "publicAccessCidrs": ["198.51.100.0/24"], "hubCidrs": [],
-                                           "operatorCidrs": []}
+                                           "operatorCidrs": [], "privateEndpointEnforced": False,
+                                           "controlPlane": "psc"}
     assert c["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
 
 
@@ -421,7 +422,9 @@ def test_hub_cidrs_are_master_authorized_networks(stack: tuple[StackConfig, RunR
     assert cluster.inputs["privateClusterConfig"]["masterGlobalAccessConfig"] == {"enabled": True}
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True,
                                            "publicAccessCidrs": [], "hubCidrs": egress,
-                                           "operatorCidrs": list(cfg.cluster.operator_cidrs)}
+                                           "operatorCidrs": list(cfg.cluster.operator_cidrs),
+                                           # Issue 28: on the public path the private endpoint is not the hub's.
+                                           "privateEndpointEnforced": False, "controlPlane": "psc"}
 
 
 def test_public_endpoint_authorises_the_hub_once() -> None:
