@@ -5,4 +5,7 @@ import pulumi
 
 from infra.program import program
 
+if not hasattr(pulumi, "run"):  # pulumi.run, the async entry point, is in the SDK uv.lock pins (3.272)
+    raise pulumi.RunError(f"the gpufleet program needs a Pulumi Python SDK with pulumi.run (this one is "
+                          f"{getattr(pulumi, '__version__', 'older')}); `./scripts/test` installs the locked one")
 pulumi.run(program)

@@ -228,3 +228,24 @@ def test_each_broken_variant_fails_naming_the_worker_and_the_path(vpn_run: mockr
         assert found, what
         assert all(v.resource == worker for v in found), (what, found)
         assert any(f"worker {worker} (path {path})" in v.message for v in found), (what, found)
+
+
+def test_the_hub_refuses_a_vpn_its_worker_does_not_take(tmp_path: Path) -> None:
+    """The hub's config and its worker stack files agree on each worker's path (checked when the hub loads)."""
+    stacks = write_example(tmp_path)
+    worker = stacks / "Pulumi.gcp-euw4-a3high.yaml"
+    doc = yaml.safe_load(worker.read_text())
+    doc["config"]["gpufleet:cluster"]["hubPrivateLink"] = "none"
+    worker.write_text(yaml.safe_dump(doc))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(config_mod, "_this_project", lambda: (stacks, "gpufleet"))
+        with pytest.raises(ConfigError, match=r"^gpufleet:hub\.workers\[4\]: gpufleet:hub\.vpn links worker stack "
+                                              r"'gcp-euw4-a3high', whose gpufleet:cluster\.hubPrivateLink is none"):
+            load_stack_file(str(stacks / "Pulumi.hub.yaml"))
+    # A VPN path needs a private egress range on the hub.
+    stacks = write_example(tmp_path / "public-only", hub_changes={"egressCidrs": ["203.0.113.10/32"]})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(config_mod, "_this_project", lambda: (stacks, "gpufleet"))
+        with pytest.raises(ConfigError, match=r"reached over a private link \(vpn\) but gpufleet:hub\.egressCidrs "
+                                              r"lists no private range"):
+            load_stack_file(str(stacks / "Pulumi.hub.yaml"))
