@@ -158,7 +158,7 @@ class GkeCluster(pulumi.ComponentResource):
         # which a VPN into this VPC reaches) unless GKE reports a VPC peering (older clusters), which would need
         # its routes exported. Exported in apiAccess; the hub's `hub-reaches-workers` policy asserts it.
         self.control_plane: pulumi.Output[str] = self.cluster.private_cluster_config.apply(
-            lambda p: "peering" if p is not None and p.peering_name else "psc")
+            lambda p: control_plane_kind(p.peering_name if p is not None else None, cl.hub_private_link))
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
                 lambda a: render_kubeconfig(args.project, args.region, a[0], a[1], a[2])))
@@ -205,6 +205,18 @@ def maintenance_policy(m: MaintenanceConfig) -> gcp.container.ClusterMaintenance
         daily_maintenance_window=gcp.container.ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
             start_time=DEFAULT_DAILY_WINDOW),
         maintenance_exclusions=exclusions)
+
+
+def control_plane_kind(peering_name: str | None, hub_private_link: str) -> str:
+    """``psc`` (Private Service Connect) or ``peering`` (GKE reports the control plane's VPC peering). A cluster a
+    hub reaches over a private link must be ``psc``: a peered control plane does not carry the link's routes, so
+    the stack stops with one line (RunError) instead of exporting a path that carries nothing."""
+    kind = "peering" if peering_name else "psc"
+    if kind == "peering" and hub_private_link != "none":
+        raise pulumi.RunError(f"invalid stack config: gpufleet:cluster.hubPrivateLink: is {hub_private_link} but the "
+                              f"GKE control plane is reached by VPC peering ({peering_name}), which does not carry the "
+                              "link's routes; recreate the cluster with Private Service Connect or use the public path")
+    return kind
 
 
 def render_kubeconfig(project: str, region: str, cluster_name: str, endpoint: str, ca_certificate: str | None) -> str:

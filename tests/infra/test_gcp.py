@@ -721,3 +721,15 @@ def test_managed_lustre_size_follows_its_tier(tier: int, good: list[int], bad: l
         with pytest.raises(ConfigError) as err:
             check_gcp_config(cfg(size))
         assert err.value.field == "gpufleet:checkpoint.filesystem.capacityGb" and "\n" not in str(err.value)
+
+
+def test_a_private_hub_path_asserts_a_psc_control_plane() -> None:
+    """Issue 28: the VPN reaches a Private Service Connect control plane, not a VPC-peered one."""
+    import pulumi
+
+    from infra.gcp.cluster import control_plane_kind
+
+    assert control_plane_kind(None, "vpn") == "psc" and control_plane_kind("", "external") == "psc"
+    assert control_plane_kind("gke-n1234-peer", "none") == "peering"
+    with pytest.raises(pulumi.RunError, match=r"^invalid stack config: gpufleet:cluster\.hubPrivateLink: is vpn"):
+        control_plane_kind("gke-n1234-peer", "vpn")
