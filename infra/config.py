@@ -60,6 +60,11 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 MAX_AZ_COUNT = 6
 # A Google Cloud project ID (at most 30 characters, a letter first); legacy ones carry an "example.com:" prefix.
 _GCP_PROJECT = re.compile(r"([a-z0-9][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{0,29}")
+# A Compute Engine resource name (RFC 1035: 1-63 characters, a lower-case letter first, no trailing '-'), as a
+# reservation's name; a shared reservation is named by path, optionally down to one of its blocks.
+_GCE_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+_GCP_RESERVATION = re.compile(rf"{_GCE_NAME}|projects/[a-z][-a-z0-9]{{4,28}}[a-z0-9]/reservations/{_GCE_NAME}"
+                              rf"(/reservationBlocks/{_GCE_NAME})?")
 # Nodes in one pool: GKE's limit per node pool and zone, far above any GPU pool this toolkit sizes.
 MAX_POOL_NODES = 1000
 
@@ -247,9 +252,11 @@ class ClusterConfig:
     # addresses) are read by StackReference and authorised like hub_cidrs, so the allow-list follows the hub.
     hub_stack: str | None = None
     # How the hub's private egress ranges reach this cluster's private endpoint: "none" (only the public endpoint
-    # carries hub traffic) or "external" (a VPN, peering, Transit Gateway or Interconnect between the hub's and
-    # this cluster's networks, built outside these stacks, that the operator vouches for).
-    hub_private_link: Literal["none", "external"] = "none"
+    # carries hub traffic, from the hub's public NAT addresses), "external" (a VPN, peering, Transit Gateway or
+    # Interconnect between the hub's and this cluster's networks, built outside these stacks, that the operator
+    # vouches for) or "vpn" (GCP: the hub stack's HA VPN, gpufleet:hub.vpn). With either private path the
+    # public endpoint is off (public_access false), so the kubeconfig the hub uses names the private one.
+    hub_private_link: Literal["none", "external", "vpn"] = "none"
     # EKS: the AMI release every managed node group runs (<minor>.<patch>-<YYYYMMDD> of kubernetes_version).
     # None: EKS picks the newest at create and keeps it until this is set or the launch template changes.
     ami_release_version: str | None = None
@@ -337,19 +344,26 @@ class DispatchConfig:
     resources: Mapping[str, Mapping[str, str]] | None = None
     live: bool = False
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)
+    # A kubernetes.io/dockerconfigjson Secret in kueue-system the pods pull the image with (a hub that is not
+    # EKS/GKE in the registry's account/project, whose nodes cannot pull with their own identity); None: node
+    # identity. The operator keeps it valid (ECR tokens last 12 hours): docs/kueue-hub.md.
+    image_pull_secret: str | None = None
 
 
 @dataclass(frozen=True)
 class HubVpnConfig:
     """An AWS hub's opt-in HA VPN (BGP, four tunnels, :mod:`infra.link`) to each of ``workers`` (GCP worker
     stacks of ``hub.workers``): the hub cluster's VPC ``vpc_id``, the route tables that learn the workers'
-    routes, and the two BGP ASNs (AWS virtual private gateway, Cloud Router)."""
+    routes, and the two BGP ASNs (AWS virtual private gateway, Cloud Router). One virtual private gateway
+    serves every worker: the stack's own, or ``vpn_gateway_id`` (already attached to ``vpc_id``; its ASN is
+    read from EC2, so ``amazon_asn`` is unused)."""
 
     vpc_id: str
     route_table_ids: tuple[str, ...]
     workers: tuple[str, ...]
     amazon_asn: int = 64512
     google_asn: int = 65534
+    vpn_gateway_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -588,6 +602,56 @@ def _check_api_rules(cluster: ClusterConfig) -> None:
                                      "merge them into fewer, wider CIDRs")
 
 
+# The most internet address space one API allow-list may open: a /8 (16,777,216 addresses). Larger sets are
+# the internet in pieces (0.0.0.0/1 + 128.0.0.0/1 is 0.0.0.0/0), which no hub or operator egresses from.
+MAX_PUBLIC_SPAN = ipaddress.ip_network("10.0.0.0/8").num_addresses
+
+
+def public_span(cidrs: Any) -> tuple[int, list[str]]:
+    """``(addresses, collapsed CIDRs)`` of the public (non-:data:`PRIVATE_RANGES`) IPv4 parts of ``cidrs``,
+    overlaps counted once."""
+    nets = [ipaddress.ip_network(c, strict=False) for c in cidrs]
+    public = [n for n in nets if n.version == 4 and not is_private_cidr(str(n))]
+    collapsed = list(ipaddress.collapse_addresses(public))  # type: ignore[arg-type]
+    return sum(n.num_addresses for n in collapsed), [str(n) for n in collapsed]
+
+
+def public_span_error(cidrs: Any) -> str | None:
+    """Why the public CIDRs among ``cidrs`` are too wide together (more than a /8), naming what they cover;
+    None when they are not."""
+    total, covered = public_span(cidrs)
+    if total <= MAX_PUBLIC_SPAN:
+        return None
+    shown_cover = ", ".join(covered[:4]) + (f" and {len(covered) - 4} more" if len(covered) > 4 else "")
+    return (f"together cover {total:,} public addresses ({shown_cover}), more than a /8 "
+            f"({MAX_PUBLIC_SPAN:,}); list the hub's and operators' own addresses")
+
+
+def check_public_span(cidrs: Any, path: str) -> None:
+    """Refuse public CIDRs that together open more than a /8 (:func:`public_span_error`) at key ``path``."""
+    error = public_span_error(cidrs)
+    if error:
+        raise ConfigError(_key(path), error)
+
+
+def _hub_private_link(value: Any, cloud: str, public: bool, hub_stack: str | None) -> str:
+    """``cluster.hubPrivateLink``: none, external, or vpn (a GCP worker of the hub's HA VPN). A private path
+    needs the public endpoint off: the worker's kubeconfig (what the hub dials) names the public endpoint
+    while it is on, and the hub's traffic would take the NAT path, leaving the link idle."""
+    path = "cluster.hubPrivateLink"
+    link = _choice(value, path, ("none", "external", "vpn"))
+    if link == "vpn" and cloud != "gcp":
+        raise ConfigError(_key(path), "vpn is the hub stack's HA VPN to GCP workers (gpufleet:hub.vpn); on AWS "
+                                      "build the link outside the stacks and set external")
+    if link == "vpn" and hub_stack is None:
+        raise ConfigError(_key(path), "vpn needs gpufleet:cluster.hubStack: the hub stack that builds the VPN")
+    if link != "none" and public:
+        raise ConfigError(_key("cluster.publicAccess"), f"must be false with hubPrivateLink {link}: while the public "
+                                                        "endpoint is on, the kubeconfig the hub dials names it and "
+                                                        "hub traffic goes over NAT, not the private link")
+    return link
+
+
 def _ami_release(value: Any, kubernetes_version: str) -> str | None:
     """An EKS AMI release version (``<minor>.<patch>-<YYYYMMDD>``) of the cluster's Kubernetes minor, or None."""
     if value is None:
@@ -619,6 +683,9 @@ _PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
 MAX_HUB_WORKERS = 20
 
 
+# AWS quota "Site-to-Site VPN connections per virtual private gateway" (default 10), two per linked GCP worker
+# (infra/link.py says why one gateway serves them all).
+MAX_VGW_CONNECTIONS = 10
 # Private 16- and 32-bit ASNs (RFC 6996), what both a virtual private gateway and a Cloud Router take.
 _PRIVATE_ASNS = ((64512, 65534), (4200000000, 4294967294))
 
@@ -637,7 +704,7 @@ def _hub_vpn(value: Any, cloud: str, workers: tuple[str, ...]) -> HubVpnConfig |
         return None
     path = "hub.vpn"
     raw = _mapping(value, path)
-    _unknown_keys(raw, {"vpcId", "routeTableIds", "workers", "amazonAsn", "googleAsn"}, path)
+    _unknown_keys(raw, {"vpcId", "routeTableIds", "workers", "amazonAsn", "googleAsn", "vpnGatewayId"}, path)
     if cloud != "aws":
         raise ConfigError(_key(path), "is an AWS hub's VPN to GCP workers; on a GCP hub build the link outside the "
                                       "stacks and set gpufleet:cluster.hubPrivateLink: external on each worker")
@@ -650,7 +717,14 @@ def _hub_vpn(value: Any, cloud: str, workers: tuple[str, ...]) -> HubVpnConfig |
     for i, table in enumerate(tables):
         if not re.fullmatch(r"rtb-[0-9a-f]{8,17}", table):
             raise ConfigError(_key(f"{path}.routeTableIds[{i}]"), f"{shown(table)} is not a route table ID (rtb-...)")
-    if not tables:
+    gateway = _opt_str(raw.get("vpnGatewayId"), f"{path}.vpnGatewayId")
+    if gateway is not None and not re.fullmatch(r"vgw-[0-9a-f]{8,17}", gateway):
+        raise ConfigError(_key(f"{path}.vpnGatewayId"), f"{shown(gateway)} is not a virtual private gateway ID "
+                                                        "(vgw-0123456789abcdef0)")
+    if gateway is not None and raw.get("amazonAsn") is not None:
+        raise ConfigError(_key(f"{path}.amazonAsn"), "is the ASN of the gateway the stack creates; with vpnGatewayId "
+                                                     "the existing gateway's own ASN is used: remove amazonAsn")
+    if not tables and gateway is None:
         raise ConfigError(_key(f"{path}.routeTableIds"), "list the hub VPC's route tables that must learn the "
                                                          "workers' routes (those of the hub nodes' subnets)")
     linked = _strings(raw.get("workers"), f"{path}.workers")
@@ -660,11 +734,17 @@ def _hub_vpn(value: Any, cloud: str, workers: tuple[str, ...]) -> HubVpnConfig |
                                                             "the fully qualified GCP worker stacks to link")
     if not linked:
         raise ConfigError(_key(f"{path}.workers"), "list the GCP worker stacks to link (org/project/stack)")
+    if 2 * len(linked) > MAX_VGW_CONNECTIONS:
+        raise ConfigError(_key(f"{path}.workers"), f"lists {len(linked)} workers: each takes two VPN connections on "
+                                                   "the hub's one virtual private gateway, which takes "
+                                                   f"{MAX_VGW_CONNECTIONS} (AWS quota); link at most "
+                                                   f"{MAX_VGW_CONNECTIONS // 2}")
     amazon = _asn(raw.get("amazonAsn"), f"{path}.amazonAsn", HubVpnConfig.amazon_asn)
     google = _asn(raw.get("googleAsn"), f"{path}.googleAsn", HubVpnConfig.google_asn)
     if amazon == google:
         raise ConfigError(_key(f"{path}.googleAsn"), "must differ from amazonAsn (two ends of one BGP session)")
-    return HubVpnConfig(vpc_id=vpc_id, route_table_ids=tables, workers=linked, amazon_asn=amazon, google_asn=google)
+    return HubVpnConfig(vpc_id=vpc_id, route_table_ids=tables, workers=linked, amazon_asn=amazon, google_asn=google,
+                        vpn_gateway_id=gateway)
 
 
 def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
@@ -788,7 +868,11 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     path = "hub.dispatch"
     raw = _mapping(value, path)
     _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
-                        "resources", "live", "serviceAccountAnnotations"}, path)
+                        "resources", "live", "serviceAccountAnnotations", "imagePullSecret"}, path)
+    pull_secret = _opt_str(raw.get("imagePullSecret"), f"{path}.imagePullSecret")
+    if pull_secret is not None and (len(pull_secret) > 253 or not _DNS_SUBDOMAIN.fullmatch(pull_secret)):
+        raise ConfigError(_key(f"{path}.imagePullSecret"), f"{shown(pull_secret)} is not a Secret name (a DNS-1123 "
+                                                           "subdomain: lower-case letters, digits, '-' and '.')")
     image = raw.get("image")
     if image is not None:
         image = _str(image, f"{path}.image")
@@ -813,6 +897,7 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
         live=_bool(raw.get("live", False), f"{path}.live"),
         service_account_annotations=_annotations(raw.get("serviceAccountAnnotations"),
                                                  f"{path}.serviceAccountAnnotations"),
+        image_pull_secret=pull_secret,
     )
 
 
@@ -943,6 +1028,13 @@ def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) 
         why = "Spot VMs cannot consume a reservation" if capacity == "SPOT" else "an ON_DEMAND pool ignores it"
         raise ConfigError(_key(f"{path}.reservation"), f"is only used with capacity RESERVATION ({why}); set "
                                                        "capacity to RESERVATION to consume it, or remove it")
+    if cloud == "gcp" and reservation and not _GCP_RESERVATION.fullmatch(reservation):
+        raise ConfigError(
+            _key(f"{path}.reservation"),
+            f"{shown(reservation)} is not a Compute Engine reservation name (1-63 lower-case letters, digits and '-', "
+            "a letter first, not ending in '-'), nor projects/<project>/reservations/<name>[/reservationBlocks/"
+            "<block>] for a shared reservation",
+        )
     if cloud == "aws" and reservation and not re.fullmatch(r"cr-[0-9a-f]+", reservation):
         raise ConfigError(
             _key(f"{path}.reservation"),
@@ -1096,6 +1188,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     public = _bool(cl.get("publicAccess", False), "cluster.publicAccess")
     # The public allow-list takes the same IPv4-only, never-the-whole-internet CIDRs as hubCidrs/operatorCidrs.
     cidrs = _ipv4_cidrs(cl.get("publicAccessCidrs"), "cluster.publicAccessCidrs")
+    check_public_span(cidrs, "cluster.publicAccessCidrs")
     hub_stack = _stack_ref(cl.get("hubStack"), "cluster.hubStack")
     if public and not cidrs and hub_stack is None:
         raise ConfigError(
@@ -1128,8 +1221,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         hub_cidrs=_ipv4_cidrs(cl.get("hubCidrs"), "cluster.hubCidrs"),
         operator_cidrs=_ipv4_cidrs(cl.get("operatorCidrs"), "cluster.operatorCidrs"),
         hub_stack=hub_stack,
-        hub_private_link=_choice(cl.get("hubPrivateLink", "none"), "cluster.hubPrivateLink",
-                                 ("none", "external")),  # type: ignore[arg-type]
+        hub_private_link=_hub_private_link(cl.get("hubPrivateLink", "none"), cloud, public, hub_stack),  # type: ignore[arg-type]
         ami_release_version=_ami_release(cl.get("amiReleaseVersion"), version),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
         maintenance=_maintenance(cl.get("maintenance")),
@@ -1235,6 +1327,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
     if dispatcher not in ("AllAtOnce", "Incremental", "External"):
         raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
     egress = _ipv4_cidrs(hb.get("egressCidrs"), "hub.egressCidrs")
+    check_public_span(egress, "hub.egressCidrs")
     hub = HubConfig(workers=workers, dispatcher=dispatcher,  # type: ignore[arg-type]
                     egress_cidrs=egress, dispatch=_dispatch(hb.get("dispatch"), dispatcher),
                     vpn=_hub_vpn(hb.get("vpn"), cloud, workers))
@@ -1288,6 +1381,7 @@ def from_pulumi() -> StackConfig:
     project = _this_project()
     if project is not None:
         check_worker_stacks(parsed, *project, stack_name=pulumi.get_stack())
+        check_hub_stack(parsed, *project)
     return parsed
 
 
@@ -1341,10 +1435,64 @@ def check_worker_stacks(cfg: StackConfig, stacks_dir: Path, project: str, *, sta
         if cfg.hub.vpn is not None and ref in cfg.hub.vpn.workers and linked[stack].cloud != "gcp":
             raise ConfigError(where, f"worker stack {stack!r} is on {linked[stack].cloud}; gpufleet:hub.vpn links an "
                                      "AWS hub to GCP workers only (peer same-cloud VPCs outside the stacks)")
+        path_error = worker_path_error(cfg, ref, linked[stack])
+        if path_error:
+            raise ConfigError(where, path_error)
         overlaps = range_overlaps(linked)
         if overlaps:
             raise ConfigError(where, f"{overlaps[0]}: a hub and its workers need disjoint address ranges (the hub "
                                      "routes to each by address); change one of them")
+
+
+def hub_path(hub: StackConfig, ref: str, worker: StackConfig) -> str:
+    """How hub ``hub`` reaches worker stack ``ref``: ``vpn`` (the hub's HA VPN), ``external`` (a private link
+    built outside the stacks) or ``public`` (the worker's public endpoint, from the hub's NAT addresses)."""
+    if hub.hub.vpn is not None and ref in hub.hub.vpn.workers:
+        return "vpn"
+    return "external" if worker.cluster.hub_private_link == "external" else "public"
+
+
+def worker_path_error(hub: StackConfig, ref: str, worker: StackConfig) -> str | None:
+    """Why hub ``hub`` and its worker stack ``ref`` (config ``worker``) disagree on the path between them, or
+    None: the hub's VPN and the worker's ``hubPrivateLink: vpn`` go together, and the hub egresses from a range
+    of the kind the path carries (a private range over a private link, a public address to a public endpoint)."""
+    stack = ref.rsplit("/", 1)[-1]
+    path = hub_path(hub, ref, worker)
+    if path == "vpn" and worker.cluster.hub_private_link != "vpn":
+        return (f"gpufleet:hub.vpn links worker stack {stack!r}, whose gpufleet:cluster.hubPrivateLink is "
+                f"{worker.cluster.hub_private_link}; set it to vpn (and publicAccess false) on that stack")
+    if path != "vpn" and worker.cluster.hub_private_link == "vpn":
+        return (f"worker stack {stack!r} says gpufleet:cluster.hubPrivateLink: vpn but gpufleet:hub.vpn.workers does "
+                "not list it; add it there or change the worker's hubPrivateLink")
+    private = [c for c in hub.hub.egress_cidrs if is_private_cidr(c)]
+    if path != "public" and not private:
+        return (f"worker stack {stack!r} is reached over a private link ({path}) but gpufleet:hub.egressCidrs lists no "
+                "private range; add the hub VPC's range the hub's clients egress from")
+    if path == "public" and len(private) == len(hub.hub.egress_cidrs):
+        return (f"worker stack {stack!r} is reached on its public endpoint but gpufleet:hub.egressCidrs lists no "
+                "public address; add the hub's NAT addresses, or link the worker privately")
+    return None
+
+
+def check_hub_stack(cfg: StackConfig, stacks_dir: Path, project: str) -> None:
+    """A worker's ``cluster.hubStack`` in this project (``org/<project>/<stack>``) must name a hub stack: its
+    ``Pulumi.<stack>.yaml`` in ``stacks_dir``, when there, says ``role: hub``. (Other projects' stacks are
+    checked when the worker reads the hub's exported ``role``: :mod:`infra.hub_link`.)"""
+    import yaml
+
+    ref = cfg.cluster.hub_stack
+    if cfg.role != "worker" or ref is None or ref.split("/")[1] != project:
+        return
+    stack = ref.rsplit("/", 1)[-1]
+    try:
+        doc = yaml.safe_load((stacks_dir / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return
+    config = doc.get("config") if isinstance(doc, dict) else None
+    role = config.get(_key("role"), "worker") if isinstance(config, dict) else "worker"
+    if role != "hub":
+        raise ConfigError(_key("cluster.hubStack"), f"names stack {stack!r}, a {shown(role)} stack, not a hub; name "
+                                                    "the hub stack this worker serves (role: hub)")
 
 
 def load_stack_file(path: str) -> StackConfig:
@@ -1362,4 +1510,5 @@ def load_stack_file(path: str) -> StackConfig:
     project = _this_project()
     if project is not None:
         check_worker_stacks(parsed, Path(path).resolve().parent, project[1], stack_name=stack)
+        check_hub_stack(parsed, Path(path).resolve().parent, project[1])
     return parsed

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,12 @@ INVOKE_RESULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "aws:ecr/getAuthorizationToken:getAuthorizationToken": lambda a: {
         "userName": "AWS", "password": "mock-ecr-password", "authorizationToken": "QVdTOm1vY2s=",
         "proxyEndpoint": "https://123456789012.dkr.ecr.us-east-1.amazonaws.com", "expiresAt": "", "id": "1"},
+    # An existing virtual private gateway (gpufleet:hub.vpn.vpnGatewayId) as EC2 describes it.
+    "aws:ec2/getVpnGateway:getVpnGateway": lambda a: {
+        "id": a.get("id") or "vgw-0123456789abcdef0", "amazonSideAsn": "64512", "state": "available",
+        "attachedVpcId": a.get("attachedVpcId") or "",
+        "arn": f"arn:aws:ec2:us-east-1:123456789012:vpn-gateway/{a.get('id')}",
+        "availabilityZone": "", "filters": [], "tags": {}},
     "gcp:organizations/getClientConfig:getClientConfig": lambda a: {"accessToken": "mock-token", "project": "p"},
     "gcp:organizations/getProject:getProject": lambda a: {"number": "123456789", "projectId": "p", "id": "p"},
     "gcp:storage/getProjectServiceAccount:getProjectServiceAccount": lambda a: {
@@ -67,9 +73,10 @@ _STACKS_DIR: list[str] = []
 
 
 def _local_hub_outputs(target: str) -> dict[str, Any] | None:
-    """What hub stack ``target`` (``org/project/<stack>``) exports that a worker reads (``egressCidrs``), from
-    ``Pulumi.<stack>.yaml`` beside the stack being run when that is a hub; None otherwise."""
-    from infra.hub_link import egress_cidrs
+    """What hub stack ``target`` (``org/project/<stack>``) exports that a worker reads (``role``, ``egressCidrs``,
+    ``vpnWorkers``, ``workerRanges``), from ``Pulumi.<stack>.yaml`` beside the stack being run and the worker
+    files there; None when that file is missing. A stack that is not a hub exports only its role."""
+    from infra.config import ConfigError, linked_ranges, load_stack_file
 
     if not _STACKS_DIR:
         return None
@@ -80,9 +87,23 @@ def _local_hub_outputs(target: str) -> dict[str, Any] | None:
     except OSError:
         return None
     if config.get("gpufleet:role") != "hub":
+        return {"role": str(config.get("gpufleet:role") or "worker")}
+    try:
+        hub = load_stack_file(path)
+    except ConfigError:
         return None
-    hub = config.get("gpufleet:hub") or {}
-    return {"role": "hub", "egressCidrs": list(egress_cidrs(hub.get("egressCidrs")) or ())}
+    ranges: dict[str, list[dict[str, str]]] = {}
+    for ref in hub.hub.workers:
+        stack = ref.rsplit("/", 1)[-1]
+        worker_path = os.path.join(_STACKS_DIR[-1], f"Pulumi.{stack}.yaml")
+        if os.path.exists(worker_path):
+            try:
+                worker = load_stack_file(worker_path)
+            except ConfigError:
+                continue
+            ranges[stack] = [{"key": f"gpufleet:{k}", "cidr": c} for k, c in linked_ranges(worker)]
+    vpn = [ref.rsplit("/", 1)[-1] for ref in (hub.hub.vpn.workers if hub.hub.vpn else ())]
+    return {"role": "hub", "egressCidrs": list(hub.hub.egress_cidrs), "vpnWorkers": vpn, "workerRanges": ranges}
 
 
 def _policy_json(args: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +272,7 @@ def _config_from_stack_file(path: str) -> tuple[str, dict[str, str]]:
     return stack, config
 
 
-def run_stack(stack_file: str, program: Callable[[], None] | None = None,
+def run_stack(stack_file: str, program: Callable[[], Awaitable[None] | None] | None = None,
               config_override: dict[str, Any] | None = None) -> RunResult:
     """Run the gpufleet program for ``stacks/Pulumi.<stack>.yaml`` under mocks and return what it registered.
 

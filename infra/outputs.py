@@ -48,6 +48,9 @@ def api_access_output(cfg: StackConfig) -> dict[str, Any]:
         "publicAccessCidrs": list(cfg.cluster.public_access_cidrs) if public else [],
         "hubCidrs": list(cfg.cluster.hub_cidrs),
         "operatorCidrs": list(cfg.cluster.operator_cidrs),
+        # Whether the allow-list binds the private endpoint: always on EKS (the endpoint's security group); on GKE
+        # when a hub comes over a private link (privateEndpointEnforcementEnabled, infra/gcp/cluster.py).
+        "privateEndpointEnforced": cfg.cloud == "aws" or cfg.cluster.hub_private_link != "none",
     }
 
 
@@ -79,8 +82,9 @@ def public_endpoint_cidrs(cfg: StackConfig) -> list[str]:
 
 
 def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, checkpoint_uri: Any,
-                   filesystem: Any = None, extra: dict[str, Any] | None = None) -> None:
-    """Export the common outputs. ``kubeconfig`` is always exported as a secret."""
+                   filesystem: Any = None, extra: dict[str, Any] | None = None, control_plane: Any = None) -> None:
+    """Export the common outputs. ``kubeconfig`` is always exported as a secret. ``control_plane`` (GKE: ``psc``
+    or ``peering``, an Output) goes into ``apiAccess.controlPlane``."""
     import pulumi
 
     pulumi.export("cloud", cfg.cloud)
@@ -93,7 +97,9 @@ def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, chec
     pulumi.export("checkpointFilesystem", None if filesystem is None else pulumi.Output.from_input(filesystem).apply(
         lambda fs: {**fs, "claimName": CLAIM_NAME} if fs else fs))
     pulumi.export("trainingServiceAccount", training_service_account_output(cfg))
-    pulumi.export("apiAccess", api_access_output(cfg))
+    access = api_access_output(cfg)
+    pulumi.export("apiAccess", access if control_plane is None else pulumi.Output.from_input(control_plane).apply(
+        lambda plane: {**access, "controlPlane": plane}))
     pulumi.export("hubLink", hub_link_output(cfg))
     for key, value in (extra or {}).items():
         pulumi.export(key, value)

@@ -1,6 +1,13 @@
-"""The Pulumi program: read the stack config once, build the stack's cloud, then the shared add-ons."""
+"""The Pulumi program: read the stack config once, build the stack's cloud, then the shared add-ons.
+
+``infra/__main__.py`` hands :func:`program` to ``pulumi.run`` (Pulumi's async entry point), so a worker can
+await its hub's outputs (:mod:`infra.hub_link`) and validate them with the rest of its config before it declares
+anything; under mocks :func:`main` returns the same coroutine for ``infra.mockrun`` to await.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable
 
 from infra.config import ConfigError, StackConfig, from_pulumi
 
@@ -10,13 +17,41 @@ def load_config() -> StackConfig:
     import pulumi
 
     try:
-        return from_pulumi()
+        cfg = from_pulumi()
+        precheck(cfg)
+        return cfg
     except ConfigError as exc:
         # RunError prints one line without a Python traceback in `pulumi up`.
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
 
 
-def main() -> None:
+def precheck(cfg: StackConfig) -> None:
+    """The cloud builds' own config checks that need nothing from the cloud (subnet plan, GPU networks, IRSA
+    trust size), run here too so that they fail before anything is declared, the hub's StackReference
+    included (each build runs them again). Raises :class:`ConfigError`."""
+    if cfg.role != "worker":
+        return
+    if cfg.cloud == "gcp":
+        from infra.gcp.plan import check_gcp_config
+
+        check_gcp_config(cfg)
+        return
+    from infra.aws.autoscaler import autoscaler_release
+    from infra.aws.iam import check_irsa_trust_size
+    from infra.aws.layout import plan_subnets
+
+    plan_subnets(cfg)
+    autoscaler_release(cfg.cluster.kubernetes_version)
+    check_irsa_trust_size(cfg.region, [(ns, cfg.training.service_account) for ns in cfg.training_namespaces],
+                          "gpufleet:kueue.teams")
+
+
+def main() -> Awaitable[None]:
+    """The program as an awaitable (``infra.mockrun`` and ``pulumi.run`` await it)."""
+    return program()
+
+
+async def program() -> None:
     cfg = load_config()
     if cfg.role == "hub":
         from infra.k8s.hub import build_hub
@@ -29,8 +64,9 @@ def main() -> None:
     from infra.hub_link import resolve
     from infra.k8s.addons import ClusterAddons, ClusterAddonsArgs
 
-    # A worker serving a hub (gpufleet:cluster.hubStack) authorises the egress that hub exports.
-    cfg = resolve(cfg)
+    # A worker serving a hub (gpufleet:cluster.hubStack) authorises the egress that hub exports, once the hub's
+    # values pass the checks that need them.
+    cfg = await resolve(cfg)
 
     if cfg.cloud == "aws":
         from infra.aws import build

@@ -61,7 +61,7 @@ def build(cfg: StackConfig) -> BuiltCluster:
 
     export_cluster(
         cfg, cluster_name=cluster.cluster.name, kubeconfig=cluster.kubeconfig, checkpoint_uri=store.uri,
-        filesystem=store.filesystem,
+        filesystem=store.filesystem, control_plane=cluster.control_plane,
         extra={
             "project": cfg.project,
             "gpuZone": gpu_zone,

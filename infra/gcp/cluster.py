@@ -125,7 +125,10 @@ class GkeCluster(pulumi.ComponentResource):
                 master_global_access_config=gcp.container.ClusterPrivateClusterConfigMasterGlobalAccessConfigArgs(
                     enabled=True)),
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
-                cidr_blocks=authorized, gcp_public_cidrs_access_enabled=False),
+                cidr_blocks=authorized, gcp_public_cidrs_access_enabled=False,
+                # A hub over a private link: the list binds the private endpoint too (GKE's default leaves it
+                # open to anything routed into the VPC, which the link now includes).
+                private_endpoint_enforcement_enabled=True if cl.hub_private_link != "none" else None),
             # The default pool cannot be shaped per workload; it is replaced by the pools below.
             remove_default_node_pool=True, initial_node_count=1,
             node_config=gcp.container.ClusterNodeConfigArgs(
@@ -151,6 +154,11 @@ class GkeCluster(pulumi.ComponentResource):
                     enable_secure_boot=True, enable_integrity_monitoring=True)),
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=["initialNodeCount"]))
 
+        # How the control plane is reached privately: Private Service Connect (an endpoint in the cluster's subnet,
+        # which a VPN into this VPC reaches) unless GKE reports a VPC peering (older clusters), which would need
+        # its routes exported. Exported in apiAccess; the hub's `hub-reaches-workers` policy asserts it.
+        self.control_plane: pulumi.Output[str] = self.cluster.private_cluster_config.apply(
+            lambda p: control_plane_kind(p.peering_name if p is not None else None, cl.hub_private_link))
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
                 lambda a: render_kubeconfig(args.project, args.region, a[0], a[1], a[2])))
@@ -197,6 +205,18 @@ def maintenance_policy(m: MaintenanceConfig) -> gcp.container.ClusterMaintenance
         daily_maintenance_window=gcp.container.ClusterMaintenancePolicyDailyMaintenanceWindowArgs(
             start_time=DEFAULT_DAILY_WINDOW),
         maintenance_exclusions=exclusions)
+
+
+def control_plane_kind(peering_name: str | None, hub_private_link: str) -> str:
+    """``psc`` (Private Service Connect) or ``peering`` (GKE reports the control plane's VPC peering). A cluster a
+    hub reaches over a private link must be ``psc``: a peered control plane does not carry the link's routes, so
+    the stack stops with one line (RunError) instead of exporting a path that carries nothing."""
+    kind = "peering" if peering_name else "psc"
+    if kind == "peering" and hub_private_link != "none":
+        raise pulumi.RunError(f"invalid stack config: gpufleet:cluster.hubPrivateLink: is {hub_private_link} but the "
+                              f"GKE control plane is reached by VPC peering ({peering_name}), which does not carry the "
+                              "link's routes; recreate the cluster with Private Service Connect or use the public path")
+    return kind
 
 
 def render_kubeconfig(project: str, region: str, cluster_name: str, endpoint: str, ca_certificate: str | None) -> str:

@@ -11,8 +11,16 @@ for ``hub.dispatch.platform``, only on ``pulumi up`` (a preview never needs Dock
 ``<repository>@sha256:<digest>``, the digest the registry returned for this push: a rebuilt image rolls the
 Deployment, and nothing moved behind a tag can change what runs.
 
-The hub's nodes pull it with their own identity: on EKS the node role's ``AmazonEC2ContainerRegistryReadOnly``
-(same account), on GKE the node service account's ``roles/artifactregistry.reader`` on the project.
+The build context is the repository root narrowed by ``placement/dispatch/Dockerfile.dockerignore`` (which
+BuildKit, and the provider when it hashes the context to decide on a rebuild, read before ``.dockerignore``:
+pulumi-docker-build v0.0.22, ``provider/internal/context.go`` ``getIgnorePatterns``) to the ``placement``
+package: a change elsewhere in the checkout rebuilds nothing. The Dockerfile installs the dependencies exported
+from ``uv.lock`` with their hashes (``placement/dispatch/requirements.txt``) on a base image pinned by digest.
+
+Pulling: on EKS the node role's ``AmazonEC2ContainerRegistryReadOnly`` (same account) and on GKE the node service
+account's ``roles/artifactregistry.reader`` on the project let the nodes pull with their own identity. Any other
+hub names a registry credential Secret in ``gpufleet:hub.dispatch.imagePullSecret``, which the Deployment lists
+in ``imagePullSecrets`` (docs/kueue-hub.md says how to create and refresh it).
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from infra.config import StackConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "placement/dispatch/Dockerfile"
+# The Dockerfile-specific ignore file that narrows the context to what the image copies.
+DOCKERIGNORE = DOCKERFILE + ".dockerignore"
 IMAGE_NAME = "placement"
 # The tag pushed next to the digest (for people browsing the registry); the Deployment never uses it.
 TAG = "dispatch"
@@ -84,6 +94,8 @@ class DispatcherImage(pulumi.ComponentResource):
         else:
             repository, registry = self._artifact_registry(name, cfg)
         self.repository: Output[str] = repository
+        if not (REPO_ROOT / DOCKERIGNORE).is_file():
+            raise pulumi.RunError(f"{DOCKERIGNORE} is missing: without it the whole checkout is the build context")
         self.image = docker_build.Image(
             f"{name}-image",
             context=docker_build.BuildContextArgs(location=str(REPO_ROOT)),

@@ -185,6 +185,9 @@ def pod_template(cfg: DispatchConfig, image: str | None = None) -> dict[str, Any
         },
         "spec": {
             "serviceAccountName": NAME,
+            # A hub that is neither EKS nor GKE pulls the image with a registry credential Secret
+            # (gpufleet:hub.dispatch.imagePullSecret); EKS and GKE nodes pull with their own identity.
+            **({"imagePullSecrets": [{"name": cfg.image_pull_secret}]} if cfg.image_pull_secret else {}),
             "containers": [container],
             "volumes": [{"name": "fleet", "configMap": {"name": FLEET_CONFIGMAP,
                                                         "items": [{"key": FLEET_KEY, "path": FLEET_KEY}]}}],

@@ -37,6 +37,7 @@ from infra.k8s import kueue_objects as ko
 from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject
 from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
+from infra.policy.checks import worker_path
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
 
@@ -81,6 +82,16 @@ UPSTREAM_WORKER_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] 
 EXTRA_WORKER_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("trainer.kubeflow.org", ("trainjobs",), _CREATE_READ_DELETE),
     ("trainer.kubeflow.org", ("trainjobs/status",), ("get",)),
+)
+
+# Verbs Kueue v0.19.2's MultiKueue adapters use on a worker that the upstream script does not grant: the
+# batch/job adapter patches the remote Job of an elastic job (workload slices, feature gate
+# ElasticJobsViaWorkloadSlices, beta and on by default since v0.18) to follow its parallelism and workload
+# (pkg/controller/jobs/job/job_multikueue_adapter.go: syncElasticJob, clientutil.Patch on the remote client).
+# Only jobs that opt in (annotation kueue.x-k8s.io/elastic-job) take that path; without the verb their
+# scale-ups never reach the worker. Granted where the job kind is (the team namespaces).
+UPSTREAM_DRIFT_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("batch", ("jobs",), ("patch",)),
 )
 
 
@@ -133,7 +144,8 @@ def hub_frameworks(dispatcher: str) -> tuple[str, ...]:
 
 def multikueue_worker_rules(frameworks: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(cluster_rules, namespace_rules)`` for the hub's MultiKueue identity on a worker: upstream's rules
-    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`) for Workloads and the kinds of ``frameworks``
+    (:data:`UPSTREAM_WORKER_RULES`, :data:`EXTRA_WORKER_RULES`; :data:`UPSTREAM_DRIFT_RULES` added to their
+    kinds) for Workloads and the kinds of ``frameworks``
     only, split so the ClusterRole only lists and watches (and reads the queues), and every create, delete,
     get, update and patch is a Role in each team namespace. Raises ValueError for a framework whose kind
     :data:`FRAMEWORK_RESOURCES` does not know (a new integration must be granted deliberately)."""
@@ -153,6 +165,8 @@ def multikueue_worker_rules(frameworks: Sequence[str]) -> tuple[list[dict[str, A
         (resource,) = resources
         if (group, resource.split("/", 1)[0]) not in kinds:
             continue
+        verbs = (*verbs, *(v for g, r, extra in UPSTREAM_DRIFT_RULES if (g, r) == (group, resources)
+                           for v in extra if v not in verbs))
         wide = [v for v in verbs if v in _CLUSTER_WIDE_VERBS]
         local = [v for v in verbs if v not in _CLUSTER_WIDE_VERBS]
         if wide:
@@ -400,7 +414,8 @@ class MultiKueueHub(pulumi.ComponentResource):
         self.reachability: Output[dict[str, Any]] = Output.all(
             Output.all(*[w.api_access for w in self.workers]), Output.all(*[w.hub_link for w in self.workers])).apply(
             lambda al: {w.key: {"egressCidrs": list(cfg.hub.egress_cidrs), "hubRanges": hub_ranges,
-                                "apiAccess": access, "hubLink": link, "vpn": w.key in vpn_keys}
+                                "apiAccess": access, "hubLink": link, "vpn": w.key in vpn_keys,
+                                "path": worker_path(link, w.key in vpn_keys)}
                         for w, access, link in zip(self.workers, al[0], al[1], strict=True)})
 
         # Opt-in: an HA VPN from the hub's VPC to each GCP worker of hub.vpn (infra.link).
@@ -421,6 +436,12 @@ class MultiKueueHub(pulumi.ComponentResource):
                 DispatcherArgs(cfg=cfg.hub.dispatch, fleet=fleet, worker_keys=[w.key for w in self.workers],
                                image=image, depends_on=[kueue.release, *self.workers, *self.all_workers.values()]),
                 opts=ResourceOptions(parent=self))
+        # What each worker reads back from the hub (infra/hub_link.py): every worker's address ranges, so a worker
+        # whose ranges overlap another's is refused at its own `pulumi up`.
+        self.worker_ranges: Output[dict[str, Any]] = Output.all(*[w.hub_link for w in self.workers]).apply(
+            lambda links: {w.key: list((link or {}).get("addressRanges") or [])
+                           for w, link in zip(self.workers, links, strict=True)})
+        self.vpn_workers = sorted(vpn_keys)
         self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues,
                                "reachability": self.reachability})
 
@@ -435,18 +456,23 @@ def _gcp_network(stack: str, outputs: Mapping[str, Any]) -> str:
 
 def _worker_vpns(name: str, cfg: StackConfig, workers: Sequence[MultiKueueWorker],
                  parent: pulumi.Resource) -> list[pulumi.Resource]:
-    """An :class:`infra.link.HaVpn` from the hub's VPC (``hub.vpn``) to each GCP worker it lists: the AWS side
-    in the hub's region, the GCP side in the worker's project, region and primary VPC."""
+    """The hub VPC's one virtual private gateway (``hub.vpn``: created, or the existing ``vpnGatewayId``) and an
+    :class:`infra.link.HaVpn` from it to each GCP worker listed: the AWS side in the hub's region, the GCP side
+    in the worker's project, region and primary VPC. Returns the gateway component, then the VPNs."""
     if cfg.hub.vpn is None:
         return []
     import pulumi_aws as aws
     import pulumi_gcp as gcp
 
-    from infra.link import AwsEnd, GcpEnd, HaVpn, HaVpnArgs
+    from infra.link import AwsEnd, AwsGatewayArgs, AwsVpnGateway, GcpEnd, HaVpn, HaVpnArgs
 
     vpn = cfg.hub.vpn
     aws_provider = aws.Provider(f"{name}-vpn-aws", region=cfg.region, opts=ResourceOptions(parent=parent))
-    out: list[pulumi.Resource] = []
+    gateway = AwsVpnGateway(f"{name}-vpn-gateway", AwsGatewayArgs(
+        vpc_id=vpn.vpc_id, region=cfg.region, route_table_ids=vpn.route_table_ids, provider=aws_provider,
+        asn=vpn.amazon_asn, existing_gateway_id=vpn.vpn_gateway_id, tags=dict(cfg.tags)),
+        opts=ResourceOptions(parent=parent))
+    out: list[pulumi.Resource] = [gateway]
     for worker in workers:
         stack = next((s for s in vpn.workers if ko.worker_key(s) == worker.key), None)
         if stack is None:
@@ -457,8 +483,8 @@ def _worker_vpns(name: str, cfg: StackConfig, workers: Sequence[MultiKueueWorker
                                     region=outputs["region"], opts=ResourceOptions(parent=parent))
         out.append(HaVpn(
             f"{name}-{worker.key}-vpn",
-            HaVpnArgs(aws=AwsEnd(vpc_id=vpn.vpc_id, region=cfg.region, route_table_ids=vpn.route_table_ids,
-                                 provider=aws_provider, asn=vpn.amazon_asn, tags=dict(cfg.tags)),
+            HaVpnArgs(aws=AwsEnd(gateway_id=gateway.id, provider=aws_provider, asn=gateway.asn,
+                                 tags=dict(cfg.tags)),
                       gcp=GcpEnd(project=outputs["project"], region=outputs["region"], network=network,
                                  provider=gcp_provider, asn=vpn.google_asn)),
             opts=ResourceOptions(parent=parent)))
@@ -496,6 +522,9 @@ def build_hub(cfg: StackConfig) -> None:
     pulumi.export("workers", {w.key: w.worker.apply(lambda wk: wk.cluster_name) for w in hub.workers})
     pulumi.export("kueue", {"clusterQueues": hub.cluster_queues, "localQueues": hub.local_queues})
     pulumi.export("egressCidrs", list(cfg.hub.egress_cidrs))
+    # Read by each worker with gpufleet:cluster.hubStack (infra/hub_link.py).
+    pulumi.export("vpnWorkers", hub.vpn_workers)
+    pulumi.export("workerRanges", hub.worker_ranges)
     pulumi.export("reachability", hub.reachability)
     if hub.dispatcher is not None:
         built = hub.dispatcher_image

@@ -587,45 +587,95 @@ def check_kubeconfig_secret(outputs: Collection[str], secret_outputs: Collection
             for name in sorted(outputs) if "kubeconfig" in name.lower() and name not in secret_outputs]
 
 
+def worker_path(link: Mapping[str, Any] | None, vpn: bool = False) -> str:
+    """How the hub reaches a worker: ``vpn`` (the hub builds an HA VPN to it), ``external`` (its ``hubLink``
+    names a private link built outside the stacks) or ``public`` (its public endpoint, from NAT addresses)."""
+    if vpn:
+        return "vpn"
+    private_link = str((link or {}).get("privateLink") or "none")
+    return "public" if private_link == "none" else private_link
+
+
 def unreachable_reason(egress: str, access: Mapping[str, Any], worker: str,
                        link: Mapping[str, Any] | None = None, vpn: bool = False) -> str | None:
-    """Why hub egress CIDR ``egress`` has no route to the API of worker ``worker`` whose ``apiAccess`` output is
-    ``access`` (:func:`infra.outputs.api_access_output`) and ``hubLink`` output ``link``
-    (:func:`infra.outputs.hub_link_output`), or None when it has one.
+    """Why hub egress CIDR ``egress`` has no route to the API of worker ``worker`` on the worker's path
+    (:func:`worker_path`), whose ``apiAccess`` output is ``access`` (:func:`infra.outputs.api_access_output`) and
+    ``hubLink`` output ``link`` (:func:`infra.outputs.hub_link_output`), or None when it has one or is not on
+    that path (a public address is the public path's, a private range a private path's).
 
     A public address reaches only a public endpoint, when it lies in ``publicAccessCidrs`` or ``hubCidrs`` (both
     are on its allow-list): the internet is the route. A private range needs a private link between the two
-    networks as well (``hubLink.privateLink`` other than ``none``: a VPN, peering, Transit Gateway or
-    Interconnect, built outside the stacks; or ``vpn``: the hub stack builds an HA VPN to it, ``gpufleet:hub.vpn``)
-    and must lie in the worker's ``hubCidrs`` (the private endpoint's allow-list); an allow-list entry alone
-    routes nothing.
+    networks (the hub's VPN, or ``hubLink.privateLink`` ``external``) and must lie in the worker's ``hubCidrs``
+    (the private endpoint's allow-list); an allow-list entry alone routes nothing.
     """
     net = _cidr(egress)
     if net is None:
         return f"hub egress {egress!r} is not a CIDR; fix gpufleet:hub.egressCidrs"
+    path = worker_path(link, vpn)
     hub = [c for c in (_cidr(v) for v in _list(access.get("hubCidrs"))) if c]
     public_cidrs = [c for c in (_cidr(v) for v in _list(access.get("publicAccessCidrs"))) if c]
     where = f"gpufleet:cluster.hubCidrs of worker stack {worker}"
     if not _is_public(net):
-        private_link = "vpn" if vpn else str((link or {}).get("privateLink") or "none")
-        if private_link == "none":
-            return (f"hub egress {net} (private) has no route to worker {worker}: no VPN or peering links the two "
-                    f"networks (gpufleet:cluster.hubPrivateLink is none); egress from the hub's NAT addresses to a "
-                    f"public endpoint (gpufleet:cluster.publicAccess with gpufleet:cluster.hubStack), or build the "
-                    f"link and set hubPrivateLink on worker stack {worker}")
+        if path == "public":
+            return None  # a private range is not this worker's path; path_reasons says when nothing else is
         if access.get("privateEndpoint") is not False and _within(net, hub):
             return None
-        return (f"hub egress {net} (private) is not authorised on worker {worker}'s private API endpoint "
-                f"(hubCidrs: {', '.join(hub) or 'none'}); add it to {where}")
+        return (f"worker {worker} (path {path}): hub egress {net} (private) is not authorised on its private API "
+                f"endpoint (hubCidrs: {', '.join(hub) or 'none'}); set gpufleet:cluster.hubStack to the hub on "
+                f"worker stack {worker} and `pulumi up` it, or add it to {where}")
+    if path != "public":
+        return None
     if access.get("publicEndpoint") is not True:
-        return (f"hub egress {net} is a public address and worker {worker}'s API endpoint is private-only; "
-                f"set gpufleet:cluster.publicAccess true and gpufleet:cluster.hubStack to the hub on worker stack "
-                f"{worker} (or egress from a private range with a VPN/peering to it)")
+        return (f"worker {worker} (path public): hub egress {net} is a public address and the worker's API endpoint "
+                f"is private-only; set gpufleet:cluster.publicAccess true and gpufleet:cluster.hubStack to the hub "
+                f"on worker stack {worker} (or link it privately: gpufleet:cluster.hubPrivateLink)")
     if _within(net, [*public_cidrs, *hub]):
         return None
-    return (f"hub egress {net} is not on worker {worker}'s public endpoint allow-list "
+    return (f"worker {worker} (path public): hub egress {net} is not on its public endpoint allow-list "
             f"({', '.join([*public_cidrs, *hub]) or 'none'}); set gpufleet:cluster.hubStack to the hub on worker "
             f"stack {worker} and `pulumi up` it, or add it to {where}")
+
+
+def path_reasons(egress: Sequence[Any], access: Mapping[str, Any], worker: str,
+                 link: Mapping[str, Any] | None = None, vpn: bool = False) -> list[str]:
+    """What the path to ``worker`` (:func:`worker_path`) needs besides each egress range's route
+    (:func:`unreachable_reason`): a range of the path's kind among the hub's ``egress``; on a private path the
+    public endpoint off (the kubeconfig the hub dials names the public endpoint while it is on, so the link
+    would idle), authorised networks enforced on the private endpoint (GKE
+    ``privateEndpointEnforcementEnabled``; otherwise anything routed from the hub's network reaches it), and a
+    control plane the link reaches (GKE: Private Service Connect, or VPC peering with the routes exported)."""
+    path = worker_path(link, vpn)
+    nets = [n for n in (_cidr(e) for e in egress) if n]
+    out: list[str] = []
+    if path == "public":
+        if not any(_is_public(n) for n in nets):
+            private = ", ".join(str(n) for n in nets) or "none"
+            out.append(f"worker {worker} (path public): no route to worker {worker} from the hub: "
+                       f"gpufleet:hub.egressCidrs lists no public address for its public endpoint, and the private "
+                       f"ranges ({private}) reach it only over a private link (gpufleet:cluster.hubPrivateLink is "
+                       f"none); add the hub's NAT addresses, or build the link and set hubPrivateLink on worker "
+                       f"stack {worker}")
+        return out
+    if path == "vpn" and not vpn:
+        out.append(f"worker {worker} (path vpn): its gpufleet:cluster.hubPrivateLink is vpn but this hub builds no VPN "
+                   "to it; add it to gpufleet:hub.vpn.workers")
+    if not any(not _is_public(n) for n in nets):
+        out.append(f"worker {worker} (path {path}): gpufleet:hub.egressCidrs lists no private range to reach its "
+                   "private endpoint from; add the hub VPC's range")
+    if access.get("publicEndpoint") is not False:
+        out.append(f"worker {worker} (path {path}): its public API endpoint is on, so the kubeconfig the hub dials "
+                   f"names it and hub traffic goes over NAT, not the {path} link; set gpufleet:cluster.publicAccess "
+                   f"false on worker stack {worker}")
+    if access.get("privateEndpointEnforced") is False:
+        out.append(f"worker {worker} (path {path}): authorised networks are not enforced on its private endpoint, so "
+                   "anything routed from the hub's network reaches it; `pulumi up` worker stack "
+                   f"{worker} with this version (GKE privateEndpointEnforcementEnabled)")
+    plane = access.get("controlPlane")
+    if plane is not None and plane != "psc" and access.get("peeringRoutesExported") is not True:
+        out.append(f"worker {worker} (path {path}): its control plane is reached by VPC peering ({plane}), which does "
+                   "not carry the link's routes unless the peering exports them; use a Private Service Connect "
+                   "cluster or export custom routes on its peering")
+    return out
 
 
 def _ranges(value: Any) -> list[tuple[str, str]]:
@@ -662,7 +712,8 @@ def range_overlap_reasons(reach: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def check_hub_reachability(outputs: Mapping[str, Any]) -> list[Violation]:
-    """A hub stack has a route to every worker API from every egress CIDR, over address ranges that do not
+    """A hub stack has a route to every worker API on the worker's path (public, or a private link) from every
+    egress CIDR of that path, with what the path needs (:func:`path_reasons`), over address ranges that do not
     overlap (its ``reachability`` output: per worker key, the hub's ``egressCidrs`` and ``hubRanges`` and the
     worker's ``apiAccess`` and ``hubLink``). Other stacks have no such output and pass."""
     reach = outputs.get("reachability")
@@ -678,10 +729,13 @@ def check_hub_reachability(outputs: Mapping[str, Any]) -> list[Violation]:
                                  f"version and gpufleet:cluster.hubStack naming this hub first"))
             continue
         link = entry.get("hubLink") if isinstance(entry.get("hubLink"), Mapping) else None
+        vpn = entry.get("vpn") is True
         for egress in _list(entry.get("egressCidrs")):
-            reason = unreachable_reason(str(egress), access, str(worker), link, vpn=entry.get("vpn") is True)
+            reason = unreachable_reason(str(egress), access, str(worker), link, vpn=vpn)
             if reason:
                 out.append(Violation(HUB_REACHES_WORKERS, str(worker), STACK_REFERENCE, reason))
+        for reason in path_reasons(_list(entry.get("egressCidrs")), access, str(worker), link, vpn=vpn):
+            out.append(Violation(HUB_REACHES_WORKERS, str(worker), STACK_REFERENCE, reason))
     for worker, reason in range_overlap_reasons(reach):
         out.append(Violation(HUB_REACHES_WORKERS, worker, STACK_REFERENCE, reason))
     return out

@@ -355,7 +355,8 @@ def test_example_worker_opens_its_public_endpoint_to_the_hubs_egress_only(stack:
     for rule in hub_rules(run).values():
         assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 443, 443)
     assert run.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True, "publicAccessCidrs": [],
-                                        "hubCidrs": egress, "operatorCidrs": list(cfg.cluster.operator_cidrs)}
+                                        "hubCidrs": egress, "operatorCidrs": list(cfg.cluster.operator_cidrs),
+                                        "privateEndpointEnforced": True}  # the endpoint's security group
 
 
 def test_operator_cidrs_reach_the_private_endpoint_on_443_once() -> None:

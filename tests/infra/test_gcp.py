@@ -397,7 +397,8 @@ def test_public_endpoint_is_limited_to_the_configured_cidrs(filestore: tuple[Sta
     assert c["deletionProtection"] is False
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True,
                                            "publicAccessCidrs": ["198.51.100.0/24"], "hubCidrs": [],
-                                           "operatorCidrs": []}
+                                           "operatorCidrs": [], "privateEndpointEnforced": False,
+                                           "controlPlane": "psc"}
     assert c["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
 
 
@@ -421,7 +422,9 @@ def test_hub_cidrs_are_master_authorized_networks(stack: tuple[StackConfig, RunR
     assert cluster.inputs["privateClusterConfig"]["masterGlobalAccessConfig"] == {"enabled": True}
     assert result.outputs["apiAccess"] == {"privateEndpoint": True, "publicEndpoint": True,
                                            "publicAccessCidrs": [], "hubCidrs": egress,
-                                           "operatorCidrs": list(cfg.cluster.operator_cidrs)}
+                                           "operatorCidrs": list(cfg.cluster.operator_cidrs),
+                                           # Issue 28: on the public path the private endpoint is not the hub's.
+                                           "privateEndpointEnforced": False, "controlPlane": "psc"}
 
 
 def test_public_endpoint_authorises_the_hub_once() -> None:
@@ -718,3 +721,15 @@ def test_managed_lustre_size_follows_its_tier(tier: int, good: list[int], bad: l
         with pytest.raises(ConfigError) as err:
             check_gcp_config(cfg(size))
         assert err.value.field == "gpufleet:checkpoint.filesystem.capacityGb" and "\n" not in str(err.value)
+
+
+def test_a_private_hub_path_asserts_a_psc_control_plane() -> None:
+    """Issue 28: the VPN reaches a Private Service Connect control plane, not a VPC-peered one."""
+    import pulumi
+
+    from infra.gcp.cluster import control_plane_kind
+
+    assert control_plane_kind(None, "vpn") == "psc" and control_plane_kind("", "external") == "psc"
+    assert control_plane_kind("gke-n1234-peer", "none") == "peering"
+    with pytest.raises(pulumi.RunError, match=r"^invalid stack config: gpufleet:cluster\.hubPrivateLink: is vpn"):
+        control_plane_kind("gke-n1234-peer", "vpn")

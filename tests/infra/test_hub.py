@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator
@@ -431,6 +430,7 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
     # Split and narrowed, the hub's rules are upstream's verb for verb on every kind they keep, and keep
     # exactly Workloads, the queues and the kinds the hub integrates.
     reference = _verbs([ours])
+    reference[("batch", "jobs")] |= {"patch"}  # UPSTREAM_DRIFT_RULES: test_elastic_jobs_can_be_patched_on_workers
     for dispatcher_name in ("AllAtOnce", "External"):
         cluster, namespaced = multikueue_worker_rules(hub_frameworks(dispatcher_name))
         granted = _verbs([cluster, namespaced])
@@ -439,6 +439,16 @@ def test_worker_rbac_is_upstreams_rule_for_rule_plus_our_extra_kinds() -> None:
         expected = {("kueue.x-k8s.io", r) for r in ("workloads", "workloads/status", "clusterqueues", "localqueues")}
         expected |= {(g, r) for g, r in kinds} | {(g, f"{r}/status") for g, r in kinds}
         assert set(granted) == expected
+
+
+def test_elastic_jobs_can_be_patched_on_workers(run: mockrun.RunResult, hub_cfg: StackConfig) -> None:
+    """Issue 28: Kueue v0.19.2's batch/job MultiKueue adapter patches the remote Job of an elastic job
+    (syncElasticJob); the hub's identity may do so in the team namespaces, and nowhere cluster-wide."""
+    for team_role in (r for r in run.of_type(RBAC + "Role") if not on_hub(r)
+                      and r.inputs["metadata"]["name"] == HUB_ROLE):
+        assert "patch" in _verbs([team_role.inputs["rules"]])[("batch", "jobs")]
+    for role in (r for r in run.of_type(RBAC + "ClusterRole") if not on_hub(r)):
+        assert "patch" not in _verbs([role.inputs["rules"]]).get(("batch", "jobs"), set())
 
 
 # ------------------------------------------------------------------------------------------- reachability
@@ -764,84 +774,10 @@ def test_reachability_carries_each_workers_route_and_ranges(run: mockrun.RunResu
 
 
 # ------------------------------------------------------------------------------------------- opt-in HA VPN
+# The VPN itself (one gateway per hub VPC, tunnels, algorithms, the documented example and the reachability
+# check) is tested in test_hub_vpn.py.
 
 VPN_WORKERS = ["org/gpufleet/gcp-usc1-a3mega", "org/gpufleet/gcp-euw4-a3high"]
-
-
-@pytest.fixture(scope="module")
-def vpn_run(workers: dict[str, StackConfig]) -> mockrun.RunResult:
-    """The example hub egressing from its VPC's private range over an HA VPN to both GCP workers, which list
-    that range in hubCidrs; the AWS workers keep the public path."""
-    hub_range = "10.200.0.0/20"
-    outputs = {}
-    for stack, cfg in workers.items():
-        if stack in VPN_WORKERS:
-            cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, hub_cidrs=(hub_range,)))
-        outputs[stack] = fabricate(cfg)
-    saved = dict(mockrun.STACK_REFERENCE_OUTPUTS)
-    mockrun.STACK_REFERENCE_OUTPUTS.update(outputs)
-    try:
-        egress = [*load_stack_file(HUB_STACK).hub.egress_cidrs, hub_range]
-        vpn = {"vpcId": "vpc-0123456789abcdef0", "routeTableIds": ["rtb-0123456789abcdef0", "rtb-0fedcba987654321f"],
-               "workers": VPN_WORKERS}
-        return mockrun.run_stack(HUB_STACK, config_override={"hub": hub_section(
-            dispatcher="AllAtOnce", dispatch=None, egressCidrs=egress, vpn=vpn)})
-    finally:
-        mockrun.STACK_REFERENCE_OUTPUTS.clear()
-        mockrun.STACK_REFERENCE_OUTPUTS.update(saved)
-
-
-def test_hub_builds_a_four_tunnel_bgp_vpn_to_each_linked_gcp_worker(vpn_run: mockrun.RunResult,
-                                                                     workers: dict[str, StackConfig]) -> None:
-    for stack in VPN_WORKERS:
-        key, cfg = key_of(stack), workers[stack]
-
-        def mine(typ: str, key: str = key) -> list[mockrun.Registered]:
-            return [r for r in vpn_run.of_type(typ) if r.name.startswith(f"gpufleet-hub-{key}-vpn-")]
-
-        (gateway,) = mine("gcp:compute/haVpnGateway:HaVpnGateway")
-        network = f"projects/{cfg.project}/global/networks/{cfg.cluster_name}"
-        assert (gateway.inputs["network"], gateway.inputs["region"]) == (network, cfg.region)
-        (router,) = mine("gcp:compute/router:Router")
-        assert router.inputs["bgp"]["asn"] == 65534 and router.inputs["network"] == network
-        (vgw,) = mine("aws:ec2/vpnGateway:VpnGateway")
-        assert (vgw.inputs["vpcId"], vgw.inputs["amazonSideAsn"]) == ("vpc-0123456789abcdef0", "64512")
-        propagations = mine("aws:ec2/vpnGatewayRoutePropagation:VpnGatewayRoutePropagation")
-        assert {r.inputs["routeTableId"] for r in propagations} == {"rtb-0123456789abcdef0", "rtb-0fedcba987654321f"}
-        # One customer gateway per HA VPN interface, speaking BGP as the Cloud Router.
-        cgws = mine("aws:ec2/customerGateway:CustomerGateway")
-        assert sorted(c.inputs["ipAddress"] for c in cgws) == ["34.157.0.1", "34.157.0.2"]
-        assert {c.inputs["bgpAsn"] for c in cgws} == {"65534"} and {c.inputs["type"] for c in cgws} == {"ipsec.1"}
-        conns = mine("aws:ec2/vpnConnection:VpnConnection")
-        assert len(conns) == 2 and all(c.inputs["staticRoutesOnly"] is False for c in conns)
-        (external,) = mine("gcp:compute/externalVpnGateway:ExternalVpnGateway")
-        assert external.inputs["redundancyType"] == "FOUR_IPS_REDUNDANCY"
-        assert [i["id"] for i in external.inputs["interfaces"]] == [0, 1, 2, 3]
-        tunnels = mine("gcp:compute/vPNTunnel:VPNTunnel")
-        assert len(tunnels) == 4
-        assert sorted((t.inputs["vpnGatewayInterface"], t.inputs["peerExternalGatewayInterface"]) for t in tunnels) \
-            == [(0, 0), (0, 1), (1, 2), (1, 3)]
-        assert all(t.inputs["ikeVersion"] == 2 and t.inputs["sharedSecret"].get(SECRET_SIG) == SECRET_MARK
-                   for t in tunnels)
-        interfaces = mine("gcp:compute/routerInterface:RouterInterface")
-        peers = mine("gcp:compute/routerPeer:RouterPeer")
-        assert len(interfaces) == len(peers) == 4
-        for interface in interfaces:
-            assert interface.inputs["ipRange"].startswith("169.254.") and interface.inputs["ipRange"].endswith("/30")
-        assert {p.inputs["peerAsn"] for p in peers} == {64512}
-    # Only the listed workers are linked; the AWS workers stay on the public path.
-    assert len(vpn_run.of_type("gcp:compute/haVpnGateway:HaVpnGateway")) == len(VPN_WORKERS)
-
-
-def test_a_vpn_is_the_route_a_private_egress_range_needs(vpn_run: mockrun.RunResult) -> None:
-    from infra.policy.checks import check_hub_reachability
-
-    reach = vpn_run.outputs["reachability"]
-    assert {k for k, e in reach.items() if e["vpn"]} == {key_of(s) for s in VPN_WORKERS}
-    found = check_hub_reachability(vpn_run.outputs)
-    # The GCP workers are reached over the VPN; the AWS workers cannot be reached from the private range.
-    assert {v.resource for v in found} == {k for k, e in reach.items() if not e["vpn"]}
-    assert all("10.200.0.0/20 (private) has no route" in v.message for v in found)
 
 
 def test_vpn_config_is_checked() -> None:

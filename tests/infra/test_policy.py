@@ -380,19 +380,24 @@ def test_private_hub_egress_reaches_a_private_endpoint_only_through_hub_cidrs() 
 
 def test_public_hub_egress_needs_a_public_endpoint_that_lists_it() -> None:
     nat = ["198.51.100.7/32"]
-    (private_only,) = reach(nat, w1=access(hub=("198.51.100.0/24",)))
+    public = {"w1": link("none")}  # the public path (issue 28: each worker is reached on one path)
+    (private_only,) = reach(nat, links=public, w1=access(hub=("198.51.100.0/24",)))
     assert "private-only" in private_only.message and "gpufleet:cluster.publicAccess" in private_only.message
-    assert reach(nat, w1=access(public=True, public_cidrs=("198.51.100.0/24",))) == []
-    assert reach(nat, w1=access(public=True, hub=("198.51.100.7/32",))) == []
-    (unlisted,) = reach(nat, w1=access(public=True, public_cidrs=("203.0.113.0/24",)))
+    assert reach(nat, links=public, w1=access(public=True, public_cidrs=("198.51.100.0/24",))) == []
+    assert reach(nat, links=public, w1=access(public=True, hub=("198.51.100.7/32",))) == []
+    (unlisted,) = reach(nat, links=public, w1=access(public=True, public_cidrs=("203.0.113.0/24",)))
     assert "203.0.113.0/24" in unlisted.message and "gpufleet:cluster.hubCidrs of worker stack w1" in unlisted.message
 
 
 def test_every_egress_cidr_is_checked_and_a_worker_without_api_access_fails() -> None:
-    found = reach(["10.200.0.0/20", "198.51.100.7/32"], w1=access(hub=("10.200.0.0/20",)))
-    assert [v.resource for v in found] == ["w1"] and "198.51.100.7/32" in found[0].message
-    assert len(reach(["10.200.0.0/20", "198.51.100.7/32"], links={"w1": link("none")},
-                     w1=access(hub=("10.200.0.0/20",)))) == 2
+    # Issue 28: each egress range is checked on the path it serves. A private link carries the private range
+    # (authorised here); the public NAT address is the public path's and does not apply to this worker.
+    assert reach(["10.200.0.0/20", "198.51.100.7/32"], w1=access(hub=("10.200.0.0/20",))) == []
+    found = reach(["10.200.0.0/20", "198.51.100.7/32"], w1=access(hub=("10.201.0.0/20",)))
+    assert [v.resource for v in found] == ["w1"] and "10.200.0.0/20" in found[0].message
+    # On the public path the NAT address needs the public endpoint (off here); the private range is not its.
+    (v,) = reach(["10.200.0.0/20", "198.51.100.7/32"], links={"w1": link("none")}, w1=access(hub=("10.200.0.0/20",)))
+    assert "198.51.100.7/32" in v.message and "(path public)" in v.message
     (missing,) = reach(["10.200.0.0/20"], w1=None)
     assert "exports no apiAccess" in missing.message
     assert checks.check_hub_reachability({"cloud": "aws", "kubeconfig": "x"}) == []  # not a hub
@@ -633,8 +638,8 @@ def _first_stack(cloud: str) -> Path:
 def test_real_public_endpoint_passes_only_when_the_stack_config_lists_the_cidr(cloud: str) -> None:
     from infra.mockrun import run_stack
 
-    # Half the internet: the stack config refuses 0.0.0.0/0 itself, and any public range unlisted is flagged.
-    world = {"publicAccess": True, "publicAccessCidrs": ["0.0.0.0/1"]}
+    # A /8 (the widest public set the config takes: issue 28), flagged unless the stack config lists it.
+    world = {"publicAccess": True, "publicAccessCidrs": ["11.0.0.0/8"]}
     run = run_stack(str(_first_stack(cloud)), config_override={"cluster": world})
     resources = [checks.from_registered(r) for r in run.resources]
     strict = checks.run_all(resources, outputs=list(run.outputs), secret_outputs=run.secret_outputs)
