@@ -153,18 +153,6 @@ class Releases:
 
 
 @dataclass(frozen=True)
-class _Option:
-    """A flavor of a worker the job may use, priced: ``usd`` the engine's total there, ``ready_hours`` its
-    ready time."""
-
-    flavor: FlavorState
-    pool: Pool
-    usd: float
-    ready_hours: float
-    quota: FlavorQuota
-
-
-@dataclass(frozen=True)
 class _Usable:
     """A flavor of a worker a job shape may use before pricing: its pool, quota and the offer that prices it."""
 
@@ -385,6 +373,7 @@ class _Fit:
     and the quota and running work of the flavors it may use (for the wait)."""
 
     cq: ClusterQueueState
+    queues: _Queues
     pool: str
     capacity: str
     cost_usd: float
@@ -395,6 +384,10 @@ class _Fit:
     # For a Workload that is itself one of the running ones (left out of its own releases): the raw figures.
     used: int
     running: tuple[tuple[tuple[str, str], int, float], ...]
+
+
+# (index of the landing flavor, GPUs borrowed there, nominal GPUs, releases, GPUs held, running workloads).
+_Landing = tuple[int, int, int, Releases, int, tuple[tuple[tuple[str, str], int, float], ...]]
 
 
 class _Pass:
@@ -415,6 +408,7 @@ class _Pass:
         self.shapes: dict[tuple[object, ...], int] = {}
         self.places: dict[tuple[object, ...], int] = {}
         self.fits: dict[tuple[int, str], _Fit | WorkerScore] = {}
+        self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
         self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
                                                                                            int, float], ...]]] = {}
@@ -558,54 +552,78 @@ class _Pass:
             return usable
         cq, flavors = usable
         priced = self.costs.of(ask.cost_key)
-        options: list[_Option] = []
-        reasons: list[str] = []
-        for u in flavors:
-            if isinstance(u, str):
-                reasons.append(u)
-                continue
-            figures = priced.runnable.get((id(u.offer), u.pool.capacity))
-            if figures is None:
-                reasons.append(f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}")
-                continue
-            options.append(_Option(u.flavor, u.pool, figures[0], figures[1], u.quota))
-        if not options:
+        figures = tuple(None if isinstance(u, str) else priced.runnable.get((id(u.offer), u.pool.capacity))
+                        for u in flavors)
+        if all(f is None for f in figures):
+            reasons = [u if isinstance(u, str) else
+                       f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
             return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
+        # Which flavor Kueue lands the job on depends on the shape's flavors and which of them the engine prices,
+        # not on the prices: worked out once per (what decides the flavors, worker, priced ones).
+        key = (ask.place, worker, tuple(f is not None for f in figures))
+        landing = self.landings.get(key)
+        if landing is None:
+            landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
+        i, borrowed, nominal, releases, used, running = landing
+        usd, ready = figures[i]  # type: ignore[misc]
+        pool = flavors[i].pool  # type: ignore[union-attr]
+        return _Fit(cq=cq, queues=self.queues_of(worker, cq), pool=pool.name, capacity=pool.capacity, cost_usd=usd,
+                    ready_hours=ready, borrowed=borrowed, nominal=nominal, releases=releases, used=used,
+                    running=running)
+
+    def _landing(self, ask: _Ask, worker: str, cq: ClusterQueueState, flavors: Sequence[_Usable | str],
+                 figures: Sequence[tuple[float, float] | None]) -> _Landing:
+        """The flavor (index into ``flavors``) Kueue would admit the job to among those it may use and the
+        engine prices (at least one), with the GPUs it borrows there and the quota and running work of them all
+        (for the wait)."""
+        options = [(i, u) for i, (u, fig) in enumerate(zip(flavors, figures, strict=True))
+                   if not isinstance(u, str) and fig is not None]
         req = ask.request
         # Kueue's flavor fungibility on gpufleet's queues (TryNextFlavor, BorrowingOverPreemption): the first
         # flavor with free quota of its own, else the first the cohort's idle quota makes room in, else the first.
-        landing = next((o for o in options if _fits(req, _minus(o.flavor.nominal, o.flavor.reserved))),
-                       next((o for o in options if _fits(req, o.quota.available)), options[0]))
+        i, landing = next((o for o in options if _fits(req, _minus(o[1].flavor.nominal, o[1].flavor.reserved))),
+                          next((o for o in options if _fits(req, o[1].quota.available)), options[0]))
         borrowed = max(0, landing.flavor.reserved.gpus + req.gpus - landing.flavor.nominal.gpus)
-        names = frozenset(o.flavor.name for o in options)
+        names = frozenset(u.flavor.name for _, u in options)
         # The wait counts the quota the cohort lends as the queue's (what Kueue admits into) and the other
         # queues' use of it (serving) as held GPUs no release accounts for: they end after default_hours.
-        nominal = sum(o.quota.potential.gpus for o in options)
-        releases, used, running = self._releases(worker, cq, names)
-        return _Fit(cq=cq, pool=landing.pool.name, capacity=landing.pool.capacity, cost_usd=landing.usd,
-                    ready_hours=landing.ready_hours, borrowed=borrowed, nominal=nominal, releases=releases,
-                    used=used, running=running)
+        nominal = sum(u.quota.potential.gpus for _, u in options)
+        return (i, borrowed, nominal, *self._releases(worker, cq, names))
 
     def score(self, wl: HubWorkload, worker: str) -> WorkerScore:
         """The worker's score for ``wl``, or why it cannot take it."""
+        return self.scores(wl, (worker,))[0]
+
+    def scores(self, wl: HubWorkload, workers: Sequence[str]) -> tuple[WorkerScore, ...]:
+        """Each worker's score for ``wl`` (the hot loop of a pass: one per Workload and worker), or why it
+        cannot take it: what the worker offers the Workload's shape (:meth:`fit`, memoised) and the wait in
+        its queue behind what Kueue admits first."""
         ask = self.ask(wl)
-        fit = self.fit(wl, ask, worker)
-        if isinstance(fit, WorkerScore):
-            return fit
-        queues = self.queues_of(worker, fit.cq)
-        ahead = queues.ahead(wl, self.virtual.get(worker, {}), self.added.get(worker, ()))
-        releases = fit.releases
-        if (wl.namespace, wl.name) in queues.running_keys:
-            releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != (wl.namespace, wl.name)],
-                                   self.settings.default_hours)
-        wait = releases.wait(fit.nominal, ahead, ask.request.gpus)
-        # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
-        # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
-        ready = wait + fit.ready_hours
+        own = (wl.namespace, wl.name)
+        gpus = ask.request.gpus
+        price = ask.wait_usd_per_hour
         deadline = ask.job.deadline_hours
-        return WorkerScore(worker, True, pool=fit.pool, capacity=fit.capacity, cost_usd=fit.cost_usd,
-                           wait_hours=wait, wait_usd=wait * ask.wait_usd_per_hour, ready_hours=ready,
-                           late=deadline is not None and ready > deadline, borrowed_gpus=fit.borrowed)
+        out: list[WorkerScore] = []
+        for worker in workers:
+            fit = self.fits.get((ask.shape, worker))
+            if fit is None:
+                fit = self.fit(wl, ask, worker)
+            if isinstance(fit, WorkerScore):
+                out.append(fit)
+                continue
+            queues = fit.queues
+            ahead = queues.ahead(wl, self.virtual.get(worker, {}), self.added.get(worker, ()))
+            releases = fit.releases
+            if own in queues.running_keys:
+                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                       self.settings.default_hours)
+            wait = releases.wait(fit.nominal, ahead, gpus)
+            # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
+            # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
+            ready = wait + fit.ready_hours
+            out.append(WorkerScore(worker, True, "", fit.pool, fit.capacity, fit.cost_usd, wait, wait * price, ready,
+                                   deadline is not None and ready > deadline, fit.borrowed))
+        return tuple(out)
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -627,12 +645,18 @@ def _rank_key(s: WorkerScore) -> tuple[bool, float, float, str]:
     return (s.late, round(s.usd, 6), round(s.cost_usd, 6), s.worker)
 
 
-def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
+def _ranked(scores: Sequence[WorkerScore]) -> list[WorkerScore]:
+    """The workers that fit, best first (:func:`_rank_key`; a stable sort, so equal keys keep their order)."""
+    return sorted((s for s in scores if s.fits), key=_rank_key)
+
+
+def _best(ranked: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
+    """The best of ``ranked`` (:func:`_ranked`) not in ``exclude``."""
     skip = set(exclude)
-    return min((s for s in scores if s.fits and s.worker not in skip), key=_rank_key, default=None)
+    return next((s for s in ranked if s.worker not in skip), None)
 
 
-def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
+def _explain(best: WorkerScore, ranked: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
             f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
     if best.borrowed_gpus:
@@ -642,7 +666,7 @@ def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, 
     if deadline is not None:
         text += (f"; ready in {best.ready_hours:,.1f} h, " + (f"after deadline_hours {deadline:g} (no worker meets it)"
                                                               if best.late else f"within deadline_hours {deadline:g}"))
-    runner = min((s for s in scores if s.fits and s.worker != best.worker), key=_rank_key, default=None)
+    runner = next((s for s in ranked if s.worker != best.worker), None)
     if runner is not None:
         text += f"; next {runner.worker} ${runner.usd:,.2f}" + (" (misses the deadline)" if runner.late and
                                                                   not best.late else "")
@@ -743,7 +767,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     for wl in deciding:
         mem = current_memory.get(wl.uid)
         try:
-            scores = tuple(ps.score(wl, k) for k in wl.allowed)
+            scores = ps.scores(wl, wl.allowed)
         except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
             from placement.dispatch.snapshot import problem_text
 
@@ -764,11 +788,12 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             lead = f"nomination of {prev} was cleared (eviction {wl.evictions})"
         else:
             reason, lead = NOMINATED, ""
-        best = _best(scores, tried)
+        ranked = _ranked(scores)
+        best = _best(ranked, tried)
         if best is None and tried:
             # Every worker that fits was tried: start a new round, still avoiding the current one if possible.
             tried = set(current)
-            best = _best(scores, tried) or (_best(scores) if not current else None)
+            best = _best(ranked, tried) or (_best(ranked) if not current else None)
         first_at = mem.first_at if mem is not None and mem.first_at else now
         if best is None:
             if current:
@@ -790,7 +815,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             for n in ps_add:
                 ps.add_virtual(wl, n)
             continue
-        body = _explain(best, scores, wl, settings)
+        body = _explain(best, ranked, wl, settings)
         message = f"{lead}; nominated {body}" if lead else f"nominated {body}"
         new = Memory(nominated=(best.worker,), since=now, tried=frozenset(tried | {best.worker}), first_at=first_at,
                      evictions=wl.evictions)
