@@ -84,6 +84,7 @@ RECALL_ONE_BY_ONE = 8  # Workloads without memory a pass looks up one LIST each;
 RECALL_RETRY_S = 30.0  # after a failed Event LIST, passes go on without it for this long before trying again
 WORKER_TIMEOUT_S = 10.0  # default deadline of one worker's reads (--worker-timeout-seconds)
 PASS_TIMEOUT_S = 60.0  # default deadline of a whole --once pass's reads (--pass-timeout-seconds)
+LATE = "late"  # a read left behind at its deadline (:meth:`Controller._kubeconfigs`)
 STALE_AFTER_S = 600.0  # a worker snapshot older than this is not scored (its reads keep failing)
 
 HUB = {
@@ -289,18 +290,49 @@ class Controller:
                 return text, name
         return None
 
-    def sync_workers(self, *, watch: bool) -> None:
-        """Follow the hub's MultiKueueClusters: connect to new workers, drop removed ones."""
+    def _kubeconfigs(self, mkcs: Mapping[str, Mapping[str, Any]], deadline: float
+                     ) -> dict[str, tuple[str, str] | None | BaseException | str]:
+        """Each worker's kubeconfig Secret (text and Secret name, None when there is none, or what reading it
+        raised), read at once and all by ``deadline`` (``time.monotonic()``). A read still going then (a hub
+        that trickles its answer) is left behind as :data:`LATE`: the pass never waits past its deadline."""
+        out: dict[str, tuple[str, str] | None | BaseException | str] = {}
+
+        def read(key: str, mkc: Mapping[str, Any]) -> None:
+            try:
+                out[key] = self._worker_kubeconfig(mkc)
+            except Exception as exc:
+                out[key] = exc
+
+        threads = {key: threading.Thread(target=read, args=(key, mkc), name=f"secret-{key}", daemon=True)
+                   for key, mkc in mkcs.items()}
+        for t in threads.values():
+            t.start()
+        for key, t in threads.items():
+            t.join(max(deadline - time.monotonic(), 0.0))
+            if t.is_alive():
+                out[key] = LATE
+        return {key: out.get(key) for key in mkcs}
+
+    def sync_workers(self, *, watch: bool, deadline: float | None = None, bound: str = "") -> None:
+        """Follow the hub's MultiKueueClusters: connect to new workers, drop removed ones. The kubeconfig Secrets
+        are read within ``--worker-timeout-seconds`` and by ``deadline`` (``time.monotonic()``, the ``--once``
+        pass's; ``bound`` names it in the message), or the worker waits for the next pass."""
+        own = time.monotonic() + self.options.worker_timeout_s  # a worker's reads, its Secret's included
+        if deadline is None or own < deadline:
+            deadline, bound = own, f"--worker-timeout-seconds ({self.options.worker_timeout_s:g} s)"
         keys = {str((m.get("metadata") or {}).get("name")): m for m in self.hub["multikueueclusters"].items()}
         self._mkc_uids = {k: str(m["metadata"].get("uid") or "") for k, m in keys.items()}
         for key in [k for k in self.workers if k not in keys]:
             self._drop_worker(key)
-        for key, mkc in keys.items():
-            if key in self.workers:
-                continue
+        kubeconfigs = self._kubeconfigs({k: m for k, m in keys.items() if k not in self.workers}, deadline)
+        for key, found in kubeconfigs.items():
             try:
-                found = self._worker_kubeconfig(mkc)
-                if found is None:
+                if found is LATE:
+                    self.worker_errors[key] = f"kubeconfig Secret not read within {bound}: not scored this pass"
+                    continue
+                if isinstance(found, BaseException):
+                    raise found
+                if not isinstance(found, tuple):
                     self.worker_errors[key] = (f"no Secret {ko.dispatch_secret_name(key)} nor the MultiKueueCluster's "
                                                f"kubeconfig Secret in {self.options.namespace}")
                     continue
@@ -648,17 +680,37 @@ class Controller:
 
     # ------------------------------------------------------------------ --once
 
+    def _relist_hub(self, deadline: float) -> None:
+        """List the hub's collections, all by ``deadline`` (``time.monotonic()``): a list still going then (a
+        trickled answer) raises :class:`Unreadable` (the command exits 1), never waits past the pass deadline."""
+        failed: list[BaseException] = []
+
+        def relist() -> None:
+            try:
+                for inf in self.hub.values():
+                    inf.relist(timeout_s=max(deadline - time.monotonic(), 0.01))
+            except BaseException as exc:
+                failed.append(exc)
+
+        t = threading.Thread(target=relist, name="list-hub", daemon=True)
+        t.start()
+        t.join(max(deadline - time.monotonic(), 0.0) + 0.05)
+        if t.is_alive():
+            raise Unreadable(f"no complete answer within --pass-timeout-seconds ({self.options.pass_timeout_s:g} s)")
+        if failed:
+            raise failed[0]
+
     def run_once(self) -> PassResult:
         """List everything once, take the Lease if one is configured and free, and run one pass.
 
         Raises the client's errors when the hub does not answer (the command exits 1). With live prices, asks
         the clouds once first (bounded by their per-call timeouts)."""
         deadline = time.monotonic() + self.options.pass_timeout_s
-        for inf in self.hub.values():
-            inf.relist(timeout_s=max(deadline - time.monotonic(), 0.01))
+        self._relist_hub(deadline)
         if self.prices is not None:
             self.prices.refresh()
-        self.sync_workers(watch=False)
+        self.sync_workers(watch=False, deadline=deadline,
+                          bound=f"--pass-timeout-seconds ({self.options.pass_timeout_s:g} s)")
         self.relist_workers(deadline)
         if self.options.lease and not self.options.dry_run:
             self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,

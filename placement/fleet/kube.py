@@ -44,7 +44,9 @@ def kubeconfig_doc(value: Any, what: str) -> dict[str, Any]:
             raise FleetError(f"{what} is masked: export the outputs with --show-secrets", EXIT_BAD_INPUT)
         try:
             value = parse_yaml(value, what)
-        except UsageError:
+        except UsageError as exc:
+            if "given twice" in str(exc):  # a kubeconfig, but ambiguous: name the key (never a value)
+                raise FleetError(f"{exc}: a kubeconfig names each field once", EXIT_BAD_INPUT) from None
             value = None
     if not isinstance(value, Mapping) or not value.get("clusters"):
         raise FleetError(f"{what} is not a kubeconfig (YAML/JSON with clusters, users, contexts)", EXIT_BAD_INPUT)
