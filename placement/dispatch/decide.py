@@ -45,6 +45,7 @@ from dataclasses import astuple, dataclass, replace
 from placement.catalog import Offer
 from placement.dispatch.model import (
     Admitted,
+    CheckpointHome,
     ClusterQueueState,
     Decision,
     EventOut,
@@ -58,6 +59,8 @@ from placement.dispatch.model import (
     WorkerScore,
     WorkerState,
 )
+from placement.dispatch.move import NO_MOVE, Move, move
+from placement.egress import egress_book
 from placement.engine import Plan, plan, runnable_figures
 from placement.fleet.choose import SINGLE_NODE
 from placement.fleet.stacks import Pool
@@ -413,6 +416,7 @@ class _Pass:
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
                                                                                            int, float], ...]]] = {}
         self.nodes: dict[str, Allocatable] = {}
+        self.moves: dict[tuple[object, ...], Move] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
@@ -590,15 +594,31 @@ class _Pass:
         nominal = sum(u.quota.potential.gpus for _, u in options)
         return (i, borrowed, nominal, *self._releases(worker, cq, names))
 
-    def score(self, wl: HubWorkload, worker: str) -> WorkerScore:
+    def score(self, wl: HubWorkload, worker: str, ran_on: frozenset[str] | None = None) -> WorkerScore:
         """The worker's score for ``wl``, or why it cannot take it."""
-        return self.scores(wl, (worker,))[0]
+        return self.scores(wl, (worker,), ran_on)[0]
 
-    def scores(self, wl: HubWorkload, workers: Sequence[str]) -> tuple[WorkerScore, ...]:
+    def move(self, wl: HubWorkload, job: JobSpec, worker: str) -> Move:
+        """Reading ``wl``'s newest checkpoint from its home on ``worker`` (memoised per home, job throughput and
+        worker region)."""
+        home = wl.checkpoint
+        w = self.workers.get(worker)
+        if home is None or w is None or w.cluster is None:
+            return NO_MOVE
+        key = (home, job.throughput_gbps, w.cluster.cloud, w.cluster.region)
+        hit = self.moves.get(key)
+        if hit is None:
+            hit = self.moves[key] = move(home, w.cluster.cloud, w.cluster.region, job, egress_book())
+        return hit
+
+    def scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
+               ) -> tuple[WorkerScore, ...]:
         """Each worker's score for ``wl`` (the hot loop of a pass: one per Workload and worker), or why it
         cannot take it: what the worker offers the Workload's shape (:meth:`fit`, memoised) and the wait in
-        its queue behind what Kueue admits first."""
+        its queue behind what Kueue admits first. ``ran_on``: for a job with progress (:func:`progress`), the
+        workers that ran it; every other worker's cost and ready time carry the move of its checkpoint."""
         ask = self.ask(wl)
+        moving = ran_on if wl.checkpoint is not None else None
         own = (wl.namespace, wl.name)
         gpus = ask.request.gpus
         price = ask.wait_usd_per_hour
@@ -621,8 +641,13 @@ class _Pass:
             # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
             # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
             ready = wait + fit.ready_hours
-            out.append(WorkerScore(worker, True, "", fit.pool, fit.capacity, fit.cost_usd, wait, wait * price, ready,
-                                   deadline is not None and ready > deadline, fit.borrowed))
+            cost = fit.cost_usd
+            m = NO_MOVE
+            if moving is not None and worker not in moving:
+                m = self.move(wl, ask.job, worker)
+                cost, ready = cost + m.usd, ready + m.hours
+            out.append(WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
+                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours))
         return tuple(out)
 
 
@@ -656,12 +681,16 @@ def _best(ranked: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerS
     return next((s for s in ranked if s.worker not in skip), None)
 
 
-def _explain(best: WorkerScore, ranked: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
+def _explain(best: WorkerScore, ranked: Sequence[WorkerScore], wl: HubWorkload, settings: Settings,
+             ran_on: frozenset[str] | None = None) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
             f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
     if best.borrowed_gpus:
         # Not priced: how often serving reclaims is not known here; an eviction re-routes the job (resume).
         text += f"; borrows {best.borrowed_gpus} GPUs of the cohort's idle quota, which serving may reclaim"
+    home = wl.checkpoint
+    if ran_on is not None and home is not None:
+        text += "; " + _move_text(best, home, ran_on)
     deadline = wl.job.deadline_hours if wl.job is not None else None
     if deadline is not None:
         text += (f"; ready in {best.ready_hours:,.1f} h, " + (f"after deadline_hours {deadline:g} (no worker meets it)"
@@ -673,10 +702,36 @@ def _explain(best: WorkerScore, ranked: Sequence[WorkerScore], wl: HubWorkload, 
     return text
 
 
+def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) -> str:
+    """What moving the job's progress to ``best`` costs (in its score), or that it resumes where it ran."""
+    if best.worker in ran_on:
+        return f"resumes where it ran (its {home.gb:g} GB checkpoint is there and in {home.where}): no move"
+    ran = f"it ran on {', '.join(sorted(ran_on))}" if ran_on else "it ran on a worker not known here"
+    return (f"re-route move: {ran}; its {home.gb:g} GB checkpoint from {home.where} ({home.uri[:200]}) costs "
+            f"${best.move_usd:,.2f} egress and {best.move_hours:.2f} h here, in the cost and the ready time")
+
+
 def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
     if not scores:
         return f"its admission check {wl.check} lists no worker cluster"
     return "; ".join(f"{s.worker}: {s.reason}" for s in scores if not s.fits)
+
+
+def progress(wl: HubWorkload, mem: Memory | None) -> frozenset[str] | None:
+    """The workers ``wl``'s job ran on when it has progress to move (a checkpoint home, and admitted somewhere
+    before: the dispatcher saw it, or the Workload was evicted since); empty when it ran on a worker not known
+    here (then every worker reads the checkpoint from its home); None when there is nothing to move."""
+    if wl.checkpoint is None:
+        return None
+    ran_on = mem.ran_on if mem is not None else frozenset()
+    if ran_on or wl.evictions > 0:
+        return ran_on
+    return None
+
+
+def _ran(mem: Memory | None) -> frozenset[str]:
+    """The workers a Workload ran on, as remembered (kept through every decision about it)."""
+    return mem.ran_on if mem is not None else frozenset()
 
 
 def resume(mem: Memory | None, wl: HubWorkload) -> Memory | None:
@@ -685,7 +740,9 @@ def resume(mem: Memory | None, wl: HubWorkload) -> Memory | None:
     already reset the round; one that recalled ``mem`` from an Event written before it has not."""
     if mem is None or wl.evictions <= mem.evictions or not mem.nominated:
         return mem
-    return replace(mem, nominated=(), tried=frozenset(mem.nominated), first_at=0.0, noted="")
+    # Evicted, so admitted first: the worker then nominated ran it (its progress is there and in its home).
+    return replace(mem, nominated=(), tried=frozenset(mem.nominated), first_at=0.0, noted="",
+                   ran_on=mem.ran_on | frozenset(mem.nominated))
 
 
 def _unreadable(wl: HubWorkload, mem: Memory | None, problem: str, now: float) -> Decision:
@@ -694,7 +751,7 @@ def _unreadable(wl: HubWorkload, mem: Memory | None, problem: str, now: float) -
     noted = note(UNREADABLE, message)
     event = None if mem is not None and mem.noted == noted else EventOut("Warning", UNREADABLE, message)
     new = Memory(nominated=(), since=now, tried=mem.tried if mem is not None else frozenset(), first_at=0.0,
-                 evictions=wl.evictions, noted=noted)
+                 evictions=wl.evictions, noted=noted, ran_on=_ran(mem))
     return Decision(wl, "none", (), UNREADABLE, message, (), event, new)
 
 
@@ -735,7 +792,8 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             admitted.append(Admitted(wl.uid, wl.cluster_name, max(now - mem.first_at, 0.0)))
             decisions.append(Decision(wl, "hold", (wl.cluster_name,), ADMITTED, f"admitted on {wl.cluster_name}",
                                       memory=replace(mem, nominated=(), tried=frozenset({wl.cluster_name}),
-                                                     first_at=0.0, evictions=wl.evictions, noted="")))
+                                                     first_at=0.0, evictions=wl.evictions, noted="",
+                                                     ran_on=mem.ran_on | {wl.cluster_name})))
             continue
         if wl.waiting_reason() is not None:
             continue
@@ -749,7 +807,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 mem = Memory(nominated=wl.nominated, since=since,
                              tried=frozenset(wl.nominated) | (mem.tried if mem is not None else frozenset()),
                              first_at=mem.first_at if mem is not None and mem.first_at else since,
-                             evictions=wl.evictions, noted=mem.noted if mem is not None else "")
+                             evictions=wl.evictions, noted=mem.noted if mem is not None else "", ran_on=_ran(mem))
             valid = all(n in wl.allowed and (w := ps.workers.get(n)) is not None and w.reachable for n in wl.nominated)
             if valid and now - mem.since < settings.deadline_s:
                 holding.append((wl, mem))
@@ -767,7 +825,8 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     for wl in deciding:
         mem = current_memory.get(wl.uid)
         try:
-            scores = ps.scores(wl, wl.allowed)
+            ran_on = progress(wl, mem)
+            scores = ps.scores(wl, wl.allowed, ran_on)
         except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
             from placement.dispatch.snapshot import problem_text
 
@@ -800,7 +859,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 message = f"{lead}; no other worker fits, keeping {', '.join(current)}"
                 noted = note(DEADLINE, ",".join(current))
                 new = Memory(nominated=current, since=now, tried=frozenset(current), first_at=first_at,
-                             evictions=wl.evictions, noted=noted)
+                             evictions=wl.evictions, noted=noted, ran_on=_ran(mem))
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", DEADLINE, message)
                 decisions.append(Decision(wl, "hold", current, DEADLINE, message, scores, event, new))
                 ps_add = current
@@ -808,17 +867,17 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 message = "no worker fits: " + _no_fit(scores, wl)
                 noted = note(NO_FIT, message)
                 new = Memory(nominated=(), since=now, tried=frozenset(tried), first_at=0.0,
-                             evictions=wl.evictions, noted=noted)
+                             evictions=wl.evictions, noted=noted, ran_on=_ran(mem))
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", NO_FIT, message)
                 decisions.append(Decision(wl, "none", (), NO_FIT, message, scores, event, new))
                 ps_add = ()
             for n in ps_add:
                 ps.add_virtual(wl, n)
             continue
-        body = _explain(best, ranked, wl, settings)
+        body = _explain(best, ranked, wl, settings, ran_on)
         message = f"{lead}; nominated {body}" if lead else f"nominated {body}"
         new = Memory(nominated=(best.worker,), since=now, tried=frozenset(tried | {best.worker}), first_at=first_at,
-                     evictions=wl.evictions)
+                     evictions=wl.evictions, ran_on=_ran(mem))
         decisions.append(Decision(wl, "nominate", (best.worker,), reason, message, scores,
                                   EventOut("Warning" if reason == DEADLINE else "Normal", reason, message), new))
         ps.add_virtual(wl, best.worker)
