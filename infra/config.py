@@ -337,6 +337,9 @@ class DispatchConfig:
     resources: Mapping[str, Mapping[str, str]] | None = None
     live: bool = False
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)
+    # A Prometheus server of the user's that scrapes the dispatcher (its observations for `placement calibrate`);
+    # None: the hub installs one (infra.k8s.prometheus).
+    prometheus_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -788,7 +791,7 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     path = "hub.dispatch"
     raw = _mapping(value, path)
     _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
-                        "resources", "live", "serviceAccountAnnotations"}, path)
+                        "resources", "live", "serviceAccountAnnotations", "prometheusUrl"}, path)
     image = raw.get("image")
     if image is not None:
         image = _str(image, f"{path}.image")
@@ -813,7 +816,27 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
         live=_bool(raw.get("live", False), f"{path}.live"),
         service_account_annotations=_annotations(raw.get("serviceAccountAnnotations"),
                                                  f"{path}.serviceAccountAnnotations"),
+        prometheus_url=_prometheus_url(raw.get("prometheusUrl"), f"{path}.prometheusUrl"),
     )
+
+
+def _prometheus_url(value: Any, path: str) -> str | None:
+    """The user's own Prometheus server: an http(s) URL with a host and nothing else (no credentials in it)."""
+    if value is None:
+        return None
+    from urllib.parse import urlsplit
+
+    text = _str(value, path)
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if any(ch.isspace() for ch in text) or parts.scheme not in ("http", "https") or not host or "@" in parts.netloc:
+        raise ConfigError(_key(path), "must be the http(s):// URL of a Prometheus server that scrapes the "
+                                      "dispatcher, such as http://prometheus.monitoring.svc:9090 (no credentials "
+                                      "in it); unset it to have the hub install one")
+    return text
 
 
 def _rfc3339(value: Any, path: str) -> str:

@@ -37,6 +37,7 @@ from infra.k8s import kueue_objects as ko
 from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject
 from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
+from infra.k8s.prometheus import hub_prometheus
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
 
@@ -408,6 +409,9 @@ class MultiKueueHub(pulumi.ComponentResource):
 
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_image: DispatcherImage | None = None
+        # Where the dispatcher's observations are kept (infra.k8s.prometheus), unless the user names a server.
+        self.prometheus = (hub_prometheus(name, cfg.hub.dispatch.prometheus_url, (), self)
+                           if cfg.hub.dispatcher == "External" else None)
         if cfg.hub.dispatcher == "External":
             image: Output[str] | None = None
             if cfg.hub.dispatch.image is None:
