@@ -850,6 +850,8 @@ def _rows(result: PassResult) -> list[dict[str, Any]]:
                                  "wait_hours": _num(s.wait_hours, 3) if s.fits else None,
                                  "ready_hours": _num(s.ready_hours, 3) if s.fits else None,
                                  "meets_deadline": not s.late if s.fits else None,
+                                 "move_usd": _num(s.move_usd, 2) if s.fits else None,
+                                 "move_hours": _num(s.move_hours, 3) if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
 
