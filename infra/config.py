@@ -348,6 +348,9 @@ class DispatchConfig:
     # EKS/GKE in the registry's account/project, whose nodes cannot pull with their own identity); None: node
     # identity. The operator keeps it valid (ECR tokens last 12 hours): docs/kueue-hub.md.
     image_pull_secret: str | None = None
+    # A Prometheus server of the user's that scrapes the dispatcher (its observations for `placement calibrate`);
+    # None: the hub installs one (infra.k8s.prometheus).
+    prometheus_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -868,7 +871,8 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     path = "hub.dispatch"
     raw = _mapping(value, path)
     _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
-                        "resources", "live", "serviceAccountAnnotations", "imagePullSecret"}, path)
+                        "resources", "live", "serviceAccountAnnotations", "imagePullSecret",
+                        "prometheusUrl"}, path)
     pull_secret = _opt_str(raw.get("imagePullSecret"), f"{path}.imagePullSecret")
     if pull_secret is not None and (len(pull_secret) > 253 or not _DNS_SUBDOMAIN.fullmatch(pull_secret)):
         raise ConfigError(_key(f"{path}.imagePullSecret"), f"{shown(pull_secret)} is not a Secret name (a DNS-1123 "
@@ -898,7 +902,27 @@ def _dispatch(value: Any, dispatcher: str) -> DispatchConfig:
         service_account_annotations=_annotations(raw.get("serviceAccountAnnotations"),
                                                  f"{path}.serviceAccountAnnotations"),
         image_pull_secret=pull_secret,
+        prometheus_url=_prometheus_url(raw.get("prometheusUrl"), f"{path}.prometheusUrl"),
     )
+
+
+def _prometheus_url(value: Any, path: str) -> str | None:
+    """The user's own Prometheus server: an http(s) URL with a host and nothing else (no credentials in it)."""
+    if value is None:
+        return None
+    from urllib.parse import urlsplit
+
+    text = _str(value, path)
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if any(ch.isspace() for ch in text) or parts.scheme not in ("http", "https") or not host or "@" in parts.netloc:
+        raise ConfigError(_key(path), "must be the http(s):// URL of a Prometheus server that scrapes the "
+                                      "dispatcher, such as http://prometheus.monitoring.svc:9090 (no credentials "
+                                      "in it); unset it to have the hub install one")
+    return text
 
 
 def _rfc3339(value: Any, path: str) -> str:

@@ -841,6 +841,17 @@ def plan(job: JobSpec, offers: Iterable[Offer], quotas: QuotaTable | None = None
     return Plan(job=job, rows=tuple(runnable), excluded_rows=tuple(excluded), context=ctx)
 
 
+def runnable_figures(p: Plan) -> dict[tuple[int, str], tuple[float, float]]:
+    """``(id(offer), capacity) -> (total USD, ready hours)`` of each runnable candidate of ``p``: the figures
+    :class:`Candidate` gives (``cost.total_usd``, ``ready_hours``), computed alike, without building the
+    candidates (the dispatcher prices every job shape of a pass on every pool and needs nothing else)."""
+    out: dict[tuple[int, str], tuple[float, float]] = {}
+    for r in p.rows:
+        offer, t, compute, ready_h, delay = r[10], r[11], r[14], r[15], r[16]
+        out[(id(offer), str(t.capacity))] = (compute + t.eg + delay, ready_h)
+    return out
+
+
 def _notes(job: JobSpec, c: Candidate) -> tuple[str, ...]:
     offer, cost, qc = c.offer, c.cost, c.quota
     notes = []

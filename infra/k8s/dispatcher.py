@@ -138,8 +138,10 @@ def hub_namespace_rules(worker_keys: Sequence[str]) -> list[dict[str, Any]]:
 
 def worker_reader_rules() -> list[dict[str, Any]]:
     """ClusterRole ``gpufleet-dispatch-reader`` on each worker: list and watch its queues, Workloads and
-    ResourceFlavors (their status comes with them), nothing else."""
-    return [_rule(API_GROUP, ["clusterqueues", "localqueues", "workloads", "resourceflavors"], _LIST_WATCH)]
+    ResourceFlavors (their status comes with them), and its Nodes (read only: the spot node-hours and reclaims
+    the dispatcher observes, placement/dispatch/observe.py), nothing else."""
+    return [_rule(API_GROUP, ["clusterqueues", "localqueues", "workloads", "resourceflavors"], _LIST_WATCH),
+            _rule("", ["nodes"], _LIST_WATCH)]
 
 
 def fleet_entry(outputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, Kue
 from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
 from infra.policy.checks import worker_path
+from infra.k8s.prometheus import hub_prometheus
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
 
@@ -423,6 +424,9 @@ class MultiKueueHub(pulumi.ComponentResource):
 
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_image: DispatcherImage | None = None
+        # Where the dispatcher's observations are kept (infra.k8s.prometheus), unless the user names a server.
+        self.prometheus = (hub_prometheus(name, cfg.hub.dispatch.prometheus_url, (), self)
+                           if cfg.hub.dispatcher == "External" else None)
         if cfg.hub.dispatcher == "External":
             image: Output[str] | None = None
             if cfg.hub.dispatch.image is None:

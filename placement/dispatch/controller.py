@@ -36,6 +36,7 @@ worker that misses it is stale for the pass, never waited on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -52,6 +53,7 @@ from placement.dispatch import snapshot
 from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, UNREADABLE, decide
 from placement.dispatch.leader import Elector
 from placement.dispatch.model import Decision, HubWorkload, Memory, PassResult, Pricing, Settings, WorkerState
+from placement.dispatch.observe import NodeTally, SpotNode, observe_nodes, queue_events, spot_node, spot_nodes
 from placement.dispatch.telemetry import Metrics
 from placement.fleet.errors import FleetError
 from placement.fleet.kube import (
@@ -84,6 +86,7 @@ RECALL_ONE_BY_ONE = 8  # Workloads without memory a pass looks up one LIST each;
 RECALL_RETRY_S = 30.0  # after a failed Event LIST, passes go on without it for this long before trying again
 WORKER_TIMEOUT_S = 10.0  # default deadline of one worker's reads (--worker-timeout-seconds)
 PASS_TIMEOUT_S = 60.0  # default deadline of a whole --once pass's reads (--pass-timeout-seconds)
+LATE = "late"  # a read left behind at its deadline (:meth:`Controller._kubeconfigs`)
 STALE_AFTER_S = 600.0  # a worker snapshot older than this is not scored (its reads keep failing)
 
 HUB = {
@@ -97,6 +100,9 @@ HUB = {
 }
 WORKER = {plural: Resource(KUEUE_GROUP, KUEUE_VERSION, plural)
           for plural in ("clusterqueues", "localqueues", "workloads", "resourceflavors")}
+# Observed for the plans (placement/dispatch/observe.py), never needed to decide: a worker whose nodes cannot be
+# read is still scored, only not observed.
+NODES = Resource("", "v1", "nodes")
 
 
 @dataclass(frozen=True)
@@ -127,11 +133,13 @@ def _now_rfc3339() -> str:
 class _Worker:
     """A worker's client and its informers."""
 
-    def __init__(self, key: str, api: Any, source: str, informers: dict[str, Informer]) -> None:
+    def __init__(self, key: str, api: Any, source: str, informers: dict[str, Informer],
+                 nodes: Informer | None = None) -> None:
         self.key = key
         self.api = api
         self.source = source  # the Secret its kubeconfig came from
         self.informers = informers
+        self.nodes = nodes  # its Nodes, observed (spot node-hours and reclaims), not used to decide
         self.threads: list[threading.Thread] = []
         self.stop = threading.Event()
         self.connected_at = time.monotonic()
@@ -171,6 +179,14 @@ class Controller:
         self.worker_conditions: dict[str, str] = {}  # worker -> WorkerUnreadable message (this pass)
         self.last_pass_leading = False  # whether the last pass ran as the leader (so could write)
         self._worker_noted: dict[str, str] = {}  # worker -> the problem last recorded as an Event on it
+        # Observation (observe()): per worker its last spot-node tally, the spot nodes deleted since, the gauge
+        # label sets shown; what was counted (so not again), and since when (a restart does not count again).
+        self._observed_lock = threading.Lock()
+        self._tallies: dict[str, NodeTally] = {}
+        self._deleted: dict[str, list[SpotNode]] = {}
+        self._gauged: dict[str, set[tuple[str, str]]] = {}
+        self._counted: set[str] = set()
+        self._observe_since = clock()
         self._mkc_uids: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -289,18 +305,53 @@ class Controller:
                 return text, name
         return None
 
-    def sync_workers(self, *, watch: bool) -> None:
-        """Follow the hub's MultiKueueClusters: connect to new workers, drop removed ones."""
+    def _kubeconfigs(self, mkcs: Mapping[str, Mapping[str, Any]], deadline: float
+                     ) -> dict[str, tuple[str, str] | None | BaseException | str]:
+        """Each worker's kubeconfig Secret (text and Secret name, None when there is none, or what reading it
+        raised), read at once and all by ``deadline`` (``time.monotonic()``). A read still going then (a hub
+        that trickles its answer) is left behind as :data:`LATE`: the pass never waits past its deadline."""
+        out: dict[str, tuple[str, str] | None | BaseException | str] = {}
+
+        def read(key: str, mkc: Mapping[str, Any]) -> None:
+            try:
+                out[key] = self._worker_kubeconfig(mkc)
+            except Exception as exc:
+                out[key] = exc
+
+        threads = {key: threading.Thread(target=read, args=(key, mkc), name=f"secret-{key}", daemon=True)
+                   for key, mkc in mkcs.items()}
+        for t in threads.values():
+            t.start()
+        for key, t in threads.items():
+            t.join(max(deadline - time.monotonic(), 0.0))
+            if t.is_alive():
+                out[key] = LATE
+        return {key: out.get(key) for key in mkcs}
+
+    def sync_workers(self, *, watch: bool, deadline: float | None = None, bound: str = "") -> None:
+        """Follow the hub's MultiKueueClusters: connect to new workers, drop removed ones. The kubeconfig Secrets
+        are read within ``--worker-timeout-seconds`` and by ``deadline`` (``time.monotonic()``, the ``--once``
+        pass's; ``bound`` names it in the message), or the worker waits for the next pass."""
+        # The client's API module, imported before the clock starts: its first import compiles a large module,
+        # which is this process's time, not the hub's answer, and must not count against the reads' deadline.
+        from kubernetes.client import CoreV1Api  # noqa: F401
+
+        own = time.monotonic() + self.options.worker_timeout_s  # a worker's reads, its Secret's included
+        if deadline is None or own < deadline:
+            deadline, bound = own, f"--worker-timeout-seconds ({self.options.worker_timeout_s:g} s)"
         keys = {str((m.get("metadata") or {}).get("name")): m for m in self.hub["multikueueclusters"].items()}
         self._mkc_uids = {k: str(m["metadata"].get("uid") or "") for k, m in keys.items()}
         for key in [k for k in self.workers if k not in keys]:
             self._drop_worker(key)
-        for key, mkc in keys.items():
-            if key in self.workers:
-                continue
+        kubeconfigs = self._kubeconfigs({k: m for k, m in keys.items() if k not in self.workers}, deadline)
+        for key, found in kubeconfigs.items():
             try:
-                found = self._worker_kubeconfig(mkc)
-                if found is None:
+                if found is LATE:
+                    self.worker_errors[key] = f"kubeconfig Secret not read within {bound}: not scored this pass"
+                    continue
+                if isinstance(found, BaseException):
+                    raise found
+                if not isinstance(found, tuple):
                     self.worker_errors[key] = (f"no Secret {ko.dispatch_secret_name(key)} nor the MultiKueueCluster's "
                                                f"kubeconfig Secret in {self.options.namespace}")
                     continue
@@ -316,13 +367,17 @@ class Controller:
             informers = {p: Informer(api, res, on_change=self._kick.set, watch_timeout_s=self.options.watch_timeout_s,
                                      name=f"{key}/{p}", list_timeout_s=self.options.worker_timeout_s)
                          for p, res in WORKER.items()}
-            w = _Worker(key, api, source, informers)
+            nodes = Informer(api, NODES, watch_timeout_s=self.options.watch_timeout_s, name=f"{key}/nodes",
+                             list_timeout_s=self.options.worker_timeout_s,
+                             on_delete=functools.partial(self._node_deleted, key))
+            w = _Worker(key, api, source, informers, nodes)
             self.workers[key] = w
             self.worker_errors.pop(key, None)
             log.info("worker connected", extra={"worker": key, "secret": source})
             if watch:
                 for p, inf in informers.items():
                     self._spawn(inf.run, f"{key}-{p}", w.stop, into=w.threads)
+                self._spawn(nodes.run, f"{key}-nodes", w.stop, into=w.threads)
 
     def _relist_worker(self, w: _Worker, deadline: float) -> None:
         """List the worker's four collections, all within ``deadline`` (``time.monotonic()``)."""
@@ -342,21 +397,39 @@ class Controller:
             for inf in w.informers.values():
                 inf.last_error = redact(err)
 
+    @staticmethod
+    def _relist_nodes(w: _Worker, deadline: float) -> None:
+        """List the worker's Nodes within ``deadline``; a failure only leaves it unobserved for the pass."""
+        if w.nodes is None:
+            return
+        try:
+            w.nodes.relist(timeout_s=max(deadline - time.monotonic(), 0.01))
+        except Exception as exc:
+            w.nodes.last_error = redact(f"HTTP {exc.status}: {api_message(exc)}" if hasattr(exc, "status")
+                                        else exc.__class__.__name__)
+
     def relist_workers(self, deadline: float) -> None:
         """List every worker at once, each within ``--worker-timeout-seconds`` and all before ``deadline``: a
-        worker that has not answered by then is stale for this pass (not scored), never waited on."""
+        worker that has not answered by then is stale for this pass (not scored), never waited on. Its Nodes
+        (observed, not scored) are listed beside, within the same deadline."""
         started = time.monotonic()
         threads = {}
+        observers = []
         for w in self.workers.values():
             own = min(started + self.options.worker_timeout_s, deadline)
             t = threading.Thread(target=self._relist_worker, args=(w, own), name=f"list-{w.key}", daemon=True)
             t.start()
             threads[w.key] = (t, own)
+            n = threading.Thread(target=self._relist_nodes, args=(w, own), name=f"nodes-{w.key}", daemon=True)
+            n.start()
+            observers.append((n, own))
         for key, (t, own) in threads.items():
             t.join(max(own - time.monotonic(), 0.0) + 0.05)
             if t.is_alive():
                 self.workers[key].stale = (f"no answer within {self.options.worker_timeout_s:g} s: stale, not scored "
                                            "this pass")
+        for n, own in observers:
+            n.join(max(own - time.monotonic(), 0.0) + 0.05)
 
     def _drop_worker(self, key: str) -> None:
         w = self.workers.pop(key, None)
@@ -365,6 +438,9 @@ class Controller:
         w.stop.set()
         for inf in w.informers.values():
             inf.stop()
+        if w.nodes is not None:
+            w.nodes.stop()
+        self._tallies.pop(key, None)
 
     # ------------------------------------------------------------------ one pass
 
@@ -455,6 +531,8 @@ class Controller:
         with self._lock:
             started = time.perf_counter()
             workloads, raw, workers = self.snapshots()
+            if self.leading():
+                self.observe()
             self.recall(workloads)
             pricing = self.pricing()
             self.last_pass_leading = not self.options.dry_run and self.leading()
@@ -473,6 +551,61 @@ class Controller:
             self.last_result = result
             self.metrics.pass_seconds.observe(time.perf_counter() - started)
             return result
+
+    # ------------------------------------------------------------------ observation (issue 26)
+
+    def _node_deleted(self, key: str, obj: Mapping[str, Any]) -> None:
+        """A worker's watch reported a Node deleted: kept (as it was last) for the next observation."""
+        node = spot_node(obj)
+        if node is not None:
+            with self._observed_lock:
+                self._deleted.setdefault(key, []).append(node)
+
+    def observe(self) -> None:
+        """Count what the workers show for the plans (:mod:`placement.dispatch.observe`): spot nodes, their
+        node-seconds and reclaims, provisioning failures and admission waits. Only the leader counts (its
+        counters are the fleet's); a worker that is stale or whose Nodes cannot be read is not observed, and
+        adds no node-seconds across the gap."""
+        now = self.clock()
+        counted: set[str] = set()
+        for key, w in list(self.workers.items()):
+            cluster = self.fleet.get(key)
+            cloud, region = (cluster.cloud, cluster.region) if cluster is not None else ("unknown", "unknown")
+            label = redact(key)[:63]
+            with self._observed_lock:
+                deleted = self._deleted.pop(key, [])
+            nodes = w.nodes
+            fresh = nodes is not None and nodes.synced and time.monotonic() - nodes.last_ok <= self._stale_after()
+            if nodes is None or not fresh or w.stale:
+                self._tallies.pop(key, None)
+            else:
+                obs, self._tallies[key] = observe_nodes(self._tallies.get(key), spot_nodes(nodes.items()), now,
+                                                        deleted, max_gap_s=self._stale_after())
+                shown = self._gauged.get(key, set())
+                for where in shown - set(obs.current):
+                    self.metrics.spot_nodes.labels(label, cloud, region, *where).set(0)
+                for where, n in obs.current.items():
+                    self.metrics.spot_nodes.labels(label, cloud, region, *where).set(n)
+                self._gauged[key] = shown | set(obs.current)
+                for where, seconds in obs.node_seconds.items():
+                    self.metrics.spot_node_seconds.labels(label, cloud, region, *where).inc(seconds)
+                for where, n in obs.reclaims.items():
+                    self.metrics.spot_reclaims.labels(label, cloud, region, *where).inc(n)
+            if w.stale or not w.informers["workloads"].synced:
+                counted |= {k for k in self._counted if k.startswith(f"{key}|")}
+                continue
+            found = queue_events(w.informers["workloads"].items(), self._observe_since)
+            for reason, k in found.failures:
+                mark = f"{key}|{k}"
+                if mark not in self._counted:
+                    self.metrics.provisioning_failures.labels(label, reason).inc()
+                counted.add(mark)
+            for k, queue, seconds in found.waits:
+                mark = f"{key}|{k}"
+                if mark not in self._counted:
+                    self.metrics.admission_wait.labels(label, redact(queue)[:63]).observe(seconds)
+                counted.add(mark)
+        self._counted = counted  # what is still to be seen again: bounded by the workers' Workloads
 
     def recall(self, workloads: Sequence[HubWorkload]) -> None:
         """Resume from Events what this replica does not remember: on start and on becoming leader, every
@@ -648,17 +781,37 @@ class Controller:
 
     # ------------------------------------------------------------------ --once
 
+    def _relist_hub(self, deadline: float) -> None:
+        """List the hub's collections, all by ``deadline`` (``time.monotonic()``): a list still going then (a
+        trickled answer) raises :class:`Unreadable` (the command exits 1), never waits past the pass deadline."""
+        failed: list[BaseException] = []
+
+        def relist() -> None:
+            try:
+                for inf in self.hub.values():
+                    inf.relist(timeout_s=max(deadline - time.monotonic(), 0.01))
+            except BaseException as exc:
+                failed.append(exc)
+
+        t = threading.Thread(target=relist, name="list-hub", daemon=True)
+        t.start()
+        t.join(max(deadline - time.monotonic(), 0.0) + 0.05)
+        if t.is_alive():
+            raise Unreadable(f"no complete answer within --pass-timeout-seconds ({self.options.pass_timeout_s:g} s)")
+        if failed:
+            raise failed[0]
+
     def run_once(self) -> PassResult:
         """List everything once, take the Lease if one is configured and free, and run one pass.
 
         Raises the client's errors when the hub does not answer (the command exits 1). With live prices, asks
         the clouds once first (bounded by their per-call timeouts)."""
         deadline = time.monotonic() + self.options.pass_timeout_s
-        for inf in self.hub.values():
-            inf.relist(timeout_s=max(deadline - time.monotonic(), 0.01))
+        self._relist_hub(deadline)
         if self.prices is not None:
             self.prices.refresh()
-        self.sync_workers(watch=False)
+        self.sync_workers(watch=False, deadline=deadline,
+                          bound=f"--pass-timeout-seconds ({self.options.pass_timeout_s:g} s)")
         self.relist_workers(deadline)
         if self.options.lease and not self.options.dry_run:
             self.elector = Elector(self.hub_api, self.options.lease, self.options.namespace, self.options.identity,
@@ -697,6 +850,8 @@ def _rows(result: PassResult) -> list[dict[str, Any]]:
                                  "wait_hours": _num(s.wait_hours, 3) if s.fits else None,
                                  "ready_hours": _num(s.ready_hours, 3) if s.fits else None,
                                  "meets_deadline": not s.late if s.fits else None,
+                                 "move_usd": _num(s.move_usd, 2) if s.fits else None,
+                                 "move_hours": _num(s.move_hours, 3) if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
 

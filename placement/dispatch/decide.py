@@ -46,6 +46,7 @@ from typing import Any
 from placement.catalog import Offer
 from placement.dispatch.model import (
     Admitted,
+    CheckpointHome,
     ClusterQueueState,
     Decision,
     EventOut,
@@ -59,12 +60,14 @@ from placement.dispatch.model import (
     WorkerScore,
     WorkerState,
 )
-from placement.engine import Candidate, plan
+from placement.dispatch.move import NO_MOVE, Move, move
+from placement.egress import egress_book
+from placement.engine import Plan, plan, runnable_figures
 from placement.fleet.choose import SINGLE_NODE
 from placement.fleet.stacks import Pool
 from placement.jobspec import JobSpec
 from placement.kueue import Allocatable, allocatable
-from placement.shapes import Shape, shape_book
+from placement.shapes import shape_book
 
 NOMINATED, RENOMINATED, DEADLINE, NO_FIT, WAITING, ADMITTED, UNREADABLE = (
     "Nominated", "Renominated", "DeadlinePassed", "NoWorkerFits", "Waiting", "Admitted", "Unreadable")
@@ -115,31 +118,52 @@ def expected_wait_hours(nominal: int, used: int, ahead: Sequence[tuple[int, floa
     lowers the wait.
     """
     backlog = ahead if isinstance(ahead, Backlog) else Backlog(ahead)
-    rel = sorted(releases, key=lambda r: r[1])
-    known = sum(g for g, _ in rel)
-    if used > known:
-        bisect.insort(rel, (used - known, default_hours), key=lambda r: r[1])
-    used = max(used, known)
-    deficit = backlog.total + need + used - nominal
-    if deficit <= 0:
-        return 0.0
-    freed, last = 0, 0.0
-    for gpus, hours in rel:
-        freed += gpus
-        last = max(last, hours)
-        if freed >= deficit:
-            return max(hours, 0.0)
-    return last + backlog.work_of_first(deficit - freed) / max(nominal, 1)
+    return Releases.of(used, releases, default_hours).wait(nominal, backlog, need)
+
+
+class Releases:
+    """The running workloads of some flavors in the order they end, ready for :meth:`wait`: ``ends``
+    ``(gpus, hours left)`` sorted by hours (held GPUs no release accounts for end after the default hours),
+    ``freed`` their running GPU sums, ``used`` the GPUs held. Built once per worker and job shape in a pass,
+    then asked for the wait of each Workload of that shape."""
+
+    def __init__(self, ends: Sequence[tuple[int, float]], used: int) -> None:
+        self.ends = tuple(ends)
+        self.used = used
+        freed, self.freed = 0, []
+        for g, _ in self.ends:
+            freed += g
+            self.freed.append(freed)
+        # The last end (0 if none), as a walk over ``ends`` that starts at 0 and keeps the maximum finds it.
+        self.last = max([0.0, *(h for _, h in self.ends)])
+
+    @classmethod
+    def of(cls, used: int, releases: Iterable[tuple[int, float]], default_hours: float) -> Releases:
+        rel = sorted(releases, key=lambda r: r[1])
+        known = sum(g for g, _ in rel)
+        if used > known:
+            bisect.insort(rel, (used - known, default_hours), key=lambda r: r[1])
+        return cls(rel, max(used, known))
+
+    def wait(self, nominal: int, backlog: Backlog, need: int) -> float:
+        """:func:`expected_wait_hours` for ``need`` GPUs behind ``backlog`` in ``nominal`` GPUs of quota."""
+        deficit = backlog.total + need + self.used - nominal
+        if deficit <= 0:
+            return 0.0
+        i = bisect.bisect_left(self.freed, deficit)
+        if i < len(self.freed):
+            return max(self.ends[i][1], 0.0)
+        return self.last + backlog.work_of_first(deficit - (self.freed[-1] if self.freed else 0)) / max(nominal, 1)
 
 
 @dataclass(frozen=True)
-class _Option:
-    """A flavor of a worker the job may use, priced."""
+class _Usable:
+    """A flavor of a worker a job shape may use before pricing: its pool, quota and the offer that prices it."""
 
     flavor: FlavorState
     pool: Pool
-    candidate: Candidate
     quota: FlavorQuota
+    offer: Offer
 
 
 class _Costs:
@@ -171,9 +195,11 @@ class _Costs:
                                                                     JobSpec.interruptions_per_hour), strict=True))
             self.pool_offer = {k: swap[id(o)] for k, o in self.pool_offer.items()}
             self.offers = tuple(swap.values())
-        self._memo: dict[JobSpec, tuple[dict[tuple[int, str], Candidate], dict[tuple[int, str], str]]] = {}
+        self._memo: dict[JobSpec, _Priced] = {}
 
-    def of(self, job: JobSpec) -> tuple[dict[tuple[int, str], Candidate], dict[tuple[int, str], str]]:
+    def of(self, job: JobSpec) -> _Priced:
+        """The engine's candidates for ``job``. Its name prices nothing, so Workloads that differ only in their
+        names share one plan (callers pass the job under :func:`_cost_key`)."""
         hit = self._memo.get(job)
         if hit is None:
             if self.calibration is not None:
@@ -182,11 +208,28 @@ class _Costs:
                 p = plan(calibrated_job(self.calibration, job), self.offers)
             else:
                 p = plan(job, self.offers)
-            runnable: dict[tuple[int, str], Candidate] = {(id(c.offer), str(c.capacity)): c for c in p.ranked}
-            excluded: dict[tuple[int, str], str] = {(id(c.offer), str(c.capacity)): str(c.excluded)
-                                                    for c in p.excluded}
-            hit = self._memo[job] = (runnable, excluded)
+            hit = self._memo[job] = _Priced(p)
         return hit
+
+
+def _cost_key(job: JobSpec) -> JobSpec:
+    """``job`` as the engine prices it: without its name (nothing in a plan's figures depends on it)."""
+    return replace(job, name="") if job.name else job
+
+
+class _Priced:
+    """One plan's candidates by (offer, capacity): the runnable ones at once, why the others are excluded on
+    first need (building every excluded candidate is most of a plan's cost)."""
+
+    def __init__(self, p: Plan) -> None:
+        self.plan = p
+        self.runnable = runnable_figures(p)  # (offer id, capacity) -> (total USD, ready hours)
+        self._excluded: dict[tuple[int, str], str] | None = None
+
+    def excluded(self, key: tuple[int, str]) -> str:
+        if self._excluded is None:
+            self._excluded = {(id(c.offer), str(c.capacity)): str(c.excluded) for c in self.plan.excluded}
+        return self._excluded.get(key, "not priced")
 
 
 def _fits(a: Allocatable, b: Allocatable) -> bool:
@@ -277,6 +320,7 @@ class _Queues:
                 self.running.append(q)
             else:
                 by_prio[q.priority].append(q)
+        self.running_keys = frozenset((q.namespace, q.name) for q in self.running)
         self.prios = sorted(by_prio, reverse=True)
         self.created: dict[int, list[float]] = {}
         self.rows: dict[int, list[tuple[int, float]]] = {}
@@ -284,24 +328,84 @@ class _Queues:
             rows.sort(key=lambda q: (q.created, q.namespace, q.name))
             self.created[p] = [q.created for q in rows]
             self.rows[p] = [(q.gpus, q.hours if q.hours is not None else default_hours) for q in rows]
+        # (priority, pending rows of that priority ahead) -> [virtual additions seen, the backlog then].
+        self._ahead: dict[tuple[int, int], tuple[int, Backlog]] = {}
 
-    def ahead(self, wl: HubWorkload, virtual: Mapping[int, list[tuple[int, float]]]) -> Backlog:
+    def ahead(self, wl: HubWorkload, virtual: Mapping[int, list[tuple[int, float]]],
+              added: Sequence[tuple[int, int, float]] = ()) -> Backlog:
         """What Kueue admits before ``wl`` (BestEffortFIFO: priority, then creation): this queue's pending
-        workloads, then those nominated here in this pass and not yet copied, priority by priority."""
+        workloads, then those nominated here in this pass and not yet copied, priority by priority.
+
+        ``added``: every ``(priority, GPUs, hours)`` put in ``virtual`` so far, in order. The backlog of a
+        (priority, place in it) is kept: a Workload nominated since at that same priority only extends it (it
+        comes last), one of a lower priority does not change it; one of a higher priority rebuilds it."""
         own = self.names.get((wl.namespace, wl.name))
         own_created = own.created if own is not None and not own.admitted else math.inf
+        prio = wl.priority
+        rows = self.rows.get(prio, [])
+        cut = bisect.bisect_left(self.created[prio], own_created) if rows else 0
+        hit = self._ahead.get((prio, cut))
+        if hit is not None:
+            seen, backlog = hit
+            for p, g, h in added[seen:]:
+                if p > prio:
+                    break
+                if p == prio:
+                    backlog.add(g, h)
+            else:
+                self._ahead[(prio, cut)] = (len(added), backlog)
+                return backlog
         backlog = Backlog()
         for p in sorted(set(self.prios) | set(virtual), reverse=True):
-            if p < wl.priority:
+            if p < prio:
                 break
             rows = self.rows.get(p, [])
-            if p == wl.priority and rows:
-                rows = rows[:bisect.bisect_left(self.created[p], own_created)]
+            if p == prio and rows:
+                rows = rows[:cut]
             for g, h in rows:
                 backlog.add(g, h)
             for g, h in virtual.get(p, ()):
                 backlog.add(g, h)
+        self._ahead[(prio, cut)] = (len(added), backlog)
         return backlog
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What one Workload asks of every worker, worked out once per pass: its job (or the synthetic one), what it
+    requests, the id of its shape (Workloads of one shape get the same answer from a worker, but for their
+    place in its queue) and the price of an hour of its waiting."""
+
+    job: JobSpec
+    cost_key: JobSpec  # the job as the engine prices it (:func:`_cost_key`)
+    request: Allocatable
+    shape: int
+    place: int  # the id of what decides which flavors of a worker it may use (not its price)
+    wait_usd_per_hour: float
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """What a worker offers a job shape, the same for every Workload of that shape in a pass: the flavor Kueue
+    would admit it to (``pool``, ``capacity``, the engine's cost and ready hours there), the GPUs it borrows,
+    and the quota and running work of the flavors it may use (for the wait)."""
+
+    cq: ClusterQueueState
+    queues: _Queues
+    pool: str
+    capacity: str
+    cost_usd: float
+    ready_hours: float
+    borrowed: int
+    nominal: int
+    releases: Releases
+    # For a Workload that is itself one of the running ones (left out of its own releases): the raw figures.
+    used: int
+    running: tuple[tuple[tuple[str, str], int, float], ...]
+
+
+# (index of the landing flavor, GPUs borrowed there, nominal GPUs, releases, GPUs held, running workloads).
+_Landing = tuple[int, int, int, Releases, int, tuple[tuple[tuple[str, str], int, float], ...]]
 
 
 class _Pass:
@@ -314,8 +418,20 @@ class _Pass:
         self.queues: dict[tuple[str, str], _Queues] = {}
         # Per (worker, ClusterQueue, flavor): the worker's queues do not change during a pass.
         self.quotas: dict[tuple[str, str, str], FlavorQuota] = {}
-        # Workloads nominated to a worker whose copy it does not list yet: worker -> priority -> (GPUs, hours).
+        # Workloads nominated to a worker whose copy it does not list yet: worker -> priority -> (GPUs, hours),
+        # and in the order they were added: worker -> (priority, GPUs, hours).
         self.virtual: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+        self.added: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
+        self.asks: dict[int, _Ask] = {}  # by the id() of the HubWorkload, which the pass's caller holds
+        self.shapes: dict[tuple[object, ...], int] = {}
+        self.places: dict[tuple[object, ...], int] = {}
+        self.fits: dict[tuple[int, str], _Fit | WorkerScore] = {}
+        self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
+        self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
+        self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
+                                                                                           int, float], ...]]] = {}
+        self.nodes: dict[str, Allocatable] = {}
+        self.moves: dict[tuple[object, ...], Move] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
@@ -331,106 +447,223 @@ class _Pass:
         cq = w.cluster_queues.get(cq_name or "")
         if cq is not None and (wl.namespace, wl.name) in self.queues_of(worker, cq).names:
             return  # Kueue has copied it there already: the worker's own list counts it
-        self.virtual[worker][wl.priority].append((wl.request.gpus, self.job_of(wl).hours))
+        ask = self.ask(wl)
+        row = (ask.request.gpus, ask.job.hours)
+        self.virtual[worker][wl.priority].append(row)
+        self.added[worker].append((wl.priority, *row))
 
     def job_of(self, wl: HubWorkload) -> JobSpec:
-        return wl.job if wl.job is not None else synthetic_job(wl, self.settings.default_hours)
+        return self.ask(wl).job
 
-    def _flavor_reason(self, wl: HubWorkload, job: JobSpec, w: WorkerState, f: FlavorState, quota: FlavorQuota,
-                       pools: Mapping[str, Pool]) -> tuple[str | None, Pool | None, Shape | None]:
+    def ask(self, wl: HubWorkload) -> _Ask:
+        hit = self.asks.get(id(wl))
+        if hit is None:
+            job = wl.job if wl.job is not None else synthetic_job(wl, self.settings.default_hours)
+            cost_key = _cost_key(job)
+            shape = (cost_key, wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
+            sid = self.shapes.setdefault(shape, len(self.shapes))
+            place = (wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
+                     job.capacities(), job.allow_clouds, job.deny_clouds, job.allow_regions, job.deny_regions)
+            pid = self.places.setdefault(place, len(self.places))
+            hit = self.asks[id(wl)] = _Ask(job, cost_key, wl.request, sid, pid, wait_usd_per_hour(wl, self.settings))
+        return hit
+
+    def _flavor_reason(self, wl: HubWorkload, ask: _Ask, f: FlavorState, quota: FlavorQuota,
+                       pools: Mapping[str, Pool]) -> tuple[str | None, Pool | None]:
+        job = ask.job
         pool = pools.get(f.pool or "")
         if pool is None:
-            return f"flavor {f.name}: pool {f.pool} not in the fleet file", None, None
+            return f"flavor {f.name}: pool {f.pool} not in the fleet file", None
         for n in wl.needs:
             if n.pools is not None and pool.name not in n.pools:
-                return f"pool {pool.name} outside the job's pool affinity", None, None
+                return f"pool {pool.name} outside the job's pool affinity", None
         shape = self.book.get(pool.instance_type)
         if shape is None:
-            return f"pool {pool.name}: unknown instance type {pool.instance_type}", None, None
+            return f"pool {pool.name}: unknown instance type {pool.instance_type}", None
         if shape.accelerator not in job.accelerators:
-            return f"pool {pool.name}: {shape.accelerator} not accepted", None, None
+            return f"pool {pool.name}: {shape.accelerator} not accepted", None
         if pool.capacity not in job.capacities():
-            return f"pool {pool.name}: {pool.capacity} not accepted", None, None
+            return f"pool {pool.name}: {pool.capacity} not accepted", None
         if wl.group and wl.group != SINGLE_NODE and shape.fabric != wl.group:
-            return f"pool {pool.name}: fabric {shape.fabric}, the job needs {wl.group}", None, None
-        node = allocatable(shape)
+            return f"pool {pool.name}: fabric {shape.fabric}, the job needs {wl.group}", None
+        node = self.nodes.get(shape.name)
+        if node is None:
+            node = self.nodes[shape.name] = allocatable(shape)
         for n in wl.needs:
             if not _fits(n.per_pod, node):
-                return f"pool {pool.name}: a {n.name} pod does not fit one {shape.name} node", None, None
-        if not _fits(wl.request, quota.potential):
+                return f"pool {pool.name}: a {n.name} pod does not fit one {shape.name} node", None
+        if not _fits(ask.request, quota.potential):
             # Kueue's "exceeds max quota": never admitted there, however long the job waits.
             lent = quota.potential.gpus - f.nominal.gpus
             return (f"flavor {f.name}: at most {quota.potential.gpus} GPUs (nominal quota {f.nominal.gpus}"
                     + (f" + {lent} its cohort lends" if lent > 0 else "")
-                    + f") cannot hold the job's {wl.request.gpus}"), None, None
-        return None, pool, shape
+                    + f") cannot hold the job's {ask.request.gpus}"), None
+        return None, pool
 
-    def score(self, wl: HubWorkload, worker: str) -> WorkerScore:
-        """The worker's score for ``wl``, or why it cannot take it."""
+    def fit(self, wl: HubWorkload, ask: _Ask, worker: str) -> _Fit | WorkerScore:
+        """What ``worker`` offers ``wl``'s shape (memoised per shape and worker), or why it cannot take it."""
+        key = (ask.shape, worker)
+        hit = self.fits.get(key)
+        if hit is None:
+            hit = self.fits[key] = self._fit(wl, ask, worker)
+        return hit
+
+    def _usable(self, wl: HubWorkload, ask: _Ask, worker: str
+                ) -> tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore:
+        """The worker's ClusterQueue for ``wl`` and, flavor by flavor in its order, what ``wl``'s shape may use
+        (or why not), memoised per worker and what decides it (:attr:`_Ask.place`); or why no flavor at all."""
+        key = (ask.place, worker)
+        hit = self.usable.get(key)
+        if hit is not None:
+            return hit
+        out: tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore
         if wl.group_workers is not None and worker not in wl.group_workers:
-            return WorkerScore(worker, False, f"not in the job's {wl.group or 'fabric'} group")
-        w = self.workers.get(worker)
-        if w is None or w.cluster is None:
-            return WorkerScore(worker, False, "not in the fleet file")
-        if not w.reachable:
-            return WorkerScore(worker, False, f"unreachable: {w.error or 'no answer'}")
-        cq_name = w.local_queues.get((wl.namespace, wl.queue_name))
-        if cq_name is None:
-            return WorkerScore(worker, False, f"no LocalQueue {wl.queue_name} in {wl.namespace}")
-        cq = w.cluster_queues.get(cq_name)
-        if cq is None:
-            return WorkerScore(worker, False, f"ClusterQueue {cq_name} not found")
-        job = self.job_of(wl)
-        reason = job.allows(w.cluster.cloud, w.cluster.region)
-        if reason:
-            return WorkerScore(worker, False, reason)
-        pools = {p.name: p for p in w.cluster.pools}
-        runnable, excluded = self.costs.of(job)
-        options: list[_Option] = []
-        reasons: list[str] = []
-        for f in cq.flavors:
-            quota = self.quotas.get((worker, cq.name, f.name))
-            if quota is None:
-                quota = self.quotas[(worker, cq.name, f.name)] = flavor_quota(cq, f, w.cluster_queues.values())
-            why, pool, _ = self._flavor_reason(wl, job, w, f, quota, pools)
-            if why is not None or pool is None:
-                reasons.append(str(why))
-                continue
-            offer = self.costs.pool_offer.get((worker, pool.name))
-            if offer is None:
-                reasons.append(f"pool {pool.name}: no catalog price for {pool.instance_type} in {w.cluster.region}")
-                continue
-            cand = runnable.get((id(offer), pool.capacity))
-            if cand is None:
-                reasons.append(f"pool {pool.name}: {excluded.get((id(offer), pool.capacity), 'not priced')}")
-                continue
-            options.append(_Option(f, pool, cand, quota))
-        if not options:
+            out = WorkerScore(worker, False, f"not in the job's {wl.group or 'fabric'} group")
+        elif (w := self.workers.get(worker)) is None or w.cluster is None:
+            out = WorkerScore(worker, False, "not in the fleet file")
+        elif not w.reachable:
+            out = WorkerScore(worker, False, f"unreachable: {w.error or 'no answer'}")
+        elif (cq_name := w.local_queues.get((wl.namespace, wl.queue_name))) is None:
+            out = WorkerScore(worker, False, f"no LocalQueue {wl.queue_name} in {wl.namespace}")
+        elif (cq := w.cluster_queues.get(cq_name)) is None:
+            out = WorkerScore(worker, False, f"ClusterQueue {cq_name} not found")
+        elif reason := ask.job.allows(w.cluster.cloud, w.cluster.region):
+            out = WorkerScore(worker, False, reason)
+        else:
+            pools = {p.name: p for p in w.cluster.pools}
+            flavors: list[_Usable | str] = []
+            for f in cq.flavors:
+                quota = self.quotas.get((worker, cq.name, f.name))
+                if quota is None:
+                    quota = self.quotas[(worker, cq.name, f.name)] = flavor_quota(cq, f, w.cluster_queues.values())
+                why, pool = self._flavor_reason(wl, ask, f, quota, pools)
+                if why is not None or pool is None:
+                    flavors.append(str(why))
+                    continue
+                offer = self.costs.pool_offer.get((worker, pool.name))
+                if offer is None:
+                    flavors.append(f"pool {pool.name}: no catalog price for {pool.instance_type} in "
+                                   f"{w.cluster.region}")
+                    continue
+                flavors.append(_Usable(f, pool, quota, offer))
+            out = (cq, tuple(flavors))
+        self.usable[key] = out
+        return out
+
+    def _releases(self, worker: str, cq: ClusterQueueState, names: frozenset[str]
+                  ) -> tuple[Releases, int, tuple[tuple[tuple[str, str], int, float], ...]]:
+        """The running work of the flavors ``names`` of a worker's queue, ready for the wait: (releases, GPUs
+        held, the running workloads), memoised per worker, queue and flavors."""
+        key = (worker, cq.name, names)
+        hit = self.releases.get(key)
+        if hit is None:
+            default = self.settings.default_hours
+            running = tuple(((q.namespace, q.name), q.gpus, q.remaining_hours if q.remaining_hours is not None
+                             else default) for q in self.queues_of(worker, cq).running if q.flavors & names)
+            quotas = [(f, self.quotas[(worker, cq.name, f.name)]) for f in cq.flavors if f.name in names]
+            used = sum(max(q.potential.gpus - q.available.gpus, f.reserved.gpus) for f, q in quotas)
+            hit = self.releases[key] = (Releases.of(used, [(g, h) for _, g, h in running], default), used, running)
+        return hit
+
+    def _fit(self, wl: HubWorkload, ask: _Ask, worker: str) -> _Fit | WorkerScore:
+        usable = self._usable(wl, ask, worker)
+        if isinstance(usable, WorkerScore):
+            return usable
+        cq, flavors = usable
+        priced = self.costs.of(ask.cost_key)
+        figures = tuple(None if isinstance(u, str) else priced.runnable.get((id(u.offer), u.pool.capacity))
+                        for u in flavors)
+        if all(f is None for f in figures):
+            reasons = [u if isinstance(u, str) else
+                       f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
             return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
-        req = wl.request
+        # Which flavor Kueue lands the job on depends on the shape's flavors and which of them the engine prices,
+        # not on the prices: worked out once per (what decides the flavors, worker, priced ones).
+        key = (ask.place, worker, tuple(f is not None for f in figures))
+        landing = self.landings.get(key)
+        if landing is None:
+            landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
+        i, borrowed, nominal, releases, used, running = landing
+        usd, ready = figures[i]  # type: ignore[misc]
+        pool = flavors[i].pool  # type: ignore[union-attr]
+        return _Fit(cq=cq, queues=self.queues_of(worker, cq), pool=pool.name, capacity=pool.capacity, cost_usd=usd,
+                    ready_hours=ready, borrowed=borrowed, nominal=nominal, releases=releases, used=used,
+                    running=running)
+
+    def _landing(self, ask: _Ask, worker: str, cq: ClusterQueueState, flavors: Sequence[_Usable | str],
+                 figures: Sequence[tuple[float, float] | None]) -> _Landing:
+        """The flavor (index into ``flavors``) Kueue would admit the job to among those it may use and the
+        engine prices (at least one), with the GPUs it borrows there and the quota and running work of them all
+        (for the wait)."""
+        options = [(i, u) for i, (u, fig) in enumerate(zip(flavors, figures, strict=True))
+                   if not isinstance(u, str) and fig is not None]
+        req = ask.request
         # Kueue's flavor fungibility on gpufleet's queues (TryNextFlavor, BorrowingOverPreemption): the first
         # flavor with free quota of its own, else the first the cohort's idle quota makes room in, else the first.
-        landing = next((o for o in options if _fits(req, _minus(o.flavor.nominal, o.flavor.reserved))),
-                       next((o for o in options if _fits(req, o.quota.available)), options[0]))
+        i, landing = next((o for o in options if _fits(req, _minus(o[1].flavor.nominal, o[1].flavor.reserved))),
+                          next((o for o in options if _fits(req, o[1].quota.available)), options[0]))
         borrowed = max(0, landing.flavor.reserved.gpus + req.gpus - landing.flavor.nominal.gpus)
-        names = {o.flavor.name for o in options}
+        names = frozenset(u.flavor.name for _, u in options)
         # The wait counts the quota the cohort lends as the queue's (what Kueue admits into) and the other
         # queues' use of it (serving) as held GPUs no release accounts for: they end after default_hours.
-        nominal = sum(o.quota.potential.gpus for o in options)
-        used = sum(max(o.quota.potential.gpus - o.quota.available.gpus, o.flavor.reserved.gpus) for o in options)
-        queues = self.queues_of(worker, cq)
-        ahead = queues.ahead(wl, self.virtual.get(worker, {}))
-        releases = [(q.gpus, q.remaining_hours if q.remaining_hours is not None else self.settings.default_hours)
-                    for q in queues.running if q.flavors & names and (q.namespace, q.name) != (wl.namespace, wl.name)]
-        wait = expected_wait_hours(nominal, used, ahead, req.gpus, releases, self.settings.default_hours)
-        # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
-        # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
-        ready = wait + landing.candidate.ready_hours
-        deadline = job.deadline_hours
-        return WorkerScore(worker, True, pool=landing.pool.name, capacity=landing.pool.capacity,
-                           cost_usd=landing.candidate.cost.total_usd, wait_hours=wait,
-                           wait_usd=wait * wait_usd_per_hour(wl, self.settings), ready_hours=ready,
-                           late=deadline is not None and ready > deadline, borrowed_gpus=borrowed)
+        nominal = sum(u.quota.potential.gpus for _, u in options)
+        return (i, borrowed, nominal, *self._releases(worker, cq, names))
+
+    def score(self, wl: HubWorkload, worker: str, ran_on: frozenset[str] | None = None) -> WorkerScore:
+        """The worker's score for ``wl``, or why it cannot take it."""
+        return self.scores(wl, (worker,), ran_on)[0]
+
+    def move(self, wl: HubWorkload, job: JobSpec, worker: str) -> Move:
+        """Reading ``wl``'s newest checkpoint from its home on ``worker`` (memoised per home, job throughput and
+        worker region)."""
+        home = wl.checkpoint
+        w = self.workers.get(worker)
+        if home is None or w is None or w.cluster is None:
+            return NO_MOVE
+        key = (home, job.throughput_gbps, w.cluster.cloud, w.cluster.region)
+        hit = self.moves.get(key)
+        if hit is None:
+            hit = self.moves[key] = move(home, w.cluster.cloud, w.cluster.region, job, egress_book())
+        return hit
+
+    def scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
+               ) -> tuple[WorkerScore, ...]:
+        """Each worker's score for ``wl`` (the hot loop of a pass: one per Workload and worker), or why it
+        cannot take it: what the worker offers the Workload's shape (:meth:`fit`, memoised) and the wait in
+        its queue behind what Kueue admits first. ``ran_on``: for a job with progress (:func:`progress`), the
+        workers that ran it; every other worker's cost and ready time carry the move of its checkpoint."""
+        ask = self.ask(wl)
+        moving = ran_on if wl.checkpoint is not None else None
+        own = (wl.namespace, wl.name)
+        gpus = ask.request.gpus
+        price = ask.wait_usd_per_hour
+        deadline = ask.job.deadline_hours
+        out: list[WorkerScore] = []
+        for worker in workers:
+            fit = self.fits.get((ask.shape, worker))
+            if fit is None:
+                fit = self.fit(wl, ask, worker)
+            if isinstance(fit, WorkerScore):
+                out.append(fit)
+                continue
+            queues = fit.queues
+            ahead = queues.ahead(wl, self.virtual.get(worker, {}), self.added.get(worker, ()))
+            releases = fit.releases
+            if own in queues.running_keys:
+                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                       self.settings.default_hours)
+            wait = releases.wait(fit.nominal, ahead, gpus)
+            # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
+            # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
+            ready = wait + fit.ready_hours
+            cost = fit.cost_usd
+            m = NO_MOVE
+            if moving is not None and worker not in moving:
+                m = self.move(wl, ask.job, worker)
+                cost, ready = cost + m.usd, ready + m.hours
+            out.append(WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
+                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours))
+        return tuple(out)
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -452,26 +685,45 @@ def _rank_key(s: WorkerScore) -> tuple[bool, float, float, str]:
     return (s.late, round(s.usd, 6), round(s.cost_usd, 6), s.worker)
 
 
-def _best(scores: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
+def _ranked(scores: Sequence[WorkerScore]) -> list[WorkerScore]:
+    """The workers that fit, best first (:func:`_rank_key`; a stable sort, so equal keys keep their order)."""
+    return sorted((s for s in scores if s.fits), key=_rank_key)
+
+
+def _best(ranked: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
+    """The best of ``ranked`` (:func:`_ranked`) not in ``exclude``."""
     skip = set(exclude)
-    return min((s for s in scores if s.fits and s.worker not in skip), key=_rank_key, default=None)
+    return next((s for s in ranked if s.worker not in skip), None)
 
 
-def _explain(best: WorkerScore, scores: Sequence[WorkerScore], wl: HubWorkload, settings: Settings) -> str:
+def _explain(best: WorkerScore, ranked: Sequence[WorkerScore], wl: HubWorkload, settings: Settings,
+             ran_on: frozenset[str] | None = None) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
             f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
     if best.borrowed_gpus:
         # Not priced: how often serving reclaims is not known here; an eviction re-routes the job (resume).
         text += f"; borrows {best.borrowed_gpus} GPUs of the cohort's idle quota, which serving may reclaim"
+    home = wl.checkpoint
+    if ran_on is not None and home is not None:
+        text += "; " + _move_text(best, home, ran_on)
     deadline = wl.job.deadline_hours if wl.job is not None else None
     if deadline is not None:
         text += (f"; ready in {best.ready_hours:,.1f} h, " + (f"after deadline_hours {deadline:g} (no worker meets it)"
                                                               if best.late else f"within deadline_hours {deadline:g}"))
-    runner = min((s for s in scores if s.fits and s.worker != best.worker), key=_rank_key, default=None)
+    runner = next((s for s in ranked if s.worker != best.worker), None)
     if runner is not None:
         text += f"; next {runner.worker} ${runner.usd:,.2f}" + (" (misses the deadline)" if runner.late and
                                                                   not best.late else "")
     return text
+
+
+def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) -> str:
+    """What moving the job's progress to ``best`` costs (in its score), or that it resumes where it ran."""
+    if best.worker in ran_on:
+        return f"resumes where it ran (its {home.gb:g} GB checkpoint is there and in {home.where}): no move"
+    ran = f"it ran on {', '.join(sorted(ran_on))}" if ran_on else "it ran on a worker not known here"
+    return (f"re-route move: {ran}; its {home.gb:g} GB checkpoint from {home.where} ({home.uri[:200]}) costs "
+            f"${best.move_usd:,.2f} egress and {best.move_hours:.2f} h here, in the cost and the ready time")
 
 
 def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
@@ -480,13 +732,32 @@ def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
     return "; ".join(f"{s.worker}: {s.reason}" for s in scores if not s.fits)
 
 
+def progress(wl: HubWorkload, mem: Memory | None) -> frozenset[str] | None:
+    """The workers ``wl``'s job ran on when it has progress to move (a checkpoint home, and admitted somewhere
+    before: the dispatcher saw it, or the Workload was evicted since); empty when it ran on a worker not known
+    here (then every worker reads the checkpoint from its home); None when there is nothing to move."""
+    if wl.checkpoint is None:
+        return None
+    ran_on = mem.ran_on if mem is not None else frozenset()
+    if ran_on or wl.evictions > 0:
+        return ran_on
+    return None
+
+
+def _ran(mem: Memory | None) -> frozenset[str]:
+    """The workers a Workload ran on, as remembered (kept through every decision about it)."""
+    return mem.ran_on if mem is not None else frozenset()
+
+
 def resume(mem: Memory | None, wl: HubWorkload) -> Memory | None:
     """The memory to decide ``wl`` with: an eviction since ``mem`` was written ends the round, as an admission
     does (the worker(s) then nominated are the ones to avoid next). A dispatcher that saw the admission has
     already reset the round; one that recalled ``mem`` from an Event written before it has not."""
     if mem is None or wl.evictions <= mem.evictions or not mem.nominated:
         return mem
-    return replace(mem, nominated=(), tried=frozenset(mem.nominated), first_at=0.0, noted="")
+    # Evicted, so admitted first: the worker then nominated ran it (its progress is there and in its home).
+    return replace(mem, nominated=(), tried=frozenset(mem.nominated), first_at=0.0, noted="",
+                   ran_on=mem.ran_on | frozenset(mem.nominated))
 
 
 def _unreadable(wl: HubWorkload, mem: Memory | None, problem: str, now: float) -> Decision:
@@ -495,7 +766,7 @@ def _unreadable(wl: HubWorkload, mem: Memory | None, problem: str, now: float) -
     noted = note(UNREADABLE, message)
     event = None if mem is not None and mem.noted == noted else EventOut("Warning", UNREADABLE, message)
     new = Memory(nominated=(), since=now, tried=mem.tried if mem is not None else frozenset(), first_at=0.0,
-                 evictions=wl.evictions, noted=noted)
+                 evictions=wl.evictions, noted=noted, ran_on=_ran(mem))
     return Decision(wl, "none", (), UNREADABLE, message, (), event, new)
 
 
@@ -536,7 +807,8 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             admitted.append(Admitted(wl.uid, wl.cluster_name, max(now - mem.first_at, 0.0)))
             decisions.append(Decision(wl, "hold", (wl.cluster_name,), ADMITTED, f"admitted on {wl.cluster_name}",
                                       memory=replace(mem, nominated=(), tried=frozenset({wl.cluster_name}),
-                                                     first_at=0.0, evictions=wl.evictions, noted="")))
+                                                     first_at=0.0, evictions=wl.evictions, noted="",
+                                                     ran_on=mem.ran_on | {wl.cluster_name})))
             continue
         if wl.waiting_reason() is not None:
             continue
@@ -550,7 +822,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 mem = Memory(nominated=wl.nominated, since=since,
                              tried=frozenset(wl.nominated) | (mem.tried if mem is not None else frozenset()),
                              first_at=mem.first_at if mem is not None and mem.first_at else since,
-                             evictions=wl.evictions, noted=mem.noted if mem is not None else "")
+                             evictions=wl.evictions, noted=mem.noted if mem is not None else "", ran_on=_ran(mem))
             valid = all(n in wl.allowed and (w := ps.workers.get(n)) is not None and w.reachable for n in wl.nominated)
             if valid and now - mem.since < settings.deadline_s:
                 holding.append((wl, mem))
@@ -568,7 +840,8 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     for wl in deciding:
         mem = current_memory.get(wl.uid)
         try:
-            scores = tuple(ps.score(wl, k) for k in wl.allowed)
+            ran_on = progress(wl, mem)
+            scores = ps.scores(wl, wl.allowed, ran_on)
         except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
             from placement.dispatch.snapshot import problem_text
 
@@ -589,18 +862,19 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             lead = f"nomination of {prev} was cleared (eviction {wl.evictions})"
         else:
             reason, lead = NOMINATED, ""
-        best = _best(scores, tried)
+        ranked = _ranked(scores)
+        best = _best(ranked, tried)
         if best is None and tried:
             # Every worker that fits was tried: start a new round, still avoiding the current one if possible.
             tried = set(current)
-            best = _best(scores, tried) or (_best(scores) if not current else None)
+            best = _best(ranked, tried) or (_best(ranked) if not current else None)
         first_at = mem.first_at if mem is not None and mem.first_at else now
         if best is None:
             if current:
                 message = f"{lead}; no other worker fits, keeping {', '.join(current)}"
                 noted = note(DEADLINE, ",".join(current))
                 new = Memory(nominated=current, since=now, tried=frozenset(current), first_at=first_at,
-                             evictions=wl.evictions, noted=noted)
+                             evictions=wl.evictions, noted=noted, ran_on=_ran(mem))
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", DEADLINE, message)
                 decisions.append(Decision(wl, "hold", current, DEADLINE, message, scores, event, new))
                 ps_add = current
@@ -608,17 +882,17 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 message = "no worker fits: " + _no_fit(scores, wl)
                 noted = note(NO_FIT, message)
                 new = Memory(nominated=(), since=now, tried=frozenset(tried), first_at=0.0,
-                             evictions=wl.evictions, noted=noted)
+                             evictions=wl.evictions, noted=noted, ran_on=_ran(mem))
                 event = None if mem is not None and mem.noted == noted else EventOut("Warning", NO_FIT, message)
                 decisions.append(Decision(wl, "none", (), NO_FIT, message, scores, event, new))
                 ps_add = ()
             for n in ps_add:
                 ps.add_virtual(wl, n)
             continue
-        body = _explain(best, scores, wl, settings)
+        body = _explain(best, ranked, wl, settings, ran_on)
         message = f"{lead}; nominated {body}" if lead else f"nominated {body}"
         new = Memory(nominated=(best.worker,), since=now, tried=frozenset(tried | {best.worker}), first_at=first_at,
-                     evictions=wl.evictions)
+                     evictions=wl.evictions, ran_on=_ran(mem))
         decisions.append(Decision(wl, "nominate", (best.worker,), reason, message, scores,
                                   EventOut("Warning" if reason == DEADLINE else "Normal", reason, message), new))
         ps.add_virtual(wl, best.worker)

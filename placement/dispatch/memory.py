@@ -12,6 +12,8 @@ left behind, so a replica that starts, or becomes leader, resumes the round wher
 ``gpufleet.io/first-nominated-at``    when the round's first nomination was written (epoch seconds; 0: none)
 ``gpufleet.io/noted``                 the situation last reported (kind and digest), so it is not reported twice
 ``gpufleet.io/recorded-at``           when the Event was recorded (epoch seconds): the newest one wins
+``gpufleet.io/ran-on``                comma-separated worker keys that admitted it (its progress is there
+                                      and in its checkpoint home); optional: older Events lack it
 ====================================  ===========================================================
 
 The Workload's uid is the Event's ``involvedObject.uid``. Memory cannot be forged from another namespace
@@ -40,7 +42,8 @@ SINCE = "gpufleet.io/nominated-at"
 FIRST_AT = "gpufleet.io/first-nominated-at"
 NOTED = "gpufleet.io/noted"
 RECORDED = "gpufleet.io/recorded-at"
-KEYS = (NOMINATED, TRIED, EVICTIONS, SINCE, FIRST_AT, NOTED, RECORDED)
+RAN_ON = "gpufleet.io/ran-on"
+KEYS = (NOMINATED, TRIED, EVICTIONS, SINCE, FIRST_AT, NOTED, RECORDED)  # all required; RAN_ON optional
 
 
 def _seconds(t: float) -> str:
@@ -51,7 +54,7 @@ def as_annotations(mem: Memory, recorded: float) -> dict[str, str]:
     """The annotations that carry ``mem`` on an Event recorded at ``recorded`` (epoch seconds)."""
     return {NOMINATED: ",".join(mem.nominated), TRIED: ",".join(sorted(mem.tried)), EVICTIONS: str(mem.evictions),
             SINCE: _seconds(mem.since), FIRST_AT: _seconds(mem.first_at), NOTED: mem.noted,
-            RECORDED: _seconds(recorded)}
+            RECORDED: _seconds(recorded), RAN_ON: ",".join(sorted(mem.ran_on))}
 
 
 def _keys(text: str) -> tuple[str, ...]:
@@ -100,8 +103,10 @@ def from_event(event: Mapping[str, Any], component: str) -> tuple[str, float, Me
         return None
     if since is None or first_at is None or recorded is None or evictions < 0:
         return None
+    ran_on = ann.get(RAN_ON)
     mem = Memory(nominated=_keys(str(ann[NOMINATED])), since=since, tried=frozenset(_keys(str(ann[TRIED]))),
-                 first_at=first_at, evictions=evictions, noted=str(ann[NOTED])[:80])
+                 first_at=first_at, evictions=evictions, noted=str(ann[NOTED])[:80],
+                 ran_on=frozenset(_keys(ran_on[:4096])) if isinstance(ran_on, str) else frozenset())
     return str(uid), recorded, mem
 
 

@@ -44,6 +44,21 @@ class Need:
 
 
 @dataclass(frozen=True)
+class CheckpointHome:
+    """Where a job's checkpoints live (``placement submit``'s ``gpufleet.io/checkpoint-*`` annotations,
+    :mod:`placement.dispatch.move`): ``uri`` in ``cloud``/``region``, ``gb`` GB (10^9 bytes) each."""
+
+    uri: str
+    cloud: str
+    region: str
+    gb: float
+
+    @property
+    def where(self) -> str:
+        return f"{self.cloud}:{self.region}"
+
+
+@dataclass(frozen=True)
 class HubWorkload:
     """A Workload on the hub, with what its owner job recorded (``placement submit --via-hub``).
 
@@ -78,6 +93,8 @@ class HubWorkload:
     # Why the Workload object itself could not be read (then nothing else here is to be trusted): it is
     # reported on the Workload and never nominated.
     problem: str | None = None
+    # The job's checkpoint home, when its owner names one: a job with progress is priced for moving it.
+    checkpoint: CheckpointHome | None = None
 
     @property
     def key(self) -> str:
@@ -177,6 +194,7 @@ class Memory:
     first_at: float
     evictions: int = 0
     noted: str = ""
+    ran_on: frozenset[str] = frozenset()  # workers that admitted it (where its progress was made)
 
 
 @dataclass(frozen=True)
@@ -223,6 +241,10 @@ class WorkerScore:
     # GPUs of ``pool`` the job would take beyond its queue's own free nominal quota: borrowed from another
     # queue of the cohort (the worker's inference queue), which may reclaim them (evicting the job).
     borrowed_gpus: int = 0
+    # A job with progress elsewhere: reading its newest checkpoint from its home here, USD (in ``cost_usd``) and
+    # hours (in ``ready_hours``); 0 where it ran (its own copy) or when it has no progress.
+    move_usd: float = 0.0
+    move_hours: float = 0.0
 
     @property
     def usd(self) -> float:

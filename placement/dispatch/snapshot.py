@@ -27,6 +27,7 @@ from placement.dispatch.model import (
     QueuedWorkload,
     WorkerState,
 )
+from placement.dispatch.move import checkpoint_home
 from placement.errors import InputError
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
 from placement.fleet.stacks import ClusterStack
@@ -315,6 +316,9 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         workers = None
         job_error = job_error or f"{WORKERS_ANNOTATION}: not a string"
     group = ann.get(GROUP_ANNOTATION)
+    # Its checkpoint home (a tenant writes it): a bad one is reported on the Workload, which waits, never guessed.
+    home, home_error = checkpoint_home(ann)
+    job_error = job_error or home_error
     nominated = status.get("nominatedClusterNames") or []
     if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):
         raise ValueError("status.nominatedClusterNames is not a list of cluster names")
@@ -333,7 +337,7 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
         needs=needs(wl), job=job, job_error=job_error, group=group if isinstance(group, str) and group else None,
         group_workers=tuple(w for w in workers.split(",") if w) if workers else None,
-        delay_usd_per_hour=delay)
+        delay_usd_per_hour=delay, checkpoint=home)
 
 
 def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:

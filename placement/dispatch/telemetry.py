@@ -108,6 +108,21 @@ class Metrics:
         self.memory_ignored = Counter("gpufleet_dispatch_memory_ignored", "Events not trusted as a Workload's "
                                       "memory, by reason (namespace, time: beyond the clock-skew tolerance)",
                                       ["reason"], registry=r)
+        # What the plans are calibrated with (issue 26; placement/dispatch/observe.py); only the leader counts.
+        where = ["worker", "cloud", "region", "zone", "instance_type"]
+        self.spot_nodes = Gauge("gpufleet_spot_nodes", "Spot nodes on each worker now, by zone and instance type",
+                                where, registry=r)
+        self.spot_node_seconds = Counter("gpufleet_spot_node_seconds", "Spot node-seconds observed (node-hours "
+                                         "over a window: increase(...[W]) / 3600)", where, registry=r)
+        self.spot_reclaims = Counter("gpufleet_spot_reclaims", "Spot nodes that went away with a termination signal "
+                                     "(reclaimed by the cloud)", where, registry=r)
+        self.provisioning_failures = Counter("gpufleet_provisioning_failures", "Provisioning failures on the "
+                                             "workers, by reason (pods_ready_timeout, provisioning_request_failed)",
+                                             ["worker", "reason"], registry=r)
+        self.admission_wait = Histogram("gpufleet_admission_wait_seconds", "From a worker Workload's creation to "
+                                        "its quota reservation there", ["worker", "queue"],
+                                        buckets=(10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400),
+                                        registry=r)
         self.pass_seconds = Histogram("gpufleet_dispatch_pass_seconds", "Duration of one reconcile pass",
                                       buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10), registry=r)
 

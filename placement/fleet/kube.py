@@ -44,7 +44,9 @@ def kubeconfig_doc(value: Any, what: str) -> dict[str, Any]:
             raise FleetError(f"{what} is masked: export the outputs with --show-secrets", EXIT_BAD_INPUT)
         try:
             value = parse_yaml(value, what)
-        except UsageError:
+        except UsageError as exc:
+            if "given twice" in str(exc):  # a kubeconfig, but ambiguous: name the key (never a value)
+                raise FleetError(f"{exc}: a kubeconfig names each field once", EXIT_BAD_INPUT) from None
             value = None
     if not isinstance(value, Mapping) or not value.get("clusters"):
         raise FleetError(f"{what} is not a kubeconfig (YAML/JSON with clusters, users, contexts)", EXIT_BAD_INPUT)
@@ -485,17 +487,30 @@ def parse_list(data: bytes, content_type: str = "") -> tuple[list[dict[str, Any]
     return items, rv, len(raw) - len(items)
 
 
+def list_call(api: Any, res: Resource) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    """The client call (and its positional arguments) that lists ``res`` cluster-wide: the custom-objects path
+    ``/apis/<group>/<version>/<plural>`` for a named group, ``/api/v1/nodes`` for the core group's nodes (the
+    one core collection read cluster-wide here)."""
+    from kubernetes import client
+
+    if not res.group:
+        if (res.version, res.plural) != ("v1", "nodes"):
+            raise ValueError(f"core resource {res.plural} is not listed cluster-wide")
+        return client.CoreV1Api(api).list_node, ()
+    return client.CustomObjectsApi(api).list_cluster_custom_object, (res.group, res.version, res.plural)
+
+
 def list_objects(api: Any, res: Resource, timeout_s: float = API_TIMEOUT_S) -> tuple[list[dict[str, Any]], str]:
     """Every object of ``res`` in all namespaces and the list's resourceVersion, within ``timeout_s`` in all
     (connect, headers and body); items that are not objects are dropped (and logged), an answer that is no
     list raises :class:`Unreadable`."""
-    from kubernetes import client
 
     deadline = time.monotonic() + timeout_s
     kwargs: dict[str, Any] = {"_request_timeout": (min(timeout_s, 10.0), timeout_s), "_preload_content": False}
     if res.label_selector:
         kwargs["label_selector"] = res.label_selector
-    resp: Any = client.CustomObjectsApi(api).list_cluster_custom_object(res.group, res.version, res.plural, **kwargs)
+    call, args = list_call(api, res)
+    resp: Any = call(*args, **kwargs)
     headers = getattr(resp, "headers", None) or {}
     ctype = str(headers.get("Content-Type") or headers.get("content-type") or "")
     items, rv, dropped = parse_list(read_body(resp, deadline), ctype)
@@ -514,10 +529,12 @@ class Informer:
 
     def __init__(self, api: Any, res: Resource, *, on_change: Callable[[], None] | None = None,
                  watch_timeout_s: int = 60, max_backoff_s: float = 10.0, name: str = "",
-                 list_timeout_s: float = API_TIMEOUT_S) -> None:
+                 list_timeout_s: float = API_TIMEOUT_S,
+                 on_delete: Callable[[Mapping[str, Any]], None] | None = None) -> None:
         self.api = api
         self.res = res
         self.on_change = on_change
+        self.on_delete = on_delete  # called with each object a watch reports DELETED, as it was last
         self.watch_timeout_s = watch_timeout_s
         self.list_timeout_s = list_timeout_s
         self.max_backoff_s = max_backoff_s
@@ -587,6 +604,8 @@ class Informer:
                 self._seen.setdefault(key, collections.deque(maxlen=8)).append(rv)
             if event["type"] == "DELETED":
                 self._items.pop(key, None)
+                if self.on_delete is not None:
+                    self.on_delete(obj)
             elif event["type"] in ("ADDED", "MODIFIED"):
                 self._items[key] = dict(obj)
             if rv:
@@ -601,10 +620,10 @@ class Informer:
 
     def run(self, stop: threading.Event) -> None:
         """Watch until ``stop`` is set; never raises."""
-        from kubernetes import client, watch
+        from kubernetes import watch
         from kubernetes.client.exceptions import ApiException
 
-        custom = client.CustomObjectsApi(self.api)
+        call, args = list_call(self.api, self.res)
         backoff = 0.2
         while not stop.is_set():
             received = 0
@@ -617,8 +636,7 @@ class Informer:
                 if self.res.label_selector:
                     kwargs["label_selector"] = self.res.label_selector
                 self._watch = w = watch.Watch()
-                for event in w.stream(custom.list_cluster_custom_object, self.res.group, self.res.version,
-                                      self.res.plural, **kwargs):
+                for event in w.stream(call, *args, **kwargs):
                     # An ERROR event (410 Gone above all) is raised by the client as ApiException.
                     self._apply(event)
                     self.last_ok = time.monotonic()

@@ -189,6 +189,19 @@ def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> Cluste
         gpu_networks={str(k): tuple(str(n) for n in v) for k, v in nets_raw.items()})
 
 
+def _dispatcher(value: Any, where: str, source: str) -> str:
+    """The hub's ``dispatcher`` output: one of Kueue's MultiKueue dispatcher names the hub stack configures
+    (``placement.kueue.DISPATCHERS``); absent (an older hub stack) is Kueue's default, AllAtOnce. Anything else
+    (a list, a number, a name the hub never exports) is refused naming the output, never guessed."""
+    if value is None:
+        return "AllAtOnce"
+    if not isinstance(value, str) or value not in ko.DISPATCHERS:
+        raise InputError(where, f"must be one of {', '.join(ko.DISPATCHERS)} (gpufleet:hub.dispatcher), got "
+                         f"{shown(value)}; re-export the hub's outputs with `pulumi stack output --json "
+                         "--show-secrets`", source=source)
+    return value
+
+
 def parse_hub(stack: str, outputs: Mapping[str, Any], source: str) -> HubStack:
     """The hub stack's outputs (``infra.k8s.hub.build_hub``)."""
     workers = _get(outputs, "workers", stack, source, dict)
@@ -198,7 +211,7 @@ def parse_hub(stack: str, outputs: Mapping[str, Any], source: str) -> HubStack:
                              f"must be the worker's clusterName (a string), got {shown(v)}", source=source)
     kueue = _get(outputs, "kueue", stack, source, dict)
     return HubStack(stack=stack, workers={str(k): str(v) for k, v in workers.items()},
-                    dispatcher=str(outputs.get("dispatcher") or "AllAtOnce"),
+                    dispatcher=_dispatcher(outputs.get("dispatcher"), f"{stack}.dispatcher", source),
                     local_queues=_queues(kueue.get("localQueues"), f"{stack}.kueue.localQueues", source),
                     kubeconfig=outputs.get("kubeconfig"))
 

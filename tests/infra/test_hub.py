@@ -637,7 +637,8 @@ def test_fleet_file_is_every_workers_outputs_without_secrets(external: mockrun.R
 def test_each_worker_gets_a_read_only_dispatcher_identity(external: mockrun.RunResult,
                                                           workers: dict[str, StackConfig]) -> None:
     expected = [_rule("kueue.x-k8s.io", ["clusterqueues", "localqueues", "workloads", "resourceflavors"],
-                      ["list", "watch"])]
+                      ["list", "watch"]),
+                _rule("", ["nodes"], ["list", "watch"])]  # read-only Nodes: what it observes (issue 26)
     secrets = {r.inputs["metadata"]["name"]: r for r in external.of_type(CORE + "Secret") if on_hub(r)}
     for stack, cfg in workers.items():
         key = key_of(stack)

@@ -1,0 +1,90 @@
+"""The hub's Prometheus server: where the dispatcher's observations of the fleet (spot node-hours and reclaims,
+provisioning failures, admission waits: :mod:`placement.dispatch.observe`) are kept across the dispatcher's
+restarts, and where ``placement calibrate --prometheus URL`` reads them back.
+
+Installed on a hub whose dispatcher is External unless the user names a server of their own
+(``gpufleet:hub.dispatch.prometheusUrl``, which must then scrape the dispatcher's pods). The chart is the
+prometheus-community ``prometheus`` chart, pinned (:data:`CHART_VERSION`, Prometheus :data:`APP_VERSION`), with
+only its server: no Alertmanager, Pushgateway, node exporter or kube-state-metrics (the dispatcher's own metrics
+are what the plans need). Its default ``kubernetes-pods`` scrape job scrapes every pod annotated
+``prometheus.io/scrape: "true"`` on its ``prometheus.io/port``, which the dispatcher's pod template carries
+(:func:`infra.k8s.dispatcher.pod_template`): each replica is scraped on its own (the Service in front of them
+would alternate between replicas), and only the leader's counters move. The data sit on a PersistentVolume (the
+server's StatefulSet-less Deployment with a claim), kept :data:`RETENTION` (calibration reads 90 days), so a
+counter's history survives both the dispatcher's and Prometheus's restarts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+from pulumi import ResourceOptions
+
+CHART = "prometheus"
+REPOSITORY = "https://prometheus-community.github.io/helm-charts"
+# prometheus-community/helm-charts charts/prometheus/Chart.yaml: version 29.27.0, appVersion v3.14.0.
+CHART_VERSION = "29.27.0"
+APP_VERSION = "v3.14.0"
+NAMESPACE = "gpufleet-monitoring"
+RELEASE = "gpufleet-prometheus"
+RETENTION = "180d"
+VOLUME_SIZE = "20Gi"
+SERVER_PORT = 80  # the chart's server Service port (server.service.servicePort)
+
+
+def server_url() -> str:
+    """The in-cluster URL of the installed server (the chart's ``<release>-server`` Service)."""
+    return f"http://{RELEASE}-server.{NAMESPACE}.svc:{SERVER_PORT}"
+
+
+def prometheus_values() -> dict[str, Any]:
+    """The chart's values: the server alone, its data on a volume for :data:`RETENTION`."""
+    return {
+        "alertmanager": {"enabled": False},
+        "kube-state-metrics": {"enabled": False},
+        "prometheus-node-exporter": {"enabled": False},
+        "prometheus-pushgateway": {"enabled": False},
+        "server": {"retention": RETENTION, "persistentVolume": {"enabled": True, "size": VOLUME_SIZE}},
+    }
+
+
+@dataclass(frozen=True)
+class PrometheusServerArgs:
+    """``version`` of the chart; ``depends_on`` what must exist first."""
+
+    version: str = CHART_VERSION
+    depends_on: tuple[pulumi.Resource, ...] = ()
+
+
+class PrometheusServer(pulumi.ComponentResource):
+    """The prometheus-community ``prometheus`` chart, pinned, into :data:`NAMESPACE`."""
+
+    def __init__(self, name: str, args: PrometheusServerArgs, opts: ResourceOptions | None = None) -> None:
+        super().__init__("gpufleet:k8s:PrometheusServer", name, None, opts)
+        provider = opts.provider if opts else None
+        self.release = k8s.helm.v3.Release(
+            f"{name}-prometheus",
+            name=RELEASE,
+            chart=CHART,
+            version=args.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=REPOSITORY),
+            namespace=NAMESPACE,
+            create_namespace=True,
+            values=prometheus_values(),
+            timeout=600,
+            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)),
+        )
+        self.url = server_url()
+        self.register_outputs({"release": self.release.name, "version": args.version, "url": self.url})
+
+
+def hub_prometheus(name: str, prometheus_url: str | None, depends_on: tuple[pulumi.Resource, ...],
+                   parent: pulumi.Resource) -> PrometheusServer | None:
+    """The hub's hook: a :class:`PrometheusServer` unless the user named a server (``prometheus_url``)."""
+    if prometheus_url is not None:
+        return None
+    return PrometheusServer(f"{name}-monitoring", PrometheusServerArgs(depends_on=depends_on),
+                            opts=ResourceOptions(parent=parent))

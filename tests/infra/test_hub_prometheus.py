@@ -1,0 +1,65 @@
+"""The hub's Prometheus server (issue 26): installed, pinned, beside an External dispatcher unless the user names
+a server of their own (``gpufleet:hub.dispatch.prometheusUrl``, validated); it keeps the dispatcher's
+observations across restarts (a volume) and scrapes its pods by their annotations."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from infra import mockrun
+from infra.k8s import dispatcher as dp
+from infra.k8s import prometheus
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _load(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("_hub_tests", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_hub = _load(Path(__file__).with_name("test_hub.py"))
+hub_cfg, workers, fabricated_outputs = _hub.hub_cfg, _hub.workers, _hub.fabricated_outputs  # its fixtures
+
+
+def _prometheus_releases(run: mockrun.RunResult) -> list[Any]:
+    return [r for r in run.of_type(RELEASE) if r.inputs.get("chart") == prometheus.CHART]
+
+
+def test_the_hub_installs_a_pinned_prometheus_beside_the_external_dispatcher(fabricated_outputs: Any) -> None:
+    run = mockrun.run_stack(_hub.HUB_STACK)
+    (release,) = _prometheus_releases(run)
+    assert release.inputs["version"] == prometheus.CHART_VERSION
+    assert release.inputs["repositoryOpts"]["repo"] == prometheus.REPOSITORY
+    values = release.inputs["values"]
+    assert values["server"]["persistentVolume"]["enabled"] is True and values["server"]["retention"]
+    assert all(not values[c]["enabled"] for c in ("alertmanager", "kube-state-metrics", "prometheus-node-exporter",
+                                                 "prometheus-pushgateway"))
+    # Its default kubernetes-pods job scrapes the dispatcher's pods by these annotations, each replica alone.
+    annotations = dp.pod_template(_hub.load_stack_file(_hub.HUB_STACK).hub.dispatch)["metadata"]["annotations"]
+    assert annotations == {"prometheus.io/scrape": "true", "prometheus.io/port": str(dp.METRICS_PORT)}
+
+
+def test_a_named_prometheus_is_used_instead_and_none_is_installed(fabricated_outputs: Any) -> None:
+    dispatch = {"replicas": 2, "prometheusUrl": "http://prometheus.monitoring.svc:9090"}
+    run = mockrun.run_stack(_hub.HUB_STACK, config_override={"hub": _hub.hub_section(dispatch=dispatch)})
+    assert not _prometheus_releases(run)
+    run = mockrun.run_stack(_hub.HUB_STACK, config_override={"hub": _hub.hub_section(dispatcher="AllAtOnce",
+                                                                                     dispatch=None)})
+    assert not _prometheus_releases(run)  # no dispatcher, nothing observed
+
+
+@pytest.mark.parametrize("url", ["prometheus:9090", "ftp://p", "http://user:pass@p:9090", "http://p 9090", 9090])
+def test_a_prometheus_url_that_is_not_one_is_refused_naming_the_key(fabricated_outputs: Any, url: Any) -> None:
+    with pytest.raises(pulumi.RunError) as err:  # the program's one-line form of a ConfigError
+        mockrun.run_stack(_hub.HUB_STACK, config_override={"hub": _hub.hub_section(
+            dispatch={"replicas": 2, "prometheusUrl": url})})
+    assert "hub.dispatch.prometheusUrl" in str(err.value) and "pass" not in str(err.value)
