@@ -37,8 +37,8 @@ from infra.k8s import kueue_objects as ko
 from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject
 from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
-from infra.policy.checks import worker_path
 from infra.k8s.prometheus import hub_prometheus
+from infra.policy.checks import worker_path
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
 
