@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS",
                    help="time budget for generating candidates and solving; the best solution found by then is "
                         "reported with its gap, jobs not reached are reported unplaced (default 30)")
+    from placement.schedule_cli import add_schedule_flags
+
+    add_schedule_flags(b)
     _add_plan_flags(b)
     _add_data_flags(b)
 
@@ -290,6 +293,10 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
     ready = prepare(jobs, catalog.offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
     result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, prepared=ready)
+    if not args.no_schedule:  # over time (placement.schedule), compared with this all-at-once placement
+        from placement.schedule_cli import run_schedule
+
+        return run_schedule(args, jobs, catalog, quotas, reserved, sources, now, result)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
     text = "" if args.json else batch_text(result, catalog, base, output_width())

@@ -1,0 +1,56 @@
+"""``plan-batch`` over time: its flags and the command's schedule path (the CLI keeps a two-line hook)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from placement.batch import BatchResult
+    from placement.catalog import Catalog
+    from placement.jobspec import JobSpec
+    from placement.quotas import QuotaTable
+    from placement.reservations import Reservation
+
+
+def add_schedule_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("schedule (jobs may wait for quota and reservations; docs/placement.md#schedule)")
+    g.add_argument("--horizon-hours", type=float, default=168.0, metavar="HOURS",
+                   help="plan this many hours from --now (default 168, one week; at most a year)")
+    g.add_argument("--slot-hours", type=float, default=1.0, metavar="HOURS",
+                   help="the schedule's time step: jobs start at their earliest_start or a slot boundary (default 1)")
+    g.add_argument("--no-schedule", action="store_true",
+                   help="place every job at once, starting now (the all-at-once plan), instead of over time")
+    g.add_argument("--chart", metavar="FILE.png",
+                   help="also write a Gantt chart of the schedule (needs the 'charts' extra: matplotlib)")
+
+
+def run_schedule(args: argparse.Namespace, jobs: Sequence[JobSpec], catalog: Catalog, quotas: QuotaTable,
+                 reserved: Sequence[Reservation], sources: list[dict[str, Any]], now: dt.datetime,
+                 at_once: BatchResult) -> int:
+    """Schedule the burst, print it (table or JSON) with what it saves against ``at_once``, write the chart."""
+    import sys
+
+    from placement.console import EXIT_NOTHING_FEASIBLE, EXIT_OK, output_width
+    from placement.errors import UsageError
+    from placement.schedule import grid, solve
+    from placement.schedule_render import schedule_doc, schedule_text, write_chart
+
+    grid(now, args.horizon_hours, args.slot_hours)  # the flags' errors before any solving
+    if args.chart is not None and not args.chart.lower().endswith(".png"):
+        raise UsageError(f"--chart: {args.chart!r} must name a .png file")
+    result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, horizon_h=args.horizon_hours,
+                   slot_h=args.slot_hours, time_limit_s=args.time_limit)
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(schedule_doc(result, catalog, at_once, sources, now), indent=2,
+                                    allow_nan=False) + "\n")
+    else:
+        sys.stdout.write(schedule_text(result, catalog, at_once, output_width()) + "\n")
+    if args.chart is not None:
+        write_chart(result, args.chart)
+    return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
