@@ -145,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig to apply with (default: the stack's output)")
     _add_data_flags(s, live=False)
 
+    pf = sub.add_parser("portfolio", help="choose the commitments a weekly demand forecast justifies (exact MILP)")
+    from placement.portfolio_cli import add_arguments as add_portfolio_arguments
+
+    add_portfolio_arguments(pf)
+
     c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")
     c.add_argument("shell", choices=("bash", "zsh"),
                    help="bash; zsh uses the same script after `autoload -U bashcompinit && bashcompinit`")
@@ -355,6 +360,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return run_submit(args)
 
 
+def cmd_portfolio(args: argparse.Namespace) -> int:
+    from placement.portfolio_cli import run_portfolio
+
+    return run_portfolio(args)
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     from placement.completion import bash_script
 
@@ -372,7 +383,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
-            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion}
+            "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion, "portfolio": cmd_portfolio}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

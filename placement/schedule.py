@@ -37,8 +37,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from placement.batch import Assignment, BatchResult, _checked_run, _group, _needed, _placement_key, _tiers, _total
-from placement.batch import new_highs
+from placement.batch import (
+    Assignment,
+    BatchResult,
+    _checked_run,
+    _group,
+    _needed,
+    _placement_key,
+    _tiers,
+    _total,
+    new_highs,
+)
 from placement.catalog import Offer
 from placement.egress import EgressBook
 from placement.engine import Candidate, Row, _candidate, plan
