@@ -290,6 +290,10 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     quotas = load_quotas(args.quotas)
     reserved = _reservations(args)
+    if not args.no_schedule:  # the schedule's own input errors before any warning or solving
+        from placement.schedule_cli import check_input
+
+        check_input(args, jobs, reserved, now)
     _warn([w for j in jobs for w in j.warnings] + list(quotas.warnings))
     accels = sorted({a for j in jobs for a in j.accelerators})
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
@@ -301,7 +305,7 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     if not args.no_schedule:  # over time (placement.schedule), compared with this all-at-once placement
         from placement.schedule_cli import run_schedule
 
-        return run_schedule(args, jobs, catalog, quotas, reserved, sources, now, result)
+        return run_schedule(args, jobs, catalog, quotas, reserved, sources, now, result, ready)
     base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
     text = "" if args.json else batch_text(result, catalog, base, output_width())

@@ -312,7 +312,8 @@ def columns(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: Sequence[S
 
 
 def _headroom(o: Option) -> float:
-    return o.row[11].headroom  # type: ignore[no-any-return]
+    room = o.row[11].headroom
+    return math.inf if room is None else float(room)
 
 
 def _greedy(n_jobs: int, order: Sequence[int], cols: Sequence[Column]) -> list[int | None]:
@@ -448,9 +449,10 @@ def _left_shift(cols: Sequence[Column], picks: Sequence[int | None]) -> list[int
     out = list(picks)
     used: dict[tuple[Group, int], float] = defaultdict(float)
     for i in out:
-        if i is not None and cols[i].option.group is not None:
+        grp = None if i is None else cols[i].option.group
+        if i is not None and grp is not None:
             for s in cols[i].slots:
-                used[(cols[i].option.group, s)] += cols[i].option.needed
+                used[(grp, s)] += cols[i].option.needed
     same: dict[tuple[int, int], list[int]] = defaultdict(list)
     for k, c in enumerate(cols):
         same[(c.job, id(c.option))].append(k)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import datetime as dt
 
-    from placement.batch import BatchResult
+    from placement.batch import BatchResult, Prepared
     from placement.catalog import Catalog
     from placement.jobspec import JobSpec
     from placement.quotas import QuotaTable
@@ -28,26 +28,40 @@ def add_schedule_flags(p: argparse.ArgumentParser) -> None:
                    help="also write a Gantt chart of the schedule (needs the 'charts' extra: matplotlib)")
 
 
+def check_input(args: argparse.Namespace, jobs: Sequence[JobSpec], reserved: Sequence[Reservation],
+                now: dt.datetime) -> None:
+    """The flags, every job's earliest_start and the reservation windows (one-line errors, exit 2)."""
+    from placement.errors import UsageError
+    from placement.schedule import check_windows, earliest_hours, grid
+
+    g = grid(now, args.horizon_hours, args.slot_hours)
+    for i, job in enumerate(jobs):
+        earliest_hours(job, g, f"jobs[{i}].")
+    check_windows(reserved, g)
+    if args.chart is not None and not args.chart.lower().endswith(".png"):
+        raise UsageError(f"--chart: {args.chart!r} must name a .png file")
+
+
 def run_schedule(args: argparse.Namespace, jobs: Sequence[JobSpec], catalog: Catalog, quotas: QuotaTable,
                  reserved: Sequence[Reservation], sources: list[dict[str, Any]], now: dt.datetime,
-                 at_once: BatchResult) -> int:
+                 at_once: BatchResult, ready: Prepared | None = None) -> int:
     """Schedule the burst, print it (table or JSON) with what it saves against ``at_once``, write the chart."""
     import sys
 
     from placement.console import EXIT_NOTHING_FEASIBLE, EXIT_OK, output_width
-    from placement.errors import UsageError
-    from placement.schedule import grid, solve
+    from placement.schedule import solve
     from placement.schedule_render import schedule_doc, schedule_text, write_chart
 
-    grid(now, args.horizon_hours, args.slot_hours)  # the flags' errors before any solving
-    if args.chart is not None and not args.chart.lower().endswith(".png"):
-        raise UsageError(f"--chart: {args.chart!r} must name a .png file")
     result = solve(jobs, catalog.offers, quotas, reservations=reserved, now=now, horizon_h=args.horizon_hours,
                    slot_h=args.slot_hours, time_limit_s=args.time_limit)
     if args.json:
         import json
 
-        sys.stdout.write(json.dumps(schedule_doc(result, catalog, at_once, sources, now), indent=2,
+        from placement.batch import greedy
+
+        base = None if args.no_greedy else greedy(jobs, catalog.offers, quotas, reservations=reserved, now=now,
+                                                  prepared=ready)
+        sys.stdout.write(json.dumps(schedule_doc(result, catalog, at_once, sources, now, base), indent=2,
                                     allow_nan=False) + "\n")
     else:
         sys.stdout.write(schedule_text(result, catalog, at_once, output_width()) + "\n")

@@ -93,10 +93,12 @@ def schedule_text(s: Schedule, catalog: Catalog, at_once: BatchResult | None = N
 
 
 def schedule_doc(s: Schedule, catalog: Catalog, at_once: BatchResult | None = None,
-                 sources: Sequence[dict[str, Any]] = (), now: dt.datetime | None = None) -> dict[str, Any]:
+                 sources: Sequence[dict[str, Any]] = (), now: dt.datetime | None = None,
+                 greedy: BatchResult | None = None) -> dict[str, Any]:
     """The batch document of the schedule, with per job ``start_hours``, ``end_hours``, ``waits_hours`` and
-    ``wait_usd``, and a ``schedule`` section: the grid, per-slot usage per quota key, the all-at-once total."""
-    doc = batch_doc(s.as_batch(), catalog, None, sources, now)
+    ``wait_usd``, and a ``schedule`` section: the grid, per-slot usage per quota key, the all-at-once total.
+    ``greedy`` (one-by-one, all at once) fills the document's ``greedy`` entry, against the schedule's total."""
+    doc = batch_doc(s.as_batch(), catalog, greedy, sources, now)
     for entry, x in zip(doc["jobs"], s.jobs, strict=True):
         entry["earliest_start_hours"] = x.earliest_h
         entry["start_hours"] = x.start_h
