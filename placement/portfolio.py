@@ -224,7 +224,7 @@ def buys(book: Book, ps: Sequence[Pool], weeks: int) -> list[Buy]:
     out = []
     for t in book.terms:
         for p in ps:
-            if p.cloud != t.cloud or p.accelerator not in t.accelerators:
+            if p.cloud != t.cloud or p.accelerator not in t.accelerators or p.gpus < t.min_gpus_per_node:
                 continue
             if t.discount == 0 and t.uses_quota and book.availability(p.cloud, p.region, p.instance_type,
                                                                       "on-demand") >= 1.0:
@@ -461,18 +461,84 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
         upper.append(hi_)
     if starts:
         h.addRows(len(starts), lower, upper, len(index), starts, index, value)
-    h.setOptionValue("time_limit", max(time_limit_s - (time.monotonic() - t0), 0.1))
-    h.run()
-    status = h.modelStatusToString(h.getModelStatus())
-    sol = h.getSolution()
-    if not sol.value_valid:
-        raise InputError("classes", f"the portfolio problem has no solution ({status})")
-    x = list(sol.col_value)
-    gap = float(h.getInfo().mip_gap) if integer else 0.0
+    x: list[float] | None = None
+    status, gap = "Optimal", 0.0
+    if integer:
+        found = _rounded(h, integer, mip_rel_gap, t0 + time_limit_s)
+        if found is not None:
+            x, gap = found
+    if x is None:
+        h.setOptionValue("time_limit", max(time_limit_s - (time.monotonic() - t0), 0.1))
+        h.run()
+        status = h.modelStatusToString(h.getModelStatus())
+        sol = h.getSolution()
+        if not sol.value_valid:
+            raise InputError("classes", f"the portfolio problem has no solution ({status})")
+        x = list(sol.col_value)
+        gap = float(h.getInfo().mip_gap) if integer else 0.0
     apart = set(unserved.values()) | set(qvar.values()) | set(n_of.values())
     usage = math.fsum(cost[v] * max(x[v], 0.0) for v in range(len(x)) if v not in apart)
     return _answer(f, ps, x, n_of, rvars, unserved, qvar, quotas, book, status,
                    gap if math.isfinite(gap) else 0.0, usage)
+
+
+def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float) -> tuple[list[float], float] | None:
+    """Solve the LP relaxation (a lower bound L on every portfolio), round its commitments (to the nearest and
+    up: both are feasible, the unserved hours absorb a shortfall), re-solve the LP of the rest, and keep the
+    cheaper; (solution, proven gap) when it is within ``mip_rel_gap`` of L, else give HiGHS's branch and bound
+    that solution as its first incumbent and return None."""
+    from placement.batch import new_highs
+
+    lp = h.getLp()
+    lp.integrality_ = []
+    relax = new_highs()
+    relax.passModel(lp)
+    relax.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
+    relax.run()
+    if not relax.getSolution().value_valid:
+        return None
+    bound = relax.getInfo().objective_function_value
+    y = list(relax.getSolution().col_value)
+    reduced = list(relax.getSolution().col_dual)
+    costs = list(lp.col_cost_)
+
+    def value(x: Sequence[float]) -> float:  # from the solution itself, not the solver's (presolved) objective
+        return math.fsum(c * v for c, v in zip(costs, x, strict=True))
+
+    # The MILP restricted to the commitments the LP buys any of: small, and close to the optimum.
+    zero = [i for i in integer if y[i] <= 1e-9]
+    sub = new_highs()
+    sub.passModel(h.getLp())
+    if zero:
+        sub.changeColsBounds(len(zero), zero, [0.0] * len(zero), [0.0] * len(zero))
+    sub.setOptionValue("mip_rel_gap", mip_rel_gap / 4)
+    sub.setOptionValue("time_limit", max((deadline - time.monotonic()) / 2, 0.1))
+    sub.run()
+    candidates: list[list[float]] = []
+    if sub.getSolution().value_valid:
+        candidates.append(list(sub.getSolution().col_value))
+    if not candidates or (value(candidates[0]) - bound) / max(abs(value(candidates[0])), 1e-9) > mip_rel_gap:
+        for rounding in (round, math.ceil):  # both feasible: the unserved hours absorb a shortfall
+            fixed = [float(math.ceil(y[i] - 1e-7)) if rounding is math.ceil else float(round(y[i])) for i in integer]
+            relax.changeColsBounds(len(integer), list(integer), fixed, fixed)
+            relax.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
+            relax.run()
+            if relax.getSolution().value_valid:
+                candidates.append(list(relax.getSolution().col_value))
+    if not candidates:
+        return None
+    x = min(candidates, key=value)
+    z = value(x)
+    gap = max(z - bound, 0.0) / max(abs(z), 1e-9)
+    if gap <= mip_rel_gap:
+        return x, gap
+    # Reduced-cost fixing (exact): a commitment at 0 in the LP optimum whose reduced cost exceeds z - L cannot be
+    # bought in any portfolio cheaper than z, so it is fixed at 0 for the branch and bound.
+    out = [i for i in integer if y[i] < 1e-9 and reduced[i] > z - bound + 1e-6]
+    if out:
+        h.changeColsBounds(len(out), out, [0.0] * len(out), [0.0] * len(out))
+    h.setSolution(len(x), list(range(len(x))), x)
+    return None
 
 
 def _answer(f: Forecast, ps: Sequence[Pool], x: Sequence[float], n_of: Mapping[Buy, int],
