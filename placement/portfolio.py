@@ -317,7 +317,7 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
           spot: bool = True, on_demand: bool = True, commit: bool = True, spot_any: bool = False,
           fixed: Mapping[Buy, int] | None = None, only: Sequence[Buy] | None = None,
           calibration: Mapping[tuple[str, str, str], tuple[float, float]] | None = None,
-          spot_rate: float = 0.05, time_limit_s: float = 10.0, mip_rel_gap: float = 1e-3) -> Answer:
+          spot_rate: float = 0.05, time_limit_s: float = 10.0, mip_rel_gap: float = 0.01) -> Answer:
     """Solve the portfolio MILP. ``spot``/``on_demand``/``commit`` switch those capacities off (the baselines);
     ``spot_any`` lets every GPU-hour take spot (all-spot); ``fixed`` fixes commitment sizes (what-if); ``only``
     restricts the commitments tried (tests)."""
@@ -367,6 +367,7 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
     unserved: dict[tuple[int, int], int] = {}
     spot_of: dict[tuple[int, int], list[int]] = defaultdict(list)
     pool_index = {(p.cloud, p.region, p.instance_type): i for i, p in enumerate(ps)}
+    held: dict[tuple[int, int], float] = {}
     for ci, c in enumerate(f.classes):
         mine = [i for i, p in enumerate(ps) if p.accelerator in c.accelerators
                 and (not c.regions or p.region in c.regions) and (not c.clouds or p.cloud in c.clouds)]
@@ -375,6 +376,7 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
             measured = calibrated_spot(p, calibration)
             rate = measured[1] if measured is not None else spot_rate
             ov_d, ov_s = overheads(c, p, rate)
+            held[(ci, pi)] = 1 + ov_d  # node-hours held per useful GPU-hour on reserved capacity
             a_s = measured[0] if measured is not None else book.availability(p.cloud, p.region, p.instance_type,
                                                                               "spot")
             a_d = book.availability(p.cloud, p.region, p.instance_type, "on-demand")
@@ -479,14 +481,18 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
     apart = set(unserved.values()) | set(qvar.values()) | set(n_of.values())
     usage = math.fsum(cost[v] * max(x[v], 0.0) for v in range(len(x)) if v not in apart)
     return _answer(f, ps, x, n_of, rvars, unserved, qvar, quotas, book, status,
-                   gap if math.isfinite(gap) else 0.0, usage)
+                   gap if math.isfinite(gap) else 0.0, usage, held)
 
 
 def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float) -> tuple[list[float], float] | None:
-    """Solve the LP relaxation (a lower bound L on every portfolio), round its commitments (to the nearest and
-    up: both are feasible, the unserved hours absorb a shortfall), re-solve the LP of the rest, and keep the
-    cheaper; (solution, proven gap) when it is within ``mip_rel_gap`` of L, else give HiGHS's branch and bound
-    that solution as its first incumbent and return None."""
+    """A proven-good portfolio without a full branch and bound, when there is one.
+
+    The LP relaxation's cost L bounds every portfolio from below. The MILP restricted to the commitments the LP
+    buys any of is small; its solution (or, failing that, the LP's commitments rounded to the nearest and up,
+    with the rest re-solved: both feasible, the unserved hours absorb a shortfall) costs z. When (z − L)/z is
+    within ``mip_rel_gap`` it is returned with that gap, which holds for the full problem. Otherwise the full
+    branch and bound gets it as its first incumbent, with the commitments whose LP reduced cost exceeds z − L
+    fixed at 0 (exact: none of them is in any portfolio cheaper than z), and None is returned."""
     from placement.batch import new_highs
 
     lp = h.getLp()
@@ -544,7 +550,7 @@ def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float
 def _answer(f: Forecast, ps: Sequence[Pool], x: Sequence[float], n_of: Mapping[Buy, int],
             rvars: Mapping[tuple[int, int, int], tuple[int, int, int]], unserved: Mapping[tuple[int, int], int],
             qvar: Mapping[tuple[str, str, str], int], quotas: QuotaTable | None, book: Book, status: str,
-            gap: float, usage_usd: float) -> Answer:
+            gap: float, usage_usd: float, held: Mapping[tuple[int, int], float]) -> Answer:
     def val(v: int) -> float:
         return 0.0 if v < 0 else max(x[v], 0.0)
 
@@ -561,7 +567,7 @@ def _answer(f: Forecast, ps: Sequence[Pool], x: Sequence[float], n_of: Mapping[B
                 r_sum += val(r)
                 s_sum += val(s)
                 d_sum += val(d)
-                used_on[(p.cloud, p.region, p.instance_type, w)] += val(r)
+                used_on[(p.cloud, p.region, p.instance_type, w)] += val(r) * held[(ci, pi)]
             u_sum += val(unserved[(ci, w)])
         weeks.append(Week(sum(c.demand[w] for c in f.classes), r_sum, s_sum, d_sum, u_sum))
     commitments = []
