@@ -63,6 +63,7 @@ DEFAULT_SLOT_H = 1.0
 MAX_HORIZON_H = 24 * 366.0  # a year: beyond it no quota or price snapshot means anything
 MAX_SLOTS = 20_000  # horizon / slot: the model has a capacity row per group and slot
 Group = tuple[str, str, str]
+GENERATE_ABOVE = 20_000  # (job, option, start) columns: beyond this many, the model's columns are generated
 
 
 @dataclass(frozen=True)
@@ -301,13 +302,36 @@ def columns(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: Sequence[S
     max_usd = max((o.usd for os_ in opts for o in os_), default=0.0)
     max_wait = max((j.usd_per_hour_of_delay for j in jobs), default=0.0) * g.horizon_h
     unknown = 2 * (max_usd + max_wait) + 1.0
+    # A group no combination of jobs can overfill in any slot bounds nothing: its options are "free".
+    most: dict[Group, dict[int, int]] = defaultdict(dict)
+    for j, os_ in enumerate(opts):
+        for o in os_:
+            if o.group is not None:
+                most[o.group][j] = max(most[o.group].get(j, 0), o.needed)
+    free = {grp for grp, need in most.items()
+            if sum(need.values()) <= min(_headroom(o) for os_ in opts for o in os_ if o.group == grp) + 1e-9}
     out = []
     for j, (job, e) in enumerate(zip(jobs, earliest, strict=True)):
+        # Exact pruning: a column costing at least the job's cheapest free option at its first start is never
+        # needed (that option takes nothing from any other job), nor is any later start of a costlier one.
+        bound = math.inf
+        for o in opts[j]:
+            if o.group is None or o.group in free:
+                first = starts(o, e, job.deadline_hours, g)[:1]
+                if first:
+                    bound = min(bound, o.usd + job.usd_per_hour_of_delay * (first[0] - e)
+                                + (unknown if o.group is None else 0.0))
         for o in opts[j]:
             for t in starts(o, e, job.deadline_hours, g):
                 usd = o.usd + job.usd_per_hour_of_delay * (t - e)
-                out.append(Column(j, o, t, usd + (unknown if o.group is None else 0.0), usd,
-                                  occupied(t, o.ready_h, g.slot_h)))
+                cost = usd + (unknown if o.group is None else 0.0)
+                if cost > bound + 1e-9 or (cost == bound and o.group is not None and o.group not in free):
+                    if job.usd_per_hour_of_delay > 0:
+                        break  # later starts cost more still
+                    continue
+                out.append(Column(j, o, t, cost, usd, occupied(t, o.ready_h, g.slot_h)))
+                if o.group is None or o.group in free:
+                    break  # a free option's first start is the only one worth having
     return out
 
 
@@ -339,15 +363,23 @@ def _greedy(n_jobs: int, order: Sequence[int], cols: Sequence[Column]) -> list[i
 def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable | None = None,
           book: EgressBook | None = None, *, reservations: Sequence[Reservation] = (), now: dt.datetime | None = None,
           horizon_h: float = DEFAULT_HORIZON_H, slot_h: float = DEFAULT_SLOT_H, time_limit_s: float = 30.0,
-          mip_rel_gap: float = 1e-4) -> Schedule:
+          mip_rel_gap: float = 1e-4, generate: bool | None = None) -> Schedule:
     """Schedule ``jobs`` (see the module doc). ``time_limit_s`` bounds candidate generation and solving
-    together; the best schedule found by then is returned with its gap."""
+    together; the best schedule found by then is returned with its gap. ``generate``: build the model's
+    columns by column generation (:func:`_solve_generated`); None = when there are more than
+    :data:`GENERATE_ABOVE` (job, option, start) columns."""
     import highspy
 
     deadline = time.monotonic() + time_limit_s
     g = grid(now or dt.datetime.now(dt.UTC), horizon_h, slot_h)
     jobs = list(jobs)
     earliest, opts, why = prepare(jobs, offers, quotas, book, reservations, g)
+    if generate is None:  # every column in the model while that stays small, else generated as needed
+        generate = sum(len(starts(o, e, j.deadline_hours, g)) for j, e, os_ in zip(jobs, earliest, opts, strict=True)
+                       for o in os_) > GENERATE_ABOVE
+    if generate:
+        gcols, gpicks, gstatus, ggap = _solve_generated(jobs, earliest, opts, g, deadline, mip_rel_gap)
+        return _schedule(jobs, earliest, gcols, _left_shift(gcols, gpicks), why, opts, g, "HiGHS", gstatus, ggap)
     cols = columns(jobs, earliest, opts, g)
     n_x, n_jobs = len(cols), len(jobs)
     n = n_x + n_jobs
@@ -512,3 +544,219 @@ def _schedule(jobs: Sequence[JobSpec], earliest: Sequence[float], cols: Sequence
                 usage[o.group][s] += o.needed
     return Schedule(tuple(out), total, solver, status, gap, g, {k: tuple(v) for k, v in usage.items()},
                     {k: tuple(v) for k, v in room.items()}, units)
+
+
+# ----------------------------------------------------------------------------------- column generation
+
+
+@dataclass(frozen=True)
+class _Starts:
+    """Every start of one job's option as arrays: start hours, objective cost, USD, first and last slot (+1)."""
+
+    job: int
+    option: Option
+    t: Any
+    cost: Any
+    usd: Any
+    first: Any
+    last: Any
+
+
+def _all_starts(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: Sequence[Sequence[Option]],
+                g: Grid) -> list[_Starts]:
+    import numpy as np
+
+    max_usd = max((o.usd for os_ in opts for o in os_), default=0.0)
+    max_wait = max((j.usd_per_hour_of_delay for j in jobs), default=0.0) * g.horizon_h
+    unknown = 2 * (max_usd + max_wait) + 1.0
+    out = []
+    for j, (job, e) in enumerate(zip(jobs, earliest, strict=True)):
+        for o in opts[j]:
+            t = np.array(starts(o, e, job.deadline_hours, g), dtype=float)
+            if not len(t):
+                continue
+            usd = o.usd + job.usd_per_hour_of_delay * (t - e)
+            first = np.floor(t / g.slot_h + 1e-9).astype(int)
+            last = np.maximum(np.ceil((t + o.ready_h) / g.slot_h - 1e-9).astype(int), first + 1)
+            out.append(_Starts(j, o, t, usd + (unknown if o.group is None else 0.0), usd, first, last))
+    return out
+
+
+def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: Sequence[Sequence[Option]], g: Grid,
+                     deadline: float, mip_rel_gap: float) -> tuple[list[Column], list[int | None], str, float]:
+    """The schedule MILP by column generation, exact to ``mip_rel_gap``: the (job, option, start) columns enter
+    the model only when their reduced cost against the LP's duals can improve it, so the model holds a few per
+    job instead of every start of every option.
+
+    Each phase (the priority tiers' counts, then the cost) solves its LP relaxation over all columns by pricing:
+    rc = cost − π_job − needed·Σ_(slots it holds) μ_(group, slot), with π, μ the assignment and capacity duals,
+    prefix sums over the slots making a price one subtraction per start. At the LP optimum L (no column prices
+    below 0) LP duality gives cost(x) ≥ L + Σ rc·x for every integer x, so after the MILP over the generated
+    columns finds z, every column with rc ≤ z − L is added and the MILP solved again: none left out can beat it.
+    """
+    import highspy
+    import numpy as np
+
+    n_jobs = len(jobs)
+    priced = _all_starts(jobs, earliest, opts, g)
+    n_slots = max([g.slots, *(int(p.last.max()) for p in priced)])
+    groups = sorted({p.option.group for p in priced if p.option.group is not None})
+    gi = {grp: k for k, grp in enumerate(groups)}
+    room = {p.option.group: _headroom(p.option) for p in priced if p.option.group is not None}
+    h = new_highs()
+    inf = highspy.kHighsInf
+    h.addCols(n_jobs, [0.0] * n_jobs, [0.0] * n_jobs, [1.0] * n_jobs, 0, [], [], [])
+    for j in range(n_jobs):
+        h.addRow(1.0, 1.0, 1, [j], [1.0])
+    for grp in groups:
+        h.addRows(n_slots, [-inf] * n_slots, [room[grp]] * n_slots, 0, [0] * n_slots, [], [])
+    cols: list[Column] = []
+    index: dict[tuple[int, float], int] = {}  # (id of its _Starts, start) -> column number
+
+    def add(p: _Starts, k: int) -> int:
+        key = (id(p), float(p.t[k]))
+        if key in index:
+            return index[key]
+        rows = [p.job]
+        if p.option.group is not None:
+            base = n_jobs + gi[p.option.group] * n_slots
+            rows += [base + s for s in range(int(p.first[k]), int(p.last[k]))]
+        vals = [1.0] + [float(p.option.needed)] * (len(rows) - 1)
+        h.addCol(0.0, 0.0, 1.0, len(rows), rows, vals)
+        cols.append(Column(p.job, p.option, float(p.t[k]), float(p.cost[k]), float(p.usd[k]),
+                           range(int(p.first[k]), int(p.last[k]))))
+        index[key] = n_jobs + len(cols) - 1
+        return index[key]
+
+    # The greedy incumbent (priority order, cheapest start that fits) and each option's first start.
+    used = np.zeros((len(groups), n_slots))
+    order = sorted(range(n_jobs), key=lambda j: -jobs[j].priority_value)
+    mine: dict[int, list[_Starts]] = defaultdict(list)
+    for p in priced:
+        mine[p.job].append(p)
+        add(p, 0)
+    warm_cols: dict[int, int] = {}
+    for j in order:
+        best: tuple[float, _Starts, int] | None = None
+        for p in mine[j]:
+            for k in np.argsort(p.cost, kind="stable"):
+                if best is not None and p.cost[k] >= best[0]:
+                    break
+                if p.option.group is None or all(used[gi[p.option.group], int(p.first[k]):int(p.last[k])]
+                                                 + p.option.needed <= room[p.option.group] + 1e-9):
+                    best = (float(p.cost[k]), p, int(k))
+                    break
+        if best is not None:
+            _, p, k = best
+            warm_cols[j] = add(p, k)
+            if p.option.group is not None:
+                used[gi[p.option.group], int(p.first[k]):int(p.last[k])] += p.option.needed
+
+    def objective(phase: Sequence[int] | None) -> list[float]:
+        u = [0.0] * n_jobs
+        if phase is None:
+            return u + [c.cost for c in cols]
+        for j in phase:
+            u[j] = 1.0
+        return u + [0.0] * len(cols)
+
+    def price(phase: Sequence[int] | None, duals: Sequence[float]) -> list[tuple[float, _Starts, Any]]:
+        """Per (job, option): the starts' reduced costs."""
+        y = np.asarray(duals)
+        pi = y[:n_jobs]
+        prefix = {grp: np.concatenate(([0.0], np.cumsum(y[n_jobs + gi[grp] * n_slots:
+                                                        n_jobs + (gi[grp] + 1) * n_slots]))) for grp in groups}
+        out = []
+        for p in priced:
+            c = p.cost if phase is None else np.zeros(len(p.t))
+            rc = c - pi[p.job]
+            if p.option.group is not None:
+                pre = prefix[p.option.group]
+                rc = rc - p.option.needed * (pre[p.last] - pre[p.first])
+            out.append((0.0, p, rc))
+        return out
+
+    def phase_solve(phase: Sequence[int] | None, warm: list[float]) -> tuple[list[float], str, float]:
+        """Column generation for the LP, then the MILP over the columns, then the columns the bound lets in."""
+        n_int = 0
+        while True:  # the LP over every column, by pricing
+            n = n_jobs + len(cols)
+            h.changeColsIntegrality(n, list(range(n)), [highspy.HighsVarType.kContinuous] * n)  # type: ignore[arg-type]
+            h.changeColsCost(n, list(range(n)), objective(phase))
+            h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
+            h.run()
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                return warm, h.modelStatusToString(h.getModelStatus()), math.inf
+            bound = h.getInfo().objective_function_value
+            duals = list(h.getSolution().row_dual)
+            added = 0
+            for _, p, rc in price(phase, duals):
+                k = int(np.argmin(rc))
+                if rc[k] < -1e-7 * max(1.0, abs(bound) / max(n_jobs, 1)) and (id(p), float(p.t[k])) not in index:
+                    add(p, k)
+                    added += 1
+            if not added or time.monotonic() >= deadline:
+                break
+        x, status, z = _mip(warm)
+        # every column that could still be in a cheaper integer solution
+        slack = z - bound + 1e-9 * max(abs(z), 1.0)
+        more = 0
+        for _, p, rc in price(phase, duals):
+            for k in np.nonzero(rc <= slack)[0]:
+                if (id(p), float(p.t[k])) not in index:
+                    add(p, int(k))
+                    more += 1
+        if more:
+            x, status, z = _mip(x + [0.0] * (n_jobs + len(cols) - len(x)))
+        n_int += 1
+        gap = max(z - bound, 0.0) / max(abs(z), 1.0) if phase is None else 0.0
+        return x, status, gap
+
+    def _mip(warm: list[float]) -> tuple[list[float], str, float]:
+        n = n_jobs + len(cols)
+        warm = warm + [0.0] * (n - len(warm))
+        h.changeColsIntegrality(len(cols), list(range(n_jobs, n)),
+                                [highspy.HighsVarType.kInteger] * len(cols))  # type: ignore[arg-type]
+        costs = objective(phase_now[0])
+        h.changeColsCost(n, list(range(n)), costs)
+        h.setOptionValue("mip_rel_gap", mip_rel_gap)
+        found = _checked_run(h, n, costs, warm, deadline)
+        if found is None:
+            sol = h.getSolution()
+            x = list(sol.col_value) if sol.value_valid else warm
+            return x, h.modelStatusToString(h.getModelStatus()), math.fsum(c * v for c, v in zip(costs, x,
+                                                                                                   strict=True))
+        return found[0], "Optimal", found[1]
+
+    phase_now: list[Sequence[int] | None] = [None]
+    warm = [0.0] * (n_jobs + len(cols))
+    for j in range(n_jobs):
+        if j in warm_cols:
+            warm[warm_cols[j]] = 1.0
+        else:
+            warm[j] = 1.0
+    status, gap = "Optimal", 0.0
+    for tier in _tiers(jobs):
+        if sum(warm[j] for j in tier) > 0.5:
+            phase_now[0] = tier
+            warm, status, _ = phase_solve(tier, warm)
+        count = float(round(sum(warm[j] for j in tier)))
+        h.addRow(-inf, count, len(tier), list(tier), [1.0] * len(tier))
+    phase_now[0] = None
+    x, status, gap = phase_solve(None, warm)
+    picks: list[int | None] = [None] * n_jobs
+    for i, c in enumerate(cols):
+        if x[n_jobs + i] > 0.5:
+            picks[c.job] = i
+    # every start of the picked options, for the left shift
+    for j, i in enumerate(picks):
+        if i is None:
+            continue
+        for p in mine[j]:
+            if p.option is cols[i].option:
+                for k in range(len(p.t)):
+                    if (id(p), float(p.t[k])) not in index:
+                        index[(id(p), float(p.t[k]))] = -1
+                        cols.append(Column(p.job, p.option, float(p.t[k]), float(p.cost[k]), float(p.usd[k]),
+                                           range(int(p.first[k]), int(p.last[k]))))
+    return cols, picks, status, gap

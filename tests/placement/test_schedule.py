@@ -89,10 +89,11 @@ def _instance(seed):
     return jobs, [east, west], q, res
 
 
+@pytest.mark.parametrize("generate", [False, True], ids=["every-column", "column-generation"])
 @pytest.mark.parametrize("seed", range(12))
-def test_milp_cost_equals_brute_force_over_every_start_and_candidate(seed):
+def test_milp_cost_equals_brute_force_over_every_start_and_candidate(seed, generate):
     jobs, offers, q, res = _instance(seed)
-    s = solve(jobs, offers, q, reservations=res, now=NOW, horizon_h=12, slot_h=1)
+    s = solve(jobs, offers, q, reservations=res, now=NOW, horizon_h=12, slot_h=1, generate=generate)
     best = _brute(jobs, offers, q, res, 12)
     tiers = sorted({j.priority_value for j in jobs}, reverse=True)
     got = (*(sum(1 for x in s.jobs if x.candidate is None and x.job.priority_value == p) for p in tiers),)
