@@ -63,6 +63,7 @@ DEFAULT_SLOT_H = 1.0
 MAX_HORIZON_H = 24 * 366.0  # a year: beyond it no quota or price snapshot means anything
 MAX_SLOTS = 20_000  # horizon / slot: the model has a capacity row per group and slot
 Group = tuple[str, str, str]
+MAX_ADDED = 50_000  # columns the reduced-cost step may add to one MILP (column generation)
 GENERATE_ABOVE = 20_000  # (job, option, start) columns: beyond this many, the model's columns are generated
 
 
@@ -612,6 +613,7 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
         h.addRows(n_slots, [-inf] * n_slots, [room[grp]] * n_slots, 0, [0] * n_slots, [], [])
     cols: list[Column] = []
     index: dict[tuple[int, float], int] = {}  # (id of its _Starts, start) -> column number
+    phase_now: list[Sequence[int] | None] = [None]  # the phase being solved: a tier's jobs, or None (cost)
 
     def add(p: _Starts, k: int) -> int:
         key = (id(p), float(p.t[k]))
@@ -622,7 +624,7 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
             base = n_jobs + gi[p.option.group] * n_slots
             rows += [base + s for s in range(int(p.first[k]), int(p.last[k]))]
         vals = [1.0] + [float(p.option.needed)] * (len(rows) - 1)
-        h.addCol(0.0, 0.0, 1.0, len(rows), rows, vals)
+        h.addCol(float(p.cost[k]) if phase_now[0] is None else 0.0, 0.0, 1.0, len(rows), rows, vals)
         cols.append(Column(p.job, p.option, float(p.t[k]), float(p.cost[k]), float(p.usd[k]),
                            range(int(p.first[k]), int(p.last[k]))))
         index[key] = n_jobs + len(cols) - 1
@@ -677,50 +679,93 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
         return out
 
     def phase_solve(phase: Sequence[int] | None, warm: list[float]) -> tuple[list[float], str, float]:
-        """Column generation for the LP, then the MILP over the columns, then the columns the bound lets in."""
-        n_int = 0
+        """Column generation for the LP, then the MILP over the columns, then the columns the bound lets in.
+
+        With π, μ the restricted LP's duals and m_j = min(0, the least reduced cost of job j's columns), every
+        integer schedule x costs at least LB + Σ_i (rc_i − m_j(i))·x_i, LB = L_restricted + Σ_j m_j (each job
+        takes one column or none): LB bounds the full LP, and a column with rc_i > z − LB + m_j is in no
+        schedule cheaper than z. Pricing stops once LB is within a quarter of the gap asked of L_restricted."""
+        slack_share = 0.25 * mip_rel_gap if phase is None else 0.0
+        n = n_jobs + len(cols)
+        # The LP: integrality off and the phase's costs set once; columns added later get their cost in add().
+        h.changeColsIntegrality(n, list(range(n)), [highspy.HighsVarType.kContinuous] * n)  # type: ignore[arg-type]
+        h.changeColsCost(n, list(range(n)), objective(phase))
         while True:  # the LP over every column, by pricing
-            n = n_jobs + len(cols)
-            h.changeColsIntegrality(n, list(range(n)), [highspy.HighsVarType.kContinuous] * n)  # type: ignore[arg-type]
-            h.changeColsCost(n, list(range(n)), objective(phase))
             h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
             h.run()
             if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
                 return warm, h.modelStatusToString(h.getModelStatus()), math.inf
-            bound = h.getInfo().objective_function_value
+            restricted = h.getInfo().objective_function_value
             duals = list(h.getSolution().row_dual)
-            added = 0
-            for _, p, rc in price(phase, duals):
+            least: dict[int, float] = defaultdict(float)
+            best: dict[int, list[tuple[float, _Starts, int]]] = defaultdict(list)
+            priced_now = price(phase, duals)
+            for _, p, rc in priced_now:
                 k = int(np.argmin(rc))
-                if rc[k] < -1e-7 * max(1.0, abs(bound) / max(n_jobs, 1)) and (id(p), float(p.t[k])) not in index:
-                    add(p, k)
-                    added += 1
-            if not added or time.monotonic() >= deadline:
+                least[p.job] = min(least[p.job], float(rc[k]))
+                if rc[k] < -1e-9 * max(1.0, abs(restricted)) and (id(p), float(p.t[k])) not in index:
+                    best[p.job].append((float(rc[k]), p, k))
+            bound = restricted + sum(least.values())
+            if not best or restricted - bound <= slack_share * max(abs(restricted), 1.0) + 1e-9 \
+                    or time.monotonic() >= deadline:
                 break
+            for offers_ in best.values():
+                for _, p, k in sorted(offers_, key=lambda e: e[0])[:4]:
+                    add(p, k)
+        warm = _rounded(list(h.getSolution().col_value), warm)
         x, status, z = _mip(warm)
-        # every column that could still be in a cheaper integer solution
-        slack = z - bound + 1e-9 * max(abs(z), 1.0)
-        more = 0
-        for _, p, rc in price(phase, duals):
-            for k in np.nonzero(rc <= slack)[0]:
-                if (id(p), float(p.t[k])) not in index:
-                    add(p, int(k))
-                    more += 1
-        if more:
-            x, status, z = _mip(x + [0.0] * (n_jobs + len(cols) - len(x)))
-        n_int += 1
-        gap = max(z - bound, 0.0) / max(abs(z), 1.0) if phase is None else 0.0
-        return x, status, gap
+        gap = max(z - bound, 0.0) / max(abs(z), 1.0)
+        if phase is not None or gap > mip_rel_gap:
+            # Not yet proven within the gap (a count must be exact): every column that could still be in a
+            # better integer schedule joins, and the MILP runs again.
+            more = []
+            for _, p, rc in priced_now:
+                for kk in np.nonzero(rc <= z - bound + least[p.job] + 1e-9 * max(abs(z), 1.0))[0]:
+                    if (id(p), float(p.t[kk])) not in index:
+                        more.append((p, int(kk)))
+            if more and len(more) <= MAX_ADDED:
+                for p, k in more:
+                    add(p, k)
+                x, status, z = _mip(x + [0.0] * (n_jobs + len(cols) - len(x)))
+                gap = max(z - bound, 0.0) / max(abs(z), 1.0)
+            elif more:
+                status = f"{status}; {len(more):,} columns could still improve it (gap vs the bound: {gap:.2%})"
+        return x, status, gap if phase is None else 0.0
 
-    def _mip(warm: list[float]) -> tuple[list[float], str, float]:
+    def _rounded(lp: list[float], warm: list[float]) -> list[float]:
+        """A first incumbent from the LP: its integral assignments held, the MILP of the fractional jobs solved
+        (this relaxation is nearly integral); ``warm`` when that is no better."""
+        n = n_jobs + len(cols)
+        lp = lp + [0.0] * (n - len(lp))
+        by_job: dict[int, list[int]] = defaultdict(list)
+        for i, c in enumerate(cols):
+            by_job[c.job].append(n_jobs + i)
+        fix: list[int] = []
+        value: list[float] = []
+        for j in range(n_jobs):
+            whole = next((i for i in by_job[j] if lp[i] > 1 - 1e-6), None)
+            if whole is not None or lp[j] > 1 - 1e-6:
+                fix += by_job[j]
+                value += [1.0 if i == whole else 0.0 for i in by_job[j]]
+        if not fix:
+            return warm
+        h.changeColsBounds(len(fix), fix, value, value)
+        x, _, z = _mip(warm, time.monotonic() + max(deadline - time.monotonic(), 0.0) / 3)
+        h.changeColsBounds(len(fix), fix, [0.0] * len(fix), [1.0] * len(fix))
+        costs = objective(phase_now[0])
+        before = math.fsum(c * v for c, v in zip(costs, warm + [0.0] * (n - len(warm)), strict=True))
+        feasible = all(abs(sum(x[i] for i in by_job[j]) + x[j] - 1) < 1e-6 for j in range(n_jobs))
+        return x if feasible and z < before else warm
+
+    def _mip(warm: list[float], until: float | None = None) -> tuple[list[float], str, float]:
         n = n_jobs + len(cols)
         warm = warm + [0.0] * (n - len(warm))
         h.changeColsIntegrality(len(cols), list(range(n_jobs, n)),
                                 [highspy.HighsVarType.kInteger] * len(cols))  # type: ignore[arg-type]
         costs = objective(phase_now[0])
         h.changeColsCost(n, list(range(n)), costs)
-        h.setOptionValue("mip_rel_gap", mip_rel_gap)
-        found = _checked_run(h, n, costs, warm, deadline)
+        h.setOptionValue("mip_rel_gap", 0.75 * mip_rel_gap)  # the rest of the gap is the pricing's
+        found = _checked_run(h, n, costs, warm, deadline if until is None else until)
         if found is None:
             sol = h.getSolution()
             x = list(sol.col_value) if sol.value_valid else warm
@@ -728,7 +773,6 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
                                                                                                    strict=True))
         return found[0], "Optimal", found[1]
 
-    phase_now: list[Sequence[int] | None] = [None]
     warm = [0.0] * (n_jobs + len(cols))
     for j in range(n_jobs):
         if j in warm_cols:
@@ -744,16 +788,17 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
         h.addRow(-inf, count, len(tier), list(tier), [1.0] * len(tier))
     phase_now[0] = None
     x, status, gap = phase_solve(None, warm)
+    x = x + [0.0] * (n_jobs + len(cols) - len(x))
     picks: list[int | None] = [None] * n_jobs
     for i, c in enumerate(cols):
         if x[n_jobs + i] > 0.5:
             picks[c.job] = i
     # every start of the picked options, for the left shift
-    for j, i in enumerate(picks):
-        if i is None:
+    for j, pick in enumerate(picks):
+        if pick is None:
             continue
         for p in mine[j]:
-            if p.option is cols[i].option:
+            if p.option is cols[pick].option:
                 for k in range(len(p.t)):
                     if (id(p), float(p.t[k])) not in index:
                         index[(id(p), float(p.t[k]))] = -1
