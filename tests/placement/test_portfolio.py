@@ -117,7 +117,7 @@ def test_parse_forecast_reads_the_example():
 
     doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "placement/examples/forecast.yaml").read_text())
     f = parse_forecast(doc)
-    assert f.weeks == 12 and [c.name for c in f.classes] == ["pretraining", "fine-tuning", "evaluation"]
+    assert f.weeks == 8 and [c.name for c in f.classes] == ["pretraining", "fine-tuning", "evaluation"]
 
 
 def test_portfolio_json_reports_commitments_baselines_and_demand_moves(capsys, tmp_path):
