@@ -193,3 +193,22 @@ def test_a_reservation_window_in_the_past_is_refused(capsys, tmp_path):
                    "aws,us-east-1,use1-az4,p5.48xlarge,2,0,2026-11-20T00:00:00Z,2026-11-10T00:00:00Z,cb-1\n")
     code, out, err = _bad(capsys, tmp_path, {"jobs": [BASE]}, "--reservations", str(res))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "ends" in err and "cb-1" in err
+
+
+def test_a_plan_now_cannot_use_a_reservation_whose_window_starts_later_but_a_schedule_waits_for_it():
+    r = dataclasses.replace(reservation(count=1, rid="cb"), starts=NOW + dt.timedelta(hours=3))
+    j = job(name="a", capacity="reserved", hours=4)
+    now_plan = plan(j, [], None, reservations=[r], now=NOW)
+    assert not now_plan.rows and "starts" in (now_plan.excluded[0].excluded or "")
+    s = solve([j], [], None, reservations=[r], now=NOW, horizon_h=24)
+    assert s.jobs[0].start_h == 3
+
+
+def test_the_reservations_file_reads_an_optional_starts_column():
+    from placement.reservations import parse_reservations_csv
+
+    (r,) = parse_reservations_csv("cloud,region,zone,instance_type,count,usd_per_hour,ends,starts,id\n"
+                                  "aws,us-east-1,use1-az4,p5.48xlarge,2,0,2026-12-10T00:00:00Z,2026-12-03,cb-1\n",
+                                  "r.csv")
+    assert r.starts == dt.datetime(2026, 12, 3, tzinfo=dt.UTC) and r.window[1] == dt.datetime(2026, 12, 10,
+                                                                                             tzinfo=dt.UTC)
