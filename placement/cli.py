@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--time-limit", type=float, default=30.0, metavar="SECONDS",
                    help="time budget for generating candidates and solving; the best solution found by then is "
                         "reported with its gap, jobs not reached are reported unplaced (default 30)")
+    from placement.schedule_cli import add_schedule_flags
+
+    add_schedule_flags(b)
     _add_plan_flags(b)
     _add_data_flags(b)
     _add_calibration_flags(b)
@@ -196,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "printing it (never overwrites; docs/placement.md#submit-and-a-new-stack)")
     _add_data_flags(s, live=False)
     _add_calibration_flags(s)
+
+    pf = sub.add_parser("portfolio", help="choose the commitments a weekly demand forecast justifies (exact MILP)")
+    from placement.portfolio_cli import add_arguments as add_portfolio_arguments
+
+    add_portfolio_arguments(pf)
 
     c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")
     c.add_argument("shell", choices=("bash", "zsh"),
@@ -385,6 +393,10 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     quotas = load_quotas(args.quotas)
     reserved = _reservations(args)
+    if not args.no_schedule:  # the schedule's own input errors before any warning or solving
+        from placement.schedule_cli import check_input
+
+        check_input(args, jobs, reserved, now)
     _warn([w for j in jobs for w in j.warnings] + list(quotas.warnings))
     accels = sorted({a for j in jobs for a in j.accelerators})
     catalog, quotas, sources, live_reserved = _live(args, catalog, quotas, accels, None, None, True)
@@ -401,6 +413,10 @@ def cmd_plan_batch(args: argparse.Namespace) -> int:
     # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
     ready = prepare(jobs, offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
     result = solve(jobs, offers, quotas, reservations=reserved, now=now, prepared=ready)
+    if not args.no_schedule:  # over time (placement.schedule), compared with this all-at-once placement
+        from placement.schedule_cli import run_schedule
+
+        return run_schedule(args, jobs, catalog, quotas, reserved, sources, now, result, ready, offers=offers)
     base = None if args.no_greedy else greedy(jobs, offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
     text = "" if args.json else batch_text(result, catalog, base, output_width())
@@ -487,6 +503,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return run_submit(args)
 
 
+def cmd_portfolio(args: argparse.Namespace) -> int:
+    from placement.portfolio_cli import run_portfolio
+
+    return run_portfolio(args)
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     from placement.completion import bash_script
 
@@ -505,7 +527,7 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 
 COMMANDS = {"plan": cmd_plan, "plan-batch": cmd_plan_batch, "offers": cmd_offers, "refresh": cmd_refresh,
             "submit": cmd_submit, "dispatch": cmd_dispatch, "completion": cmd_completion,
-            "calibrate": cmd_calibrate, "profile": cmd_profile, "report": cmd_report}
+            "calibrate": cmd_calibrate, "profile": cmd_profile, "report": cmd_report, "portfolio": cmd_portfolio}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

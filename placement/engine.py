@@ -447,6 +447,11 @@ class _Context:
             if left < ready_h:
                 return (f"reservation {reservation.id} ends {reservation.ends:%Y-%m-%d %H:%M}Z, {max(left, 0):,.1f} h "
                         f"from now, before the job is ready ({ready_h:,.1f} h)")
+        if reservation is not None and reservation.starts is not None:
+            now = self.now or dt.datetime.now(dt.UTC)
+            if reservation.starts > now:  # a future window: plan-batch's schedule can wait for it, a plan now cannot
+                return (f"reservation {reservation.id} starts {reservation.starts:%Y-%m-%d %H:%M}Z, "
+                        f"{(reservation.starts - now).total_seconds() / 3600:,.1f} h from now")
         return None
 
 

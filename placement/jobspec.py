@@ -31,7 +31,8 @@ MAX_GB = 1e9
 MAX_RATE = 1e6  # per hour, minutes, Gbps, USD per hour: far above any real value, far below overflow
 JOB_FIELDS = ("name", "accelerator", "gpus", "hours", "capacity", "data", "checkpoint", "spot", "clouds", "regions",
               "zones", "max_usd_per_hour", "priority", "team", "image", "command", "gpus_per_node", "speed",
-              "deadline_hours", "usd_per_hour_of_delay", "workload", "model", "require_fabric", "faults")
+              "deadline_hours", "usd_per_hour_of_delay", "workload", "model", "require_fabric", "faults",
+              "earliest_start")
 BATCH_FIELDS = ("jobs",)
 
 
@@ -130,6 +131,9 @@ class JobSpec:
     scaling: tuple[tuple[str, int, float], ...] = ()
     measured: tuple[str, ...] = ()
     priority_value: int = 1000  # plan-batch: higher first (the class's value, or the integer the job gave)
+    # plan-batch's schedule: the earliest start, hours from --now (a number) or an ISO-8601 time (a str, read
+    # against --now by placement.schedule); None = now.
+    earliest_start: float | str | None = None
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def capacities(self) -> tuple[str, ...]:
@@ -530,7 +534,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         sequence_length=seq_len, micro_batch=micro, activation_checkpointing=act_ckpt, checkpoint_keep=ck_keep,
         checkpoint_size_gb=ck_size, checkpoint_write_gbps=ck_gbps, checkpoint_destination=destination,
         filesystem_capacity_gb=fs_gb, filesystem_mbps_per_tib=fs_tier, faults_per_gpu_hour=fault_rate,
-        spot_replacement_minutes=replacement,
+        spot_replacement_minutes=replacement, earliest_start=_earliest(doc.get("earliest_start"), where),
         warnings=tuple(warnings),
     )
 
@@ -545,6 +549,21 @@ def _job_label(doc: Any, index: int) -> str:
 
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def _earliest(value: Any, where: str) -> float | str | None:
+    """``earliest_start``: hours from --now (a number >= 0) or an ISO-8601 time (kept as text: the time it is
+    read against, --now, is the command's)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        from placement.reservations import parse_time
+
+        parse_time(value, f"{where}earliest_start", "", blank=", or a number of hours from --now")
+        return value.strip()
+    if hasattr(value, "isoformat"):  # YAML reads an unquoted timestamp as a datetime
+        return str(value.isoformat())
+    return _number(value, f"{where}earliest_start", maximum=MAX_HOURS)
 
 
 def parse_batch(doc: Any) -> tuple[JobSpec, ...]:

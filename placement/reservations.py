@@ -40,6 +40,13 @@ class Reservation:
     ends: dt.datetime | None
     source: str
     kind: str = "file"
+    # UTC start of its window (None: already started): Capacity Blocks and future reservations start later.
+    starts: dt.datetime | None = None
+
+    @property
+    def window(self) -> tuple[dt.datetime | None, dt.datetime | None]:
+        """(starts, ends): the nodes are free only inside it (None: unbounded on that side)."""
+        return self.starts, self.ends
 
     @property
     def instance_type(self) -> str:
@@ -105,16 +112,23 @@ def parse_reservation_rows(rows: list[Mapping[str, Any]], source: str) -> tuple[
         ends_raw = row.get("ends")
         ends = None if ends_raw is None or not str(ends_raw).strip() else \
             parse_time(str(ends_raw), f"ends ({where})", source)
+        starts_raw = row.get("starts")
+        starts = None if starts_raw is None or not str(starts_raw).strip() else \
+            parse_time(str(starts_raw), f"starts ({where})", source, blank=", or blank when it has started")
+        if starts is not None and ends is not None and ends <= starts:
+            raise InputError(f"ends ({where})", f"{ends:%Y-%m-%dT%H:%M}Z is not after starts {starts:%Y-%m-%dT%H:%M}Z; "
+                             "a window ends after it starts", source=source)
         rid = str(row.get("id") or "").strip() or f"{source.rsplit('/', 1)[-1]}:{i + 1}"
         if rid in seen:
             raise InputError(f"id ({where})", f"duplicate reservation id {shown(rid)}", source=source)
         seen.add(rid)
         out.append(Reservation(id=rid, cloud=cloud, region=region, zone=zone, shape=shape, count=int(count),
-                               usd_per_hour=price, ends=ends, source=source))
+                               usd_per_hour=price, ends=ends, source=source, starts=starts))
     return tuple(out)
 
 
 def parse_reservations_csv(text: str, source: str) -> tuple[Reservation, ...]:
-    """A ``--reservations`` CSV: header ``cloud,region,zone,instance_type,count,usd_per_hour,ends`` (+ ``id``)."""
-    _, reader = csv_table(text, source, RESERVATION_COLUMNS, " (plus an optional id)")
+    """A ``--reservations`` CSV: header ``cloud,region,zone,instance_type,count,usd_per_hour,ends`` (+ ``id``,
+    ``starts``: the window's start, for Capacity Blocks and future reservations)."""
+    _, reader = csv_table(text, source, RESERVATION_COLUMNS, " (plus an optional id and starts)")
     return parse_reservation_rows(list(reader), source)

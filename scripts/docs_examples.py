@@ -66,7 +66,12 @@ class Source:
 EXAMPLES: dict[str, Example | Source] = {
     "plan-table": Example(("plan", JOB, "--top", "2")),
     "plan-json": Example(("plan", JOB, "--top", "1", "--json"), lang="json"),
-    "plan-batch": Example(("plan-batch", "placement/examples/batch.yaml", "--quotas", "placement/examples/quotas.csv")),
+    "plan-batch": Example(("plan-batch", "placement/examples/batch.yaml", "--quotas", "placement/examples/quotas.csv",
+                           "--no-schedule")),
+    "plan-batch-schedule": Example(("plan-batch", "placement/examples/burst.yaml", "--quotas",
+                                    "placement/examples/burst-quotas.csv", "--now", "2026-11-30T00:00:00Z")),
+    "portfolio": Example(("portfolio", "placement/examples/forecast.yaml", "--quotas",
+                          "placement/examples/quotas.csv")),
     "offers": Example(("offers", "--accelerator", "H200", "--cloud", "gcp", "--capacity", "spot")),
     "no-runnable": Example(("plan", "placement/examples/l4-on-gcp.yaml")),
     "submit-dry-run": Example(("submit", JOB, "--stacks", STACKS, "--dry-run"), stderr_from="chosen:", head=6),
