@@ -57,7 +57,8 @@ def build(cfg: StackConfig) -> BuiltCluster:
     store = CheckpointStore(f"{name}-checkpoints", CheckpointArgs(
         project=cfg.project, region=cfg.region, zone=cfg.gpu_zone, cluster_name=name, checkpoint=cfg.checkpoint,
         training=cfg.training, vpc_id=network.vpc.id, vpc_name=network.vpc.name, psa_cidr=plan.psa_cidr,
-        workload_pool_ready=[cluster.cluster], labels=labels, namespaces=cfg.training_namespaces), opts=opts)
+        workload_pool_ready=[cluster.cluster], labels=labels, namespaces=cfg.training_namespaces,
+        allow_replace=cfg.allow_replace), opts=opts)
 
     export_cluster(
         cfg, cluster_name=cluster.cluster.name, kubeconfig=cluster.kubeconfig, checkpoint_uri=store.uri,
