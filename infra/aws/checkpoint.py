@@ -235,7 +235,7 @@ class CheckpointStore(pulumi.ComponentResource):
             tags=tags("dra"),
             opts=child,
         )
-        return pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name).apply(lambda a: {
+        return pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name, bucket.bucket).apply(lambda a: {
             "kind": "fsx",
             "id": a[0],
             "dnsName": a[1],
@@ -243,4 +243,8 @@ class CheckpointStore(pulumi.ComponentResource):
             "path": f"/{ck.prefix}",
             "zone": cfg.gpu_zone,
             "capacityGb": ck.filesystem.capacity_gb,
+            # The throughput tier (MB/s per TiB): placement submit prices checkpoint writes from size and tier.
+            "throughputMbpsPerTib": ck.filesystem.throughput_mbps_per_tib,
+            # Where the data repository association keeps the files: the home of every job's checkpoints.
+            "dataRepositoryPath": f"s3://{a[3]}/{ck.prefix}/",
         })

@@ -167,7 +167,8 @@ class CheckpointStore(pulumi.ComponentResource):
                 opts=stateful(args.allow_replace, f"{name}-lustre", after_peering))
             return pulumi.Output.all(self.lustre.instance_id, self.lustre.mount_point).apply(lambda a: {
                 "kind": "lustre", "zone": args.zone, "instance": a[0], "filesystem": LUSTRE_FSNAME,
-                "mountPoint": a[1], "capacityGb": fs.capacity_gb, "csiDriver": "lustre.csi.storage.gke.io"})
+                "mountPoint": a[1], "capacityGb": fs.capacity_gb, "throughputMbpsPerTib": fs.throughput_mbps_per_tib,
+                "csiDriver": "lustre.csi.storage.gke.io"})
 
         self.filestore = gcp.filestore.Instance(
             f"{name}-filestore", name=f"{args.cluster_name}-ckpt", project=args.project, location=args.zone,
