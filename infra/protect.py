@@ -20,16 +20,9 @@ import pulumi
 
 from infra.config import StackConfig
 
-# The Pulumi types this module protects; infra.policy.checks.STATEFUL_TYPES lists what a replace must acknowledge.
-PROTECTED_TYPES = (
-    "aws:s3/bucket:Bucket",
-    "aws:fsx/lustreFileSystem:LustreFileSystem",
-    "gcp:storage/bucket:Bucket",
-    "gcp:lustre/instance:Instance",
-    "gcp:filestore/instance:Instance",
-    "kubernetes:core/v1:Namespace",
-    "kubernetes:core/v1:PersistentVolume",
-)
+# The types to declare with stateful() (the stateful-protected policy checks them); STATEFUL_TYPES there lists
+# what a replacement must acknowledge.
+from infra.policy.checks import PROTECTED_TYPES as PROTECTED_TYPES  # noqa: E402
 
 
 def stateful(cfg: StackConfig, name: str, opts: pulumi.ResourceOptions | None = None) -> pulumi.ResourceOptions:
