@@ -195,3 +195,29 @@ def test_allow_replace_lifts_protect_but_keeps_the_old_one(hub_exports: dict[str
 def test_allow_replace_is_validated(value: Any, key: str) -> None:
     with pytest.raises(ConfigError, match=rf"gpufleet:{key.replace('[', '.').replace(']', '.')}"):
         parse({**_raw("aws-use1-p5"), "allowReplace": value})
+
+
+def test_managed_lustre_is_exported_to_the_bucket_by_a_cron_job(hub_exports: dict[str, Any]) -> None:
+    from infra.gcp import lustre_sync
+
+    hub_exports["org/gpufleet/hub"] = {"role": "hub"}
+    run = mockrun.run_stack(str(STACKS / "Pulumi.gcp-usc1-a3mega.yaml"), program=_gcp_worker_only,
+                            config_override={"checkpoint": {"prefix": "checkpoints", "filesystem": {
+                                "kind": "lustre", "capacityGb": 18000, "throughputMbpsPerTib": 1000}}})
+    (lustre,) = run.of_type("gcp:lustre/instance:Instance")
+    assert lustre.protect and lustre.retain_on_delete
+    (cron,) = run.of_type("kubernetes:batch/v1:CronJob")
+    spec = cron.inputs["spec"]
+    assert spec["schedule"] == lustre_sync.SCHEDULE and spec["concurrencyPolicy"] == "Forbid"
+    (container,) = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    (bucket,) = run.of_type("gcp:storage/bucket:Bucket")
+    assert env["GCS_URI"] == f"gs://{bucket.inputs['name']}/checkpoints/"
+    assert env["INSTANCE"] == f"projects/{lustre.inputs['project']}/locations/us-central1-a/instances/" \
+                              f"{lustre.inputs['instanceId']}"
+    assert ":exportData" in container["command"][-1] and '"lustrePath"' in container["command"][-1]
+    agents = [r for r in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+              if "gcp-sa-lustre" in str(r.inputs.get("member"))]
+    assert agents and agents[0].inputs["role"] == "roles/storage.objectAdmin"
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert cron.provider is not None and cron.provider.startswith(provider.urn)
