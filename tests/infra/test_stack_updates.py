@@ -221,3 +221,14 @@ def test_managed_lustre_is_exported_to_the_bucket_by_a_cron_job(hub_exports: dic
     assert agents and agents[0].inputs["role"] == "roles/storage.objectAdmin"
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert cron.provider is not None and cron.provider.startswith(provider.urn)
+
+
+def test_a_gcp_pool_of_another_network_shape_moves_no_gpu_subnet() -> None:
+    raw = _raw("gcp-use4-a4")  # RDMA pools: a gVNIC network and eight RDMA subnets
+    before = _cidrs(raw, "gcp-use4-a4")
+    more = copy.deepcopy(raw)
+    more["nodePools"].append({"name": "a3mega", "instanceType": "a3-megagpu-8g", "capacity": "SPOT", "minNodes": 0,
+                              "maxNodes": 2, "zone": "us-east4-b"})
+    after = _cidrs(more, "gcp-use4-a4")  # adds eight GPUDirect VPCs
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert len(after) == len(before) + 8
