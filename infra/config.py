@@ -43,6 +43,7 @@ KEYS = (
     "kueue",
     "hub",
     "tags",
+    "allowReplace",
 )
 
 # FLEX_START (GCP, `capacity: flex-start`): a GKE flex-start node pool with queued provisioning (Dynamic
@@ -403,6 +404,8 @@ class StackConfig:
     kueue: KueueConfig
     hub: HubConfig
     tags: Mapping[str, str]
+    # Stateful resources (by Pulumi resource name) a `pulumi up` may replace (gpufleet:allowReplace).
+    allow_replace: tuple[str, ...] = ()
 
     @property
     def training_namespaces(self) -> tuple[str, ...]:
@@ -1383,7 +1386,27 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
         kueue=kueue,
         hub=hub,
         tags=tags,
+        allow_replace=parse_allow_replace(raw.get("allowReplace")),
     )
+
+
+# A Pulumi resource name as gpufleet names them (f"{cluster}-<part>"): what gpufleet:allowReplace lists.
+_RESOURCE_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,199}")
+
+
+def parse_allow_replace(value: Any) -> tuple[str, ...]:
+    """``gpufleet:allowReplace``: the stateful resources (file systems, buckets, node groups, Namespaces, by Pulumi
+    resource name, as the preview's REPLACE rows name them) this stack's next `pulumi up` may replace. Their
+    ``protect`` is lifted and the ``stateful-replace-acknowledged`` policy lets their replacement pass; they stay
+    ``retainOnDelete``, so the old one is kept. Remove the entry once the update is done."""
+    names = _strings(value, "allowReplace")
+    for i, name in enumerate(names):
+        if not _RESOURCE_NAME.fullmatch(name):
+            raise ConfigError(_key(f"allowReplace[{i}]"), f"{shown(name)} is not a resource name; list the names "
+                              "the preview marks REPLACE, such as gpufleet-aws-use1-p5-ckpt-fsx")
+        if name in names[:i]:
+            raise ConfigError(_key(f"allowReplace[{i}]"), f"{name!r} is listed twice; list each resource once")
+    return names
 
 
 def from_pulumi() -> StackConfig:

@@ -138,6 +138,9 @@ class Registered:
     provider: str | None = None
     urn: str = ""
     dependencies: tuple[str, ...] = ()
+    # Resource options the engine was given: a stateful resource is protected and retained (infra.protect).
+    protect: bool = False
+    retain_on_delete: bool = False
 
 
 @dataclass
@@ -238,7 +241,16 @@ def _mocks(result: RunResult) -> Any:
             if args.typ == "docker-build:index:Image":
                 state.setdefault("digest", "sha256:" + hashlib.sha256(args.name.encode()).hexdigest())
             if args.typ == "gcp:container/cluster:Cluster":
-                state.setdefault("endpoint", "203.0.113.10")
+                # GKE reports the private endpoint's address while the public one is off, the public address
+                # once it is on; the DNS endpoint is the same for the cluster's life.
+                private = bool((args.inputs.get("privateClusterConfig") or {}).get("enablePrivateEndpoint"))
+                state.setdefault("endpoint", "10.4.0.2" if private else "203.0.113.10")
+                cpe = dict(state.get("controlPlaneEndpointsConfig") or {})
+                cpe["dnsEndpointConfig"] = {
+                    **(cpe.get("dnsEndpointConfig") or {}),
+                    "endpoint": f"gke-{hashlib.sha256(args.name.encode()).hexdigest()[:32]}"
+                                f".{args.inputs.get('location', 'us-central1')}.gke.goog"}
+                state["controlPlaneEndpointsConfig"] = cpe
                 state.setdefault("masterAuth", {"clusterCaCertificate": "bW9jaw=="})
             return f"{args.name}-id", state
 
@@ -249,14 +261,15 @@ def _mocks(result: RunResult) -> Any:
     return RecordingMocks()
 
 
-def _monitor(mocks: Any, recorded: dict[tuple[str, str], tuple[str, tuple[str, ...]]]) -> Any:
+def _monitor(mocks: Any, recorded: dict[tuple[str, str], tuple[Any, ...]]) -> Any:
     """A mock monitor that also records each registration's URN and dependencies (the mocks do not see them)."""
     from pulumi.runtime.mocks import MockMonitor
 
     class RecordingMonitor(MockMonitor):
         def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
             response = super().RegisterResource(request)
-            recorded[(request.type, request.name)] = (response.urn, tuple(request.dependencies))
+            recorded[(request.type, request.name)] = (response.urn, tuple(request.dependencies),
+                                                      bool(request.protect), bool(request.retainOnDelete))
             return response
 
     return RecordingMonitor(mocks)
@@ -299,7 +312,7 @@ def run_stack(stack_file: str, program: Callable[[], Awaitable[None] | None] | N
     settings.reset_options()
     if asyncio.get_event_loop_policy() is not None:
         asyncio.set_event_loop(asyncio.new_event_loop())
-    recorded: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+    recorded: dict[tuple[str, str], tuple[Any, ...]] = {}
     mocks = _mocks(result)
     pulumi.runtime.set_mocks(mocks, project="gpufleet", stack=stack, preview=False,
                              monitor=_monitor(mocks, recorded))
@@ -326,7 +339,8 @@ def run_stack(stack_file: str, program: Callable[[], Awaitable[None] | None] | N
             if _sync_await(out.is_secret()):
                 result.secret_outputs.add(name)
         for r in result.resources:
-            r.urn, r.dependencies = recorded.get((r.type, r.name), ("", ()))
+            r.urn, r.dependencies, r.protect, r.retain_on_delete = recorded.get((r.type, r.name),
+                                                                                ("", (), False, False))
     finally:
         pulumi.export = real_export  # type: ignore[assignment]
         _STACKS_DIR.pop()

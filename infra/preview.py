@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from infra.replace import replacements
+
 SCHEMA = "gpufleet.preview/v1"
 HOURS_PER_MONTH = 730
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,6 +237,7 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
     A stack whose program fails yields ``{"error": ...}`` instead of raising.
     """
     from infra.policy import checks
+    from infra.replace import fingerprint
 
     raw = _raw_config(path)
     doc: dict[str, Any] = {"stack": name, "file": f"stacks/{path.name}", "cloud": raw.get("cloud"),
@@ -258,6 +261,8 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
                                 secret_outputs=run.secret_outputs, allowed_cidrs=checks.allowed_public_cidrs(cluster),
                                 hub_cidrs=checks.allowed_api_cidrs(cluster), hub_stack=checks.hub_stack_of(cluster),
                                 stack=name)
+    violations += checks.check_stateful_protected(((r.name, r.type, r.protect) for r in run.resources),
+                                                  checks.allow_replace_of(raw))
     doc.update({
         "cloud": cloud,
         "region": region,
@@ -268,6 +273,10 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
                  "max": sum(p["maxNodes"] * p["gpusPerNode"] for p in pools)},
         "cost": _totals(pools),
         "violations": [v._asdict() for v in violations],
+        # Per resource: the inputs whose change makes `pulumi up` replace it (infra/replace.py), compared with
+        # the base's to mark REPLACE rows; values are small (CIDRs, zones, names) or digests, never secrets.
+        "state": fingerprint(run.resources),
+        "allowReplace": sorted(checks.allow_replace_of(raw)),
     })
     return doc
 
@@ -395,7 +404,12 @@ def diff_stack(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) ->
             resources[t] = {"baseline": b, "new": n, "change": n - b}
     gpus = {scale: {"baseline": int(((base or {}).get("gpus") or {}).get(scale, 0)),
                     "new": int(((new or {}).get("gpus") or {}).get(scale, 0))} for scale in ("min", "max")}
+    base_state, new_state = (base or {}).get("state"), (new or {}).get("state")
+    known = status != "present" or (isinstance(base_state, Mapping) and isinstance(new_state, Mapping))
+    rows = replacements(base_state, new_state) if status == "present" and known else []  # type: ignore[arg-type]
     return {
+        "replacements": rows,
+        "replacementsKnown": known,
         "status": status,
         "cost": cost,
         "gpus": gpus,
@@ -407,6 +421,19 @@ def diff_stack(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) ->
         "resources": resources,
         "baselineError": (base or {}).get("error"),
     }
+
+
+def replacement_violations(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Per stack of ``new``: the ``stateful-replace-acknowledged`` violations of its diff against ``base``."""
+    from infra.policy import checks
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, d in diff(base, new).items():
+        doc = (new.get("stacks") or {}).get(name)
+        if doc and not doc.get("error"):
+            found = checks.check_stateful_replacements(d["replacements"], frozenset(doc.get("allowReplace") or ()))
+            out[name] = [v._asdict() for v in found]
+    return out
 
 
 def diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -509,6 +536,10 @@ def render_text(new: Mapping[str, Any], base: Mapping[str, Any] | None = None) -
                 lines.append(f"  ~ pool {c['name']}: {what}")
             for t, c in d["resources"].items():
                 lines.append(f"  {c['change']:+d} {t} ({c['baseline']} → {c['new']})")
+            if not d["replacementsKnown"]:
+                lines.append("  replacements: not computed (the baseline predates them)")
+            for r in d["replacements"]:
+                lines.append(f"  {r['action'].upper()} {r['name']} ({r['type']}): {'; '.join(r['reasons'])}")
         if doc:
             found = _violation_lines(doc)
             lines.append("  policy: " + ("all mandatory policies pass" if not found else f"{len(found)} violation(s)"))
@@ -592,6 +623,17 @@ def render_markdown(new: Mapping[str, Any], base: Mapping[str, Any] | None = Non
         if doc and doc["cost"]["unpricedPools"]:
             out.append(f"⚠ **No catalog price** for {', '.join(doc['cost']['unpricedPools'])}: totals exclude them.")
             out.append("")
+        if base is not None and d["status"] == "present" and not d["replacementsKnown"]:
+            out.append("⚠ Replacements not computed: the baseline's preview predates them.")
+            out.append("")
+        if base is not None and d["replacements"]:
+            out.append(f"**`pulumi up` would replace or delete {len(d['replacements'])} resource(s):**")
+            out.append("")
+            out.append("| action | resource | type | why |")
+            out.append("|---|---|---|---|")
+            out += [f"| **{r['action'].upper()}** | `{_md_escape(r['name'])}` | `{r['type']}` | "
+                    f"{_md_escape('; '.join(r['reasons']))} |" for r in d["replacements"]]
+            out.append("")
         if base is not None and d["resources"] and d["status"] == "present":
             out.append("<details><summary>Resource changes by type</summary>")
             out.append("")
@@ -655,6 +697,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PreviewError as exc:
         print(f"preview: {exc}", file=sys.stderr)
         return 2
+    if base is not None:
+        # The stateful-replace-acknowledged policy needs the diff: a replacement of a stateful resource fails it.
+        for name, found in replacement_violations(base, new).items():
+            new["stacks"][name]["violations"] = [*new["stacks"][name].get("violations", []), *found]
     if args.format == "json":
         doc: dict[str, Any] = dict(new)
         if base is not None:

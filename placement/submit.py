@@ -14,6 +14,7 @@ group (:func:`placement.fleet.choose.portable_group`), with the job spec and the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from placement.console import EXIT_BAD_INPUT, EXIT_NOTHING_FEASIBLE, EXIT_OK, output_width
 from placement.errors import shown as quoted
+from placement.fleet import durable
 from placement.fleet.choose import Choice, Group, portable_group
 from placement.fleet.errors import FleetError
 from placement.fleet.manifests import JOB_UID_LABEL, Target, manifest_yaml, render, render_portable
@@ -33,7 +35,7 @@ from placement.jobspec import JobSpec
 from placement.render import SCHEMA, candidate_doc, catalog_info, fit_table, wrap
 
 if TYPE_CHECKING:
-    from placement.catalog import Catalog
+    from placement.catalog import Catalog, Offer
     from placement.fleet.stacks import Stacks
 
 NEW_STACK_ROWS = 5  # "needs a new stack" candidates shown next to the existing-cluster ones
@@ -147,19 +149,39 @@ def run_doc(target: Target, group: Group | None = None) -> dict[str, Any]:
 
     c = target.candidate
     clouds = sorted({m.cluster.cloud for m in group.members}) if group else [target.existing.cluster.cloud]
-    life = lifecycle(target.job, c, clouds, target.now)
-    return {"expected_interruptions": round(planned_interruptions(c), 3), "max_restarts": life.restarts,
-            "checkpoint_interval_seconds": life.checkpoint_interval_s, "grace_seconds": life.grace_s,
-            "max_exec_seconds": life.max_exec_seconds, "deadline": life.deadline}
+    life = lifecycle(target.job, c, clouds, target.now, target.restart_expected)
+    expected = planned_interruptions(c) if target.restart_expected is None else target.restart_expected
+    doc: dict[str, Any] = {
+        "expected_interruptions": round(expected, 3), "max_restarts": life.restarts,
+        "checkpoint_interval_seconds": life.checkpoint_interval_s, "grace_seconds": life.grace_s,
+        "max_exec_seconds": life.max_exec_seconds, "deadline": life.deadline,
+        "restart_basis": target.restart_basis or f"{target.existing.cluster.stack}/{target.existing.pool.name} "
+                                                  f"{c.capacity} (the planned pool)"}
+    if target.destination is not None:
+        d = target.destination
+        doc["checkpoint"] = {"destination": d.kind, "priced_as": d.engine, "capacity_gb": d.capacity_gb,
+                             "tier_mbps_per_tib": d.tier, "mounted": d.mounted,
+                             "write_seconds": round(c.checkpoint_write_minutes * 60.0, 3),
+                             "interval_seconds": life.checkpoint_interval_s,
+                             "overhead": round(c.cost.spot_overhead, 6)}
+    return doc
 
 
 def run_line(target: Target, group: Group | None = None) -> str:
     """One line on how the job survives its run: restarts for disruptions, fail fast otherwise."""
     run = run_doc(target, group)
-    return (f"restarts: up to {run['max_restarts']} for node disruptions and lost peers "
-            f"({run['expected_interruptions']:.1f} interruptions expected over the run); any other trainer "
+    line = (f"restarts: up to {run['max_restarts']} for node disruptions and lost peers "
+            f"({run['expected_interruptions']:.1f} interruptions expected over the run"
+            + (f" on {run['restart_basis']}" if target.restart_basis else "") + "); any other trainer "
             f"failure fails the job at once; SIGTERM leaves {run['grace_seconds']} s to checkpoint "
             "(docs/trainer-contract.md)")
+    ck = run.get("checkpoint")
+    if ck and target.destination is not None:
+        line += (f"; checkpoints to {target.destination.label()}"
+                 + (f" (priced as {ck['priced_as']})" if target.destination.kind == "filestore" else "")
+                 + f": {ck['write_seconds']:g} s a write, every {ck['interval_seconds']} s, "
+                 f"{ck['overhead']:.1%} overhead")
+    return line
 
 
 def _new_stack(job: JobSpec, choice: Choice) -> tuple[str, str] | None:
@@ -288,8 +310,9 @@ def _run(args: argparse.Namespace) -> int:
                         now=_submission_time(args))
         if args.via_hub:
             group = portable_group(job, target.candidate, existing, stacks.clusters, hub)
+            target, choice = _priced_for_hub(target, choice, group, catalog.offers)
             obj, per_worker, warnings = render_portable(job, job_doc, target.candidate, existing, group,
-                                                        now=target.now)
+                                                        now=target.now, expected=target.restart_expected)
             manifest = [*(d for m in group.members for d in per_worker[m.key]), obj]
             if hub is None:
                 warnings.append(f"--via-hub without a hub stack: assuming the hub has LocalQueue {existing.queue} in "
@@ -300,6 +323,7 @@ def _run(args: argparse.Namespace) -> int:
                                 "worker of all-workers; the pool affinity keeps it to the group's pools "
                                 "(placement dispatch needs gpufleet:hub.dispatcher External)")
         else:
+            target, choice = _priced_for_mount(target, choice, catalog.offers)
             manifest, warnings = render(target)
     width = output_width(sys.stderr if args.dry_run else sys.stdout)
     table_text = text_table(job, choice, catalog, width)
@@ -378,6 +402,44 @@ def _run(args: argparse.Namespace) -> int:
                   "unknown); do not submit it again", file=sys.stderr)
         print(f"       kubectl -n {submitted.namespace} get {submitted.kind.lower()} {submitted.name}")
     return EXIT_OK
+
+
+def _repriced(target: Target, choice: Choice, dest: durable.Destination, offers: Sequence[Offer]
+              ) -> tuple[Target, Choice]:
+    """``target`` (and its row of ``choice``) priced with checkpoints written to ``dest``: the interval, the write
+    time and the overhead the pod will see."""
+    i = choice.chosen_index
+    c = durable.reprice(target.job, target.candidate, dest, offers)
+    if i is not None and c is not choice.ranked[i]:
+        choice = dataclasses.replace(choice, ranked=(*choice.ranked[:i], c, *choice.ranked[i + 1:]))
+    return dataclasses.replace(target, candidate=c, destination=dest), choice
+
+
+def _priced_for_mount(target: Target, choice: Choice, offers: Sequence[Offer]) -> tuple[Target, Choice]:
+    """Submit directly: priced for what the chosen pool's pods mount (its stack's filesystem and tier), else the
+    object store."""
+    from placement.fleet.manifests import checkpoint_storage
+
+    e = target.existing
+    dest = durable.destination(e.cluster, checkpoint_storage(e.cluster, e.namespace).volume)
+    return _repriced(target, choice, dest, offers)
+
+
+def _priced_for_hub(target: Target, choice: Choice, group: Group, offers: Sequence[Offer]) -> tuple[Target, Choice]:
+    """Through the hub: priced for what the pod writes to wherever it lands (:func:`manifests.
+    portable_destination`), the restart budget sized for the most interruption-prone pool its affinity admits."""
+    from placement.fleet.manifests import _portable_storage, portable_destination
+
+    e = target.existing
+    storage, _ = _portable_storage(group, e.namespace)
+    target, choice = _repriced(target, choice, portable_destination(e, group, storage.volume), offers)
+    planned_key = next((m.key for m in group.members if m.cluster is e.cluster), e.cluster.stack)
+    assert target.destination is not None
+    budget = durable.hub_budget(durable.priced_job(target.job, target.destination), target.candidate, planned_key,
+                                e.pool.name, group, offers)
+    basis = (f"{budget.worker}/{budget.pool} {budget.capacity} (the most interruption-prone capacity the job's "
+             "affinity admits)")
+    return dataclasses.replace(target, restart_expected=budget.expected, restart_basis=basis), choice
 
 
 def _check_annotations(manifest: Sequence[Mapping[str, Any]] | None) -> None:

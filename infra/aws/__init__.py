@@ -29,6 +29,7 @@ from infra.aws.layout import (
 from infra.aws.network import Network, NetworkArgs
 from infra.config import ConfigError, StackConfig
 from infra.outputs import BuiltCluster, export_cluster
+from infra.protect import k8s_provider_args
 
 __all__ = ["build"]
 
@@ -111,7 +112,10 @@ def build(cfg: StackConfig) -> BuiltCluster:
                        "nodeRoleArn": cluster.node_role_arn,
                    })
 
-    k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=cluster.kubeconfig, enable_server_side_apply=True)
+    # The EKS endpoint is fixed for the cluster's life; clusterIdentifier keeps the provider (and everything under
+    # it) from being replaced when the kubeconfig text changes, upsert lets it adopt what already exists.
+    k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=cluster.kubeconfig,
+                                **k8s_provider_args(f"aws:{cfg.region}:{cfg.cluster_name}"))
     # EKS node groups do not scale themselves; without this, pools with minNodes 0 never get a node.
     ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
         cfg=cfg, stack=stack, partition=partition, account_id=account_id, cluster_name=cluster.name,

@@ -15,6 +15,7 @@ import pulumi_aws as aws
 from infra.aws.iam import irsa_trust_policy
 from infra.aws.layout import resource_tags
 from infra.config import FSX_DEPLOYMENT_TYPE, StackConfig
+from infra.protect import stateful
 
 # Lustre: 988 for LNet, 1018-1023 for the file servers (AWS FSx for Lustre VPC security guide).
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
@@ -126,7 +127,8 @@ class CheckpointStore(pulumi.ComponentResource):
                           opts=child)
             self.key_arn = key.arn
 
-        bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket, tags=tags("bucket"), opts=child)
+        bucket = aws.s3.Bucket(f"{name}-bucket", bucket=args.bucket, tags=tags("bucket"),
+                               opts=stateful(cfg, f"{name}-bucket", child))
         self.bucket_name = bucket.bucket
         self.bucket_arn = bucket.arn
         pab = aws.s3.BucketPublicAccessBlock(f"{name}-public-access", bucket=bucket.id, block_public_acls=True,
@@ -219,7 +221,7 @@ class CheckpointStore(pulumi.ComponentResource):
             automatic_backup_retention_days=0,
             skip_final_backup=True,
             tags=tags("fsx"),
-            opts=child,
+            opts=stateful(cfg, f"{name}-fsx", child),
         )
         aws.fsx.DataRepositoryAssociation(
             f"{name}-dra",
@@ -233,7 +235,7 @@ class CheckpointStore(pulumi.ComponentResource):
             tags=tags("dra"),
             opts=child,
         )
-        return pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name).apply(lambda a: {
+        return pulumi.Output.all(fs.id, fs.dns_name, fs.mount_name, bucket.bucket).apply(lambda a: {
             "kind": "fsx",
             "id": a[0],
             "dnsName": a[1],
@@ -241,4 +243,8 @@ class CheckpointStore(pulumi.ComponentResource):
             "path": f"/{ck.prefix}",
             "zone": cfg.gpu_zone,
             "capacityGb": ck.filesystem.capacity_gb,
+            # The throughput tier (MB/s per TiB): placement submit prices checkpoint writes from size and tier.
+            "throughputMbpsPerTib": ck.filesystem.throughput_mbps_per_tib,
+            # Where the data repository association keeps the files: the home of every job's checkpoints.
+            "dataRepositoryPath": f"s3://{a[3]}/{ck.prefix}/",
         })

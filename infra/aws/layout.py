@@ -7,25 +7,33 @@ fails with a :class:`ConfigError` naming the key and leaves nothing half-created
 from __future__ import annotations
 
 import ipaddress
-import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from infra.config import ConfigError, NodePoolConfig, StackConfig
 from placement.zones import is_aws_zone_id
 
-# Public subnets hold only the NAT gateway and internet-facing load balancers.
-PUBLIC_SUBNET_PREFIX = 24
-# Private subnets hold the system nodes, their pods and the EKS control-plane ENIs.
-PRIVATE_SUBNET_PREFIX = 20
+# The VPC is carved into fixed slots that depend only on its CIDR and on each zone's own identity, never on
+# node counts or on the pool list: raising a pool's maxNodes, adding or removing a pool must leave every subnet
+# where it is (a subnet's CIDR forces its replacement, and with it the NAT gateway, the node groups and the FSx
+# file system in it). For a VPC of prefix P:
+#   [0, 6/8)   six GPU subnets of prefix P+3 (a /19 in a /16), slot = the zone's AZ number (use1-az6 -> 5,
+#              us-east-1b -> 1);
+#   [6/8, 7/8) eight private (system) subnets of prefix P+6 (/22), slot = the system AZ's zone-ID number;
+#   [7/8, 1)   eight public subnets of prefix P+8 (/24), the same slots.
+GPU_SLOTS = 6
+SYSTEM_SLOTS = 8
+GPU_SUBNET_EXTRA_BITS = 3
+PRIVATE_SUBNET_EXTRA_BITS = 6
+PUBLIC_SUBNET_EXTRA_BITS = 8
 # The VPC CNI hands pods IPs from ENIs on the primary network card; with the default WARM_ENI_TARGET a
 # big GPU node holds about two ENIs' worth (50 IPs each on 48xlarge sizes). EFA-only interfaces take no IP.
 IPS_PER_GPU_NODE = 128
 # AWS reserves 5 addresses per subnet; FSx for Lustre file servers and spare headroom take the rest.
 GPU_SUBNET_RESERVED_IPS = 5 + 64
-# Never smaller than a /24 (so a later maxNodes bump rarely forces a subnet replacement), never larger than /18.
-GPU_SUBNET_MAX_PREFIX = 24
-GPU_SUBNET_MIN_PREFIX = 18
+# AWS's smallest subnet.
+MIN_SUBNET_PREFIX = 28
 # What a launch template's tag specifications tag at launch.
 LAUNCHED_RESOURCE_TYPES = ("instance", "volume", "network-interface")
 
@@ -42,8 +50,8 @@ class Zone:
 class SubnetPlan:
     """CIDR blocks carved from the VPC CIDR.
 
-    ``public``/``private``: one per system AZ, in AZ order. ``gpu``: one per GPU zone string, keyed
-    as written in the config (zone ID such as ``use1-az6`` or name such as ``us-east-1a``).
+    ``public``/``private``: one per system slot (:func:`system_slot` of an AZ picks its pair). ``gpu``: one per
+    GPU zone string, keyed as written in the config (zone ID such as ``use1-az6`` or name such as ``us-east-1a``).
     """
 
     public: tuple[str, ...]
@@ -90,18 +98,36 @@ def placement_zones(cfg: StackConfig) -> tuple[str, ...]:
     return tuple(zones)
 
 
-def gpu_subnet_prefix(max_nodes: int) -> int:
-    """Prefix length of a GPU subnet that holds ``max_nodes`` GPU nodes plus their pods and FSx."""
-    needed = max_nodes * IPS_PER_GPU_NODE + GPU_SUBNET_RESERVED_IPS
-    prefix = 32 - math.ceil(math.log2(needed))
-    return max(GPU_SUBNET_MIN_PREFIX, min(GPU_SUBNET_MAX_PREFIX, prefix))
+def zone_slot(zone: str) -> int | None:
+    """The fixed slot of a regular Availability Zone: its zone-ID number less one (``use1-az6`` -> 5) or its
+    name's letter (``us-east-1b`` -> 1); None for Local and Wavelength Zones, which have neither."""
+    m = re.fullmatch(r"[a-z]+\d+-az(\d+)", zone)
+    if m:
+        return int(m.group(1)) - 1
+    m = re.fullmatch(r"[a-z]{2}(?:-[a-z]+)+-\d+([a-z])", zone)
+    return ord(m.group(1)) - ord("a") if m else None
+
+
+def gpu_subnet_nodes(vpc_prefix: int) -> int:
+    """GPU nodes (with their pods and FSx) one GPU subnet of a ``/vpc_prefix`` VPC holds."""
+    size = 2 ** (32 - vpc_prefix - GPU_SUBNET_EXTRA_BITS)
+    return max(0, (size - GPU_SUBNET_RESERVED_IPS) // IPS_PER_GPU_NODE)
+
+
+def _zone_key(cfg: StackConfig, zone: str) -> str:
+    """The config key that names ``zone``: ``gpuZone`` or the first pool in it."""
+    if cfg.gpu_zone == zone:
+        return "gpufleet:gpuZone"
+    i = next(i for i, p in enumerate(cfg.node_pools) if p.zone == zone)
+    return f"gpufleet:nodePools[{i}].zone"
 
 
 def plan_subnets(cfg: StackConfig) -> SubnetPlan:
-    """Carve public, private and GPU subnets out of ``network.vpcCidr``, largest blocks first.
+    """The fixed subnet slots of ``network.vpcCidr`` (see the layout above) and the GPU subnet of each GPU zone.
 
-    Allocating in descending size keeps every block aligned with no gaps. Raises :class:`ConfigError`
-    on ``gpufleet:network.vpcCidr`` when the blocks do not fit.
+    Nothing but the VPC CIDR and the zones' identities moves a block, so scaling or adding pools is an in-place
+    update. Raises :class:`ConfigError` naming the key when a zone has no slot, two zones share one, a zone's
+    pools could grow past what its subnet holds, or the VPC is too small.
     """
     vpc = ipaddress.ip_network(cfg.network.vpc_cidr)
     if vpc.version != 4:
@@ -109,34 +135,51 @@ def plan_subnets(cfg: StackConfig) -> SubnetPlan:
     if ipaddress.ip_network(cfg.network.services_cidr).overlaps(vpc):
         raise ConfigError("gpufleet:network.servicesCidr",
                           f"{cfg.network.services_cidr} overlaps the VPC {vpc}; EKS needs a separate service range")
-    zones = gpu_zones(cfg)
-    nodes = {z: sum(p.max_nodes for p in cfg.node_pools if p.zone == z) for z in zones}
-    requests: list[tuple[str, int]] = [(f"gpu:{z}", gpu_subnet_prefix(nodes[z])) for z in zones]
-    requests += [(f"private:{i}", PRIVATE_SUBNET_PREFIX) for i in range(cfg.network.az_count)]
-    requests += [(f"public:{i}", PUBLIC_SUBNET_PREFIX) for i in range(cfg.network.az_count)]
-    # Stable sort: equal sizes keep their request order, so the layout never shuffles between runs.
-    ordered = sorted(requests, key=lambda r: r[1])
-    blocks: dict[str, str] = {}
-    cursor = int(vpc.network_address)
-    end = int(vpc.broadcast_address) + 1
-    for key, prefix in ordered:
-        if prefix < vpc.prefixlen:
-            raise ConfigError("gpufleet:network.vpcCidr",
-                              f"{vpc} is too small for a /{prefix} subnet; use a /16 such as 10.0.0.0/16")
-        size = 2 ** (32 - prefix)
-        cursor = -(-cursor // size) * size
-        if cursor + size > end:
-            total = sum(2 ** (32 - p) for _, p in requests)
-            raise ConfigError("gpufleet:network.vpcCidr",
-                              f"{vpc} cannot hold the {len(requests)} subnets this stack needs ({total} addresses); "
-                              "use a larger block such as a /16")
-        blocks[key] = str(ipaddress.ip_network((cursor, prefix)))
-        cursor += size
-    return SubnetPlan(
-        public=tuple(blocks[f"public:{i}"] for i in range(cfg.network.az_count)),
-        private=tuple(blocks[f"private:{i}"] for i in range(cfg.network.az_count)),
-        gpu={z: blocks[f"gpu:{z}"] for z in zones},
-    )
+    if vpc.prefixlen + PUBLIC_SUBNET_EXTRA_BITS > MIN_SUBNET_PREFIX or gpu_subnet_nodes(vpc.prefixlen) < 1:
+        raise ConfigError("gpufleet:network.vpcCidr",
+                          f"{vpc} is too small for the fixed subnet layout; use a /16 such as 10.0.0.0/16")
+    base = int(vpc.network_address)
+    total = vpc.num_addresses
+
+    def block(offset: int, extra_bits: int) -> str:
+        return str(ipaddress.ip_network((base + offset, vpc.prefixlen + extra_bits)))
+
+    gpu_size = total >> GPU_SUBNET_EXTRA_BITS
+    private_size = total >> PRIVATE_SUBNET_EXTRA_BITS
+    public_size = total >> PUBLIC_SUBNET_EXTRA_BITS
+    private = tuple(block(6 * (total >> 3) + i * private_size, PRIVATE_SUBNET_EXTRA_BITS) for i in range(SYSTEM_SLOTS))
+    public = tuple(block(7 * (total >> 3) + i * public_size, PUBLIC_SUBNET_EXTRA_BITS) for i in range(SYSTEM_SLOTS))
+    capacity = gpu_subnet_nodes(vpc.prefixlen)
+    gpu: dict[str, str] = {}
+    taken: dict[int, str] = {}
+    for zone in gpu_zones(cfg):
+        slot = zone_slot(zone)
+        if slot is None or slot >= GPU_SLOTS:
+            raise ConfigError(_zone_key(cfg, zone),
+                              f"{zone} has no GPU subnet slot: GPU pools go in a regular Availability Zone "
+                              f"(zone IDs az1-az{GPU_SLOTS}, or names ending a-{chr(ord('a') + GPU_SLOTS - 1)})")
+        if slot in taken:
+            raise ConfigError(_zone_key(cfg, zone),
+                              f"{zone} and {taken[slot]} share GPU subnet slot {slot + 1}; write every zone the same "
+                              "way, as zone IDs such as use1-az6")
+        taken[slot] = zone
+        nodes = sum(p.max_nodes for p in cfg.node_pools if p.zone == zone)
+        if nodes > capacity:
+            i = max(i for i, p in enumerate(cfg.node_pools) if p.zone == zone)
+            raise ConfigError(f"gpufleet:nodePools[{i}].maxNodes",
+                              f"the pools in {zone} may grow to {nodes} nodes, more than the {capacity} its GPU "
+                              f"subnet in {vpc} holds; lower maxNodes or use a larger network.vpcCidr")
+        gpu[zone] = block(slot * gpu_size, GPU_SUBNET_EXTRA_BITS)
+    return SubnetPlan(public=public, private=private, gpu=gpu)
+
+
+def system_slot(az: Zone) -> int:
+    """The private/public subnet slot of a system AZ (its zone-ID number); :class:`ConfigError` beyond
+    :data:`SYSTEM_SLOTS`."""
+    slot = zone_slot(az.zone_id)
+    if slot is None or slot >= SYSTEM_SLOTS:
+        raise ConfigError("gpufleet:network.azCount", f"{az.zone_id} has no system subnet slot (az1-az{SYSTEM_SLOTS})")
+    return slot
 
 
 def resolve_zone(zone: str, available: Sequence[Zone]) -> Zone | None:
@@ -166,6 +209,8 @@ def pick_system_azs(cfg: StackConfig, available: Sequence[Zone]) -> tuple[Zone, 
     if len(chosen) < cfg.network.az_count:
         raise ConfigError("gpufleet:network.azCount",
                           f"{cfg.region} has {len(available)} available zones, fewer than {cfg.network.az_count}")
+    for az in chosen:
+        system_slot(az)
     return tuple(chosen)
 
 

@@ -57,7 +57,19 @@ def build(cfg: StackConfig) -> BuiltCluster:
     store = CheckpointStore(f"{name}-checkpoints", CheckpointArgs(
         project=cfg.project, region=cfg.region, zone=cfg.gpu_zone, cluster_name=name, checkpoint=cfg.checkpoint,
         training=cfg.training, vpc_id=network.vpc.id, vpc_name=network.vpc.name, psa_cidr=plan.psa_cidr,
-        workload_pool_ready=[cluster.cluster], labels=labels, namespaces=cfg.training_namespaces), opts=opts)
+        workload_pool_ready=[cluster.cluster], labels=labels, namespaces=cfg.training_namespaces,
+        allow_replace=cfg.allow_replace), opts=opts)
+
+    if cfg.checkpoint.filesystem.kind == "lustre":
+        from infra.gcp.lustre_sync import LustreSync, LustreSyncArgs
+
+        # Managed Lustre is a cache of the bucket only if something exports it: a CronJob on the cluster does.
+        LustreSync(f"{name}-lustre-sync", LustreSyncArgs(
+            project=cfg.project, cluster_name=name,
+            instance=pulumi.Output.concat("projects/", cfg.project, "/locations/", gpu_zone, "/instances/",
+                                          store.lustre.instance_id),
+            bucket=store.bucket.name, prefix=cfg.checkpoint.prefix, workload_pool_ready=[cluster.cluster],
+            labels=labels), gcp_provider=provider, opts=pulumi.ResourceOptions(provider=cluster.k8s_provider))
 
     export_cluster(
         cfg, cluster_name=cluster.cluster.name, kubeconfig=cluster.kubeconfig, checkpoint_uri=store.uri,

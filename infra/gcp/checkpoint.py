@@ -19,6 +19,7 @@ import pulumi_gcp as gcp
 
 from infra.config import CheckpointConfig, TrainingConfig
 from infra.gcp.plan import bucket_name, service_account_id
+from infra.protect import stateful_names as stateful
 
 SECONDS_PER_DAY = 86400
 LUSTRE_PORTS = ("988",)
@@ -51,6 +52,8 @@ class CheckpointArgs:
     workload_pool_ready: Sequence[pulumi.Resource]
     labels: Mapping[str, str]
     namespaces: Sequence[str]
+    # gpufleet:allowReplace: the stateful resources here a `pulumi up` may replace (infra.protect).
+    allow_replace: Sequence[str] = ()
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -99,7 +102,8 @@ class CheckpointStore(pulumi.ComponentResource):
             encryption=encryption,
             labels=labels,
             force_destroy=False,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=bucket_deps))
+            opts=stateful(args.allow_replace, f"{name}-bucket", pulumi.ResourceOptions(parent=self,
+                                                                                        depends_on=bucket_deps)))
         self.uri: pulumi.Output[str] = self.bucket.name.apply(lambda b: f"gs://{b}/{ck.prefix}")
 
         self.filesystem: pulumi.Output[dict[str, Any]] | None = None
@@ -159,10 +163,12 @@ class CheckpointStore(pulumi.ComponentResource):
                 f"{name}-lustre", instance_id=f"{args.cluster_name}-ckpt", project=args.project, location=args.zone,
                 filesystem=LUSTRE_FSNAME, capacity_gib=str(fs.capacity_gb),
                 per_unit_storage_throughput=str(fs.throughput_mbps_per_tib), network=args.vpc_id,
-                description="gpufleet checkpoint tier", labels=labels, opts=after_peering)
+                description="gpufleet checkpoint tier", labels=labels,
+                opts=stateful(args.allow_replace, f"{name}-lustre", after_peering))
             return pulumi.Output.all(self.lustre.instance_id, self.lustre.mount_point).apply(lambda a: {
                 "kind": "lustre", "zone": args.zone, "instance": a[0], "filesystem": LUSTRE_FSNAME,
-                "mountPoint": a[1], "capacityGb": fs.capacity_gb, "csiDriver": "lustre.csi.storage.gke.io"})
+                "mountPoint": a[1], "capacityGb": fs.capacity_gb, "throughputMbpsPerTib": fs.throughput_mbps_per_tib,
+                "csiDriver": "lustre.csi.storage.gke.io"})
 
         self.filestore = gcp.filestore.Instance(
             f"{name}-filestore", name=f"{args.cluster_name}-ckpt", project=args.project, location=args.zone,
@@ -171,7 +177,7 @@ class CheckpointStore(pulumi.ComponentResource):
             networks=[gcp.filestore.InstanceNetworkArgs(
                 network=args.vpc_name, modes=["MODE_IPV4"], connect_mode="PRIVATE_SERVICE_ACCESS",
                 reserved_ip_range=psa_range.name)],
-            labels=labels, opts=after_peering)
+            labels=labels, opts=stateful(args.allow_replace, f"{name}-filestore", after_peering))
         ip = self.filestore.networks.apply(_first_ip)
         return pulumi.Output.all(self.filestore.name, ip).apply(lambda a: {
             "kind": "filestore", "zone": args.zone, "instance": a[0],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -13,6 +14,7 @@ import pulumi_kubernetes as k8s
 from infra.config import ClusterConfig, MaintenanceConfig
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from infra.gcp.plan import service_account_id
+from infra.protect import k8s_provider_args
 
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 # Least privilege for nodes: logs, metrics, image pulls. Workload access comes from Workload Identity.
@@ -136,6 +138,14 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
                 resource_labels=labels),
             resource_labels=labels,
+            # The DNS endpoint (gke-<id>.<region>.gke.goog) never changes for the life of the cluster, whether the
+            # public IP endpoint is on or off: the stack's own Kubernetes provider talks to it, so turning public
+            # access on (the second pass of a hub bring-up) is not a new cluster to pulumi-kubernetes. It takes
+            # IAM credentials (gke-gcloud-auth-plugin) and, for the hub's service-account tokens, Kubernetes
+            # tokens; external traffic follows publicAccess, an in-place change.
+            control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+                dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+                    allow_external_traffic=cl.public_access, enable_k8s_tokens_via_dns=True)),
             deletion_protection=cl.deletion_protection,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.node_roles, args.network.nat]))
 
@@ -161,9 +171,15 @@ class GkeCluster(pulumi.ComponentResource):
             lambda p: control_plane_kind(p.peering_name if p is not None else None, cl.hub_private_link))
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
-                lambda a: render_kubeconfig(args.project, args.region, a[0], a[1], a[2])))
+                lambda a: render_kubeconfig(args.project, args.region, a[0], a[1], a[2] or "")))
+        # The provider's cluster is the DNS endpoint, fixed for the cluster's life (the exported kubeconfig keeps
+        # the IP endpoint and its CA, which the hub's MultiKueue Secrets carry as data).
+        self.provider_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
+            self.cluster.name, self.cluster.control_plane_endpoints_config).apply(
+                lambda a: render_kubeconfig(args.project, args.region, a[0], dns_endpoint(a[1]), None)))
         self.k8s_provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+            f"{name}-k8s", kubeconfig=self.provider_kubeconfig,
+            **k8s_provider_args(f"gcp:{args.project}:{args.region}:{args.name}"),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]))
 
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.k8s_provider)
@@ -219,18 +235,33 @@ def control_plane_kind(peering_name: str | None, hub_private_link: str) -> str:
     return kind
 
 
+def dns_endpoint(config: Any) -> str:
+    """The cluster's DNS endpoint host from its ``control_plane_endpoints_config`` output (an output object or
+    a mapping); empty until GKE reports it."""
+    dns = getattr(config, "dns_endpoint_config", None)
+    if dns is None and isinstance(config, Mapping):
+        dns = config.get("dns_endpoint_config") or config.get("dnsEndpointConfig")
+    endpoint = getattr(dns, "endpoint", None)
+    if endpoint is None and isinstance(dns, Mapping):
+        endpoint = dns.get("endpoint")
+    return str(endpoint or "")
+
+
 def render_kubeconfig(project: str, region: str, cluster_name: str, endpoint: str, ca_certificate: str | None) -> str:
     """A kubeconfig (JSON, which is valid YAML) that authenticates with ``gke-gcloud-auth-plugin``.
 
-    ``ca_certificate`` is the base64 PEM GKE reports in ``master_auth.cluster_ca_certificate``.
+    ``ca_certificate`` is the base64 PEM GKE reports in ``master_auth.cluster_ca_certificate``; None for the DNS
+    endpoint, which serves a publicly trusted certificate (what ``gcloud container clusters get-credentials
+    --dns-endpoint`` writes).
     """
-    ca = ca_certificate or ""
     context = f"gke_{project}_{region}_{cluster_name}"
+    cluster: dict[str, Any] = {"server": f"https://{endpoint}"}
+    if ca_certificate is not None:
+        cluster["certificate-authority-data"] = ca_certificate
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": f"https://{endpoint}",
-                                                   "certificate-authority-data": ca}}],
+        "clusters": [{"name": context, "cluster": cluster}],
         "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
         "current-context": context,
         "users": [{"name": context, "user": {"exec": {

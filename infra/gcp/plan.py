@@ -31,6 +31,10 @@ RDMA_GVNIC_MTU = 8896
 GPU_SUBNET_PREFIX = 24
 # Private services access range (Managed Lustre / Filestore peering), carved from the top of gpuCidrBase.
 PSA_PREFIX = 20
+# Fixed /24 slots of gpuCidrBase (after the private services range is set aside): GPUDirect VPCs gpu1..gpu8 take
+# slots 0-7, the RDMA shapes' gVNIC networks 8-15, their RDMA subnets 16-23.
+GVNIC_SLOT = 8
+RDMA_SLOT = 16
 # GCS soft delete accepts 0 (off) or 7..90 days.
 SOFT_DELETE_DAYS = (7, 90)
 # Managed Lustre capacities per performance tier (MB/s per TiB): (minimum, step, largest size on that step)
@@ -167,7 +171,17 @@ def plan_gpu_networks(cfg: StackConfig) -> GpuNetworkPlan:
         raise ConfigError(_key("network.gpuCidrBase"),
                           f"{base} holds {len(pool_of_subnets)} /{GPU_SUBNET_PREFIX} GPU subnets, "
                           f"the pools need {wanted}")
-    cidrs = iter(str(s) for s in pool_of_subnets)
+    # Fixed slots per network (not the next free block): adding a pool of another shape, or removing one, never
+    # moves a subnet that exists (a subnet's range change replaces it and the node pools on it).
+    needed = max([GVNIC_SLOT + rdma_gvnic if rdma_gvnic else 0, RDMA_SLOT + rdma_subnets if rdma_subnets else 0,
+                  gpudirect_vpcs])
+    if needed > len(pool_of_subnets):
+        raise ConfigError(_key("network.gpuCidrBase"),
+                          f"{base} holds {len(pool_of_subnets)} /{GPU_SUBNET_PREFIX} GPU subnets, the fixed slots of "
+                          f"these pools' networks reach {needed}; use a /16 such as 10.100.0.0/16")
+
+    def slot(i: int) -> str:
+        return str(pool_of_subnets[i])
 
     vpcs: list[GpuVpcPlan] = []
     for i in range(1, gpudirect_vpcs + 1):
@@ -175,20 +189,20 @@ def plan_gpu_networks(cfg: StackConfig) -> GpuNetworkPlan:
         vpcs.append(GpuVpcPlan(
             key=f"gpu{i}", vpc_name=_gcp_name(f"{name}-gpu{i}"), group="gpudirect", device_mode="NetDevice",
             mtu=GVNIC_MTU, network_profile=None,
-            subnets=(GpuSubnetPlan(gke_name=f"vpc{i}", subnet_name=_gcp_name(f"{name}-gpu{i}"), cidr=next(cidrs)),)))
+            subnets=(GpuSubnetPlan(gke_name=f"vpc{i}", subnet_name=_gcp_name(f"{name}-gpu{i}"), cidr=slot(i - 1)),)))
     for i in range(1, rdma_gvnic + 1):
         # A3 Ultra / A4 guides name the gVNIC network gvnic-1 and the RDMA ones rdma-0..rdma-7.
         vpcs.append(GpuVpcPlan(
             key=f"gvnic{i}", vpc_name=_gcp_name(f"{name}-gvnic{i}"), group="rdma", device_mode="NetDevice",
             mtu=RDMA_GVNIC_MTU, network_profile=None,
             subnets=(GpuSubnetPlan(gke_name=f"gvnic-{i}", subnet_name=_gcp_name(f"{name}-gvnic{i}"),
-                                   cidr=next(cidrs)),)))
+                                   cidr=slot(GVNIC_SLOT + i - 1)),)))
     if rdma_subnets and rdma_zone is not None:
         vpcs.append(GpuVpcPlan(
             key="rdma", vpc_name=_gcp_name(f"{name}-rdma"), group="rdma", device_mode="RDMA", mtu=RDMA_MTU,
             network_profile=rdma_network_profile(cfg.project, rdma_zone),
             subnets=tuple(GpuSubnetPlan(gke_name=f"rdma-{j}", subnet_name=_gcp_name(f"{name}-rdma{j}"),
-                                        cidr=next(cidrs)) for j in range(rdma_subnets))))
+                                        cidr=slot(RDMA_SLOT + j)) for j in range(rdma_subnets))))
     return GpuNetworkPlan(vpcs=tuple(vpcs), psa_cidr=psa_cidr)
 
 

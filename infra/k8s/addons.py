@@ -25,6 +25,7 @@ from infra.config import StackConfig
 from infra.k8s import kueue_objects as ko
 from infra.k8s.storage import CheckpointVolumes, CheckpointVolumesArgs
 from infra.outputs import training_service_account_output
+from infra.protect import stateful
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 # JobSet (CRD, controller and webhooks) from its official OCI chart. Pinned to v0.12.0 because Kueue v0.19.2
@@ -285,8 +286,9 @@ class ClusterAddons(pulumi.ComponentResource):
             labels = {"app.kubernetes.io/managed-by": "gpufleet"}
             if ns in cfg.kueue.teams:
                 labels["gpufleet.io/team"] = ns
+            # Deleting a Namespace deletes the jobs in it: protected, and kept even when a replace is acknowledged.
             namespace = k8s.core.v1.Namespace(f"{name}-ns-{ns}", metadata={"name": ns, "labels": labels},
-                                              opts=child())
+                                              opts=stateful(cfg, f"{name}-ns-{ns}", child()))
             namespaces.append(namespace)
             # Jobs run as this account (placement submit sets it); the annotation lets them assume the
             # checkpoint identity (IRSA role / Workload Identity GSA), which trusts exactly these namespaces.

@@ -369,11 +369,13 @@ class MultiKueueHub(pulumi.ComponentResource):
                              KueueInstallArgs(version=cfg.kueue.version, dispatcher=cfg.hub.dispatcher,
                                               wait_for_pods_ready=False, depends_on=[self.jobset.release]),
                              opts=ResourceOptions(parent=self))
+        from infra.protect import stateful  # a team Namespace holds its jobs: protected and retained
+
         namespaces = [
             k8s.core.v1.Namespace(f"{name}-ns-{team}",
                                   metadata={"name": team, "labels": {"app.kubernetes.io/managed-by": "gpufleet",
                                                                      "gpufleet.io/team": team}},
-                                  opts=ResourceOptions(parent=self))
+                                  opts=stateful(cfg, f"{name}-ns-{team}", ResourceOptions(parent=self)))
             for team in cfg.kueue.teams
         ]
         base: list[pulumi.Resource] = [kueue.release, *namespaces]

@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 from pulumi import ResourceOptions
 
 from infra.config import StackConfig
+from infra.protect import stateful
 from placement.checkpoint_volumes import CLAIM_NAME, volume_objects
 
 
@@ -52,7 +53,8 @@ class CheckpointVolumes(pulumi.ComponentResource):
             pv = k8s.core.v1.PersistentVolume(
                 f"{name}-pv-{ns}", metadata=objs.apply(lambda o: o[0]["metadata"]),
                 spec=objs.apply(lambda o: o[0]["spec"]),
-                opts=ResourceOptions(parent=self, provider=provider))
+                # Retain in Kubernetes terms too: the PV is never what deletes checkpoint data.
+                opts=stateful(cfg, f"{name}-pv-{ns}", ResourceOptions(parent=self, provider=provider)))
             self.volumes.append(pv)
             self.claims.append(k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-pvc-{ns}", metadata=objs.apply(lambda o: o[1]["metadata"]),

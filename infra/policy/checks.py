@@ -31,6 +31,8 @@ PUBLIC_INGRESS = "no-public-admin-ingress"
 KUBECONFIG_SECRET = "kubeconfig-secret"
 REQUIRED_TAGS = "owner-cost-center-tags"
 HUB_REACHES_WORKERS = "hub-reaches-workers"
+STATEFUL_REPLACE = "stateful-replace-acknowledged"
+STATEFUL_PROTECTED = "stateful-protected"
 
 REQUIRED_TAG_KEYS = ("owner", "cost-center")
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -746,6 +748,53 @@ STACK_CHECKS: Mapping[str, Callable[[Sequence[Resource]], list[Violation]]] = {
     EFA_INTERFACES: check_efa_interfaces,
     GPU_TAINT: check_gpu_taints_via_launch_template,
 }
+
+
+# --------------------------------------------------------------------------------------------- stateful resources
+
+# What holds data or running work: replacing one loses checkpoints (file systems, buckets), running jobs (node
+# groups, Namespaces and the Jobs in them). A replacement of one must be acknowledged (gpufleet:allowReplace).
+FILE_SYSTEM_TYPES = frozenset({"aws:fsx/lustreFileSystem:LustreFileSystem", "gcp:lustre/instance:Instance",
+                               "gcp:filestore/instance:Instance"})
+NAMESPACE = "kubernetes:core/v1:Namespace"
+PERSISTENT_VOLUME = "kubernetes:core/v1:PersistentVolume"
+# Protected (and retained on delete) by the stacks: infra.protect applies it.
+PROTECTED_TYPES = frozenset({*FILE_SYSTEM_TYPES, *S3_BUCKETS, GCS_BUCKET, NAMESPACE, PERSISTENT_VOLUME})
+STATEFUL_TYPES = frozenset({*FILE_SYSTEM_TYPES, *S3_BUCKETS, GCS_BUCKET, NAMESPACE, EKS_NODE_GROUP, GKE_NODE_POOL})
+
+
+def check_stateful_replacements(rows: Iterable[Mapping[str, Any]], allow_replace: Collection[str]
+                                ) -> list[Violation]:
+    """``stateful-replace-acknowledged``: a change (rows of :func:`infra.replace.replacements`) that replaces a
+    stateful resource, or deletes one that holds data, unless ``gpufleet:allowReplace`` lists it."""
+    out = []
+    for row in rows:
+        name, typ, action = str(row.get("name")), str(row.get("type")), row.get("action")
+        if typ not in STATEFUL_TYPES or name in allow_replace:
+            continue
+        if action == "replace" or (action == "delete" and typ in PROTECTED_TYPES):
+            why = "; ".join(str(r) for r in row.get("reasons") or [])
+            out.append(Violation(STATEFUL_REPLACE, name, typ,
+                                 f"`pulumi up` would {action} it ({why}); keep the inputs that force it as they were, "
+                                 f"or acknowledge it by listing {name} in gpufleet:allowReplace"))
+    return out
+
+
+def check_stateful_protected(items: Iterable[tuple[str, str, bool]], allow_replace: Collection[str]
+                             ) -> list[Violation]:
+    """``stateful-protected``: every file system, bucket, Namespace and PersistentVolume (``(name, type,
+    protect)``) is protected, unless ``gpufleet:allowReplace`` lists it; so Pulumi refuses a replacement nobody
+    acknowledged."""
+    return [Violation(STATEFUL_PROTECTED, name, typ, "holds checkpoints or running work but is not protected; "
+                      "declare it with infra.protect.stateful (protect and retainOnDelete)")
+            for name, typ, protect in items if typ in PROTECTED_TYPES and not protect and name not in allow_replace]
+
+
+def allow_replace_of(config: Mapping[str, Any] | None) -> frozenset[str]:
+    """``gpufleet:allowReplace`` from a stack's raw config (the ``gpufleet:`` keys without prefix); empty when
+    absent or malformed (then nothing is acknowledged)."""
+    value = (config or {}).get("allowReplace")
+    return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list) else frozenset()
 
 
 def hub_egress_cidrs(resources: Sequence[Resource], hub_stack: str | None) -> frozenset[str]:

@@ -32,6 +32,10 @@ DESCRIPTIONS: Mapping[str, str] = {
     checks.KUBECONFIG_SECRET: "Kubeconfig stack outputs are secrets.",
     checks.REQUIRED_TAGS: "Taggable resources carry owner and cost-center tags/labels.",
     checks.HUB_REACHES_WORKERS: "A MultiKueue hub's egress CIDRs are authorised on every worker's API endpoint.",
+    checks.STATEFUL_PROTECTED: "File systems, buckets, Namespaces and PersistentVolumes are protected unless "
+                               "gpufleet:allowReplace lists them.",
+    checks.STATEFUL_REPLACE: "A change replacing a file system, bucket, node group or Namespace is acknowledged in "
+                             "gpufleet:allowReplace (scripts/preview --base, which sees the diff).",
 }
 
 
@@ -197,6 +201,33 @@ def _reachability_policy() -> Any:
                                  description=DESCRIPTIONS[checks.HUB_REACHES_WORKERS], validate=validate)
 
 
+def stack_allow_replace() -> frozenset[str]:
+    """The stack's ``gpufleet:allowReplace`` (empty when absent or malformed)."""
+    import pulumi
+
+    try:
+        value = pulumi.Config("gpufleet").get_object("allowReplace")
+    except Exception:  # noqa: BLE001 - a malformed value acknowledges nothing
+        return frozenset()
+    return checks.allow_replace_of({"allowReplace": value})
+
+
+def _stateful_protected_policy() -> Any:
+    """Every stateful resource protected (its ``protect`` option, as CrossGuard sees it) unless acknowledged: a
+    real `pulumi preview` cannot see a diff, but Pulumi refuses to replace a protected resource."""
+    from pulumi_policy import StackValidationPolicy
+
+    def validate(args: Any, report_violation: Callable[..., None]) -> None:
+        allowed = stack_allow_replace()
+        items = [(r.name, r.resource_type, bool(getattr(r.opts, "protect", False))) for r in args.resources]
+        by_name = {r.name: r.urn for r in args.resources}
+        for violation in checks.check_stateful_protected(items, allowed):
+            report_violation(violation.message, by_name.get(violation.resource))
+
+    return StackValidationPolicy(name=checks.STATEFUL_PROTECTED, description=DESCRIPTIONS[checks.STATEFUL_PROTECTED],
+                                 validate=validate)
+
+
 def policies() -> list[Any]:
     """Every gpufleet policy as a pulumi_policy ``Policy`` (resource policies first, then stack policies)."""
     out = [_resource_policy(rule, check) for rule, check in checks.RESOURCE_CHECKS.items()]
@@ -208,4 +239,5 @@ def policies() -> list[Any]:
                              checks.check_gpu_taints_via_launch_template))
     out.append(_kubeconfig_policy())
     out.append(_reachability_policy())
+    out.append(_stateful_protected_policy())
     return out

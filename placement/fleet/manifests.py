@@ -29,6 +29,7 @@ from placement import checkpoint_volumes as cv
 from placement import kueue as ko
 from placement.engine import Candidate
 from placement.errors import InputError
+from placement.fleet import durable
 from placement.fleet.choose import Existing, Group, gke_networks
 from placement.fleet.stacks import ClusterStack, whole
 from placement.jobspec import JobSpec
@@ -109,6 +110,12 @@ class Target:
     existing: Existing
     via_hub: bool = False
     now: dt.datetime | None = None  # submission time (aware): fixes GPUFLEET_DEADLINE
+    # Through the hub: the interruptions the restart budget is sized for (the most interruption-prone capacity
+    # the job's affinity admits, placement.fleet.durable.hub_budget) and which pool that is; None: the candidate's.
+    restart_expected: float | None = None
+    restart_basis: str | None = None
+    # What the pod writes checkpoints to (the candidate is priced for it); None: the job spec's destination.
+    destination: durable.Destination | None = None
 
     @property
     def shape(self) -> Shape:
@@ -202,10 +209,11 @@ def planned_interval_seconds(job: JobSpec, candidate: Candidate) -> int:
     return max(1, round(float(minutes) * 60))
 
 
-def lifecycle(job: JobSpec, candidate: Candidate, clouds: Sequence[str], now: dt.datetime | None = None
-              ) -> Lifecycle:
+def lifecycle(job: JobSpec, candidate: Candidate, clouds: Sequence[str], now: dt.datetime | None = None,
+              expected: float | None = None) -> Lifecycle:
     """The :class:`Lifecycle` of ``job`` run as ``candidate`` on any of ``clouds``; ``now`` (aware) the time of
-    submission, which fixes the deadline."""
+    submission, which fixes the deadline; ``expected`` the interruptions to size restarts for (None: the
+    candidate's own; through the hub, the most interruption-prone capacity its affinity admits)."""
     deadline = None
     max_exec = None
     if job.deadline_hours is not None:
@@ -215,7 +223,8 @@ def lifecycle(job: JobSpec, candidate: Candidate, clouds: Sequence[str], now: dt
             due = now.astimezone(dt.UTC) + dt.timedelta(hours=job.deadline_hours)
             deadline = due.strftime("%Y-%m-%dT%H:%M:%SZ")
     grace = min((GRACE_SECONDS[c] for c in clouds if c in GRACE_SECONDS), default=min(GRACE_SECONDS.values()))
-    return Lifecycle(restarts=restart_budget(planned_interruptions(candidate)),
+    planned = planned_interruptions(candidate) if expected is None else max(0.0, float(expected))
+    return Lifecycle(restarts=restart_budget(planned),
                      checkpoint_interval_s=planned_interval_seconds(job, candidate), deadline=deadline,
                      max_exec_seconds=max_exec, grace_s=grace)
 
@@ -264,12 +273,27 @@ def job_env(plan: PodPlan) -> list[dict[str, Any]]:
     ``GPUFLEET_CHECKPOINT_DIR``, ``GPUFLEET_CHECKPOINT_INTERVAL_SECONDS``, ``GPUFLEET_DEADLINE``,
     ``GPUFLEET_GRACE_SECONDS``, ``GPUFLEET_RETRY_EXIT_CODE`` and ``GPUFLEET_MAX_RESTARTS``."""
     job, life = plan.job, plan.lifecycle
-    env: list[dict[str, Any]] = []
+    env: list[dict[str, Any]] = [
+        {"name": "GPUFLEET_TEAM", "value": job.team or plan.namespace},
+        {"name": "GPUFLEET_WORKLOAD", "value": job.workload},
+        {"name": "GPUFLEET_ACCELERATOR", "value": plan.accelerator or "/".join(job.accelerators)},
+        {"name": "GPUFLEET_NODES", "value": str(plan.nodes)},
+        {"name": "GPUFLEET_GPUS_PER_NODE", "value": str(plan.gpus_per_node)},
+    ]
     if job.dataset is not None:
         env.append({"name": "GPUFLEET_DATASET_URI", "value": job.dataset.uri})
     ckpt = _checkpoint_dir(plan)
     if ckpt is not None:
         env.append({"name": "GPUFLEET_CHECKPOINT_DIR", "value": ckpt})
+    ck = plan.checkpoints
+    if ck is not None:
+        if ck.cache_dir:
+            env.append({"name": "GPUFLEET_CHECKPOINT_CACHE_DIR", "value": ck.cache_dir})
+        env += [{"name": "GPUFLEET_CHECKPOINT_DESTINATION", "value": ck.destination.kind},
+                {"name": "GPUFLEET_CHECKPOINT_TIER",
+                 "value": f"{ck.destination.tier:g}" if ck.destination.tier is not None else ""}]
+    env += [{"name": "GPUFLEET_CHECKPOINT_KEEP", "value": str(durable.DEFAULT_KEEP)},
+            {"name": "GPUFLEET_METRICS_PORT", "value": str(durable.METRICS_PORT)}]
     env.append({"name": "GPUFLEET_CHECKPOINT_INTERVAL_SECONDS", "value": str(life.checkpoint_interval_s)})
     if life.deadline is not None:
         env.append({"name": "GPUFLEET_DEADLINE", "value": life.deadline})
@@ -284,6 +308,8 @@ def _checkpoint_dir(plan: PodPlan) -> str | None:
     under the worker's bucket (``$CHECKPOINT_URI/<job>``; through the hub Kubernetes expands
     ``$(CHECKPOINT_URI)`` from the worker's ConfigMap); None when the job has no checkpoint location."""
     name = plan.job.name
+    if plan.checkpoints is not None and plan.checkpoints.home:
+        return plan.checkpoints.home  # the durable home, the same wherever the job lands
     if plan.storage.volume is not None:
         return f"{CHECKPOINT_DIR}/{name}"
     uri = next((e.get("value") for e in plan.storage.env if e.get("name") == "CHECKPOINT_URI"), None)
@@ -292,6 +318,39 @@ def _checkpoint_dir(plan: PodPlan) -> str | None:
     if plan.storage.env_from:
         return f"$(CHECKPOINT_URI)/{name}"
     return None
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """The job's checkpoint home and what its pods write to (:mod:`placement.fleet.durable`): ``home`` the durable
+    URI (None: the worker exports no checkpointUri), ``cache_dir`` the mounted filesystem path synced to it (None:
+    none), ``destination`` what the pod writes to, ``region`` where the home is, ``size_gb`` one checkpoint's size
+    (None: unknown)."""
+
+    home: str | None
+    cache_dir: str | None
+    destination: durable.Destination
+    region: str
+    size_gb: float | None = None
+
+    def annotations(self) -> dict[str, str]:
+        """The job object's ``gpufleet.io/checkpoint-*`` annotations (the hub dispatcher prices a move from them)."""
+        out: dict[str, str] = {}
+        if self.home:
+            out[durable.HOME_ANNOTATION] = self.home
+            out[durable.REGION_ANNOTATION] = self.region
+        if self.size_gb is not None:
+            out[durable.GB_ANNOTATION] = f"{self.size_gb:g}"
+        return out
+
+
+def checkpoints_of(job: JobSpec, home_cluster: ClusterStack, dest: durable.Destination) -> Checkpoints:
+    """The :class:`Checkpoints` of ``job`` homed on ``home_cluster``'s bucket and writing to ``dest``; the cache is
+    the job's directory on the mounted filesystem, whose data repository holds the home."""
+    return Checkpoints(home=durable.home(home_cluster, job.name),
+                       cache_dir=f"{CHECKPOINT_DIR}/{job.name}" if dest.mounted else None,
+                       destination=dest, region=durable.home_region(home_cluster),
+                       size_gb=durable.checkpoint_size_gb(job))
 
 
 @dataclass(frozen=True)
@@ -314,6 +373,8 @@ class PodPlan:
     scheduling: Mapping[str, Any]  # nodeSelector / affinity, tolerations
     efa_rdma_read: bool = False  # every node the pod may land on has EFA RDMA read
     lifecycle: Lifecycle = field(default_factory=lambda: Lifecycle())
+    accelerator: str = ""
+    checkpoints: Checkpoints | None = None
 
 
 def _quantity(n: int) -> str:
@@ -637,7 +698,8 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
         service_account=cl.service_account.name if cl.service_account else None, storage=storage,
         scheduling={"nodeSelector": ko.flavor_node_labels(ex.pool.name, shape),
                     "tolerations": [dict(ko.GPU_TOLERATION)]},
-        lifecycle=lifecycle(job, target.candidate, (cl.cloud,), target.now))
+        lifecycle=lifecycle(job, target.candidate, (cl.cloud,), target.now), accelerator=shape.accelerator,
+        checkpoints=checkpoints_of(job, cl, durable.destination(cl, storage.volume)))
     pod_annotations: dict[str, str] = {}
     if multi and not target.via_hub and ko.tas_enabled(ex.pool.min_nodes, ex.pool.max_nodes, shape):
         # Only then does the worker's flavor name the cloud's Topology (a TAS annotation is never admitted on
@@ -652,7 +714,8 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
             "labels": {QUEUE_LABEL: ex.queue, PRIORITY_LABEL: job.priority, JOB_LABEL: name, **MANAGED_BY},
             "annotations": {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/"
                                                      f"{target.candidate.capacity}",
-                            "gpufleet.io/stack": cl.stack, "gpufleet.io/pool": ex.pool.name}}
+                            "gpufleet.io/stack": cl.stack, "gpufleet.io/pool": ex.pool.name,
+                            **(plan.checkpoints.annotations() if plan.checkpoints else {})}}
     obj = _job_object(plan, meta, pod_annotations)
     if job.gpus % shape.gpus and multi:
         warnings.append(f"{job.gpus} GPUs round up to {target.nodes} whole nodes of {shape.gpus}")
@@ -745,8 +808,17 @@ def portable_affinity(group: Group, fabric: str) -> dict[str, Any]:
         {"matchExpressions": exprs}]}}}
 
 
+def portable_destination(existing: Existing, group: Group, volume: Mapping[str, Any] | None) -> durable.Destination:
+    """What a job sent through the hub writes to: the planned worker's filesystem when it is the group's only
+    member (its data repository holds the home), else the home's object store: another worker's filesystem
+    would sync to that worker's own bucket, not to the job's home."""
+    if len(group.members) == 1 and group.members[0].cluster is existing.cluster:
+        return durable.destination(existing.cluster, volume)
+    return durable.destination(existing.cluster, None)
+
+
 def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candidate, existing: Existing, group: Group,
-                    now: dt.datetime | None = None
+                    now: dt.datetime | None = None, expected: float | None = None
                     ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
     """The job for the hub's ``all-workers`` queue, valid on every member of ``group``, and the storage objects
     to create on each member first (by worker key), plus warnings.
@@ -775,7 +847,8 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
         efa_rdma_read=bool(shapes) and all(s.efa_rdma_read for s in shapes),
         networks=group.networks, service_account=first.service_account.name if first.service_account else None,
         storage=storage, scheduling={"affinity": affinity, "tolerations": [dict(ko.GPU_TOLERATION)]},
-        lifecycle=lifecycle(job, candidate, clouds, now))
+        lifecycle=lifecycle(job, candidate, clouds, now, expected), accelerator=candidate.offer.shape.accelerator,
+        checkpoints=checkpoints_of(job, first, portable_destination(existing, group, storage.volume)))
     for m in group.members:
         warnings += _account_warnings(m.cluster, ns)
     warnings += _nccl_warnings(fabric, job)
@@ -783,6 +856,8 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
     annotations = {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/{candidate.capacity}",
                    JOB_SPEC_ANNOTATION: job_spec_annotation(job_doc), GROUP_ANNOTATION: group.name,
                    WORKERS_ANNOTATION: ",".join(group.keys)}
+    assert plan.checkpoints is not None
+    annotations.update(plan.checkpoints.annotations())
     meta = {"name": job.name, "namespace": ns,
             "labels": {QUEUE_LABEL: ko.ALL_WORKERS, PRIORITY_LABEL: job.priority, JOB_LABEL: job.name, **MANAGED_BY},
             "annotations": annotations}

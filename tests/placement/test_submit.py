@@ -409,7 +409,7 @@ def test_via_hub_renders_one_portable_job_for_the_efa_group(tmp_path, capsys):
     assert ann[manifests.WORKERS_ANNOTATION].split(",") == group["workers"]
     # The job's price of waiting travels in its spec (usd_per_hour_of_delay), not in an annotation of its own.
     assert set(ann) == {"gpufleet.io/placement", manifests.JOB_SPEC_ANNOTATION, manifests.GROUP_ANNOTATION,
-                        manifests.WORKERS_ANNOTATION}
+                        manifests.WORKERS_ANNOTATION, "gpufleet.io/checkpoint-home", "gpufleet.io/checkpoint-region"}
     pod = pod_of(js)
     assert "nodeSelector" not in pod["spec"]  # the admitting worker's flavor picks the pool
     (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
