@@ -39,6 +39,7 @@ from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
 from infra.k8s.prometheus import hub_prometheus
 from infra.policy.checks import worker_path
+from infra.protect import k8s_provider_args
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
 
@@ -300,7 +301,10 @@ class MultiKueueWorker(pulumi.ComponentResource):
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 
         # --- on the worker: an identity for the hub's Kueue controller
+        # The worker's identity, not its kubeconfig's server, decides whether this provider (and everything it
+        # made on the worker) is replaced: the server moves when a worker turns its public endpoint on or off.
         worker_provider = k8s.Provider(f"{name}-provider", kubeconfig=worker_kubeconfig,
+                                       **k8s_provider_args(f"hub-worker:{args.stack}"),
                                        opts=ResourceOptions(parent=self))
         on_worker = ResourceOptions(parent=self, provider=worker_provider)
         # Cluster-wide it only lists and watches; it creates, deletes and updates in the team namespaces

@@ -797,3 +797,13 @@ def test_vpn_config_is_checked() -> None:
     with pytest.raises(ConfigError, match=r"^gpufleet:hub\.vpn: .*hubPrivateLink: external"):
         parse({**raw, "cloud": "gcp", "project": "gpufleet-dev", "region": "us-central1",
                "hub": {**raw["hub"], "vpn": good}}, stack="hub")
+
+
+def test_the_hubs_provider_for_each_worker_keeps_its_identity_when_the_server_moves(run: mockrun.RunResult) -> None:
+    """A worker that turns its public endpoint on changes its kubeconfig's server; the hub's provider for it is
+    keyed by the worker's stack (clusterIdentifier), so it and the RBAC it made there are not replaced."""
+    providers = [r for r in run.of_type("pulumi:providers:kubernetes") if r.name.endswith("-provider")]
+    assert providers
+    for p in providers:
+        assert str(p.inputs.get("clusterIdentifier", "")).startswith("hub-worker:"), p.name
+        assert p.inputs.get("upsertExistingObjects") in (True, "true"), p.name
