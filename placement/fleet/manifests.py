@@ -629,6 +629,11 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
     if plan.storage.env_from:
         container["envFrom"] = list(plan.storage.env_from)
     container.update(resources=_resources(plan), volumeMounts=mounts)
+    # The trainer's Prometheus metrics (docs/trainer-contract.md#metrics): a named port, and the pod annotations a
+    # Prometheus's conventional `kubernetes-pods` job scrapes (the prometheus-community chart's default).
+    container["ports"] = [{"name": "metrics", "containerPort": durable.METRICS_PORT, "protocol": "TCP"}]
+    annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(durable.METRICS_PORT),
+                        "prometheus.io/path": "/metrics"})
     # The trainer's SIGTERM -> emergency checkpoint window, within the reclaim notice of every cloud it may land on.
     pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": plan.lifecycle.grace_s}
     if plan.service_account:

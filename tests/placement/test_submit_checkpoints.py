@@ -134,3 +134,14 @@ def test_via_hub_restarts_are_sized_for_the_spot_pool_the_affinity_admits(tmp_pa
     # FSx would sync to that worker's own bucket).
     assert env["GPUFLEET_CHECKPOINT_DIR"] == f"{_aws_p5()['checkpointUri']}/lora-70b"
     assert js["metadata"]["annotations"][durable.HOME_ANNOTATION] == env["GPUFLEET_CHECKPOINT_DIR"]
+
+
+def test_the_trainer_metrics_port_is_named_and_annotated_for_scraping(tmp_path, capsys):
+    """The trainer serves its metrics on GPUFLEET_METRICS_PORT; the pod names that port and carries the
+    annotations a Prometheus `kubernetes-pods` job scrapes, so `placement calibrate`/`report` can read them."""
+    result = _submit(tmp_path, capsys, {"aws-use1-p5": _aws_p5()}, LORA)
+    pod = helpers.pod_of(result["manifest"][-1])
+    (container,) = pod["spec"]["containers"]
+    assert {"name": "metrics", "containerPort": 9400, "protocol": "TCP"} in container["ports"]
+    ann = pod["metadata"]["annotations"]
+    assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"] == "9400"
