@@ -229,3 +229,17 @@ def test_memoised_job_spec_refused_for_another_field_names_that_field_first() ->
     for name in ("ok-name", "Bad_Name", "ok-name"):
         text = json.dumps({"name": name, **spec})
         assert snapshot.read_job_spec(text)[1] == _direct(text)[1]
+
+
+def test_memoised_job_spec_is_a_whole_job_spec() -> None:
+    from dataclasses import fields
+
+    from placement.jobspec import JobSpec
+
+    spec = {"accelerator": "H100", "gpus": 8, "hours": 3}
+    snapshot.read_job_spec(json.dumps({"name": "one", **spec}))
+    parsed, _ = snapshot.read_job_spec(json.dumps({"name": "two", **spec}))
+    want, _ = _direct(json.dumps({"name": "two", **spec}))
+    assert parsed is not None and type(parsed[1]) is JobSpec
+    assert [getattr(parsed[1], f.name) for f in fields(JobSpec)] == [getattr(want, f.name) for f in fields(JobSpec)]
+    assert hash(parsed[1]) == hash(want) and repr(parsed[1]) == repr(want)
