@@ -148,6 +148,7 @@ def snapshots(raw_wls: list[dict[str, Any]], owners: dict[Any, dict[str, Any]], 
               objects: dict[str, dict[str, list[dict[str, Any]]]]) -> tuple[list[Any], list[Any]]:
     """The hub's Workloads and the workers' states as the controller builds them for one pass (every Workload in
     the one all-workers queue, whose admission check is the dispatcher's)."""
+    snapshot.forget_parsed_job_specs()  # a cold pass: no job spec parsed by an earlier run is reused
     checks, configs = {QUEUE: QUEUE}, {QUEUE: tuple(c.stack for c in clusters)}
     cq_checks = {QUEUE: frozenset({QUEUE})}
     wls = []

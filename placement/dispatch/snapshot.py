@@ -32,7 +32,9 @@ from placement.errors import InputError
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
 from placement.fleet.stacks import ClusterStack
 from placement.jobspec import JOB_FIELDS, JobSpec, parse_job
+from placement.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.kueue import Allocatable
+from placement.shapes import shape_book
 
 KUEUE_ADMISSION = "kueue-admission"  # Kueue's field manager for admission status (constants.AdmissionName)
 # Conditions Kueue's admission patch carries (patching.admissionManagedConditions in v0.19.2).
@@ -263,6 +265,56 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
                            problem=f"the Workload cannot be read: {problem_text(exc)}")
 
 
+# Parsed job specs by their text without the name (JSON, the fields in their order), with the largest node the
+# name's JobSet check needs: Workloads of one shape repeat all but their names, and parse_job is most of a
+# snapshot's time. Bounded (tenants write these); cleared whole when full, as a pass holds few shapes.
+_PARSED: dict[str, tuple[JobSpec, int] | None] = {}
+_PARSED_MAX = 4096
+_PLACEHOLDER = "x"  # a name every check of parse_job accepts, whatever the job's node count
+
+
+def _parse_job_memo(doc: dict[str, Any]) -> JobSpec:
+    """``parse_job(doc)``, the same job or the same error, memoised by the spec without its name: the name's
+    own checks (a DNS-1123 label; a JobSet's pod names when no one node holds the job) are re-applied to each
+    Workload, and anything unusual (a name or spec parse_job refuses) goes through ``parse_job`` itself."""
+    name = doc.get("name")
+    try:
+        key = json.dumps([[k, v] for k, v in doc.items() if k != "name"], allow_nan=True)
+    except Exception:  # not serialisable back (nesting): parse_job says why, as it would have
+        return parse_job(doc)
+    if key in _PARSED:
+        hit = _PARSED[key]
+    else:
+        try:
+            job = parse_job({**doc, "name": _PLACEHOLDER})
+        except Exception:
+            hit = None  # refused for a field other than the name: parse_job on the real spec gives its error
+        else:
+            book = shape_book()
+            largest = job.gpus_per_node or max((book.node_sizes(a)[-1] for a in job.accelerators
+                                                if book.node_sizes(a)), default=job.gpus)
+            hit = (job, largest)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = hit
+    if hit is None or not isinstance(name, str) or dns1123_label_problem(name):
+        return parse_job(doc)
+    job, largest = hit
+    if job.gpus > largest and jobset_name_problem(name, -(-job.gpus // largest)):
+        return parse_job(doc)
+    # dataclasses.replace re-runs the introspection and __init__ of ~40 fields: most of a memo hit's time. A
+    # JobSpec has no __post_init__ or cached attributes, so a copy of its fields with the name set is the same.
+    named: JobSpec = object.__new__(JobSpec)
+    named.__dict__.update(job.__dict__)
+    object.__setattr__(named, "name", name)
+    return named
+
+
+def forget_parsed_job_specs() -> None:
+    """Empty the memo of parsed job specs (benchmarks that time a cold pass)."""
+    _PARSED.clear()
+
+
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
     """``((document, job spec), None)`` from the ``gpufleet.io/job-spec`` annotation, or ``(None, why not)``: not
     JSON, not a mapping, a field this version does not know (a newer ``placement submit`` wrote it: never
@@ -283,7 +335,7 @@ def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str
                       "(written by a newer placement submit?); the job waits until the dispatcher is upgraded or "
                       "the field is removed")
     try:
-        return (doc, parse_job(doc)), None
+        return (doc, _parse_job_memo(doc)), None
     except InputError as exc:
         return None, f"{JOB_SPEC_ANNOTATION}: {exc}"
     except Exception as exc:

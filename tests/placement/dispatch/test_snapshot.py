@@ -192,3 +192,54 @@ def test_a_workload_that_cannot_be_read_comes_back_with_its_problem(status: dict
 def test_quantities_that_are_not_finite_non_negative_numbers_are_refused(text: Any):
     with pytest.raises(ValueError):
         snapshot.quantity(text)
+
+
+def _direct(text: str) -> tuple[Any, str | None]:
+    """What read_job_spec answered before its memo: parse_job on every annotation."""
+    from placement.errors import InputError
+    from placement.jobspec import parse_job
+
+    doc = json.loads(text)
+    try:
+        return parse_job(doc), None
+    except InputError as exc:
+        return None, f"{JOB_SPEC_ANNOTATION}: {exc}"
+
+
+@pytest.mark.parametrize("name", ["train-a", "train-b", "Bad_Name", "9starts-with-digit",
+                                  "a" * 60, "", None, 7])
+@pytest.mark.parametrize("gpus", [8, 64])
+def test_memoised_job_specs_are_what_parse_job_says_name_by_name(name: Any, gpus: int) -> None:
+    # One shape under many names: the memo must never hand one Workload's name, or its verdict on a name
+    # (a DNS-1123 label; a JobSet's pod names when no node holds the job), to another.
+    spec = {"accelerator": "H100", "gpus": gpus, "hours": 3, "data": {"dataset": {
+        "uri": "s3://d/x", "region": "us-east-1", "size_gb": 50}}}
+    for first in ("warm-up", name):  # cached by another name first, then its own
+        snapshot.read_job_spec(json.dumps({"name": first, **spec}))
+    text = json.dumps({"name": name, **spec})
+    parsed, error = snapshot.read_job_spec(text)
+    want, want_error = _direct(text)
+    assert error == want_error
+    assert (parsed[1] if parsed else None) == want
+
+
+def test_memoised_job_spec_refused_for_another_field_names_that_field_first() -> None:
+    # A name parse_job refuses and a bad field: the name is named first, whether or not the spec was cached.
+    spec = {"accelerator": "H100", "gpus": 8, "hours": -1}
+    for name in ("ok-name", "Bad_Name", "ok-name"):
+        text = json.dumps({"name": name, **spec})
+        assert snapshot.read_job_spec(text)[1] == _direct(text)[1]
+
+
+def test_memoised_job_spec_is_a_whole_job_spec() -> None:
+    from dataclasses import fields
+
+    from placement.jobspec import JobSpec
+
+    spec = {"accelerator": "H100", "gpus": 8, "hours": 3}
+    snapshot.read_job_spec(json.dumps({"name": "one", **spec}))
+    parsed, _ = snapshot.read_job_spec(json.dumps({"name": "two", **spec}))
+    want, _ = _direct(json.dumps({"name": "two", **spec}))
+    assert parsed is not None and type(parsed[1]) is JobSpec
+    assert [getattr(parsed[1], f.name) for f in fields(JobSpec)] == [getattr(want, f.name) for f in fields(JobSpec)]
+    assert hash(parsed[1]) == hash(want) and repr(parsed[1]) == repr(want)
