@@ -494,10 +494,12 @@ def _decimals(buf: Any, starts: Any, ends: Any) -> Any:
         return None
     windows = sliding_window_view(np.concatenate([buf, np.zeros(width, dtype=np.uint8)]), width)
     out = np.empty(len(starts))
+    cols = np.arange(width, dtype=np.uint8)[None, :]
+    short = length.astype(np.uint8)[:, None]  # width <= 64: fits
     block = 1 << 18  # bounded memory: a block is numbers × the widest number
     for i in range(0, len(starts), block):
         chars = windows[starts[i:i + block]]
-        chars[np.arange(width)[None, :] >= length[i:i + block, None]] = 0  # NUL ends a bytes item
+        chars *= cols < short[i:i + block]  # NUL past each number's end (NUL ends a bytes item)
         try:
             out[i:i + block] = chars.view(f"S{width}").ravel().astype(np.float64)
         except ValueError:
