@@ -3,9 +3,9 @@
 Break-even: the per-node spot rate ``r`` that, applied to every spot candidate as the job's own
 ``spot.interruptions_per_hour`` would be (the job's own rate wins over live and calibrated ones), makes the best
 spot candidate and the best candidate that is not spot cost the same. Below it a spot candidate is picked, above
-it one that is not: for a chosen spot candidate, the rate at which it stops beating the best on-demand or reserved one;
-for a
-chosen on-demand or reserved one, the rate below which the best spot one would win. Null when there is no
+it one that is not: for a chosen spot candidate, the rate at which it stops beating the best on-demand or
+reserved one; for a chosen on-demand or reserved one, the rate below which the best spot one would win. Null
+when there is no
 spot candidate or none that is not, or when no rate flips the pick. Found by bisection on log(r) over the plan's
 own rows (the runnable ones and those excluded only by the deadline or by interruptions, which a lower rate may
 readmit), each priced as the engine prices it; ranked as the engine ranks (quota tier, total to the cent, ...).
