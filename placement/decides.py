@@ -5,10 +5,10 @@ Break-even: the per-node spot rate ``r`` that, applied to every spot candidate a
 spot candidate and the best candidate that is not spot cost the same. Below it a spot candidate is picked, above
 it one that is not: for a chosen spot candidate, the rate at which it stops beating the best on-demand or
 reserved one; for a chosen on-demand or reserved one, the rate below which the best spot one would win. Null
-when there is no
-spot candidate or none that is not, or when no rate flips the pick. Found by bisection on log(r) over the plan's
-own rows (the runnable ones and those excluded only by the deadline or by interruptions, which a lower rate may
-readmit), each priced as the engine prices it; ranked as the engine ranks (quota tier, total to the cent, ...).
+when there is no spot candidate or none that is not, or when no rate flips the pick. Found by bisection on
+log(r) over the plan's own rows (the runnable ones and those excluded only by the deadline or by interruptions,
+which a lower rate may readmit), each priced as the engine prices it; ranked as the engine ranks
+(quota tier, total to the cent, ...).
 """
 
 from __future__ import annotations
