@@ -1,13 +1,14 @@
 """What decides a plan (issue 26): the spot rate where the pick flips, and warnings on a risky pick. Pure.
 
 Break-even: the per-node spot rate ``r`` that, applied to every spot candidate as the job's own
-``spot.interruptions_per_hour`` would be (a live rate above it still applies), makes the best spot candidate
-and the best candidate that is not spot cost the same. Below it a spot candidate is picked, above it one that is
-not: for a chosen spot candidate, the rate at which it stops beating the best on-demand or reserved one; for a
-chosen on-demand or reserved one, the rate below which the best spot one would win. Null when there is no
-spot candidate or none that is not, or when no rate flips the pick. Found by bisection on log(r) over the plan's
-own rows (the runnable ones and those excluded only by the deadline or by interruptions, which a lower rate may
-readmit), each priced as the engine prices it; ranked as the engine ranks (quota tier, total to the cent, ...).
+``spot.interruptions_per_hour`` would be (the job's own rate wins over live and calibrated ones), makes the best
+spot candidate and the best candidate that is not spot cost the same. Below it a spot candidate is picked, above
+it one that is not: for a chosen spot candidate, the rate at which it stops beating the best on-demand or
+reserved one; for a chosen on-demand or reserved one, the rate below which the best spot one would win. Null
+when there is no spot candidate or none that is not, or when no rate flips the pick. Found by bisection on
+log(r) over the plan's own rows (the runnable ones and those excluded only by the deadline or by interruptions,
+which a lower rate may readmit), each priced as the engine prices it; ranked as the engine ranks
+(quota tier, total to the cent, ...).
 """
 
 from __future__ import annotations
@@ -40,20 +41,17 @@ def break_even(p: Plan) -> float | None:
     job = ctx.job
     best_fixed: tuple[Any, ...] | None = None
     # One offer per terms group (shape, region, capacity): every offer of a group shares the curve of total against
-    # rate but for its price, so only its cheapest can win; offers with a live rate of their own stand alone.
+    # rate but for its price, so only its cheapest can win (the rate tried is the job's own, and the job's own rate
+    # wins over an offer's live or calibrated one: no offer stands alone).
     groups: dict[int, tuple[Any, Any]] = {}
-    live: list[tuple[Any, Any]] = []
     for r in p.rows:  # ranked: the first row of a group is its cheapest, the first non-spot row the best one
         t = r[11]
         if t.order != 2:
             if best_fixed is None:
                 best_fixed = r[:9]
             continue
-        offer = r[10]
-        if offer.interruptions_per_hour is not None:
-            live.append((offer, t))
-        elif id(t) not in groups:
-            groups[id(t)] = (offer, t)
+        if id(t) not in groups:
+            groups[id(t)] = (r[10], t)
     for item in p.excluded_rows:
         offer, t = (item[0], item[1]) if len(item) == 2 else (item[10], item[11])  # type: ignore[misc]
         if t.order != 2 or offer.spot_price is None:
@@ -65,20 +63,15 @@ def break_even(p: Plan) -> float | None:
             continue
         if job.max_usd_per_hour is not None and t.nodes * offer.spot_price > job.max_usd_per_hour:
             continue
-        if offer.interruptions_per_hour is not None:
-            live.append((offer, t))
-            continue
         old = groups.get(id(t))
         if old is None or offer.spot_price < old[0].spot_price:
             groups[id(t)] = (offer, t)
-    if best_fixed is None or not (groups or live):
+    if best_fixed is None or not groups:
         return None
-    pool = list(groups.values()) + live
+    pool = list(groups.values())
 
     def key_at(rate: float, offer: Any, t: Any) -> tuple[Any, ...] | None:
-        live = offer.interruptions_per_hour
-        g = ctx.gang(t.nodes, offer.shape.gpus, live if live is not None and live > rate else rate, t.run_h,
-                     t.write_h)
+        g = ctx.gang(t.nodes, offer.shape.gpus, rate, t.run_h, t.write_h)
         if _never(g) is not None:
             return None
         mult = t.run_h * (1.0 + g.overhead)

@@ -567,8 +567,8 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
             if t.order == 2:  # spot
                 price = offer.spot_price
                 live_rate = offer.interruptions_per_hour
-                if (live_rate is not None and live_rate > job_rate) or (
-                        offer.calibrated_rate is not None and not from_job):
+                if not from_job and ((live_rate is not None and live_rate > job_rate)
+                                     or offer.calibrated_rate is not None):
                     row = _priced(ctx, offer, t, seq)
                     (add_ex if row[17] else add_run)(row)
                     if ordered is not None:
@@ -644,10 +644,13 @@ def _candidate(job: JobSpec, r: Row) -> Candidate:
 
 
 def offer_spot_rate(job: JobSpec, offer: Offer) -> float | None:
-    """The per-node spot rate ``offer`` sets for ``job`` in place of the job's, or None: the calibrated rate (any
-    value; its prior already holds the live rate) unless the job gave its own rate, else a live rate above the
-    job's (the live-data rule: a placement score that says a pool is riskier than the job assumed is heeded)."""
-    if offer.calibrated_rate is not None and not job.interruptions_from_job:
+    """The per-node spot rate ``offer`` sets for ``job`` in place of the job's, or None. The job's explicit
+    ``spot.interruptions_per_hour`` wins over everything (None); else the calibrated rate (any value; its prior
+    already holds the live rate), else a live rate above the default (a placement score that says a pool is
+    riskier than the default assumes is heeded)."""
+    if job.interruptions_from_job:
+        return None
+    if offer.calibrated_rate is not None:
         return offer.calibrated_rate
     r = offer.interruptions_per_hour
     return r if r is not None and r > job.interruptions_per_hour else None
@@ -655,14 +658,14 @@ def offer_spot_rate(job: JobSpec, offer: Offer) -> float | None:
 
 def spot_source(job: JobSpec, offer: Offer) -> tuple[str, float]:
     """(where the spot rate of ``job`` on ``offer`` comes from, its 90th percentile per node-hour): ``job`` (its
-    own figure, taken as known; it wins over a calibration, though a live rate above it still applies),
-    ``calibration`` (the Gamma posterior), ``live`` or ``default`` (the Gamma prior of ``job.prior_node_hours``)."""
+    own figure, taken as known; it wins over calibration and live rates alike), ``calibration`` (the Gamma
+    posterior), ``live`` or ``default`` (the Gamma prior of ``job.prior_node_hours``)."""
     from placement.calibration import gamma_quantile, prior_p90
 
+    if job.interruptions_from_job:
+        return "job", job.interruptions_per_hour
     r = offer_spot_rate(job, offer)
     if r is None:
-        if job.interruptions_from_job:
-            return "job", job.interruptions_per_hour
         return "default", prior_p90(job.interruptions_per_hour, job.prior_node_hours)
     if offer.calibrated_rate is not None and r == offer.calibrated_rate and offer.calibrated_weight:
         w = offer.calibrated_weight

@@ -229,3 +229,47 @@ def test_report_reads_progress_from_a_real_prometheus(prometheus: tuple[str, Fle
     # increase() extrapolates towards the window's ends (see above): within a third of the exact figure.
     assert 8e6 <= run["tokens"] <= 8e6 * 1.34
     assert run["gpu_hours_progress"] == pytest.approx(run["tokens"] / 1e4 / 3600, rel=1e-3)
+
+
+@pytest.mark.parametrize("window", [None, (1000.0, 1000.0 + 40 * 3600)])
+def test_exported_samples_read_fast_agree_with_the_json_module(tmp_path: Path, window: tuple[float, float] | None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # The array reader (values parsed without a Python float each, times only where the window cuts a series)
+    # counts exactly what the json module's reading counts: resets, exponents, a window inside the series.
+    import random
+
+    from placement import calibrate
+
+    rng = random.Random(5)
+    result = []
+    for s in range(6):
+        v, values = 0.0, []
+        for i in range(100):
+            v = 0.0 if i == 30 + s else v + rng.choice([0.0, 1.0, rng.uniform(0, 4e6)])
+            text = rng.choice([repr(v), f"{v:.6g}", f"{v:.17g}", f"{v:e}"])
+            values.append([1000 + i * 3600, text])
+        result.append({"metric": {"__name__": "gpufleet_spot_node_seconds_total", "worker": "w", "cloud": "aws",
+                                  "region": "r", "zone": f"z{s}", "instance_type": "p5.48xlarge"},
+                       "values": values})
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
+    start, end = (None, None) if window is None else (dt.datetime.fromtimestamp(w, dt.UTC) for w in window)
+    fast = calibrate.from_samples(str(samples), start, end)
+    assert calibrate._fast_series(samples.read_bytes()) is not None
+    monkeypatch.setattr(calibrate, "_fast_series", lambda raw: None)
+    slow = calibrate.from_samples(str(samples), start, end)
+    assert fast == slow and len(fast.spot) == 6 and fast.spot[0].node_hours > 0
+
+
+def test_exported_samples_skip_nan_values_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from placement import calibrate
+
+    labels = {"__name__": "gpufleet_spot_node_seconds_total", "worker": "w", "cloud": "aws", "region": "r",
+              "zone": "z", "instance_type": "p5.48xlarge"}
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": labels, "values": [[0, "0"], [3600, "NaN"], [7200, "7200"]]}]}}))
+    (row,) = calibrate.from_samples(str(samples), None, None).spot
+    assert row.node_hours == 2.0
+    monkeypatch.setattr(calibrate, "_fast_series", lambda raw: None)
+    assert calibrate.from_samples(str(samples), None, None).spot == (row,)

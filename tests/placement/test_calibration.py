@@ -231,6 +231,20 @@ def test_break_even_plus_minus_one_percent_flips_the_pick() -> None:
     assert break_even(high) == rate
 
 
+def test_break_even_tries_the_rate_over_live_rates_as_the_jobs_own_rate_wins() -> None:
+    # The job's own rate wins over a live placement score's (issue 26): the rate tried at break-even applies to the
+    # pool whose live rate is higher too, and re-planning with the job's rate ± 1 % still flips the pick.
+    live = [offer("p5.48xlarge", "us-east-1", "use1-az1", price=98.0, spot=40.0, interruptions_per_hour=0.5),
+            *OFFERS[1:]]
+    rate = break_even(plan(_spot_job(), live))
+    assert rate is not None and rate == break_even(plan(_spot_job(), OFFERS))
+    above = plan(_spot_job(rate * 1.01), live).chosen
+    below = plan(_spot_job(rate * 0.99), live).chosen
+    assert above is not None and above.capacity == "on-demand"
+    assert below is not None and below.capacity == "spot" and below.offer.zone == "use1-az1"
+    assert below.interruption_source == "job"
+
+
 def test_break_even_is_null_without_a_non_spot_candidate() -> None:
     assert break_even(plan(_spot_job(capacity="spot"), OFFERS)) is None
 

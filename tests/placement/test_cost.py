@@ -36,12 +36,20 @@ def test_spot_compute_adds_interruption_overhead():
     assert c.cost.spot_overhead == pytest.approx(spot_overhead(j, 0.2)) == pytest.approx(factor - 1)
 
 
-def test_live_interruption_rate_only_raises_the_job_rate():
-    j = job(capacity="spot", spot={"interruptions_per_hour": 0.1})
+def test_live_interruption_rate_only_raises_the_default_rate():
+    j = job(capacity="spot")
     low = _one(j, offer("p5.48xlarge", "us-east-1", interruptions_per_hour=0.5), "spot")
     high = _one(j, offer("p5.48xlarge", "us-east-1", interruptions_per_hour=0.01), "spot")
-    assert low.interruptions_per_hour == 0.5
-    assert high.interruptions_per_hour == 0.1
+    assert (low.interruptions_per_hour, low.interruption_source) == (0.5, "live")
+    assert (high.interruptions_per_hour, high.interruption_source) == (j.interruptions_per_hour, "default")
+
+
+def test_the_jobs_own_interruption_rate_wins_over_a_live_one():
+    # Issue 26: a job's explicit spot.interruptions_per_hour "still wins over everything", a live rate too.
+    j = job(capacity="spot", spot={"interruptions_per_hour": 0.1})
+    for live in (0.5, 0.01):
+        c = _one(j, offer("p5.48xlarge", "us-east-1", interruptions_per_hour=live), "spot")
+        assert (c.interruptions_per_hour, c.interruption_source) == (0.1, "job")
 
 
 DATA = {"dataset": {"uri": "s3://b/d", "size_gb": 1000, "region": "us-east-1"}, "outputs_gb": 100}

@@ -76,13 +76,24 @@ def test_live_plan_uses_live_quota_prices_offerings_and_scores(live_env: dict[st
     assert a3[0]["usd_per_hour"] == pytest.approx(2 * (8 * gpu_od + 208 * core_od + 1872 * ram_od), rel=1e-3)
     mega = cands(doc, region="us-central1", instance_type="a3-megagpu-8g", capacity="on-demand")
     assert mega and all(c["price_source"] == "catalog" for c in mega)  # no "A3 Mega" SKUs: catalog stays
-    # Placement score 2 (use1-az1) raises that zone's per-node spot interruption rate to 0.5/h; 9 changes
-    # nothing. The job-level rate is per node times the 2 nodes of the gang.
+    # The job's own spot.interruptions_per_hour (0.02) wins over the placement scores (issue 26): 2 (use1-az1)
+    # and 9 alike. The job-level rate is per node times the 2 nodes of the gang.
     low = cands(doc, zone="use1-az1", capacity="spot")
     high = cands(doc, zone="use1-az2", capacity="spot")
     assert low[0]["nodes"] == high[0]["nodes"] == 2
-    assert low[0]["placement_score"] == 2 and low[0]["interruptions_per_hour"] == 2 * 0.5
+    assert low[0]["placement_score"] == 2 and low[0]["interruptions_per_hour"] == 2 * 0.02
     assert high[0]["placement_score"] == 9 and high[0]["interruptions_per_hour"] == 2 * 0.02
+    assert low[0]["interruption_source"] == high[0]["interruption_source"] == "job"
+    # A job without a rate of its own: score 2 raises that zone's per-node rate to 0.5/h over the default
+    # (0.05); 9 changes nothing.
+    job = Path(live_env["job"])
+    job.write_text(job.read_text().replace("interruptions_per_hour: 0.02, ", ""))
+    _, doc, _ = plan(live_env, "--no-calibration")
+    low = cands(doc, zone="use1-az1", capacity="spot")
+    high = cands(doc, zone="use1-az2", capacity="spot")
+    assert low[0]["interruptions_per_hour"] == 2 * 0.5 and low[0]["interruption_source"] == "live"
+    assert high[0]["interruptions_per_hour"] == pytest.approx(2 * 0.05) and high[0]["interruption_source"] == \
+        "default"
     # GCP quota came from regions.get.
     gcp_od = cands(doc, cloud="gcp", region="europe-west4", instance_type="a3-highgpu-8g", capacity="on-demand")
     assert gcp_od[0]["quota"]["headroom"] == 64.0
