@@ -179,3 +179,11 @@ def test_a_class_held_to_one_region_is_served_there_when_a_cheaper_region_has_th
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["unserved_gpu_hours"] == 0 and doc["total_usd"] > 0
     assert doc["compare"]["all_on_demand"]["unserved_gpu_hours"] == 0
+
+
+def test_every_shipped_term_names_its_source_and_an_unverified_one_says_why():
+    for t in commitment_book().terms:
+        assert t.source
+        assert t.verified or t.checked, t.id
+    mine = with_rates({"terms": [{"id": "aws-odcr", "verified": True}]}, "rates.yaml")
+    assert {t.id: t.verified for t in mine.terms}["aws-odcr"] is True
