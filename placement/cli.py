@@ -204,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     from placement.portfolio_cli import add_arguments as add_portfolio_arguments
 
     add_portfolio_arguments(pf)
+    _add_calibration_flags(pf)
 
     c = sub.add_parser("completion", help="print a shell completion script: eval \"$(placement completion bash)\"")
     c.add_argument("shell", choices=("bash", "zsh"),

@@ -20,7 +20,7 @@ PAYMENTS = ("upfront", "monthly")
 SCHEMA = "gpufleet.commitments/v1"
 TERM_FIELDS = ("id", "cloud", "kind", "discount", "accelerators", "durations_weeks", "start_within_weeks",
                "start_every_weeks", "lead_weeks", "max_nodes", "guarantees_capacity", "uses_quota", "payment",
-               "source", "note", "min_gpus_per_node")
+               "source", "note", "min_gpus_per_node", "verified", "checked")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class Term:
     source: str
     note: str = ""
     min_gpus_per_node: int = 1  # sold for nodes of at least this many GPUs (Capacity Blocks: full-size instances)
+    verified: bool = True  # False: the figure could not be read at its source (``checked`` says why)
+    checked: str = ""  # what reading the source found, and when
 
     def break_even(self) -> float:
         """The share of its hours a term must be used to cost no more than on-demand for the same work."""
@@ -86,9 +88,9 @@ def _term(row: Mapping[str, Any], where: str, src: str) -> Term:
     for f in row:
         if f not in TERM_FIELDS:
             raise InputError(f"{where}.{f}", "is not a term field; fields: " + ", ".join(TERM_FIELDS), source=src)
-    for f in TERM_FIELDS[:-2]:
+    for f in TERM_FIELDS[:-4]:
         if f not in row:
-            raise InputError(f"{where}.{f}", "is missing (every term needs " + ", ".join(TERM_FIELDS[:-2]) + ")",
+            raise InputError(f"{where}.{f}", "is missing (every term needs " + ", ".join(TERM_FIELDS[:-4]) + ")",
                              source=src)
     if row["kind"] not in KINDS:
         raise InputError(f"{where}.kind", f"must be one of {', '.join(KINDS)}, got {shown(row['kind'])}", source=src)
@@ -114,7 +116,8 @@ def _term(row: Mapping[str, Any], where: str, src: str) -> Term:
         max_nodes=_int(row["max_nodes"], f"{where}.max_nodes", src, 1),
         guarantees_capacity=bool(row["guarantees_capacity"]), uses_quota=bool(row["uses_quota"]),
         payment=row["payment"], source=str(row["source"]), note=str(row.get("note") or ""),
-        min_gpus_per_node=_int(row.get("min_gpus_per_node", 1), f"{where}.min_gpus_per_node", src, 1))
+        min_gpus_per_node=_int(row.get("min_gpus_per_node", 1), f"{where}.min_gpus_per_node", src, 1),
+        verified=bool(row.get("verified", True)), checked=str(row.get("checked") or ""))
 
 
 def parse_book(doc: Any, src: str, base: Book | None = None) -> Book:

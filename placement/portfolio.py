@@ -175,14 +175,39 @@ def pools(offers: Sequence[Offer], accelerators: set[str]) -> list[Pool]:
     return sorted(best.values(), key=lambda p: (p.cloud, p.region, p.instance_type))
 
 
-def calibrated_spot(pool: Pool, calibration: Mapping[tuple[str, str, str], tuple[float, float]] | None
-                    ) -> tuple[float, float] | None:
+SpotFigures = tuple[float | None, float]  # (availability share or None: not measured, reclaims per node-hour)
+
+
+def calibrated_spot(pool: Pool, calibration: Mapping[tuple[str, str, str], SpotFigures] | None
+                    ) -> SpotFigures | None:
     """Hook for measured spot figures: (availability share, reclaims per node-hour) of a pool, when a
     calibration (``placement/calibration.py``, issue 26) has measured them. The caller passes them as a mapping
-    by (cloud, region, instance type); None when not measured (the data's figures are used)."""
+    by (cloud, region, instance type) (:func:`spot_calibration`); None when not measured (the data's figures
+    are used). An availability of None: only the rate was measured."""
     if calibration is None:
         return None
     return calibration.get((pool.cloud, pool.region, pool.instance_type))
+
+
+def spot_calibration(cal: Any, offers: Sequence[Offer], prior_rate: float = 0.05
+                     ) -> dict[tuple[str, str, str], SpotFigures]:
+    """The measured spot figures of a ``placement.calibration.Calibration`` per (cloud, region, instance type)
+    of ``offers``: the reclaim rate is the Gamma posterior mean of ``prior_rate`` (reclaims per node-hour, of
+    the calibration's prior weight in node-hours) updated with the fleet's measured node-hours and reclaims
+    (the region's row, else its zones pooled, else the instance type's in the cloud), as ``plan`` does. The
+    calibration measures no availability share (issue 26's file has none): that stays the data's (None)."""
+    from placement.calibration import SpotIndex, posterior
+
+    index = SpotIndex(cal.spot)
+    out: dict[tuple[str, str, str], SpotFigures] = {}
+    for o in offers:
+        key = (o.cloud, o.region, o.shape.name)
+        if key in out:
+            continue
+        hit = index.find(o.cloud, o.region, "", o.shape.name)
+        if hit is not None:
+            out[key] = (None, posterior(prior_rate, cal.prior_weight, hit[0], hit[1])[0])
+    return out
 
 
 def overheads(c: DemandClass, pool: Pool, spot_rate: float) -> tuple[float, float]:
@@ -239,9 +264,17 @@ def buys(book: Book, ps: Sequence[Pool], weeks: int) -> list[Buy]:
     return out
 
 
-def _dominated(p: Pool, ps: Sequence[Pool], quotas: QuotaTable | None, book: Book) -> bool:
+def _usable(c: DemandClass, x: Pool) -> bool:
+    """Whether class ``c`` may run on pool ``x`` (its accelerators, regions and clouds)."""
+    return x.accelerator in c.accelerators and (not c.regions or x.region in c.regions) and (
+        not c.clouds or x.cloud in c.clouds)
+
+
+def _dominated(p: Pool, ps: Sequence[Pool], quotas: QuotaTable | None, book: Book,
+               classes: Sequence[DemandClass] = ()) -> bool:
     """A pool with unknown quota that another such pool of the same cloud, accelerator and node size beats on
-    every price and availability: never needed (every term applies to both alike)."""
+    every price and availability, and that every class able to use it may use as well: never needed (every
+    term applies to both alike)."""
     def free(x: Pool) -> bool:
         return quotas is None or all(k is None or quotas.get(x.cloud, x.region, k) is None
                                      for k in (x.od_key, x.spot_key))
@@ -255,6 +288,8 @@ def _dominated(p: Pool, ps: Sequence[Pool], quotas: QuotaTable | None, book: Boo
     for o in ps:
         if o is p or (o.cloud, o.accelerator, o.gpus) != (p.cloud, p.accelerator, p.gpus) or not free(o):
             continue
+        if not all(_usable(c, o) for c in classes if _usable(c, p)):
+            continue  # a class restricted to p's region or cloud cannot move to o
         spot_ok = p.spot_usd is None or (o.spot_usd is not None and o.spot_usd <= p.spot_usd)
         a_o, a_p = avail(o), avail(p)
         if o.od_usd <= p.od_usd and spot_ok and a_o[0] >= a_p[0] and a_o[1] >= a_p[1] and (
@@ -316,7 +351,7 @@ class Answer:
 def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book: Book, *,
           spot: bool = True, on_demand: bool = True, commit: bool = True, spot_any: bool = False,
           fixed: Mapping[Buy, int] | None = None, only: Sequence[Buy] | None = None,
-          calibration: Mapping[tuple[str, str, str], tuple[float, float]] | None = None,
+          calibration: Mapping[tuple[str, str, str], SpotFigures] | None = None,
           spot_rate: float = 0.05, time_limit_s: float = 10.0, mip_rel_gap: float = 0.01) -> Answer:
     """Solve the portfolio MILP. ``spot``/``on_demand``/``commit`` switch those capacities off (the baselines);
     ``spot_any`` lets every GPU-hour take spot (all-spot); ``fixed`` fixes commitment sizes (what-if); ``only``
@@ -328,7 +363,7 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
     t0 = time.monotonic()
     accels = {a for c in f.classes for a in c.accelerators}
     ps = pools(offers, accels)
-    ps = [p for p in ps if not _dominated(p, ps, quotas, book)]
+    ps = [p for p in ps if not _dominated(p, ps, quotas, book, f.classes)]
     cand = list(only) if only is not None else (buys(book, ps, f.weeks) if commit else [])
     if fixed is not None:
         cand = list(fixed)
@@ -369,16 +404,15 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
     pool_index = {(p.cloud, p.region, p.instance_type): i for i, p in enumerate(ps)}
     held: dict[tuple[int, int], float] = {}
     for ci, c in enumerate(f.classes):
-        mine = [i for i, p in enumerate(ps) if p.accelerator in c.accelerators
-                and (not c.regions or p.region in c.regions) and (not c.clouds or p.cloud in c.clouds)]
+        mine = [i for i, p in enumerate(ps) if _usable(c, p)]
         for pi in mine:
             p = ps[pi]
             measured = calibrated_spot(p, calibration)
             rate = measured[1] if measured is not None else spot_rate
             ov_d, ov_s = overheads(c, p, rate)
             held[(ci, pi)] = 1 + ov_d  # node-hours held per useful GPU-hour on reserved capacity
-            a_s = measured[0] if measured is not None else book.availability(p.cloud, p.region, p.instance_type,
-                                                                              "spot")
+            a_s = measured[0] if measured is not None and measured[0] is not None else book.availability(
+                p.cloud, p.region, p.instance_type, "spot")
             a_d = book.availability(p.cloud, p.region, p.instance_type, "on-demand")
             for w in range(f.weeks):
                 r = var(0.0) if cand else -1

@@ -114,8 +114,17 @@ def run_portfolio(args: argparse.Namespace) -> int:
     book = commitment_book() if args.rates is None else with_rates(load_yaml(args.rates, "--rates"), args.rates)
     catalog = load_catalog(args.catalog)
     quotas = load_quotas(args.quotas)
-    rep = portfolio_report(forecast, catalog.offers, quotas, book, time_limit_s=args.time_limit)
+    from placement.calibrate import info, resolve
+    from placement.portfolio import spot_calibration
+
+    cal = resolve(args)  # --calibration FILE, none with --no-calibration, else the newest calibrate wrote
+    measured = None if cal is None else spot_calibration(cal, catalog.offers)
+    rep = portfolio_report(forecast, catalog.offers, quotas, book, time_limit_s=args.time_limit,
+                           calibration=measured)
     doc = report_doc(rep, book.sources)
+    doc["calibration"] = info(cal)
+    if cal is not None:
+        doc["calibration"]["spot_pools"] = len(measured or {})
     if args.json:
         import json
 

@@ -550,6 +550,85 @@ def _schedule(jobs: Sequence[JobSpec], earliest: Sequence[float], cols: Sequence
 # ----------------------------------------------------------------------------------- column generation
 
 
+def _feasible(n_jobs: int, cols: Sequence[Column], x: Sequence[float]) -> bool:
+    """Whether ``x`` (u[j] per job, then one x per column) gives each job one column or none, integral, and
+    fills no group's slot past its headroom."""
+    taken = [round(x[j]) for j in range(n_jobs)]
+    used: dict[tuple[Group, int], float] = defaultdict(float)
+    for i, c in enumerate(cols):
+        v = x[n_jobs + i]
+        if abs(v - round(v)) > 1e-6:
+            return False
+        if v > 0.5:
+            taken[c.job] += 1
+            if c.option.group is not None:
+                for s in c.slots:
+                    used[(c.option.group, s)] += c.option.needed
+                    if used[(c.option.group, s)] > _headroom(c.option) + 1e-6:
+                        return False
+    return all(t == 1 for t in taken)
+
+
+def _compact_mip(n_jobs: int, cols: Sequence[Column], costs: Sequence[float], lower: Sequence[float],
+                 upper: Sequence[float], tier_rows: Sequence[tuple[list[int], float]]) -> Any:
+    """The schedule MILP over ``cols`` alone (variables: u[j] for each job, then one x per column; bounds and
+    costs as given), with a capacity row only where it can bind.
+
+    Exact: the load of a group in slot s is the sum over the columns that hold s; with s' the last slot at or
+    before s where one of those columns starts, every column that holds s started at or before s' and ends
+    after s, so it holds s' too and load(s) <= load(s'). Rows at the slots where some column starts therefore
+    imply all the others; of those, a row no combination of its jobs can overfill is left out as well."""
+    import highspy
+
+    n = n_jobs + len(cols)
+    m = new_highs()
+    inf = highspy.kHighsInf
+    m.addCols(n, list(costs), list(lower), list(upper), 0, [], [], [])
+    if cols:
+        m.changeColsIntegrality(len(cols), list(range(n_jobs, n)),
+                                [highspy.HighsVarType.kInteger] * len(cols))  # type: ignore[arg-type]
+    by_job: dict[int, list[int]] = defaultdict(list)
+    by_group: dict[Group, list[int]] = defaultdict(list)
+    for i, c in enumerate(cols):
+        by_job[c.job].append(n_jobs + i)
+        if c.option.group is not None:
+            by_group[c.option.group].append(i)
+    lo: list[float] = []
+    hi: list[float] = []
+    starts_: list[int] = []
+    index: list[int] = []
+    value: list[float] = []
+    for j in range(n_jobs):
+        starts_.append(len(index))
+        index.extend([j, *by_job[j]])
+        value.extend([1.0] * (1 + len(by_job[j])))
+        lo.append(1.0)
+        hi.append(1.0)
+    for members, count in tier_rows:
+        starts_.append(len(index))
+        index.extend(members)
+        value.extend([1.0] * len(members))
+        lo.append(-inf)
+        hi.append(count)
+    for mine in by_group.values():
+        room = _headroom(cols[mine[0]].option)
+        for s in sorted({cols[i].slots.start for i in mine}):
+            here = [i for i in mine if cols[i].slots.start <= s < cols[i].slots.stop]
+            most: dict[int, int] = {}
+            for i in here:
+                most[cols[i].job] = max(most.get(cols[i].job, 0), cols[i].option.needed)
+            if sum(most.values()) <= room + 1e-9:
+                continue
+            starts_.append(len(index))
+            index.extend(n_jobs + i for i in here)
+            value.extend(float(cols[i].option.needed) for i in here)
+            lo.append(-inf)
+            hi.append(room)
+    m.addRows(len(starts_), lo, hi, len(index), starts_, index, value)
+    return m
+
+
+
 @dataclass(frozen=True)
 class _Starts:
     """Every start of one job's option as arrays: start hours, objective cost, USD, first and last slot (+1)."""
@@ -614,6 +693,7 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
     cols: list[Column] = []
     index: dict[tuple[int, float], int] = {}  # (id of its _Starts, start) -> column number
     phase_now: list[Sequence[int] | None] = [None]  # the phase being solved: a tier's jobs, or None (cost)
+    tier_rows: list[tuple[list[int], float]] = []  # each tier's unplaced jobs and the most of them left out
 
     def add(p: _Starts, k: int) -> int:
         key = (id(p), float(p.t[k]))
@@ -713,7 +793,7 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
                 for _, p, k in sorted(offers_, key=lambda e: e[0])[:4]:
                     add(p, k)
         warm = _rounded(list(h.getSolution().col_value), warm)
-        x, status, z = _mip(warm)
+        x, status, z = _mip(warm, accept_below=within(bound) if phase is None else None)
         gap = max(z - bound, 0.0) / max(abs(z), 1.0)
         if phase is not None or gap > mip_rel_gap:
             # Not yet proven within the gap (a count must be exact): every column that could still be in a
@@ -726,11 +806,16 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
             if more and len(more) <= MAX_ADDED:
                 for p, k in more:
                     add(p, k)
-                x, status, z = _mip(x + [0.0] * (n_jobs + len(cols) - len(x)))
+                x, status, z = _mip(x + [0.0] * (n_jobs + len(cols) - len(x)),
+                                    accept_below=within(bound) if phase is None else None)
                 gap = max(z - bound, 0.0) / max(abs(z), 1.0)
             elif more:
                 status = f"{status}; {len(more):,} columns could still improve it (gap vs the bound: {gap:.2%})"
         return x, status, gap if phase is None else 0.0
+
+    def within(bound: float) -> float:
+        """The most a schedule may cost to be proven within the gap asked of the bound ``bound``."""
+        return bound + mip_rel_gap * max(abs(bound), 1.0) if bound >= 0 else bound * (1 - mip_rel_gap)
 
     def _rounded(lp: list[float], warm: list[float]) -> list[float]:
         """A first incumbent from the LP: its integral assignments held, the MILP of the fractional jobs solved
@@ -757,19 +842,37 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
         feasible = all(abs(sum(x[i] for i in by_job[j]) + x[j] - 1) < 1e-6 for j in range(n_jobs))
         return x if feasible and z < before else warm
 
-    def _mip(warm: list[float], until: float | None = None) -> tuple[list[float], str, float]:
+    def _mip(warm: list[float], until: float | None = None,
+             accept_below: float | None = None) -> tuple[list[float], str, float]:
+        """The MILP over the generated columns, as its own compact model (:func:`_compact_mip`): the pricing
+        model keeps a capacity row for every slot (a new column may start anywhere), the MILP needs only the
+        rows where one of its columns starts."""
         n = n_jobs + len(cols)
         warm = warm + [0.0] * (n - len(warm))
-        h.changeColsIntegrality(len(cols), list(range(n_jobs, n)),
-                                [highspy.HighsVarType.kInteger] * len(cols))  # type: ignore[arg-type]
         costs = objective(phase_now[0])
+        lp = h.getLp()
+        m = _compact_mip(n_jobs, cols, costs, list(lp.col_lower_), list(lp.col_upper_), tier_rows)
+        m.setOptionValue("mip_rel_gap", 0.75 * mip_rel_gap)  # the rest of the gap is the pricing's
+        stop = deadline if until is None else until
+        if accept_below is not None:
+            # The phase's gap is proven against the pricing bound, not HiGHS's own: a schedule that checks
+            # feasible and costs at most ``accept_below`` (worked out from the schedule itself) is proven
+            # within it, whatever objective HiGHS reports for it (see _checked_run: its presolve can lose the
+            # objective offset, and solving again without presolve costs many times the first solve).
+            m.setOptionValue("time_limit", max(stop - time.monotonic(), 0.1))
+            m.run()
+            sol = m.getSolution()
+            if sol.value_valid:
+                x = list(sol.col_value)
+                z = math.fsum(c * v for c, v in zip(costs, x, strict=True))
+                if z <= accept_below and _feasible(n_jobs, cols, x):
+                    return x, "Optimal", z
+        found = _checked_run(m, n, costs, warm, stop)
         h.changeColsCost(n, list(range(n)), costs)
-        h.setOptionValue("mip_rel_gap", 0.75 * mip_rel_gap)  # the rest of the gap is the pricing's
-        found = _checked_run(h, n, costs, warm, deadline if until is None else until)
         if found is None:
-            sol = h.getSolution()
+            sol = m.getSolution()
             x = list(sol.col_value) if sol.value_valid else warm
-            return x, h.modelStatusToString(h.getModelStatus()), math.fsum(c * v for c, v in zip(costs, x,
+            return x, m.modelStatusToString(m.getModelStatus()), math.fsum(c * v for c, v in zip(costs, x,
                                                                                                    strict=True))
         return found[0], "Optimal", found[1]
 
@@ -786,6 +889,7 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
             warm, status, _ = phase_solve(tier, warm)
         count = float(round(sum(warm[j] for j in tier)))
         h.addRow(-inf, count, len(tier), list(tier), [1.0] * len(tier))
+        tier_rows.append((list(tier), count))
     phase_now[0] = None
     x, status, gap = phase_solve(None, warm)
     x = x + [0.0] * (n_jobs + len(cols) - len(x))

@@ -130,3 +130,60 @@ def test_portfolio_json_reports_commitments_baselines_and_demand_moves(capsys, t
     assert set(doc["demand_moves"]) == {"demand_plus_20", "demand_minus_20"}
     assert doc["total_usd"] <= doc["compare"]["all_on_demand"]["total_usd"] + 0.01
     assert len(doc["weeks"]) == 3 and {"upfront_usd", "commitments_usd", "quota_requests"} <= set(doc)
+
+
+def _calibration(tmp_path, reclaims):
+    path = tmp_path / "cal.yaml"
+    path.write_text(yaml.safe_dump({
+        "schema": "gpufleet.calibration/v1",
+        "measured": {"from": "2026-10-01T00:00:00Z", "to": "2026-11-20T00:00:00Z"},
+        "spot": [{"cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge", "node_hours": 1000,
+                  "reclaims": reclaims}]}))
+    return path
+
+
+def test_spot_calibration_is_the_measured_posterior_rate_and_leaves_availability_to_the_data(tmp_path):
+    from placement.calibrate import read_calibration
+    from placement.calibration import posterior
+    from placement.portfolio import spot_calibration
+
+    cal = read_calibration(_calibration(tmp_path, 500))
+    got = spot_calibration(cal, [offer("p5.48xlarge", "us-east-1"), offer("p5.48xlarge", "us-west-2")], prior_rate=0.05)
+    rate = posterior(0.05, cal.prior_weight, 1000, 500)[0]
+    # us-west-2 unmeasured: the instance type's rows in the cloud, as plan looks them up
+    assert got == {("aws", "us-east-1", "p5.48xlarge"): (None, rate), ("aws", "us-west-2", "p5.48xlarge"): (None, rate)}
+
+
+def test_portfolio_prices_spot_with_the_measured_reclaim_rate(capsys, tmp_path):
+    path = tmp_path / "f.yaml"
+    interruptible = {**FORECAST, "classes": [{**FORECAST["classes"][0], "interruptible": 1.0}]}
+    path.write_text(yaml.safe_dump(interruptible))
+    docs = {}
+    for name, flags in (("none", ["--no-calibration"]),
+                        ("often", ["--calibration", str(_calibration(tmp_path, 2000))])):
+        code = main(["portfolio", str(path), "--json", "--time-limit", "5", *flags])
+        docs[name] = json.loads(capsys.readouterr().out)
+        assert code == 0
+    assert docs["none"]["calibration"] is None
+    assert docs["often"]["calibration"]["spot_pools"] >= 1
+    # two reclaims per node-hour measured: spot's restarts cost more than the prior's 0.05
+    assert docs["often"]["compare"]["all_spot"]["total_usd"] > docs["none"]["compare"]["all_spot"]["total_usd"]
+
+
+def test_a_class_held_to_one_region_is_served_there_when_a_cheaper_region_has_the_same_pool(capsys, tmp_path):
+    """No quota file: pools of unknown quota dominated by a cheaper region were dropped for every class, so a class
+    restricted to us-east-1 was left all unserved at $0."""
+    path = tmp_path / "f.yaml"
+    path.write_text(yaml.safe_dump(FORECAST))
+    code = main(["portfolio", str(path), "--json", "--time-limit", "5", "--no-calibration"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["unserved_gpu_hours"] == 0 and doc["total_usd"] > 0
+    assert doc["compare"]["all_on_demand"]["unserved_gpu_hours"] == 0
+
+
+def test_every_shipped_term_names_its_source_and_an_unverified_one_says_why():
+    for t in commitment_book().terms:
+        assert t.source
+        assert t.verified or t.checked, t.id
+    mine = with_rates({"terms": [{"id": "aws-odcr", "verified": True}]}, "rates.yaml")
+    assert {t.id: t.verified for t in mine.terms}["aws-odcr"] is True

@@ -177,7 +177,7 @@ BASE = {"name": "a", "accelerator": "H100", "gpus": 8, "hours": 2}
 @pytest.mark.parametrize(("jobs", "extra", "field"), [
     ([{**BASE, "earliest_start": 30, "deadline_hours": 24}], [], "jobs[0].earliest_start"),
     ([{**BASE, "earliest_start": "2026-12-03T00:00:00Z", "deadline_hours": 24}], [], "jobs[0].earliest_start"),
-    ([{**BASE, "earliest_start": "next tuesday"}], [], "jobs[0].earliest_start"),
+    ([{**BASE, "earliest_start": "next tuesday"}], [], "jobs[a].earliest_start"),  # parsed: named by the job
     ([BASE], ["--horizon-hours", "9000"], "--horizon-hours"),
     ([BASE], ["--slot-hours", "0"], "--slot-hours"),
 ])
