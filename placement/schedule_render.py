@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from placement.render import _usd, batch_doc, catalog_text, fit_table, wrap
+from placement.render import _headroom, _usd, batch_doc, batch_quota_lines, catalog_text, fit_table, wrap
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -65,24 +65,37 @@ def usage_bars(s: Schedule, width: int = CHART_WIDTH) -> list[str]:
 
 def schedule_text(s: Schedule, catalog: Catalog, at_once: BatchResult | None = None,
                   width: int | None = None) -> str:
-    """The schedule table (one row per job with its start, end and wait), the usage bars and the totals."""
+    """The schedule table (one row per job: where, its start, when its results are ready, its wait, its cost split
+    into compute, egress and delay, its deadline and quota), the quota to request, the usage bars and the totals."""
     rows = []
     priorities = len({x.job.priority_value for x in s.jobs}) > 1
+    deadlines = any(x.job.deadline_hours is not None for x in s.jobs)
     for x in s.jobs:
         c = x.candidate
         prio = [str(x.job.priority_value)] if priorities else []
+        due = _h(x.job.deadline_hours) if x.job.deadline_hours is not None else "-"
         if c is None:
-            rows.append([x.job.name, *prio, "-", "-", "-", "-", "-", "-", "-", "-", x.reason or "unplaced"])
+            rows.append([x.job.name, *prio, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", due, "-",
+                         x.reason or "unplaced"])
             continue
         o = c.offer
+        cost = c.cost
         rows.append([x.job.name, *prio, f"{o.cloud} {o.region}", f"{o.instance_type} x{c.nodes}", c.capacity,
-                     _h(x.start_h), _h(x.end_h), _h(x.wait_h), _usd(x.wait_usd), _usd(x.total_usd), ""])
+                     _h(x.start_h), _h(x.end_h), _h(x.wait_h), _usd(cost.compute_usd),
+                     _usd(cost.egress_usd + cost.extra_usd), _usd(cost.delay_usd + x.wait_usd), _usd(x.total_usd),
+                     due, _headroom(c), ""])
     headers = ("job", *(["priority"] if priorities else []), "where", "instance x nodes", "capacity", "start h",
-               "end h", "wait h", "wait $", "total $", "notes")
-    right = {len(headers) - k for k in range(2, 7)} | ({1} if priorities else set())
-    out = [f"schedule from {s.grid.now:%Y-%m-%d %H:%M}Z (hours from --now; {s.grid.horizon_h:g} h horizon, "
-           f"{s.grid.slot_h:g} h slots)"]
-    out.append(fit_table(headers, rows, right=right, width=width, drop=("wait $",)))
+               "ready h", "wait h", "compute $", "egress $", "delay $", "total $", "due h", "quota need/headroom",
+               "notes")
+    numeric = {"priority", "start h", "ready h", "wait h", "compute $", "egress $", "delay $", "total $", "due h"}
+    right = {i for i, h in enumerate(headers) if h in numeric}
+    # Narrow terminals lose the split first, then the quota; "ready h" and "due h" stay while a job has a deadline.
+    drop = ("compute $", "egress $", "delay $", "quota need/headroom", "wait h", "capacity", "start h",
+            *(() if deadlines else ("due h",)))
+    out = [wrap(f"schedule from {s.grid.now:%Y-%m-%d %H:%M}Z (hours from --now; {s.grid.horizon_h:g} h horizon, "
+                f"{s.grid.slot_h:g} h slots; ready h: when the job's results are home)", width, "    ")]
+    out.append(fit_table(headers, rows, right=right, width=width, drop=drop))
+    out += [wrap(line, width, "       ") for line in batch_quota_lines(s.as_batch())]
     out.extend(usage_bars(s, min(CHART_WIDTH, max(20, (width or 120) - 60))))
     out.append(wrap(f"placed {s.placed}/{len(s.jobs)}, total ${s.total_usd:,.2f} with waits (solver {s.solver}: "
                     f"{s.status}; catalog: {catalog_text(catalog)})", width, "    "))

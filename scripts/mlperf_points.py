@@ -89,6 +89,9 @@ def result(repo: Path, path: str) -> dict[str, float | int | str]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2

@@ -110,13 +110,13 @@ def hub_exports() -> Iterator[dict[str, dict[str, Any]]]:
         mockrun.STACK_REFERENCE_OUTPUTS.update(saved)
 
 
-def _gcp_worker_only() -> None:
+async def _gcp_worker_only() -> None:
     """The GCP worker program up to its cluster and provider (the add-ons under it are not what is compared)."""
     from infra.gcp import build
     from infra.hub_link import resolve
     from infra.program import load_config
 
-    build(resolve(load_config()))
+    build(await resolve(load_config()))
 
 
 def _provider_server(run: mockrun.RunResult) -> tuple[str, Any]:
