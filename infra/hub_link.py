@@ -44,8 +44,9 @@ from infra.config import (
 from infra.outputs import public_endpoint_cidrs
 
 HUB_EGRESS_OUTPUT = "egressCidrs"
-# What a worker reads from its hub: its role, its egress, the workers its VPN links, every worker's ranges.
-HUB_OUTPUTS = ("role", HUB_EGRESS_OUTPUT, "vpnWorkers", "workerRanges")
+# What a worker reads from its hub: its role, its egress, the workers its VPN links, every worker's ranges and
+# every worker's checkpoint bucket and training identity.
+HUB_OUTPUTS = ("role", HUB_EGRESS_OUTPUT, "vpnWorkers", "workerRanges", "workerCheckpoints")
 WORLD = ("0.0.0.0/0", "::/0")
 
 
@@ -67,6 +68,28 @@ def egress_cidrs(value: Any) -> tuple[str, ...] | None:
 
 
 @dataclass(frozen=True)
+class PeerCheckpoint:
+    """One worker's checkpoint home as its hub exports it (``workerCheckpoints``): ``cloud`` (aws|gcp),
+    ``bucket`` (the bucket name) and ``training_identity`` (AWS: the training IRSA role ARN; GCP: the training
+    Google service account's email)."""
+
+    cloud: str
+    bucket: str
+    training_identity: str
+
+    @classmethod
+    def of(cls, value: Any) -> PeerCheckpoint | None:
+        """From one exported entry; None when malformed or incomplete (a worker not yet up)."""
+        if not isinstance(value, Mapping):
+            return None
+        cloud, bucket, identity = (value.get(k) for k in ("cloud", "bucket", "trainingIdentity"))
+        if cloud not in ("aws", "gcp") or not isinstance(bucket, str) or not bucket \
+                or not isinstance(identity, str) or not identity:
+            return None
+        return cls(cloud=cloud, bucket=bucket, training_identity=identity)
+
+
+@dataclass(frozen=True)
 class HubView:
     """What a worker read from its hub stack's outputs (None: not exported). ``worker_ranges``: per worker
     key, ``(config key, CIDR)`` of the ranges it brings into the hub's network."""
@@ -75,6 +98,7 @@ class HubView:
     egress: tuple[str, ...] | None = None
     vpn_workers: tuple[str, ...] | None = None
     worker_ranges: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    worker_checkpoints: Mapping[str, PeerCheckpoint] = field(default_factory=dict)
 
     @classmethod
     def of(cls, outputs: Mapping[str, Any]) -> HubView:
@@ -91,10 +115,29 @@ class HubView:
                     except ValueError:
                         continue
             ranges[str(worker)] = tuple(good)
+        checkpoints: dict[str, PeerCheckpoint] = {}
+        raw_checkpoints = outputs.get("workerCheckpoints")
+        for worker, entry in (raw_checkpoints.items() if isinstance(raw_checkpoints, Mapping) else ()):
+            peer = PeerCheckpoint.of(entry)
+            if peer is not None:
+                checkpoints[str(worker)] = peer
         role = outputs.get("role")
         return cls(role=role if isinstance(role, str) else None, egress=egress_cidrs(outputs.get(HUB_EGRESS_OUTPUT)),
                    vpn_workers=tuple(str(w) for w in vpn) if isinstance(vpn, (list, tuple)) else None,
-                   worker_ranges=ranges)
+                   worker_ranges=ranges, worker_checkpoints=checkpoints)
+
+
+def checkpoint_peers(hub: HubView | None, stack: str, cloud: str) -> dict[str, str]:
+    """The training identities to grant on this worker's checkpoint bucket: per worker key, the identity of
+    every OTHER worker of the same ``cloud`` joined to the hub (a job the hub re-routes there must read and
+    write its checkpoint home here). Keyed by the worker's key, sorted, so the grants' resource names stay put
+    when workers join or leave. Other clouds are left out: an AWS role cannot be granted on a GCS bucket nor a
+    Google service account on S3 (docs/kueue-hub.md)."""
+    if hub is None:
+        return {}
+    own = stack.rsplit("/", 1)[-1]
+    return {key: peer.training_identity for key, peer in sorted(hub.worker_checkpoints.items())
+            if key != own and peer.cloud == cloud}
 
 
 def with_hub_egress(cfg: StackConfig, egress: Sequence[str] | None) -> tuple[StackConfig, list[str]]:
@@ -188,8 +231,13 @@ async def resolve(cfg: StackConfig) -> StackConfig:
     """A worker's config linked to its hub (``gpufleet:cluster.hubStack``); other stacks as they are. A check
     that fails on the hub's values stops the program with one line (RunError) before anything else is
     declared."""
+    return (await resolve_with_hub(cfg))[0]
+
+
+async def resolve_with_hub(cfg: StackConfig) -> tuple[StackConfig, HubView | None]:
+    """:func:`resolve`, and what the worker read from its hub (None without ``hubStack``)."""
     if cfg.role != "worker" or cfg.cluster.hub_stack is None:
-        return cfg
+        return cfg, None
     import pulumi
 
     hub = await read_hub(cfg.cluster.hub_stack, cfg.cluster_name)
@@ -199,4 +247,4 @@ async def resolve(cfg: StackConfig) -> StackConfig:
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
     for message in warnings:
         pulumi.log.warn(message)
-    return linked
+    return linked, hub

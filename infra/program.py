@@ -61,18 +61,21 @@ async def program() -> None:
 
     import pulumi
 
-    from infra.hub_link import resolve
+    from infra.hub_link import checkpoint_peers, resolve_with_hub
     from infra.k8s.addons import ClusterAddons, ClusterAddonsArgs
 
     # A worker serving a hub (gpufleet:cluster.hubStack) authorises the egress that hub exports, once the hub's
     # values pass the checks that need them.
-    cfg = await resolve(cfg)
+    cfg, hub = await resolve_with_hub(cfg)
+    # The other same-cloud workers of the hub get read/write on this worker's checkpoint bucket, so a job the
+    # hub re-routes here from them (or there from here) resumes from its home.
+    peers = checkpoint_peers(hub, pulumi.get_stack(), cfg.cloud)
 
     if cfg.cloud == "aws":
         from infra.aws import build
     else:
         from infra.gcp import build  # type: ignore[assignment]
-    built = build(cfg)
+    built = build(cfg, checkpoint_peers=peers)
     # Kueue, device plugins, NCCL installers and the training service accounts: the same component on both
     # clouds, fed from the pools and the cloud's checkpoint identity.
     addons = ClusterAddons(f"{cfg.cluster_name}-addons",

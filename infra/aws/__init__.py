@@ -6,6 +6,8 @@ stack creates is derived from the config's shapes (``placement/data/shapes.yaml`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
@@ -45,8 +47,9 @@ def _available_zones(provider: aws.Provider, region: str) -> list[Zone]:
     return [Zone(name=n, zone_id=z) for n, z in zip(result.names, result.zone_ids, strict=True)]
 
 
-def build(cfg: StackConfig) -> BuiltCluster:
-    """Create the AWS cluster stack for ``cfg`` and export its outputs.
+def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -> BuiltCluster:
+    """Create the AWS cluster stack for ``cfg`` and export its outputs. ``checkpoint_peers``: per worker key,
+    the training role ARN of another worker of the hub granted read/write on the checkpoint bucket.
 
     The subnet layout is planned before the first resource, so a config that cannot be laid out raises
     :class:`pulumi.RunError` naming the key and registers nothing.
@@ -96,6 +99,7 @@ def build(cfg: StackConfig) -> BuiltCluster:
         vpc_id=network.vpc_id, vpc_cidr=network.vpc_cidr,
         gpu_subnet_id=network.gpu_subnet_ids[primary_gpu_zone(cfg)],
         oidc_provider_arn=cluster.oidc_provider_arn, oidc_issuer=cluster.oidc_issuer,
+        peers=dict(checkpoint_peers or {}),
     ), opts)
 
     export_cluster(cfg, cluster_name=cluster.name, kubeconfig=cluster.kubeconfig,

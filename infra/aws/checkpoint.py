@@ -6,7 +6,9 @@ of every namespace in ``cfg.training_namespaces``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -42,9 +44,17 @@ class CheckpointStoreArgs:
     gpu_subnet_id: pulumi.Input[str]
     oidc_provider_arn: pulumi.Input[str]
     oidc_issuer: pulumi.Input[str]
+    # Per worker key, the training role ARN of another AWS worker of the same hub: read/write on this bucket's
+    # checkpoint prefix and use of its key, so a job re-routed between them resumes from its home.
+    peers: Mapping[str, str] = field(default_factory=dict)
 
 
-def key_policy(account_id: str, partition: str, region: str) -> str:
+def peer_sid(key: str) -> str:
+    """A policy statement id for worker ``key`` (Sids take letters and digits only): stable per worker."""
+    return "Peer" + "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", key) if part)
+
+
+def key_policy(account_id: str, partition: str, region: str, peers: Mapping[str, str] | None = None) -> str:
     """Key policy of the checkpoint key: IAM policies of the account decide, plus FSx's S3 data-repository roles.
 
     FSx reaches a linked bucket through a per-file-system service-linked role
@@ -64,6 +74,11 @@ def key_policy(account_id: str, partition: str, region: str) -> str:
              "Condition": {"StringEquals": {"aws:PrincipalAccount": account_id,
                                             "kms:ViaService": f"s3.{region}.amazonaws.com"},
                            "ArnLike": {"aws:PrincipalArn": fsx_roles}}},
+            # The hub's other workers' training roles (their own account's IAM policies say nothing of this key).
+            *({"Sid": peer_sid(k), "Effect": "Allow", "Principal": {"AWS": arn},
+               "Action": ["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"], "Resource": "*",
+               "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}}
+              for k, arn in sorted((peers or {}).items())),
         ],
     })
 
@@ -87,12 +102,26 @@ def training_policy(bucket_arn: str, prefix: str, key_arn: str) -> str:
 
 def deny_insecure_transport(bucket_arn: str) -> str:
     """Bucket policy refusing every request that does not use TLS."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-                       "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                       "Condition": {"Bool": {"aws:SecureTransport": "false"}}}],
-    })
+    return bucket_policy(bucket_arn, "", {})
+
+
+def bucket_policy(bucket_arn: str, prefix: str, peers: Mapping[str, str]) -> str:
+    """The bucket's one policy: refuse every request that does not use TLS, and let the training role of each
+    peer worker (``peers``: worker key → role ARN) list, read, write and delete under ``prefix`` only. One
+    statement pair per peer, its Sid from the worker key, so a worker joining changes no other statement."""
+    statements: list[dict[str, Any]] = [
+        {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+         "Resource": [bucket_arn, f"{bucket_arn}/*"], "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]
+    for key, arn in sorted(peers.items()):
+        sid = peer_sid(key)
+        statements += [
+            {"Sid": f"{sid}List", "Effect": "Allow", "Principal": {"AWS": arn}, "Action": "s3:ListBucket",
+             "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}},
+            {"Sid": f"{sid}ReadWrite", "Effect": "Allow", "Principal": {"AWS": arn},
+             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
+                        "s3:ListMultipartUploadParts"],
+             "Resource": f"{bucket_arn}/{prefix}/*"}]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -121,7 +150,8 @@ class CheckpointStore(pulumi.ComponentResource):
         else:
             key = aws.kms.Key(f"{name}-key", description=f"checkpoints of {cfg.cluster_name}",
                               enable_key_rotation=True, deletion_window_in_days=30,
-                              policy=key_policy(args.account_id, args.partition, cfg.region), tags=tags("key"),
+                              policy=key_policy(args.account_id, args.partition, cfg.region, args.peers),
+                              tags=tags("key"),
                               opts=child)
             aws.kms.Alias(f"{name}-key", name=f"alias/{cfg.cluster_name}-checkpoints", target_key_id=key.key_id,
                           opts=child)
@@ -146,7 +176,8 @@ class CheckpointStore(pulumi.ComponentResource):
                 # One data key per bucket instead of one KMS call per object: checkpoints write many shards.
                 bucket_key_enabled=True)],
             opts=child)
-        aws.s3.BucketPolicy(f"{name}-policy", bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport),
+        aws.s3.BucketPolicy(f"{name}-policy", bucket=bucket.id,
+                            policy=bucket.arn.apply(lambda arn: bucket_policy(arn, ck.prefix, args.peers)),
                             opts=pulumi.ResourceOptions(parent=self, depends_on=[pab]))
         aws.s3.BucketLifecycleConfiguration(
             f"{name}-lifecycle", bucket=bucket.id,

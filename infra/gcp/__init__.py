@@ -6,6 +6,7 @@ Every check that could fail runs before the first resource is registered.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from infra.config import ConfigError, StackConfig
@@ -14,8 +15,10 @@ if TYPE_CHECKING:
     from infra.outputs import BuiltCluster
 
 
-def build(cfg: StackConfig) -> BuiltCluster:
-    """Build the whole GCP cluster stack for ``cfg`` and export the common cluster outputs."""
+def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -> BuiltCluster:
+    """Build the whole GCP cluster stack for ``cfg`` and export the common cluster outputs.
+    ``checkpoint_peers``: per worker key, the training Google service account email of another worker of the
+    hub granted object access on the checkpoint bucket."""
     import pulumi
     import pulumi_gcp as gcp
 
@@ -58,7 +61,7 @@ def build(cfg: StackConfig) -> BuiltCluster:
         project=cfg.project, region=cfg.region, zone=cfg.gpu_zone, cluster_name=name, checkpoint=cfg.checkpoint,
         training=cfg.training, vpc_id=network.vpc.id, vpc_name=network.vpc.name, psa_cidr=plan.psa_cidr,
         workload_pool_ready=[cluster.cluster], labels=labels, namespaces=cfg.training_namespaces,
-        allow_replace=cfg.allow_replace), opts=opts)
+        allow_replace=cfg.allow_replace, peers=dict(checkpoint_peers or {})), opts=opts)
 
     if cfg.checkpoint.filesystem.kind == "lustre":
         from infra.gcp.lustre_sync import LustreSync, LustreSyncArgs

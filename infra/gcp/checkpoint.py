@@ -11,7 +11,7 @@ up directory renames, which checkpoint writers (write-new-then-point) do not nee
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -54,6 +54,9 @@ class CheckpointArgs:
     namespaces: Sequence[str]
     # gpufleet:allowReplace: the stateful resources here a `pulumi up` may replace (infra.protect).
     allow_replace: Sequence[str] = ()
+    # Per worker key, the training Google service account of another GCP worker of the same hub: object access
+    # on this bucket, so a job re-routed between them resumes from its home.
+    peers: Mapping[str, str] = field(default_factory=dict)
 
 
 class CheckpointStore(pulumi.ComponentResource):
@@ -133,6 +136,13 @@ class CheckpointStore(pulumi.ComponentResource):
         self.bucket_access = gcp.storage.BucketIAMMember(
             f"{name}-trainer-objects", bucket=self.bucket.name, role="roles/storage.objectUser",
             member=self.service_account_email.apply(lambda e: f"serviceAccount:{e}"), opts=child)
+        # Named by the peer's worker key, never by position: a worker joining or leaving the hub adds or removes
+        # its own binding only.
+        self.peer_access: dict[str, gcp.storage.BucketIAMMember] = {
+            key: gcp.storage.BucketIAMMember(f"{name}-peer-{key}", bucket=self.bucket.name,
+                                             role="roles/storage.objectAdmin", member=f"serviceAccount:{email}",
+                                             opts=child)
+            for key, email in sorted(args.peers.items())}
 
         self.register_outputs({"bucket": self.bucket.name, "uri": self.uri, "filesystem": self.filesystem,
                                "serviceAccount": self.service_account_email})

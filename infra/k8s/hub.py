@@ -265,6 +265,16 @@ def _worker_of(stack: str, outputs: Mapping[str, Any]) -> ko.Worker:
         raise pulumi.RunError(f"invalid worker stack outputs: {exc}") from None
 
 
+def worker_checkpoint(cloud: Any, bucket: Any, role_arn: Any, google_sa: Any) -> dict[str, Any] | None:
+    """A worker's entry of the hub's ``workerCheckpoints`` output from its stack outputs: ``cloud``, ``bucket``
+    and ``trainingIdentity`` (AWS ``trainingRoleArn``, GCP ``trainingGoogleServiceAccount``); None while the
+    worker exports no bucket or identity yet."""
+    identity = role_arn if cloud == "aws" else google_sa if cloud == "gcp" else None
+    if not isinstance(bucket, str) or not bucket or not isinstance(identity, str) or not identity:
+        return None
+    return {"cloud": cloud, "bucket": bucket, "trainingIdentity": identity}
+
+
 def api_access_of(outputs: Any) -> dict[str, Any] | None:
     """A worker's ``apiAccess`` output as exported (:func:`infra.outputs.api_access_output`), or None."""
     return dict(outputs) if isinstance(outputs, Mapping) else None
@@ -297,6 +307,11 @@ class MultiKueueWorker(pulumi.ComponentResource):
         self.fleet_entry: Output[dict[str, Any]] = Output.all(**required, **optional).apply(dp.fleet_entry)
         self.api_access: Output[dict[str, Any] | None] = ref.get_output("apiAccess").apply(api_access_of)
         self.hub_link: Output[dict[str, Any] | None] = ref.get_output("hubLink").apply(api_access_of)
+        # Its checkpoint bucket and training identity: the hub hands them to the other workers, which grant it
+        # access to their buckets (infra.hub_link.checkpoint_peers).
+        self.checkpoint: Output[dict[str, Any] | None] = Output.all(
+            ref.get_output("cloud"), ref.get_output("checkpointBucket"), ref.get_output("trainingRoleArn"),
+            ref.get_output("trainingGoogleServiceAccount")).apply(lambda o: worker_checkpoint(*o))
         self.ref = ref
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 
@@ -451,6 +466,10 @@ class MultiKueueHub(pulumi.ComponentResource):
         self.worker_ranges: Output[dict[str, Any]] = Output.all(*[w.hub_link for w in self.workers]).apply(
             lambda links: {w.key: list((link or {}).get("addressRanges") or [])
                            for w, link in zip(self.workers, links, strict=True)})
+        # Every worker's checkpoint bucket and training identity, read back by each worker to grant the others
+        # of its cloud access to its bucket (a job re-routed between them resumes from its checkpoint home).
+        self.worker_checkpoints: Output[dict[str, Any]] = Output.all(*[w.checkpoint for w in self.workers]).apply(
+            lambda entries: {w.key: e for w, e in zip(self.workers, entries, strict=True) if e is not None})
         self.vpn_workers = sorted(vpn_keys)
         self.register_outputs({"clusterQueues": self.cluster_queues, "localQueues": self.local_queues,
                                "reachability": self.reachability})
@@ -535,6 +554,7 @@ def build_hub(cfg: StackConfig) -> None:
     # Read by each worker with gpufleet:cluster.hubStack (infra/hub_link.py).
     pulumi.export("vpnWorkers", hub.vpn_workers)
     pulumi.export("workerRanges", hub.worker_ranges)
+    pulumi.export("workerCheckpoints", hub.worker_checkpoints)
     pulumi.export("reachability", hub.reachability)
     if hub.dispatcher is not None:
         built = hub.dispatcher_image

@@ -852,6 +852,7 @@ def _rows(result: PassResult) -> list[dict[str, Any]]:
                                  "meets_deadline": not s.late if s.fits else None,
                                  "move_usd": _num(s.move_usd, 2) if s.fits else None,
                                  "move_hours": _num(s.move_hours, 3) if s.fits else None,
+                                 "restarts_from_step_0": s.restarts if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
 

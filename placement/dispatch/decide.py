@@ -662,7 +662,8 @@ class _Pass:
                 m = self.move(wl, ask.job, worker)
                 cost, ready = cost + m.usd, ready + m.hours
             out.append(WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
-                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours))
+                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours,
+                                   m.restarts))
         return tuple(out)
 
 
@@ -722,8 +723,12 @@ def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) 
     if best.worker in ran_on:
         return f"resumes where it ran (its {home.gb:g} GB checkpoint is there and in {home.where}): no move"
     ran = f"it ran on {', '.join(sorted(ran_on))}" if ran_on else "it ran on a worker not known here"
-    return (f"re-route move: {ran}; its {home.gb:g} GB checkpoint from {home.where} ({home.uri[:200]}) costs "
+    text = (f"re-route move: {ran}; its {home.gb:g} GB checkpoint from {home.where} ({home.uri[:200]}) costs "
             f"${best.move_usd:,.2f} egress and {best.move_hours:.2f} h here, in the cost and the ready time")
+    if best.restarts:
+        text += (f"; {best.worker} is in another cloud than the home, which no stack grants it: the job restarts "
+                 "from step 0 there unless its training identity was granted access (docs/kueue-hub.md)")
+    return text
 
 
 def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:

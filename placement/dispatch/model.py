@@ -245,6 +245,11 @@ class WorkerScore:
     # hours (in ``ready_hours``); 0 where it ran (its own copy) or when it has no progress.
     move_usd: float = 0.0
     move_hours: float = 0.0
+    # The move crosses clouds: the stacks grant a worker only its own cloud's peers' checkpoint homes (an IAM role
+    # cannot be granted on GCS, nor a Google service account on S3), so the job restarts from step 0 there unless
+    # its user granted that worker's training identity access to the home (docs/kueue-hub.md). Not priced: the
+    # Workload does not say how far the job got.
+    restarts: bool = False
 
     @property
     def usd(self) -> float:

@@ -45,6 +45,12 @@ class Move:
     hours: float
     path: str
 
+    @property
+    def restarts(self) -> bool:
+        """Across clouds no stack grants the worker the home: the job restarts from step 0 there unless its user
+        granted access (docs/kueue-hub.md)."""
+        return self.path == "cross_cloud"
+
 
 NO_MOVE = Move(0.0, 0.0, "")
 

@@ -161,3 +161,19 @@ def test_one_bad_annotation_is_reported_on_its_workload_and_never_stops_the_othe
     assert result["job-bad"].reason == "Unreadable" and result["job-bad"].event is not None
     assert CHECKPOINT_GB in result["job-bad"].event.message
     assert result["job-good"].action == "nominate"
+
+
+def test_a_worker_in_another_cloud_than_the_home_is_told_the_job_restarts_there() -> None:
+    # The home is in GCP, every worker in AWS: no stack grants an AWS training role a GCS bucket.
+    workers, prices = _fleet()
+    home = CheckpointHome(uri="gs://team-a-ckpt/llm", cloud="gcp", region="us-central1", gb=10.0)
+    wl, mem = _evicted(checkpoint=home)
+    (d,) = decide([wl], workers, prices, NOW, memory=mem).decisions
+    scores = {s.worker: s for s in d.scores}
+    assert scores["b"].restarts and scores["c"].restarts and not scores["a"].restarts  # a: its own copy
+    assert d.clusters == ("b",) and d.event is not None
+    assert "restarts from step 0 there unless its training identity was granted access" in d.event.message
+    # Same cloud: no such note (the stacks grant the peers of a hub each other's buckets).
+    same, mem = _evicted(checkpoint=replace(HOME, gb=10.0))
+    (d,) = decide([same], workers, prices, NOW, memory=mem).decisions
+    assert not any(s.restarts for s in d.scores) and "step 0" not in d.message
