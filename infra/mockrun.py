@@ -310,8 +310,14 @@ def run_stack(stack_file: str, program: Callable[[], Awaitable[None] | None] | N
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"pulumi_(aws|gcp|kubernetes).*")
 
     settings.reset_options()
-    if asyncio.get_event_loop_policy() is not None:
-        asyncio.set_event_loop(asyncio.new_event_loop())
+    # A loop of its own per run. The previous run's loop is closed here, not when that run ended (a test may still
+    # resolve its outputs): an unclosed loop keeps its selector's file descriptors, and a suite of mock runs would
+    # pile them past what select() takes (1024).
+    while _LOOPS:
+        _close_loop(_LOOPS.pop())
+    loop = asyncio.new_event_loop()
+    _LOOPS.append(loop)
+    asyncio.set_event_loop(loop)
     recorded: dict[tuple[str, str], tuple[Any, ...]] = {}
     mocks = _mocks(result)
     pulumi.runtime.set_mocks(mocks, project="gpufleet", stack=stack, preview=False,
@@ -345,3 +351,20 @@ def run_stack(stack_file: str, program: Callable[[], Awaitable[None] | None] | N
         pulumi.export = real_export  # type: ignore[assignment]
         _STACKS_DIR.pop()
     return result
+
+
+_LOOPS: list[asyncio.AbstractEventLoop] = []  # the event loop of the last run_stack, closed by the next one
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a finished run's event loop (its pending callbacks are the mocks' own, never awaited again)."""
+    if loop.is_closed() or loop.is_running():
+        return
+    try:
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except Exception:  # noqa: BLE001 - a loop that cannot wind down is still closed below
+        pass
+    finally:
+        loop.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -102,9 +103,9 @@ class LustreSync(pulumi.ComponentResource):
                                     "annotations": {"iam.gke.io/gcp-service-account": gsa.email}},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]))
         uri = pulumi.Output.concat("gs://", args.bucket, "/", args.prefix, "/")
-        self.cron_job = k8s.batch.v1.CronJob(
-            f"{name}-export", metadata={"name": "lustre-export", "namespace": NAMESPACE, "labels": labels},
-            spec={"schedule": SCHEDULE, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 240,
+        # Typed Any: mypy infers a nested literal against the SDK's union of TypedDicts exponentially (it ran
+        # out of 24 GiB on this one).
+        spec: Any = {"schedule": SCHEDULE, "concurrencyPolicy": "Forbid", "startingDeadlineSeconds": 240,
                   "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3,
                   "jobTemplate": {"spec": {"backoffLimit": 1, "activeDeadlineSeconds": 120, "template": {"spec": {
                       "serviceAccountName": SERVICE_ACCOUNT, "restartPolicy": "Never",
@@ -113,6 +114,8 @@ class LustreSync(pulumi.ComponentResource):
                                       "env": [{"name": "INSTANCE", "value": args.instance},
                                               {"name": "GCS_URI", "value": uri}],
                                       "resources": {"requests": {"cpu": "50m", "memory": "64Mi"},
-                                                    "limits": {"memory": "128Mi"}}}]}}}}},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]))
+                                                    "limits": {"memory": "128Mi"}}}]}}}}}
+        self.cron_job = k8s.batch.v1.CronJob(
+            f"{name}-export", metadata={"name": "lustre-export", "namespace": NAMESPACE, "labels": labels},
+            spec=spec, opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]))
         self.register_outputs({"schedule": SCHEDULE, "gcsUri": uri})
