@@ -32,6 +32,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench  # noqa: E402
 import _venv  # noqa: E402
 
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--mb", type=float, default=256.0, help="checkpoint size, MB (default 256; >= 200)")
+    p.add_argument("--runs", type=int, default=5, help="runs of each kind; medians reported (default 5)")
+    p.add_argument("--dir", help="where to write: a path or fsspec URI (default: a temporary directory)")
+    p.add_argument("--keep-files", action="store_true", help="leave the checkpoints written")
+    return p
+
+
+parser().parse_known_args()  # --help answers before anything is imported: it needs no .venv
 _venv.ensure("numpy", "fsspec", extra="trainer")
 # One BLAS thread, as the trainer's tests run it: the writer thread has the other core, and a loaded
 # machine's multi-threaded BLAS would make the step times noise (set the variable to override).
@@ -59,12 +70,7 @@ def snapshot(model: NumpyModel, step: int, loss: float) -> Snapshot:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mb", type=float, default=256.0, help="checkpoint size, MB (default 256; >= 200)")
-    parser.add_argument("--runs", type=int, default=5, help="runs of each kind; medians reported (default 5)")
-    parser.add_argument("--dir", help="where to write: a path or fsspec URI (default: a temporary directory)")
-    parser.add_argument("--keep-files", action="store_true", help="leave the checkpoints written")
-    args = parser.parse_args()
+    args = parser().parse_args()
     print(_bench.machine_line())
     tmp = None
     target = args.dir
