@@ -23,6 +23,7 @@ def test_nothing_in_the_repository_cites_the_developers_shared_folder() -> None:
     the checkout (the public data the tests use is pinned in tests/data, issue 30)."""
     import subprocess
 
-    done = subprocess.run(["git", "-C", str(ROOT), "grep", "-n", "-I", "-E", "(" + r"\.\." + "/" + "shared|/work/" + "shared)/", "--",
+    pattern = "(" + r"\.\." + "/" + "shared|/work/" + "shared)/"  # assembled, so this file does not match it
+    done = subprocess.run(["git", "-C", str(ROOT), "grep", "-n", "-I", "-E", pattern, "--",
                            ".", ":!tests/docs/test_readme.py"], capture_output=True, text=True, check=False)
     assert done.returncode == 1 and not done.stdout, done.stdout
