@@ -87,6 +87,11 @@ RECALL_RETRY_S = 30.0  # after a failed Event LIST, passes go on without it for 
 WORKER_TIMEOUT_S = 10.0  # default deadline of one worker's reads (--worker-timeout-seconds)
 PASS_TIMEOUT_S = 60.0  # default deadline of a whole --once pass's reads (--pass-timeout-seconds)
 LATE = "late"  # a read left behind at its deadline (:meth:`Controller._kubeconfigs`)
+# A new Workload whose Job/JobSet is not in the hub's cache yet waits this long (seconds) for it: Kueue makes the
+# Workload of an existing owner, but the two reach the dispatcher on separate watches, and a Workload decided
+# before its owner arrives would be priced as a synthetic job (no spec, no dataset). Past it, or for a Workload
+# older than this, an absent owner means a deleted or foreign one and the synthetic job is priced.
+OWNER_GRACE_S = 10.0
 STALE_AFTER_S = 600.0  # a worker snapshot older than this is not scored (its reads keep failing)
 
 HUB = {
@@ -188,6 +193,8 @@ class Controller:
         self._counted: set[str] = set()
         self._observe_since = clock()
         self._mkc_uids: dict[str, str] = {}
+        self._no_owner: dict[str, float] = {}  # Workload uid -> time.monotonic() first seen without its owner
+        self._owner_waits = 0  # Workloads the last snapshot left out, waiting for their owner
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -282,6 +289,8 @@ class Controller:
 
     def _next_wait(self) -> float:
         wait = self.options.resync_s
+        if self._owner_waits:  # a Workload waits for its owner: look again when its grace ends at the latest
+            wait = min(wait, OWNER_GRACE_S / 4)
         now = self.clock()
         for mem in self.memory.values():
             if mem.nominated:
@@ -462,15 +471,22 @@ class Controller:
                 owners[(kind, str(meta.get("namespace")), str(meta.get("name")))] = o
         workloads: list[HubWorkload] = []
         raw: dict[str, Mapping[str, Any]] = {}
+        no_owner: dict[str, float] = {}
+        waits = 0
         for obj in self.hub["workloads"].items():
             try:
                 owner = snapshot.owner_key(obj)
             except Exception:
                 owner = None  # hub_workload reports what is wrong with the Workload itself
-            wl = snapshot.hub_workload(obj, owners.get(owner) if owner else None, checks, configs, cq_checks)
+            found = owners.get(owner) if owner else None
+            wl = snapshot.hub_workload(obj, found, checks, configs, cq_checks)
+            if wl is not None and owner is not None and found is None and self._owner_pending(wl, no_owner):
+                waits += 1
+                continue  # its Job is on its way to the cache: decided in a later pass, with its spec
             if wl is not None:
                 workloads.append(wl)
                 raw[wl.uid] = obj
+        self._no_owner, self._owner_waits = no_owner, waits
         hours = {(w.namespace, w.name): w.job.hours for w in workloads if w.job is not None}
         now = self.clock()
         states = []
@@ -520,6 +536,17 @@ class Controller:
             states.append(state)
         self.worker_conditions = conditions
         return workloads, raw, states
+
+    def _owner_pending(self, wl: HubWorkload, no_owner: dict[str, float]) -> bool:
+        """Whether ``wl``, whose owner is not in the hub's cache, waits for it (:data:`OWNER_GRACE_S`): only a
+        Workload never decided here, first met without its owner less than the grace ago and (by the
+        Workload's own creationTimestamp, when it has one) created less than the grace ago. Records the first
+        meeting in ``no_owner``."""
+        first = no_owner[wl.uid] = self._no_owner.get(wl.uid, time.monotonic())
+        if wl.uid in self.memory or wl.waiting_reason() is not None:
+            return False
+        young = not wl.created or self.clock() - wl.created < OWNER_GRACE_S
+        return young and time.monotonic() - first < OWNER_GRACE_S
 
     def _stale_after(self) -> float:
         """Seconds without any answer after which a watched worker's cache is not scored: every watch ends

@@ -276,6 +276,32 @@ def test_a_nominated_workload_met_without_memory_is_looked_up_by_its_uid(fleet):
     assert d.reason == "DeadlinePassed" and d.clusters == ("gcp-usc1-a3mega",)  # not back to aws-use1-p5
 
 
+def test_a_workload_whose_job_has_not_reached_the_cache_waits_for_it_and_is_priced_with_its_spec(fleet):
+    """Kueue makes the Workload of an existing Job, but the two arrive on separate watches: a Workload met
+    before its Job waits (never priced as a synthetic job while its spec is on the way); one whose Job is
+    still missing after the grace (deleted, or a kind of owner not watched) is priced as the synthetic job."""
+    from placement.dispatch.controller import OWNER_GRACE_S
+
+    clock = Clock()
+    c = fleet.controller("solo", lease=None, clock=clock)
+    name = fleet.submit("late", dataset={"uri": "gs://d/x", "region": "europe-west4", "size_gb": 900})
+    job = fleet.hub.get(("batch", "v1", "jobs"), NS, "late")
+    assert job is not None
+    fleet.hub.delete(("batch", "v1", "jobs"), NS, "late")  # as if its watch event were still in flight
+    result = c.run_once()
+    assert not [d for d in result.decisions if d.workload.name == name]  # waiting, not decided on a guess
+    fleet.hub.create(("batch", "v1", "jobs"), {k: v for k, v in job.items() if k != "status"})
+    (d,) = [d for d in c.run_once().decisions if d.workload.name == name]
+    assert d.action == "nominate" and d.workload.job is not None and d.workload.job.dataset is not None
+
+    other = fleet.submit("orphan")
+    fleet.hub.delete(("batch", "v1", "jobs"), NS, "orphan")
+    assert not [d for d in c.run_once().decisions if d.workload.name == other]
+    clock.t += OWNER_GRACE_S + 60  # the Workload is older than the grace: its owner is gone, not late
+    (d,) = [d for d in c.run_once().decisions if d.workload.name == other]
+    assert d.action == "nominate" and d.workload.job is None
+
+
 def test_the_fake_refuses_field_selectors_the_api_server_does_not_support(fleet):
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
