@@ -29,7 +29,6 @@ measured scaling efficiency at N nodes is per_gpu(N) / per_gpu(1) of one acceler
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as dt
 import functools
@@ -61,13 +60,39 @@ class SpotRow(NamedTuple):
     reclaims: float
 
 
-class SpotColumns(Sequence[SpotRow]):
-    """Spot rows kept as columns (how the cache stores them): a plan looks up only the rows of its instance types
-    (:meth:`of_types`), so the other 9,990 of a 10,000-row file are never built. Any other use builds them all."""
+# One instance type's spot rows packed: clouds, regions and zones NUL-joined; node-hours and reclaims as doubles
+# (array("d").tobytes()); their positions in the file (array("q").tobytes()).
+PackedSpot = tuple[str, str, str, bytes, bytes, bytes]
 
-    def __init__(self, clouds: list[str], regions: list[str], zones: list[str], types: list[str],
-                 hours: list[float], reclaims: list[float]) -> None:
-        self.columns = (clouds, regions, zones, types, hours, reclaims)
+
+def pack_spot(rows: Sequence[SpotRow]) -> dict[str, PackedSpot] | None:
+    """``rows`` packed per instance type, in file order within each (how the cache stores them), or None when a
+    name holds a NUL (it could not be split back)."""
+    import array
+
+    by_type: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_type.setdefault(r.instance_type, []).append(i)
+    out: dict[str, PackedSpot] = {}
+    for t, at in by_type.items():
+        block = [rows[i] for i in at]
+        clouds, regions, zones = ("\0".join(names) for names in ([r.cloud for r in block], [r.region for r in block],
+                                                                [r.zone for r in block]))
+        if any(text.count("\0") != len(block) - 1 for text in (clouds, regions, zones)):
+            return None
+        out[t] = (clouds, regions, zones, array.array("d", [r.node_hours for r in block]).tobytes(),
+                  array.array("d", [r.reclaims for r in block]).tobytes(), array.array("q", at).tobytes())
+    return out
+
+
+class SpotColumns(Sequence[SpotRow]):
+    """Spot rows kept packed per instance type (:func:`pack_spot`, how the cache stores them): a plan unpacks only
+    the rows of its instance types (:meth:`of_types`), so the other 9,990 of a 10,000-row file are never built,
+    nor their names split. Any other use builds them all, in file order."""
+
+    def __init__(self, count: int, packed: Mapping[str, PackedSpot]) -> None:
+        self.size = count
+        self.packed = packed
         self.indexes: dict[frozenset[str], SpotIndex] = {}  # per set of types
 
     def spot_index(self, types: set[str]) -> SpotIndex:
@@ -78,16 +103,33 @@ class SpotColumns(Sequence[SpotRow]):
             found = self.indexes[key] = SpotIndex(self.of_types(types))
         return found
 
+    def _unpack(self, t: str) -> list[tuple[int, SpotRow]]:
+        """(position in the file, row) of the rows of instance type ``t``."""
+        import array
+
+        block = self.packed.get(t)
+        if block is None:
+            return []
+        clouds, regions, zones = (text.split("\0") for text in block[:3])
+        hours, reclaims, at = array.array("d", block[3]), array.array("d", block[4]), array.array("q", block[5])
+        new = tuple.__new__
+        return [(at[i], new(SpotRow, (clouds[i], regions[i], zones[i], t, hours[i], reclaims[i])))
+                for i in range(len(at))]
+
     @functools.cached_property
     def rows(self) -> tuple[SpotRow, ...]:
-        return tuple(map(SpotRow._make, zip(*self.columns, strict=True)))
+        found = [pair for t in self.packed for pair in self._unpack(t)]
+        found.sort(key=lambda pair: pair[0])
+        return tuple(r for _, r in found)
 
     def of_types(self, types: set[str]) -> list[SpotRow]:
-        c = self.columns
-        return [SpotRow(c[0][i], c[1][i], c[2][i], t, c[4][i], c[5][i]) for i, t in enumerate(c[3]) if t in types]
+        """The rows of ``types``, in file order."""
+        found = [pair for t in types for pair in self._unpack(t)]
+        found.sort(key=lambda pair: pair[0])
+        return [r for _, r in found]
 
     def __len__(self) -> int:
-        return len(self.columns[3])
+        return self.size
 
     def __getitem__(self, i: Any) -> Any:
         return self.rows[i]
@@ -494,6 +536,7 @@ def calibrated_offers(cal: Calibration | None, offers: Sequence[Any], default_ra
     weight = cal.prior_weight
     out = []
     memo: dict[tuple[float, float, float], float] = {}
+    new = object.__new__
     for o in offers:
         hit = None if o.spot_price is None or o.shape.name not in types else index.find(o.cloud, o.region, o.zone,
                                                                                          o.shape.name)
@@ -507,10 +550,13 @@ def calibrated_offers(cal: Calibration | None, offers: Sequence[Any], default_ra
         if mean is None:
             mean = memo[key] = (prior * weight + hit[1]) / (weight + hit[0])
         # A shallow copy with two fields set: what dataclasses.replace gives, without re-running __init__ (a
-        # tenth of the cost on a big catalog). Offer is a frozen dataclass, hence object.__setattr__.
-        c = copy.copy(o)
-        object.__setattr__(c, "calibrated_rate", mean)
-        object.__setattr__(c, "calibrated_weight", weight + hit[0])
+        # tenth of the cost on a big catalog), nor copy.copy's reduce protocol. Offer is a frozen dataclass
+        # (no __slots__): its fields live in __dict__.
+        c = new(type(o))
+        fields = c.__dict__
+        fields.update(o.__dict__)
+        fields["calibrated_rate"] = mean
+        fields["calibrated_weight"] = weight + hit[0]
         out.append(c)
     return out
 

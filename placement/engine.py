@@ -705,7 +705,12 @@ class Plan:
         """The first ``n`` runnable candidates, without building the rest."""
         if "ranked" in self.__dict__:
             return self.ranked[:n]
-        return tuple(_candidate(self.job, r) for r in self.rows[:n])
+        # Built once each and kept: why_chosen and uncertain ask for the chosen one again for every row they
+        # compare with it (a plan is frozen; its own __dict__ holds the memo, as cached_property does).
+        built: list[Candidate] = self.__dict__.setdefault("_head", [])
+        for r in self.rows[len(built):n]:
+            built.append(_candidate(self.job, r))
+        return tuple(built[:n])
 
     @property
     def chosen(self) -> Candidate | None:
