@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
+import itertools
 import json
 import math
+import operator
 import os
 import statistics
 import tempfile
@@ -103,10 +106,23 @@ def _cache_entry(path: str) -> tuple[Path, tuple[Any, ...]] | None:
         return None
     from placement.catalog_cache import cache_dir
 
-    code = hashlib.sha256(Path(__file__).with_name("calibration.py").read_bytes()).hexdigest()[:16]
     name = hashlib.sha256(real.encode()).hexdigest()[:32]
-    return cache_dir().parent / "calibration" / f"{name}.marshal", (CACHE_FORMAT, code, real, st.st_mtime_ns,
+    return cache_dir().parent / "calibration" / f"{name}.marshal", (CACHE_FORMAT, _code(), real, st.st_mtime_ns,
                                                                       st.st_size)
+
+
+@functools.cache
+def _code() -> str:
+    """A digest of the parser's code, read once per process (the code a process runs does not change)."""
+    import hashlib
+
+    return hashlib.sha256(Path(__file__).with_name("calibration.py").read_bytes()).hexdigest()[:16]
+
+
+# Entries already read in this process, by entry path and key: `placement dispatch` plans every workload with one
+# file, and a plan's spot index (SpotColumns.spot_index) is then built once. A few files at most.
+_RECENT: dict[tuple[Path, tuple[Any, ...]], Calibration] = {}
+_RECENT_MAX = 4
 
 
 def _well_packed(count: Any, packed: Any) -> bool:
@@ -132,6 +148,11 @@ def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
     entry = _cache_entry(path)
     if entry is None:
         return None
+    recent = _RECENT.get(entry)
+    if recent is not None and recent.source == str(path):
+        if recent.measured_to > (now or dt.datetime.now(dt.UTC)) + FUTURE_SKEW:
+            return None  # parsed again: the error names the field
+        return recent
     try:
         with open(entry[0], "rb") as fh:
             key, payload = marshal.loads(fh.read())  # one read: load(fh) reads piece by piece, 5x slower
@@ -151,6 +172,9 @@ def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
                       prior_node_hours=prior, source=str(path))
     if cal.measured_to > (now or dt.datetime.now(dt.UTC)) + FUTURE_SKEW:
         return None  # parsed again: the error names the field
+    while len(_RECENT) >= _RECENT_MAX:
+        del _RECENT[next(iter(_RECENT))]
+    _RECENT[entry] = cal
     return cal
 
 
@@ -413,27 +437,25 @@ def _checkpoint_rows(sums: list[tuple[Mapping[str, str], float]], counts: list[t
 def _increase(values: Any, lo: float, hi: float) -> float:
     """A counter's increase over the samples in [lo, hi] (seconds): the sum of its rises, a drop being a reset
     (the value after it counts from 0). Samples outside the window are ignored; no extrapolation. ``values``:
-    ``[[t, "v"], ...]`` or an (n, 2) float array."""
-    import numpy as np
+    ``[[t, "v"], ...]`` (times and values as JSON numbers or strings)."""
+    kept = []
+    for t, v in values:
+        t, v = float(t), float(v)
+        if lo <= t <= hi:
+            kept.append(v)
+    return _rise(kept)
 
-    if len(values) == 0:
+
+def _rise(v: list[float]) -> float:
+    """The sum of a counter's rises over values ``v`` (in time order), a drop being a reset (the value after it
+    counts from 0); non-finite values are skipped. Written as last - first + the value before each drop (the
+    same sum, telescoped), exactly rounded (math.fsum): one comparison per sample in C-speed iteration."""
+    if not math.isfinite(sum(v)):  # a NaN or an infinity among them (or an overflow): keep the finite ones
+        v = [x for x in v if math.isfinite(x)]
+    if len(v) < 2:
         return 0.0
-    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=float)
-    t, v = arr[:, 0], arr[:, 1]
-    keep = (t >= lo) & (t <= hi) & np.isfinite(v)
-    return _rise(v[keep])
-
-
-def _rise(v: Any) -> float:
-    """The sum of a counter's rises over values ``v`` (a float array, in time order), a drop being a reset (the
-    value after it counts from 0); non-finite values are skipped."""
-    import numpy as np
-
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return 0.0
-    d = np.diff(v)
-    return float(np.where(d >= 0, d, v[1:]).sum())
+    drops = list(itertools.compress(v, map(operator.gt, v, itertools.islice(v, 1, None))))  # a > the next
+    return math.fsum([v[-1], -v[0], *drops])
 
 
 def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) -> Calibration:
@@ -475,7 +497,7 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
     hours: list[tuple[Mapping[str, str], float]] = []
     reclaims: list[tuple[Mapping[str, str], float]] = []
     by_name: dict[str, list[tuple[Mapping[str, str], float]]] = defaultdict(list)
-    for j, (metric, values) in enumerate(_windowed(fast, lo, hi) if fast is not None else series):
+    for j, (metric, values) in enumerate(_windowed(fast, raw, lo, hi) if fast is not None else series):
         try:
             inc = values if isinstance(values, float) else _increase(values, lo, hi)
         except (ValueError, TypeError, IndexError):
@@ -496,45 +518,16 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
                        speed=speed)
 
 
-def _decimals(buf: Any, starts: Any, ends: Any) -> Any:
-    """The numbers ``buf[starts[i]:ends[i]]`` (``buf`` a uint8 array of ASCII) as floats: gathered into one
-    fixed-width bytes array and converted by numpy's C parser (the same doubles as float(); no Python object
-    per number). None when one is not a number or is empty: the caller then reads the slow way."""
-    import numpy as np
-    from numpy.lib.stride_tricks import sliding_window_view
-
-    if len(starts) == 0:
-        return np.empty(0)
-    length = ends - starts
-    width = int(length.max())
-    if width > 64 or int(length.min()) == 0:
-        return None
-    windows = sliding_window_view(np.concatenate([buf, np.zeros(width, dtype=np.uint8)]), width)
-    out = np.empty(len(starts))
-    cols = np.arange(width, dtype=np.uint8)[None, :]
-    short = length.astype(np.uint8)[:, None]  # width <= 64: fits
-    block = 1 << 18  # bounded memory: a block is numbers × the widest number
-    for i in range(0, len(starts), block):
-        chars = windows[starts[i:i + block]]
-        chars *= cols < short[i:i + block]  # NUL past each number's end (NUL ends a bytes item)
-        try:
-            out[i:i + block] = chars.view(f"S{width}").ravel().astype(np.float64)
-        except ValueError:
-            return None
-    return out
-
-
-def _fast_series(raw: bytes) -> list[tuple[dict[str, str], float, float, Any, bytes]] | None:
-    """The series of query_range answers without a Python object per sample: (labels, first time, last time,
-    every value as a float array, the values' text). Values are parsed with array arithmetic
-    (:func:`_decimals`); times are not parsed beyond each series' first and last (the counter's increase needs
-    every value but a time only where the window cuts a series: the caller then parses that series' text).
-    None when the text is not in the shape Prometheus writes (then the json module reads it, slowly but
-    surely)."""
-    import numpy as np
-
+def _fast_series(raw: bytes) -> list[tuple[dict[str, str], float, float, float, int, int]] | None:
+    """The series of query_range answers read without the json module's object per sample pair: (labels, first
+    time, last time, the counter's increase over all its samples, where its values' text starts and ends in
+    ``raw``). A series' values are the quoted strings of its text (split on quotes, each parsed by float(), as
+    the json path parses them), summed up at once and let go (memory stays one series deep); times are not
+    parsed beyond each series' first and last (a time matters only where the window cuts a series: the caller
+    then parses that series' text). None when the text is not in the shape Prometheus writes (then the json
+    module reads it, slowly but surely)."""
     decoder = json.JSONDecoder()
-    found: list[tuple[dict[str, str], float, float, int, int, int]] = []
+    out: list[tuple[dict[str, str], float, float, float, int, int]] = []
     pos = 0
     try:
         while True:
@@ -556,58 +549,36 @@ def _fast_series(raw: bytes) -> list[tuple[dict[str, str], float, float, Any, by
             chunk = raw[start:end + 1]
             if b"{" in chunk or b"metric" in chunk:
                 return None
-            pairs = chunk.count(b"[")  # each pair holds two quotes: checked on all series at once below
+            pairs = chunk.count(b"[")
+            parts = chunk.split(b'"')
+            if len(parts) != 2 * pairs + 1:  # each pair holds one quoted value
+                return None
             if pairs:
                 first = chunk[chunk.index(b"[") + 1:chunk.index(b",")]
                 last = chunk[chunk.rindex(b"[") + 1:chunk.rindex(b",")]
                 t0, t1 = float(first), float(last)
             else:
                 t0 = t1 = math.nan
-            found.append(({str(a): str(b) for a, b in metric.items()}, t0, t1, start, end + 1, pairs))
+            out.append(({str(a): str(b) for a, b in metric.items()}, t0, t1, _rise(list(map(float, parts[1::2]))),
+                        start, end + 1))
             pos = end + 2
-        if not found:
-            return None
-        buf = np.frombuffer(raw, dtype=np.uint8)
-        quotes = np.flatnonzero(buf == ord('"'))
-        spans = np.array([(s, e) for _, _, _, s, e, _ in found], dtype=np.int64).reshape(-1, 2)
-        lo_i = np.searchsorted(quotes, spans[:, 0])
-        hi_i = np.searchsorted(quotes, spans[:, 1])
-        if not np.array_equal(hi_i - lo_i, 2 * np.array([f[5] for f in found])):
-            return None
-        picked = np.concatenate([quotes[a:b] for a, b in zip(lo_i, hi_i, strict=True)]) if len(found) else \
-            np.empty(0, dtype=np.int64)
-        values = _decimals(buf, picked[0::2] + 1, picked[1::2])
-        if values is None:
-            return None
     except (ValueError, TypeError, UnicodeDecodeError):
         return None
-    out = []
-    at = 0
-    for metric, t0, t1, s, e, pairs in found:
-        out.append((metric, t0, t1, values[at:at + pairs], raw[s:e]))
-        at += pairs
-    return out
+    return out or None
 
 
-def _windowed(fast: list[tuple[dict[str, str], float, float, Any, bytes]], lo: float,
+def _windowed(fast: list[tuple[dict[str, str], float, float, float, int, int]], raw: bytes, lo: float,
               hi: float) -> Iterable[tuple[dict[str, str], Any]]:
-    """(labels, increase or the (n, 2) samples) of each fast-read series: a series wholly inside [lo, hi] needs
-    only its values; one the window cuts has its times parsed too (the json module's number parser)."""
-    import numpy as np
-
-    for metric, t0, t1, values, chunk in fast:
+    """(labels, increase or the samples) of each fast-read series: a series wholly inside [lo, hi] has its
+    increase; one the window cuts has its text (``raw[start:end]``) read by the json module, times and all."""
+    for metric, t0, t1, rise, start, end in fast:
         if math.isnan(t0) or (t0 >= lo and t1 <= hi):
-            yield metric, _rise(values)
+            yield metric, rise
         else:
             try:
-                flat = np.array(json.loads("[" + chunk.decode("ascii").translate(_BRACKETS) + "]"), dtype=float)
-            except (ValueError, TypeError):
+                yield metric, json.loads(b"[" + raw[start:end] + b"]")
+            except ValueError:
                 yield metric, None  # reported by the caller as the series' bad values
-                continue
-            yield metric, flat.reshape(-1, 2)
-
-
-_BRACKETS = str.maketrans("[]\"", "   ")
 
 
 def _summed(rows: list[tuple[Mapping[str, str], float]],

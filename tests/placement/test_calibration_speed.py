@@ -129,3 +129,37 @@ def test_a_plan_builds_its_chosen_candidate_once() -> None:
     assert p.chosen is p.chosen is p.head(3)[0]
     assert p.head(3)[1] is p.head(2)[1]
     assert [c.offer for c in p.head(3)] == [c.offer for c in p.ranked[:3]]
+
+
+@pytest.mark.parametrize("window", [None, (1000 + 20 * 3600, 1000 + 70 * 3600)])
+def test_calibrate_reads_samples_without_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               window: tuple[int, int] | None) -> None:
+    """numpy is an optional extra (trainer), not a core dependency: calibrate --samples must not need it. The
+    counts are the json path's, resets and NaN included."""
+    import json
+    import sys
+
+    rng = random.Random(9)
+    result = []
+    for s in range(4):
+        v, values = 0.0, []
+        for i in range(100):
+            v = 0.0 if i == 30 + s else v + rng.choice([0.0, 1.0, rng.uniform(0, 4e6)])
+            values.append([1000 + i * 3600, "NaN" if i == 50 else rng.choice([repr(v), f"{v:.6g}", f"{v:e}"])])
+        result.append({"metric": {"__name__": "gpufleet_spot_node_seconds_total", "worker": "w", "cloud": "aws",
+                                  "region": "r", "zone": f"z{s}", "instance_type": "p5.48xlarge"},
+                       "values": values})
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy raises ImportError
+    start, end = (None, None) if window is None else (dt.datetime.fromtimestamp(w, dt.UTC) for w in window)
+    fast = calibrate.from_samples(str(samples), start, end)
+    assert calibrate._fast_series(samples.read_bytes()) is not None
+    monkeypatch.setattr(calibrate, "_fast_series", lambda raw: None)
+    assert calibrate.from_samples(str(samples), start, end) == fast and len(fast.spot) == 4
+
+
+def test_a_counters_increase_is_its_rises_with_resets_counted_from_zero() -> None:
+    assert calibrate._rise([0.0, 5.0, 5.0, 2.0, 7.0, math.nan, 1.0, math.inf]) == 5.0 + 7.0 + 1.0
+    assert calibrate._rise([3.0]) == 0.0 and calibrate._rise([]) == 0.0
+    assert calibrate._increase([[0, "1"], [10, "4"], [20, "2"], [30, "9"]], 5, 25) == 2.0
