@@ -267,11 +267,11 @@ def _f_interval(x: float, k: float) -> float:
 
 def _bisection_start(k: float) -> tuple[float, float, int]:
     """(lo, hi, n): the bracket :func:`optimal_interval`'s bisection reaches from [0, 1] after its first ``n``
-    halvings, found without them, so it gives the very same float in a third of the steps.
+    halvings, found without them, so it gives the very same float in about half the time.
 
     Newton's method finds the root x (``f`` is concave and decreasing on [0, 1], started from the root's series
-    in sqrt(2k), or from 1); the bracket is then the dyadic interval of width 2^-n
-    holding x, about x·2^-36 wide and never under 2^-40. The bisection's earlier midpoints are coarser dyadic
+    in sqrt(2k), or from 1); the bracket is then the dyadic interval of width 2^-n holding x, about x·2^-36 wide
+    and never under 2^-40. The bisection's earlier midpoints are coarser dyadic
     points, so none lies inside it: each is at least as far from x as the bracket's ends, which are at least a
     16th of its width (>= 2^-44) from x, over a hundred times the rounding noise of ``f`` near its root (about
     4e-16): there each sign it took is the true sign, and the ends' own signs are checked. Where x lies too near
@@ -297,9 +297,10 @@ def _bisection_start(k: float) -> tuple[float, float, int]:
         return 0.0, 1.0, 0
     n = min(37 - math.frexp(x)[1], 40)  # a bracket of x·2^-36 at most: the bisection's early stop (1e-12) is later
     while n > 0:
-        a = math.floor(math.ldexp(x, n))
-        lo, hi = math.ldexp(a, -n), math.ldexp(a + 1, -n)
-        if min(x - lo, hi - x) >= math.ldexp(1.0, -n - 4):
+        width = math.ldexp(1.0, -n)
+        lo = math.floor(x / width) * width  # powers of two: exact
+        hi = lo + width
+        if min(x - lo, hi - x) >= width / 16.0:
             if (lo == 0.0 or _f_interval(lo, k) > 0) and (hi == 1.0 or not _f_interval(hi, k) > 0):
                 return lo, hi, n
             return 0.0, 1.0, 0

@@ -158,7 +158,7 @@ def bench_plan(repeat: int, tmp: Path) -> None:
 
 
 def main() -> None:
-    _venv.ensure("yaml", "numpy", extra="")
+    _venv.ensure("yaml", "highspy", "platformdirs", extra="")  # the core dependencies: calibrate needs no extra
     sys.path.insert(0, str(ROOT))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per figure (default 5)")

@@ -4,8 +4,10 @@ jump-started bisection gives the very float the full bisection gives, and a plan
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
+import os
 import random
 from pathlib import Path
 
@@ -163,3 +165,53 @@ def test_a_counters_increase_is_its_rises_with_resets_counted_from_zero() -> Non
     assert calibrate._rise([0.0, 5.0, 5.0, 2.0, 7.0, math.nan, 1.0, math.inf]) == 5.0 + 7.0 + 1.0
     assert calibrate._rise([3.0]) == 0.0 and calibrate._rise([]) == 0.0
     assert calibrate._increase([[0, "1"], [10, "4"], [20, "2"], [30, "9"]], 5, 25) == 2.0
+
+
+def test_a_file_read_again_in_one_process_is_read_anew_once_it_changes(tmp_path: Path) -> None:
+    want = big_calibration()
+    path = tmp_path / "cal.json"
+    path.write_text(calibration_text(want))
+    calibrate.read_calibration(path)
+    first = calibrate.read_calibration(path)
+    assert calibrate.read_calibration(path) is first  # kept in this process: dispatch reads it every pass
+    changed = dataclasses.replace(want, spot=(want.spot[0]._replace(reclaims=want.spot[0].reclaims + 1),
+                                              *want.spot[1:]))
+    text = calibration_text(changed)
+    st = path.stat()
+    path.write_text(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    again = calibrate.read_calibration(path)
+    assert again is not first and tuple(again.spot) == changed.spot
+
+
+def _quantile_bisection(q: float, shape: float, rate: float) -> float:
+    """gamma_quantile as it was: P evaluated at every step of the bisection (the reference)."""
+    from placement.calibration import _gamma_p
+
+    mean = shape / rate
+    lo, hi = 0.0, max(mean, 1e-300)
+    while _gamma_p(shape, hi * rate) < q:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _gamma_p(shape, mid * rate) < q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-10 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+def test_the_gamma_quantile_is_the_full_bisections_float() -> None:
+    from placement.calibration import _quantile_bracket, gamma_quantile
+
+    rng = random.Random(90)
+    cases = [(0.9, 0.05 * 100 + rng.randrange(0, 3000), 100 + rng.uniform(1, 20_000)) for _ in range(150)]
+    cases += [(rng.uniform(0.01, 0.99), 10 ** rng.uniform(-3, 5), 10 ** rng.uniform(-3, 5)) for _ in range(150)]
+    cases += [(0.9, 5.0, 100.0), (0.9, 0.05, 1.0), (0.9, 0.001, 1.0), (0.5, 1e5, 1e5), (0.99, 2.0, 1e-3)]
+    confirmed = 0
+    for q, shape, rate in cases:
+        assert gamma_quantile.__wrapped__(q, shape, rate) == _quantile_bisection(q, shape, rate), (q, shape, rate)
+        confirmed += _quantile_bracket(q, shape, rate) is not None
+    assert confirmed > 0.9 * len(cases)  # the quick path, not the fallback, is what was compared
