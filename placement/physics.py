@@ -271,11 +271,12 @@ def _bisection_start(k: float) -> tuple[float, float, int]:
 
     Newton's method finds the root x (``f`` is concave and decreasing on [0, 1], started from the root's series
     in sqrt(2k), or from 1); the bracket is then the dyadic interval of width 2^-n holding x, about x·2^-36 wide
-    and never under 2^-40. The bisection's earlier midpoints are coarser dyadic
-    points, so none lies inside it: each is at least as far from x as the bracket's ends, which are at least a
-    16th of its width (>= 2^-44) from x, over a hundred times the rounding noise of ``f`` near its root (about
-    4e-16): there each sign it took is the true sign, and the ends' own signs are checked. Where x lies too near
-    a dyadic point (an end of every coarser bracket too) or Newton does not settle: [0, 1], n = 0."""
+    and never under 2^-40 (so the bisection's early stop at 1e-12 relative comes later). The bisection's earlier
+    midpoints are coarser dyadic points, so none lies inside it: each is at least as far from x as the bracket's
+    ends, which are at least a 16th of its width (>= 2^-44) from x, over a hundred times the rounding noise of
+    ``f`` near its root (about 4e-16): there each sign it took is the true sign, and the ends' own signs are
+    checked. Where x lies too near a dyadic point (an end of every coarser bracket too) or Newton does not settle:
+    [0, 1], n = 0, the whole bisection."""
     if not 1e-12 <= k <= 20.0:  # past 20 the root is within e^-21 of 1, nearer than any bracket this would pick
         return 0.0, 1.0, 0
     s = math.sqrt(2.0 * k)
@@ -295,7 +296,7 @@ def _bisection_start(k: float) -> tuple[float, float, int]:
         return 0.0, 1.0, 0
     if not 0.0 < x < 1.0:
         return 0.0, 1.0, 0
-    n = min(37 - math.frexp(x)[1], 40)  # a bracket of x·2^-36 at most: the bisection's early stop (1e-12) is later
+    n = min(37 - math.frexp(x)[1], 40)
     while n > 0:
         width = math.ldexp(1.0, -n)
         lo = math.floor(x / width) * width  # powers of two: exact
