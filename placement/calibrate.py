@@ -172,8 +172,8 @@ def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
                       prior_node_hours=prior, source=str(path))
     if cal.measured_to > (now or dt.datetime.now(dt.UTC)) + FUTURE_SKEW:
         return None  # parsed again: the error names the field
-    while len(_RECENT) >= _RECENT_MAX:
-        del _RECENT[next(iter(_RECENT))]
+    if len(_RECENT) >= _RECENT_MAX:
+        _RECENT.clear()  # a few files at most: start over (no eviction order to keep across threads)
     _RECENT[entry] = cal
     return cal
 
