@@ -351,9 +351,13 @@ def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faul
     ratio = wall_ratio(rate, tau, write_h, restart)
     overhead = ratio - 1.0
     stops = rate * run_h * ratio if math.isfinite(ratio) and rate > 0 else (0.0 if rate == 0 else math.inf)
-    return Gang(rate=rate, interval_h=tau, write_h=write_h, restart_h=restart, overhead=overhead,
-                expected_interruptions=stops if math.isfinite(stops) else math.inf, interval_capped=capped,
-                asked_interval_h=asked)
+    # The frozen dataclass's __init__, without its eight object.__setattr__ calls (a plan with a calibration file
+    # builds one per calibrated pool): the same fields in the same instance __dict__.
+    g = object.__new__(Gang)
+    g.__dict__.update(rate=rate, interval_h=tau, write_h=write_h, restart_h=restart, overhead=overhead,
+                      expected_interruptions=stops if math.isfinite(stops) else math.inf, interval_capped=capped,
+                      asked_interval_h=asked)
+    return g
 
 
 def _duration(hours: float) -> str:
