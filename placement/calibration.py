@@ -581,11 +581,15 @@ def calibrated_offers(cal: Calibration | None, offers: Sequence[Any], default_ra
         return list(offers)
     wanted = None if accelerators is None else set(accelerators)
     names: dict[int, str | None] = {}  # per shape object: its name when its spot offers are looked up
+    types: set[str] = set()
     for o in offers:
         sh = o.shape
-        if id(sh) not in names:
-            names[id(sh)] = sh.name if wanted is None or sh.accelerator in wanted else None
-    types = {name for o in offers if o.spot_price is not None and (name := names[id(o.shape)]) is not None}
+        if id(sh) in names:
+            name = names[id(sh)]
+        else:
+            name = names[id(sh)] = sh.name if wanted is None or sh.accelerator in wanted else None
+        if name is not None and o.spot_price is not None:
+            types.add(name)
     spot = cal.spot
     index = spot.spot_index(types) if isinstance(spot, SpotColumns) else \
         SpotIndex(r for r in spot if r.instance_type in types)
