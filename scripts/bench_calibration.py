@@ -170,6 +170,7 @@ def main() -> None:
         import os
 
         os.environ["GPUFLEET_DATA_DIR"] = d  # never the user's own calibration files
+        os.environ["GPUFLEET_CACHE_DIR"] = str(Path(d) / "cache")  # nor cache entries left in the user's cache
         tmp = Path(d)
         if "calibrate" in only:
             bench_calibrate(args.repeat, tmp)
