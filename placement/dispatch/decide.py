@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 from typing import Any
 
+from placement.bill import bill_book, nat_usd
 from placement.catalog import Offer
 from placement.dispatch.model import (
     Admitted,
@@ -62,7 +63,7 @@ from placement.dispatch.model import (
 )
 from placement.dispatch.move import NO_MOVE, Move, move
 from placement.egress import egress_book
-from placement.engine import Plan, plan, runnable_figures
+from placement.engine import Plan, data_hours, egress_cost, plan, runnable_figures
 from placement.fleet.choose import SINGLE_NODE
 from placement.fleet.stacks import Pool
 from placement.jobspec import JobSpec
@@ -196,20 +197,78 @@ class _Costs:
             self.pool_offer = {k: swap[id(o)] for k, o in self.pool_offer.items()}
             self.offers = tuple(swap.values())
         self._memo: dict[JobSpec, _Priced] = {}
+        self._dry: dict[JobSpec, _Priced] = {}
+        self._moves: dict[tuple[object, ...], tuple[float, float, float] | None] = {}
+
+    def _plan(self, job: JobSpec) -> Plan:
+        if self.calibration is not None:
+            from placement.calibration import calibrated_job
+
+            return plan(calibrated_job(self.calibration, job), self.offers)
+        return plan(job, self.offers)
 
     def of(self, job: JobSpec) -> _Priced:
         """The engine's candidates for ``job``. Its name prices nothing, so Workloads that differ only in their
-        names share one plan (callers pass the job under :func:`_cost_key`)."""
+        names share one plan (callers pass the job under :func:`_cost_key`). A job whose data is all that sets
+        it apart from others (:func:`_dry_job`) shares their plan, with its data's moves added per region
+        (:meth:`_with_data`): the same candidates are excluded, for the same reasons."""
         hit = self._memo.get(job)
         if hit is None:
-            if self.calibration is not None:
-                from placement.calibration import calibrated_job
-
-                p = plan(calibrated_job(self.calibration, job), self.offers)
-            else:
-                p = plan(job, self.offers)
-            hit = self._memo[job] = _Priced(p)
+            dry = _dry_job(job) if self.calibration is None else None
+            figures = None
+            if dry is not None:
+                base = self._dry.get(dry)
+                if base is None:
+                    base = self._dry[dry] = _Priced({}, plan(dry, self.offers))
+                figures = self._with_data(job, base.plan)
+            hit = self._memo[job] = (_Priced(runnable_figures(p := self._plan(job)), p) if figures is None
+                                     else _Priced(figures, base.plan, base))
         return hit
+
+    def _data_moves(self, job: JobSpec, cloud: str, region: str) -> tuple[float, float, float] | None:
+        """(dataset in + outputs back USD, NAT USD, transfer hours) of ``job``'s data for a pool in ``cloud``/
+        ``region``, as the engine's plan computes them (memoised per data and region); None when the transfer
+        takes no finite time (the engine then excludes the pool)."""
+        ds = job.dataset
+        assert ds is not None
+        key = (ds, job.outputs_gb, job.throughput_gbps, cloud, region)
+        if key in self._moves:
+            return self._moves[key]
+        book = egress_book()
+        eg_in, eg_out = egress_cost(job, cloud, region, book)
+        hours = data_hours(job, cloud, region, book)
+        out = None if not math.isfinite(hours) else (
+            eg_in + eg_out, nat_usd(bill_book(), cloud, region, ds.cloud, ds.region, ds.size_gb + job.outputs_gb),
+            hours)
+        self._moves[key] = out
+        return out
+
+    def _with_data(self, job: JobSpec, base: Plan) -> dict[tuple[int, str], tuple[float, float]] | None:
+        """:func:`runnable_figures` of ``job`` from the plan of its :func:`_dry_job` (``base``): each runnable
+        candidate's total with the data's egress and NAT added as the engine's ``Terms`` sums them
+        (``eg_in + eg_out``, then ``+= nat + checkpoint storage + requests``), its ready hours after the
+        transfer. Exact for a job without a deadline, a price of delay or reservations (whose exclusions
+        and delay depend on the ready time): None for those, and when a transfer takes no finite time."""
+        out: dict[tuple[int, str], tuple[float, float]] = {}
+        for r in base.rows:
+            offer, t, compute, ready_h = r[10], r[11], r[14], r[15]
+            moved = self._data_moves(job, offer.cloud, offer.region)
+            if moved is None:
+                return None
+            egress, nat, hours = moved
+            eg = egress
+            eg += nat + t.ck_store + t.ck_req
+            out[(id(offer), str(t.capacity))] = (compute + eg + 0.0, hours + ready_h)
+        return out
+
+
+def _dry_job(job: JobSpec) -> JobSpec | None:
+    """``job`` without its data, when its plan then differs from the job's only by each region's data moves
+    (:meth:`_Costs._with_data`): a job with a dataset and no deadline nor price of delay (with one, the
+    transfer time decides exclusions and adds delay). None otherwise."""
+    if job.dataset is None or job.deadline_hours is not None or job.usd_per_hour_of_delay:
+        return None
+    return replace(job, dataset=None, outputs_gb=0.0, throughput_gbps=())
 
 
 def _cost_key(job: JobSpec) -> JobSpec:
@@ -218,15 +277,20 @@ def _cost_key(job: JobSpec) -> JobSpec:
 
 
 class _Priced:
-    """One plan's candidates by (offer, capacity): the runnable ones at once, why the others are excluded on
-    first need (building every excluded candidate is most of a plan's cost)."""
+    """One job's candidates by (offer, capacity): the runnable ones at once, why the others are excluded on
+    first need (building every excluded candidate is most of a plan's cost), from ``plan``: the job's own,
+    or the one of its :func:`_dry_job`, whose exclusions are the job's."""
 
-    def __init__(self, p: Plan) -> None:
-        self.plan = p
-        self.runnable = runnable_figures(p)  # (offer id, capacity) -> (total USD, ready hours)
+    def __init__(self, runnable: dict[tuple[int, str], tuple[float, float]], plan: Plan,
+                 shared: _Priced | None = None) -> None:
+        self.runnable = runnable  # (offer id, capacity) -> (total USD, ready hours)
+        self.plan = plan
+        self._shared = shared  # the dry job's, when ``plan`` is its: one table of exclusions for all its jobs
         self._excluded: dict[tuple[int, str], str] | None = None
 
     def excluded(self, key: tuple[int, str]) -> str:
+        if self._shared is not None:
+            return self._shared.excluded(key)
         if self._excluded is None:
             self._excluded = {(id(c.offer), str(c.capacity)): str(c.excluded) for c in self.plan.excluded}
         return self._excluded.get(key, "not priced")
