@@ -198,7 +198,7 @@ class _Costs:
             self.offers = tuple(swap.values())
         self._memo: dict[JobSpec, _Priced] = {}
         self._dry: dict[JobSpec, _Priced] = {}
-        self._moves: dict[tuple[object, ...], tuple[float, float, float] | None] = {}
+        self._moves: dict[tuple[object, ...], dict[tuple[str, str], tuple[float, float, float] | None]] = {}
 
     def _plan(self, job: JobSpec) -> Plan:
         if self.calibration is not None:
@@ -215,50 +215,51 @@ class _Costs:
         hit = self._memo.get(job)
         if hit is None:
             dry = _dry_job(job) if self.calibration is None else None
-            figures = None
-            if dry is not None:
-                base = self._dry.get(dry)
-                if base is None:
-                    base = self._dry[dry] = _Priced({}, plan(dry, self.offers))
-                figures = self._with_data(job, base.plan)
-            hit = self._memo[job] = (_Priced(runnable_figures(p := self._plan(job)), p) if figures is None
-                                     else _Priced(figures, base.plan, base))
+            base = None if dry is None else self._dry.get(dry)
+            if dry is not None and base is None:
+                base = self._dry[dry] = _Priced({}, plan(dry, self.offers))
+            figures = None if base is None else self._with_data(job, base)
+            if base is None or figures is None:
+                p = self._plan(job)
+                hit = self._memo[job] = _Priced(runnable_figures(p), p)
+            else:
+                hit = self._memo[job] = _Priced(figures, base.plan, base)
         return hit
 
     def _data_moves(self, job: JobSpec, cloud: str, region: str) -> tuple[float, float, float] | None:
         """(dataset in + outputs back USD, NAT USD, transfer hours) of ``job``'s data for a pool in ``cloud``/
-        ``region``, as the engine's plan computes them (memoised per data and region); None when the transfer
-        takes no finite time (the engine then excludes the pool)."""
+        ``region``, as the engine's plan computes them; None when the transfer takes no finite time (the engine
+        then excludes the pool)."""
         ds = job.dataset
         assert ds is not None
-        key = (ds, job.outputs_gb, job.throughput_gbps, cloud, region)
-        if key in self._moves:
-            return self._moves[key]
         book = egress_book()
         eg_in, eg_out = egress_cost(job, cloud, region, book)
         hours = data_hours(job, cloud, region, book)
-        out = None if not math.isfinite(hours) else (
-            eg_in + eg_out, nat_usd(bill_book(), cloud, region, ds.cloud, ds.region, ds.size_gb + job.outputs_gb),
-            hours)
-        self._moves[key] = out
-        return out
+        if not math.isfinite(hours):
+            return None
+        nat = nat_usd(bill_book(), cloud, region, ds.cloud, ds.region, ds.size_gb + job.outputs_gb)
+        return eg_in + eg_out, nat, hours
 
-    def _with_data(self, job: JobSpec, base: Plan) -> dict[tuple[int, str], tuple[float, float]] | None:
+    def _with_data(self, job: JobSpec, base: _Priced) -> dict[tuple[int, str], tuple[float, float]] | None:
         """:func:`runnable_figures` of ``job`` from the plan of its :func:`_dry_job` (``base``): each runnable
         candidate's total with the data's egress and NAT added as the engine's ``Terms`` sums them
         (``eg_in + eg_out``, then ``+= nat + checkpoint storage + requests``), its ready hours after the
         transfer. Exact for a job without a deadline, a price of delay or reservations (whose exclusions
-        and delay depend on the ready time): None for those, and when a transfer takes no finite time."""
+        and delay depend on the ready time): None for those, and when a transfer takes no finite time. The
+        moves are memoised per data (dataset, outputs, throughput) and region."""
+        moves = self._moves.setdefault((job.dataset, job.outputs_gb, job.throughput_gbps), {})
         out: dict[tuple[int, str], tuple[float, float]] = {}
-        for r in base.rows:
-            offer, t, compute, ready_h = r[10], r[11], r[14], r[15]
-            moved = self._data_moves(job, offer.cloud, offer.region)
+        for where, rows in base.by_region().items():
+            if where not in moves:
+                moves[where] = self._data_moves(job, *where)
+            moved = moves[where]
             if moved is None:
                 return None
             egress, nat, hours = moved
-            eg = egress
-            eg += nat + t.ck_store + t.ck_req
-            out[(id(offer), str(t.capacity))] = (compute + eg + 0.0, hours + ready_h)
+            for key, compute, ready_h, ck_store, ck_req in rows:
+                eg = egress
+                eg += nat + ck_store + ck_req
+                out[key] = (compute + eg + 0.0, hours + ready_h)
         return out
 
 
@@ -268,12 +269,22 @@ def _dry_job(job: JobSpec) -> JobSpec | None:
     transfer time decides exclusions and adds delay). None otherwise."""
     if job.dataset is None or job.deadline_hours is not None or job.usd_per_hour_of_delay:
         return None
-    return replace(job, dataset=None, outputs_gb=0.0, throughput_gbps=())
+    return _changed(job, dataset=None, outputs_gb=0.0, throughput_gbps=())
 
 
 def _cost_key(job: JobSpec) -> JobSpec:
     """``job`` as the engine prices it: without its name (nothing in a plan's figures depends on it)."""
-    return replace(job, name="") if job.name else job
+    return _changed(job, name="") if job.name else job
+
+
+def _changed(job: JobSpec, **changes: Any) -> JobSpec:
+    """``dataclasses.replace(job, **changes)`` without its introspection and ``__init__`` of ~50 fields (twice a
+    Workload, a good part of a pass): a JobSpec has no ``__post_init__`` nor cached attributes, so a copy of its
+    fields with ``changes`` set is the same (as :func:`placement.dispatch.snapshot._parse_job_memo` does)."""
+    out: JobSpec = object.__new__(JobSpec)
+    out.__dict__.update(job.__dict__)
+    out.__dict__.update(changes)
+    return out
 
 
 class _Priced:
@@ -287,6 +298,18 @@ class _Priced:
         self.plan = plan
         self._shared = shared  # the dry job's, when ``plan`` is its: one table of exclusions for all its jobs
         self._excluded: dict[tuple[int, str], str] | None = None
+        self._by_region: dict[tuple[str, str], list[tuple[tuple[int, str], float, float, float, float]]] | None = None
+
+    def by_region(self) -> dict[tuple[str, str], list[tuple[tuple[int, str], float, float, float, float]]]:
+        """The runnable candidates of ``plan`` by (cloud, region): (key as in ``runnable``, compute USD, ready
+        hours, checkpoint storage USD, checkpoint requests USD) each, for :meth:`_Costs._with_data`."""
+        if self._by_region is None:
+            self._by_region = defaultdict(list)
+            for r in self.plan.rows:
+                offer, t = r[10], r[11]
+                self._by_region[(offer.cloud, offer.region)].append(((id(offer), str(t.capacity)), r[14], r[15],
+                                                                     t.ck_store, t.ck_req))
+        return self._by_region
 
     def excluded(self, key: tuple[int, str]) -> str:
         if self._shared is not None:
@@ -490,6 +513,7 @@ class _Pass:
         self.shapes: dict[tuple[object, ...], int] = {}
         self.places: dict[tuple[object, ...], int] = {}
         self.fits: dict[tuple[int, str], _Fit | WorkerScore] = {}
+        self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
         self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
@@ -634,7 +658,9 @@ class _Pass:
         if isinstance(usable, WorkerScore):
             return usable
         cq, flavors = usable
-        priced = self.costs.of(ask.cost_key)
+        priced = self.priced.get(ask.shape)
+        if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
+            priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
         figures = tuple(None if isinstance(u, str) else priced.runnable.get((id(u.offer), u.pool.capacity))
                         for u in flavors)
         if all(f is None for f in figures):
