@@ -41,7 +41,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from placement.bill import bill_book, nat_usd
 from placement.catalog import Offer
@@ -426,14 +426,17 @@ class _Queues:
         ``added``: every ``(priority, GPUs, hours)`` put in ``virtual`` so far, in order. The backlog of a
         (priority, place in it) is kept: a Workload nominated since at that same priority only extends it (it
         comes last), one of a lower priority does not change it; one of a higher priority rebuilds it."""
-        own = self.names.get((wl.namespace, wl.name))
-        own_created = own.created if own is not None and not own.admitted else math.inf
+        own = self.names.get((wl.namespace, wl.name)) if self.names else None
         prio = wl.priority
         rows = self.rows.get(prio, [])
-        cut = bisect.bisect_left(self.created[prio], own_created) if rows else 0
+        # A Workload not (or no longer pending) in this queue comes after all of its priority.
+        cut = (len(rows) if own is None or own.admitted or not rows
+               else bisect.bisect_left(self.created[prio], own.created))
         hit = self._ahead.get((prio, cut))
         if hit is not None:
             seen, backlog = hit
+            if seen == len(added):  # nothing nominated here since
+                return backlog
             for p, g, h in added[seen:]:
                 if p > prio:
                     break
@@ -471,11 +474,11 @@ class _Ask:
     wait_usd_per_hour: float
 
 
-@dataclass(frozen=True)
-class _Fit:
+class _Fit(NamedTuple):
     """What a worker offers a job shape, the same for every Workload of that shape in a pass: the flavor Kueue
     would admit it to (``pool``, ``capacity``, the engine's cost and ready hours there), the GPUs it borrows,
-    and the quota and running work of the flavors it may use (for the wait)."""
+    and the quota and running work of the flavors it may use (for the wait). A named tuple: one is made per
+    job shape and worker, the cheapest record to build."""
 
     cq: ClusterQueueState
     queues: _Queues
@@ -513,6 +516,11 @@ class _Pass:
         self.shapes: dict[tuple[object, ...], int] = {}
         self.places: dict[tuple[object, ...], int] = {}
         self.fits: dict[tuple[int, str], _Fit | WorkerScore] = {}
+        # Per shape and list of workers: (worker, fit) in that order (Workloads of one shape list the same workers).
+        self.rows: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, _Fit | WorkerScore], ...]] = {}
+        # The scores of a pass (frozen) shared by the Workloads that get the same one, with their rank keys: by
+        # (id of the fit, wait hours, price of an hour of waiting, deadline hours), for those with no move.
+        self.made: dict[tuple[int, float, float, float | None], tuple[WorkerScore, _RankKey]] = {}
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
         self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
@@ -716,45 +724,79 @@ class _Pass:
             hit = self.moves[key] = move(home, w.cluster.cloud, w.cluster.region, job, egress_book())
         return hit
 
+    def row(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str]) -> tuple[tuple[str, _Fit | WorkerScore], ...]:
+        """(worker, :meth:`fit`) for each of ``workers``, memoised per shape and list of workers."""
+        key = (ask.shape, tuple(workers))
+        hit = self.rows.get(key)
+        if hit is None:
+            hit = self.rows[key] = tuple((w, self.fit(wl, ask, w)) for w in workers)
+        return hit
+
     def scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
                ) -> tuple[WorkerScore, ...]:
+        """Each worker's score for ``wl``, or why it cannot take it (:meth:`ranked_scores`)."""
+        return self.ranked_scores(wl, workers, ran_on)[0]
+
+    def ranked_scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
+                      ) -> tuple[tuple[WorkerScore, ...], list[WorkerScore]]:
         """Each worker's score for ``wl`` (the hot loop of a pass: one per Workload and worker), or why it
-        cannot take it: what the worker offers the Workload's shape (:meth:`fit`, memoised) and the wait in
-        its queue behind what Kueue admits first. ``ran_on``: for a job with progress (:func:`progress`), the
-        workers that ran it; every other worker's cost and ready time carry the move of its checkpoint."""
+        cannot take it, and the workers that fit best first (as :func:`_ranked` orders them): what the worker
+        offers the Workload's shape (:meth:`fit`, memoised) and the wait in its queue behind what Kueue admits
+        first. ``ran_on``: for a job with progress (:func:`progress`), the workers that ran it; every other
+        worker's cost and ready time carry the move of its checkpoint."""
         ask = self.ask(wl)
         moving = ran_on if wl.checkpoint is not None else None
         own = (wl.namespace, wl.name)
         gpus = ask.request.gpus
         price = ask.wait_usd_per_hour
         deadline = ask.job.deadline_hours
+        virtual, added, made = self.virtual, self.added, self.made
         out: list[WorkerScore] = []
-        for worker in workers:
-            fit = self.fits.get((ask.shape, worker))
-            if fit is None:
-                fit = self.fit(wl, ask, worker)
+        fitting: list[tuple[_RankKey, WorkerScore]] = []
+        for worker, fit in self.row(wl, ask, workers):
             if isinstance(fit, WorkerScore):
                 out.append(fit)
                 continue
             queues = fit.queues
-            ahead = queues.ahead(wl, self.virtual.get(worker, {}), self.added.get(worker, ()))
+            ahead = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
             releases = fit.releases
             if own in queues.running_keys:
                 releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
                                        self.settings.default_hours)
             wait = releases.wait(fit.nominal, ahead, gpus)
-            # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
-            # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
-            ready = wait + fit.ready_hours
-            cost = fit.cost_usd
-            m = NO_MOVE
-            if moving is not None and worker not in moving:
-                m = self.move(wl, ask.job, worker)
-                cost, ready = cost + m.usd, ready + m.hours
-            out.append(WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
-                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours,
-                                   m.restarts))
-        return tuple(out)
+            if moving is None or worker in moving:
+                key = (id(fit), wait, price, deadline)
+                hit = made.get(key)
+                if hit is None:
+                    score = self._score(fit, worker, wait, price, deadline, NO_MOVE)
+                    hit = made[key] = (score, _rank_key(score))
+                out.append(hit[0])
+                fitting.append((hit[1], hit[0]))
+                continue
+            score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
+            out.append(score)
+            fitting.append((_rank_key(score), score))
+        fitting.sort(key=_first)  # stable: equal keys keep the workers' order, as _ranked does
+        return tuple(out), [s for _, s in fitting]
+
+    @staticmethod
+    def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
+        # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
+        # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
+        ready = wait + fit.ready_hours
+        cost = fit.cost_usd
+        if m is not NO_MOVE:
+            cost, ready = cost + m.usd, ready + m.hours
+        return WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
+                           deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts)
+
+
+_NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
+_RankKey = tuple[bool, float, float, str]
+
+
+def _first(pair: tuple[_RankKey, WorkerScore]) -> _RankKey:
+    return pair[0]
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -771,7 +813,7 @@ def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     return f"{wl.request.gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
-def _rank_key(s: WorkerScore) -> tuple[bool, float, float, str]:
+def _rank_key(s: WorkerScore) -> _RankKey:
     """Workers that meet the job's deadline first (a late one is never preferred), then the lower score."""
     return (s.late, round(s.usd, 6), round(s.cost_usd, 6), s.worker)
 
@@ -936,7 +978,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
         mem = current_memory.get(wl.uid)
         try:
             ran_on = progress(wl, mem)
-            scores = ps.scores(wl, wl.allowed, ran_on)
+            scores, ranked = ps.ranked_scores(wl, wl.allowed, ran_on)
         except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
             from placement.dispatch.snapshot import problem_text
 
@@ -957,7 +999,6 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             lead = f"nomination of {prev} was cleared (eviction {wl.evictions})"
         else:
             reason, lead = NOMINATED, ""
-        ranked = _ranked(scores)
         best = _best(ranked, tried)
         if best is None and tried:
             # Every worker that fits was tried: start a new round, still avoiding the current one if possible.
