@@ -521,6 +521,10 @@ class _Pass:
         # The scores of a pass (frozen) shared by the Workloads that get the same one, with their rank keys: by
         # (id of the fit, wait hours, price of an hour of waiting, deadline hours), for those with no move.
         self.made: dict[tuple[int, float, float, float | None], tuple[WorkerScore, _RankKey]] = {}
+        # Per (id of a row, priority, price of waiting): how many nominations each worker of the row had (the
+        # length of its ``added``) when it was last scored, and that score with its rank key (:meth:`ranked_scores`).
+        self.tallies: dict[tuple[int, int, float], tuple[list[int], list[tuple[WorkerScore, _RankKey | None]]]] = {}
+        self.listed: dict[int, frozenset[tuple[str, str]]] = {}
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
         self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
@@ -743,41 +747,65 @@ class _Pass:
         cannot take it, and the workers that fit best first (as :func:`_ranked` orders them): what the worker
         offers the Workload's shape (:meth:`fit`, memoised) and the wait in its queue behind what Kueue admits
         first. ``ran_on``: for a job with progress (:func:`progress`), the workers that ran it; every other
-        worker's cost and ready time carry the move of its checkpoint."""
+        worker's cost and ready time carry the move of its checkpoint.
+
+        A Workload no worker lists and with nothing to move has, on each worker, the score the last one of its
+        shape, priority and price of waiting had there, unless something was nominated there since (its backlog
+        grew): only those workers are scored again (:attr:`tallies`)."""
         ask = self.ask(wl)
         moving = ran_on if wl.checkpoint is not None else None
-        own = (wl.namespace, wl.name)
-        gpus = ask.request.gpus
-        price = ask.wait_usd_per_hour
-        deadline = ask.job.deadline_hours
-        virtual, added, made = self.virtual, self.added, self.made
-        out: list[WorkerScore] = []
-        fitting: list[tuple[_RankKey, WorkerScore]] = []
-        for worker, fit in self.row(wl, ask, workers):
-            if isinstance(fit, WorkerScore):
-                out.append(fit)
-                continue
-            queues = fit.queues
-            ahead = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
-            releases = fit.releases
-            if own in queues.running_keys:
-                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
-                                       self.settings.default_hours)
-            wait = releases.wait(fit.nominal, ahead, gpus)
-            if moving is None or worker in moving:
-                key = (id(fit), wait, price, deadline)
-                hit = made.get(key)
-                if hit is None:
-                    score = self._score(fit, worker, wait, price, deadline, NO_MOVE)
-                    hit = made[key] = (score, _rank_key(score))
-                out.append(hit[0])
-                fitting.append((hit[1], hit[0]))
-                continue
-            score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
-            out.append(score)
-            fitting.append((_rank_key(score), score))
+        row = self.row(wl, ask, workers)
+        added = self.added
+        shared = moving is None and (wl.namespace, wl.name) not in self.row_names(row)
+        key = (id(row), wl.priority, ask.wait_usd_per_hour)
+        tally = self.tallies.get(key) if shared else None
+        if tally is None:
+            versions = [len(added.get(w, ())) for w, _ in row]
+            scored = [self._pair(wl, ask, w, fit, moving) for w, fit in row]
+            if shared:
+                self.tallies[key] = (versions, scored)
+        else:
+            versions, scored = tally
+            for i, (w, fit) in enumerate(row):
+                n = len(added.get(w, ()))
+                if n != versions[i]:
+                    versions[i] = n
+                    scored[i] = self._pair(wl, ask, w, fit, moving)
+        fitting = [(k, s) for s, k in scored if k is not None]
         fitting.sort(key=_first)  # stable: equal keys keep the workers' order, as _ranked does
-        return tuple(out), [s for _, s in fitting]
+        return tuple(s for s, _ in scored), [s for _, s in fitting]
+
+    def row_names(self, row: tuple[tuple[str, _Fit | WorkerScore], ...]) -> frozenset[tuple[str, str]]:
+        """(namespace, name) of every workload the queues of ``row``'s fits list (memoised per row)."""
+        hit = self.listed.get(id(row))
+        if hit is None:
+            hit = self.listed[id(row)] = frozenset(n for _, fit in row if not isinstance(fit, WorkerScore)
+                                                   for n in fit.queues.names)
+        return hit
+
+    def _pair(self, wl: HubWorkload, ask: _Ask, worker: str, fit: _Fit | WorkerScore,
+              moving: frozenset[str] | None) -> tuple[WorkerScore, _RankKey | None]:
+        """``worker``'s score for ``wl`` and its rank key (None when it does not fit)."""
+        if isinstance(fit, WorkerScore):
+            return fit, None
+        own = (wl.namespace, wl.name)
+        queues = fit.queues
+        ahead = queues.ahead(wl, self.virtual.get(worker, _NO_VIRTUAL), self.added.get(worker, ()))
+        releases = fit.releases
+        if own in queues.running_keys:
+            releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                   self.settings.default_hours)
+        wait = releases.wait(fit.nominal, ahead, ask.request.gpus)
+        price, deadline = ask.wait_usd_per_hour, ask.job.deadline_hours
+        if moving is None or worker in moving:
+            key = (id(fit), wait, price, deadline)
+            hit = self.made.get(key)
+            if hit is None:
+                score = self._score(fit, worker, wait, price, deadline, NO_MOVE)
+                hit = self.made[key] = (score, _rank_key(score))
+            return hit
+        score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
+        return score, _rank_key(score)
 
     @staticmethod
     def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
