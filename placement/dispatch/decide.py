@@ -166,6 +166,11 @@ class _Usable:
     quota: FlavorQuota
     offer: Offer
 
+    @property
+    def priced_as(self) -> tuple[int, str]:
+        """Its key among a plan's runnable candidates (:func:`runnable_figures`)."""
+        return (id(self.offer), self.pool.capacity)
+
 
 class _Costs:
     """The engine's price of a job on every fleet pool, computed once per distinct job spec."""
@@ -515,15 +520,14 @@ class _Pass:
         self.asks: dict[int, _Ask] = {}  # by the id() of the HubWorkload, which the pass's caller holds
         self.shapes: dict[tuple[object, ...], int] = {}
         self.places: dict[tuple[object, ...], int] = {}
-        self.fits: dict[tuple[int, str], _Fit | WorkerScore] = {}
-        # Per shape and list of workers: (worker, fit) in that order (Workloads of one shape list the same workers).
-        self.rows: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, _Fit | WorkerScore], ...]] = {}
-        # The scores of a pass (frozen) shared by the Workloads that get the same one, with their rank keys: by
-        # (id of the fit, wait hours, price of an hour of waiting, deadline hours), for those with no move.
-        self.made: dict[tuple[int, float, float, float | None], tuple[WorkerScore, _RankKey]] = {}
+        # Per shape and list of workers: what each offers the shape, in that order (:meth:`row`).
+        self.rows: dict[tuple[int, tuple[str, ...]], tuple[_Fit | WorkerScore, ...]] = {}
+        # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
+        # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline).
+        self.made: dict[tuple[int, float], dict[float, WorkerScore]] = {}
         # Per (id of a row, priority, price of waiting): how many nominations each worker of the row had (the
-        # length of its ``added``) when it was last scored, and that score with its rank key (:meth:`ranked_scores`).
-        self.tallies: dict[tuple[int, int, float], tuple[list[int], list[tuple[WorkerScore, _RankKey | None]]]] = {}
+        # length of its ``added``) when it was last scored, and that score (:meth:`ranked_scores`).
+        self.tallies: dict[tuple[int, int, float], tuple[list[int], list[WorkerScore]]] = {}
         self.listed: dict[int, frozenset[tuple[str, str]]] = {}
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
@@ -600,14 +604,6 @@ class _Pass:
                     + f") cannot hold the job's {ask.request.gpus}"), None
         return None, pool
 
-    def fit(self, wl: HubWorkload, ask: _Ask, worker: str) -> _Fit | WorkerScore:
-        """What ``worker`` offers ``wl``'s shape (memoised per shape and worker), or why it cannot take it."""
-        key = (ask.shape, worker)
-        hit = self.fits.get(key)
-        if hit is None:
-            hit = self.fits[key] = self._fit(wl, ask, worker)
-        return hit
-
     def _usable(self, wl: HubWorkload, ask: _Ask, worker: str
                 ) -> tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore:
         """The worker's ClusterQueue for ``wl`` and, flavor by flavor in its order, what ``wl``'s shape may use
@@ -673,24 +669,23 @@ class _Pass:
         priced = self.priced.get(ask.shape)
         if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
             priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
-        figures = tuple(None if isinstance(u, str) else priced.runnable.get((id(u.offer), u.pool.capacity))
-                        for u in flavors)
-        if all(f is None for f in figures):
+        runnable = priced.runnable
+        figures = [None if isinstance(u, str) else runnable.get(u.priced_as) for u in flavors]
+        if not any(figures):
             reasons = [u if isinstance(u, str) else
                        f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
             return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
         # Which flavor Kueue lands the job on depends on the shape's flavors and which of them the engine prices,
         # not on the prices: worked out once per (what decides the flavors, worker, priced ones).
-        key = (ask.place, worker, tuple(f is not None for f in figures))
+        key = (ask.place, worker, tuple([f is not None for f in figures]))
         landing = self.landings.get(key)
         if landing is None:
             landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
         i, borrowed, nominal, releases, used, running = landing
         usd, ready = figures[i]  # type: ignore[misc]
         pool = flavors[i].pool  # type: ignore[union-attr]
-        return _Fit(cq=cq, queues=self.queues_of(worker, cq), pool=pool.name, capacity=pool.capacity, cost_usd=usd,
-                    ready_hours=ready, borrowed=borrowed, nominal=nominal, releases=releases, used=used,
-                    running=running)
+        return _Fit(cq, self.queues_of(worker, cq), pool.name, pool.capacity, usd, ready, borrowed, nominal, releases,
+                    used, running)
 
     def _landing(self, ask: _Ask, worker: str, cq: ClusterQueueState, flavors: Sequence[_Usable | str],
                  figures: Sequence[tuple[float, float] | None]) -> _Landing:
@@ -728,12 +723,14 @@ class _Pass:
             hit = self.moves[key] = move(home, w.cluster.cloud, w.cluster.region, job, egress_book())
         return hit
 
-    def row(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str]) -> tuple[tuple[str, _Fit | WorkerScore], ...]:
-        """(worker, :meth:`fit`) for each of ``workers``, memoised per shape and list of workers."""
+    def row(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str]) -> tuple[_Fit | WorkerScore, ...]:
+        """What each of ``workers`` offers ``wl``'s shape, or why it cannot take it: the same for every Workload
+        of that shape in a pass, so memoised per shape and list of workers (Workloads of one shape list the same
+        workers)."""
         key = (ask.shape, tuple(workers))
         hit = self.rows.get(key)
         if hit is None:
-            hit = self.rows[key] = tuple((w, self.fit(wl, ask, w)) for w in workers)
+            hit = self.rows[key] = tuple(self._fit(wl, ask, w) for w in workers)
         return hit
 
     def scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
@@ -745,7 +742,7 @@ class _Pass:
                       ) -> tuple[tuple[WorkerScore, ...], list[WorkerScore]]:
         """Each worker's score for ``wl`` (the hot loop of a pass: one per Workload and worker), or why it
         cannot take it, and the workers that fit best first (as :func:`_ranked` orders them): what the worker
-        offers the Workload's shape (:meth:`fit`, memoised) and the wait in its queue behind what Kueue admits
+        offers the Workload's shape (:meth:`row`, memoised) and the wait in its queue behind what Kueue admits
         first. ``ran_on``: for a job with progress (:func:`progress`), the workers that ran it; every other
         worker's cost and ready time carry the move of its checkpoint.
 
@@ -756,38 +753,42 @@ class _Pass:
         moving = ran_on if wl.checkpoint is not None else None
         row = self.row(wl, ask, workers)
         added = self.added
+        workers = tuple(workers)
         shared = moving is None and (wl.namespace, wl.name) not in self.row_names(row)
         key = (id(row), wl.priority, ask.wait_usd_per_hour)
         tally = self.tallies.get(key) if shared else None
         if tally is None:
-            versions = [len(added.get(w, ())) for w, _ in row]
-            scored = [self._pair(wl, ask, w, fit, moving) for w, fit in row]
+            versions = [len(added.get(w, ())) for w in workers]
+            scores = [self._pair(wl, ask, w, fit, moving) for w, fit in zip(workers, row, strict=True)]
             if shared:
-                self.tallies[key] = (versions, scored)
+                self.tallies[key] = (versions, scores)
         else:
-            versions, scored = tally
-            for i, (w, fit) in enumerate(row):
+            versions, scores = tally
+            for i, w in enumerate(workers):
                 n = len(added.get(w, ()))
                 if n != versions[i]:
                     versions[i] = n
-                    scored[i] = self._pair(wl, ask, w, fit, moving)
-        fitting = [(k, s) for s, k in scored if k is not None]
+                    scores[i] = self._pair(wl, ask, w, row[i], moving)
+        # Rank keys made here and dropped: a pass keeps every score, and fewer objects kept mean fewer garbage
+        # collections over the informers' caches.
+        fitting = [(_rank_key(s), s) for s in scores if s.fits]
         fitting.sort(key=_first)  # stable: equal keys keep the workers' order, as _ranked does
-        return tuple(s for s, _ in scored), [s for _, s in fitting]
+        return tuple(scores), [s for _, s in fitting]
 
-    def row_names(self, row: tuple[tuple[str, _Fit | WorkerScore], ...]) -> frozenset[tuple[str, str]]:
+    def row_names(self, row: tuple[_Fit | WorkerScore, ...]) -> frozenset[tuple[str, str]]:
         """(namespace, name) of every workload the queues of ``row``'s fits list (memoised per row)."""
         hit = self.listed.get(id(row))
         if hit is None:
-            hit = self.listed[id(row)] = frozenset(n for _, fit in row if not isinstance(fit, WorkerScore)
+            hit = self.listed[id(row)] = frozenset(n for fit in row if not isinstance(fit, WorkerScore)
                                                    for n in fit.queues.names)
         return hit
 
     def _pair(self, wl: HubWorkload, ask: _Ask, worker: str, fit: _Fit | WorkerScore,
-              moving: frozenset[str] | None) -> tuple[WorkerScore, _RankKey | None]:
-        """``worker``'s score for ``wl`` and its rank key (None when it does not fit)."""
+              moving: frozenset[str] | None) -> WorkerScore:
+        """``worker``'s score for ``wl``: why it does not fit, or its cost and wait behind what Kueue admits
+        first. Scores with no move are shared by the Workloads that get the same one (:attr:`made`)."""
         if isinstance(fit, WorkerScore):
-            return fit, None
+            return fit
         own = (wl.namespace, wl.name)
         queues = fit.queues
         ahead = queues.ahead(wl, self.virtual.get(worker, _NO_VIRTUAL), self.added.get(worker, ()))
@@ -798,14 +799,14 @@ class _Pass:
         wait = releases.wait(fit.nominal, ahead, ask.request.gpus)
         price, deadline = ask.wait_usd_per_hour, ask.job.deadline_hours
         if moving is None or worker in moving:
-            key = (id(fit), wait, price, deadline)
-            hit = self.made.get(key)
-            if hit is None:
-                score = self._score(fit, worker, wait, price, deadline, NO_MOVE)
-                hit = self.made[key] = (score, _rank_key(score))
-            return hit
-        score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
-        return score, _rank_key(score)
+            made = self.made.get((id(fit), price))
+            if made is None:
+                made = self.made[(id(fit), price)] = {}
+            score = made.get(wait)
+            if score is None:
+                score = made[wait] = self._score(fit, worker, wait, price, deadline, NO_MOVE)
+            return score
+        return self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
 
     @staticmethod
     def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
