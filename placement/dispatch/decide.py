@@ -41,8 +41,9 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
+from placement.bill import bill_book, nat_usd
 from placement.catalog import Offer
 from placement.dispatch.model import (
     Admitted,
@@ -62,7 +63,7 @@ from placement.dispatch.model import (
 )
 from placement.dispatch.move import NO_MOVE, Move, move
 from placement.egress import egress_book
-from placement.engine import Plan, plan, runnable_figures
+from placement.engine import Plan, data_hours, egress_cost, plan, runnable_figures
 from placement.fleet.choose import SINGLE_NODE
 from placement.fleet.stacks import Pool
 from placement.jobspec import JobSpec
@@ -165,6 +166,11 @@ class _Usable:
     quota: FlavorQuota
     offer: Offer
 
+    @property
+    def priced_as(self) -> tuple[int, str]:
+        """Its key among a plan's runnable candidates (:func:`runnable_figures`)."""
+        return (id(self.offer), self.pool.capacity)
+
 
 class _Costs:
     """The engine's price of a job on every fleet pool, computed once per distinct job spec."""
@@ -196,37 +202,123 @@ class _Costs:
             self.pool_offer = {k: swap[id(o)] for k, o in self.pool_offer.items()}
             self.offers = tuple(swap.values())
         self._memo: dict[JobSpec, _Priced] = {}
+        self._dry: dict[JobSpec, _Priced] = {}
+        self._moves: dict[tuple[object, ...], dict[tuple[str, str], tuple[float, float, float] | None]] = {}
+
+    def _plan(self, job: JobSpec) -> Plan:
+        if self.calibration is not None:
+            from placement.calibration import calibrated_job
+
+            return plan(calibrated_job(self.calibration, job), self.offers)
+        return plan(job, self.offers)
 
     def of(self, job: JobSpec) -> _Priced:
         """The engine's candidates for ``job``. Its name prices nothing, so Workloads that differ only in their
-        names share one plan (callers pass the job under :func:`_cost_key`)."""
+        names share one plan (callers pass the job under :func:`_cost_key`). A job whose data is all that sets
+        it apart from others (:func:`_dry_job`) shares their plan, with its data's moves added per region
+        (:meth:`_with_data`): the same candidates are excluded, for the same reasons."""
         hit = self._memo.get(job)
         if hit is None:
-            if self.calibration is not None:
-                from placement.calibration import calibrated_job
-
-                p = plan(calibrated_job(self.calibration, job), self.offers)
+            dry = _dry_job(job) if self.calibration is None else None
+            base = None if dry is None else self._dry.get(dry)
+            if dry is not None and base is None:
+                base = self._dry[dry] = _Priced({}, plan(dry, self.offers))
+            figures = None if base is None else self._with_data(job, base)
+            if base is None or figures is None:
+                p = self._plan(job)
+                hit = self._memo[job] = _Priced(runnable_figures(p), p)
             else:
-                p = plan(job, self.offers)
-            hit = self._memo[job] = _Priced(p)
+                hit = self._memo[job] = _Priced(figures, base.plan, base)
         return hit
+
+    def _data_moves(self, job: JobSpec, cloud: str, region: str) -> tuple[float, float, float] | None:
+        """(dataset in + outputs back USD, NAT USD, transfer hours) of ``job``'s data for a pool in ``cloud``/
+        ``region``, as the engine's plan computes them; None when the transfer takes no finite time (the engine
+        then excludes the pool)."""
+        ds = job.dataset
+        assert ds is not None
+        book = egress_book()
+        eg_in, eg_out = egress_cost(job, cloud, region, book)
+        hours = data_hours(job, cloud, region, book)
+        if not math.isfinite(hours):
+            return None
+        nat = nat_usd(bill_book(), cloud, region, ds.cloud, ds.region, ds.size_gb + job.outputs_gb)
+        return eg_in + eg_out, nat, hours
+
+    def _with_data(self, job: JobSpec, base: _Priced) -> dict[tuple[int, str], tuple[float, float]] | None:
+        """:func:`runnable_figures` of ``job`` from the plan of its :func:`_dry_job` (``base``): each runnable
+        candidate's total with the data's egress and NAT added as the engine's ``Terms`` sums them
+        (``eg_in + eg_out``, then ``+= nat + checkpoint storage + requests``), its ready hours after the
+        transfer. Exact for a job without a deadline, a price of delay or reservations (whose exclusions
+        and delay depend on the ready time): None for those, and when a transfer takes no finite time. The
+        moves are memoised per data (dataset, outputs, throughput) and region."""
+        moves = self._moves.setdefault((job.dataset, job.outputs_gb, job.throughput_gbps), {})
+        out: dict[tuple[int, str], tuple[float, float]] = {}
+        for where, rows in base.by_region().items():
+            if where not in moves:
+                moves[where] = self._data_moves(job, *where)
+            moved = moves[where]
+            if moved is None:
+                return None
+            egress, nat, hours = moved
+            for key, compute, ready_h, ck_store, ck_req in rows:
+                eg = egress
+                eg += nat + ck_store + ck_req
+                out[key] = (compute + eg + 0.0, hours + ready_h)
+        return out
+
+
+def _dry_job(job: JobSpec) -> JobSpec | None:
+    """``job`` without its data, when its plan then differs from the job's only by each region's data moves
+    (:meth:`_Costs._with_data`): a job with a dataset and no deadline nor price of delay (with one, the
+    transfer time decides exclusions and adds delay). None otherwise."""
+    if job.dataset is None or job.deadline_hours is not None or job.usd_per_hour_of_delay:
+        return None
+    return _changed(job, dataset=None, outputs_gb=0.0, throughput_gbps=())
 
 
 def _cost_key(job: JobSpec) -> JobSpec:
     """``job`` as the engine prices it: without its name (nothing in a plan's figures depends on it)."""
-    return replace(job, name="") if job.name else job
+    return _changed(job, name="") if job.name else job
+
+
+def _changed(job: JobSpec, **changes: Any) -> JobSpec:
+    """``dataclasses.replace(job, **changes)`` without its introspection and ``__init__`` of ~50 fields (twice a
+    Workload, a good part of a pass): a JobSpec has no ``__post_init__`` nor cached attributes, so a copy of its
+    fields with ``changes`` set is the same (as :func:`placement.dispatch.snapshot._parse_job_memo` does)."""
+    out: JobSpec = object.__new__(JobSpec)
+    out.__dict__.update(job.__dict__)
+    out.__dict__.update(changes)
+    return out
 
 
 class _Priced:
-    """One plan's candidates by (offer, capacity): the runnable ones at once, why the others are excluded on
-    first need (building every excluded candidate is most of a plan's cost)."""
+    """One job's candidates by (offer, capacity): the runnable ones at once, why the others are excluded on
+    first need (building every excluded candidate is most of a plan's cost), from ``plan``: the job's own,
+    or the one of its :func:`_dry_job`, whose exclusions are the job's."""
 
-    def __init__(self, p: Plan) -> None:
-        self.plan = p
-        self.runnable = runnable_figures(p)  # (offer id, capacity) -> (total USD, ready hours)
+    def __init__(self, runnable: dict[tuple[int, str], tuple[float, float]], plan: Plan,
+                 shared: _Priced | None = None) -> None:
+        self.runnable = runnable  # (offer id, capacity) -> (total USD, ready hours)
+        self.plan = plan
+        self._shared = shared  # the dry job's, when ``plan`` is its: one table of exclusions for all its jobs
         self._excluded: dict[tuple[int, str], str] | None = None
+        self._by_region: dict[tuple[str, str], list[tuple[tuple[int, str], float, float, float, float]]] | None = None
+
+    def by_region(self) -> dict[tuple[str, str], list[tuple[tuple[int, str], float, float, float, float]]]:
+        """The runnable candidates of ``plan`` by (cloud, region): (key as in ``runnable``, compute USD, ready
+        hours, checkpoint storage USD, checkpoint requests USD) each, for :meth:`_Costs._with_data`."""
+        if self._by_region is None:
+            self._by_region = defaultdict(list)
+            for r in self.plan.rows:
+                offer, t = r[10], r[11]
+                self._by_region[(offer.cloud, offer.region)].append(((id(offer), str(t.capacity)), r[14], r[15],
+                                                                     t.ck_store, t.ck_req))
+        return self._by_region
 
     def excluded(self, key: tuple[int, str]) -> str:
+        if self._shared is not None:
+            return self._shared.excluded(key)
         if self._excluded is None:
             self._excluded = {(id(c.offer), str(c.capacity)): str(c.excluded) for c in self.plan.excluded}
         return self._excluded.get(key, "not priced")
@@ -339,14 +431,17 @@ class _Queues:
         ``added``: every ``(priority, GPUs, hours)`` put in ``virtual`` so far, in order. The backlog of a
         (priority, place in it) is kept: a Workload nominated since at that same priority only extends it (it
         comes last), one of a lower priority does not change it; one of a higher priority rebuilds it."""
-        own = self.names.get((wl.namespace, wl.name))
-        own_created = own.created if own is not None and not own.admitted else math.inf
+        own = self.names.get((wl.namespace, wl.name)) if self.names else None
         prio = wl.priority
         rows = self.rows.get(prio, [])
-        cut = bisect.bisect_left(self.created[prio], own_created) if rows else 0
+        # A Workload not (or no longer pending) in this queue comes after all of its priority.
+        cut = (len(rows) if own is None or own.admitted or not rows
+               else bisect.bisect_left(self.created[prio], own.created))
         hit = self._ahead.get((prio, cut))
         if hit is not None:
             seen, backlog = hit
+            if seen == len(added):  # nothing nominated here since
+                return backlog
             for p, g, h in added[seen:]:
                 if p > prio:
                     break
@@ -384,11 +479,11 @@ class _Ask:
     wait_usd_per_hour: float
 
 
-@dataclass(frozen=True)
-class _Fit:
+class _Fit(NamedTuple):
     """What a worker offers a job shape, the same for every Workload of that shape in a pass: the flavor Kueue
     would admit it to (``pool``, ``capacity``, the engine's cost and ready hours there), the GPUs it borrows,
-    and the quota and running work of the flavors it may use (for the wait)."""
+    and the quota and running work of the flavors it may use (for the wait). A named tuple: one is made per
+    job shape and worker, the cheapest record to build."""
 
     cq: ClusterQueueState
     queues: _Queues
@@ -425,7 +520,16 @@ class _Pass:
         self.asks: dict[int, _Ask] = {}  # by the id() of the HubWorkload, which the pass's caller holds
         self.shapes: dict[tuple[object, ...], int] = {}
         self.places: dict[tuple[object, ...], int] = {}
-        self.fits: dict[tuple[int, str], _Fit | WorkerScore] = {}
+        # Per shape and list of workers: what each offers the shape, in that order (:meth:`row`).
+        self.rows: dict[tuple[int, tuple[str, ...]], tuple[_Fit | WorkerScore, ...]] = {}
+        # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
+        # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline).
+        self.made: dict[tuple[int, float], dict[float, WorkerScore]] = {}
+        # Per (id of a row, priority, price of waiting): how many nominations each worker of the row had (the
+        # length of its ``added``) when it was last scored, and that score (:meth:`ranked_scores`).
+        self.tallies: dict[tuple[int, int, float], tuple[list[int], list[WorkerScore]]] = {}
+        self.listed: dict[int, frozenset[tuple[str, str]]] = {}
+        self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
         self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
@@ -500,14 +604,6 @@ class _Pass:
                     + f") cannot hold the job's {ask.request.gpus}"), None
         return None, pool
 
-    def fit(self, wl: HubWorkload, ask: _Ask, worker: str) -> _Fit | WorkerScore:
-        """What ``worker`` offers ``wl``'s shape (memoised per shape and worker), or why it cannot take it."""
-        key = (ask.shape, worker)
-        hit = self.fits.get(key)
-        if hit is None:
-            hit = self.fits[key] = self._fit(wl, ask, worker)
-        return hit
-
     def _usable(self, wl: HubWorkload, ask: _Ask, worker: str
                 ) -> tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore:
         """The worker's ClusterQueue for ``wl`` and, flavor by flavor in its order, what ``wl``'s shape may use
@@ -570,25 +666,26 @@ class _Pass:
         if isinstance(usable, WorkerScore):
             return usable
         cq, flavors = usable
-        priced = self.costs.of(ask.cost_key)
-        figures = tuple(None if isinstance(u, str) else priced.runnable.get((id(u.offer), u.pool.capacity))
-                        for u in flavors)
-        if all(f is None for f in figures):
+        priced = self.priced.get(ask.shape)
+        if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
+            priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
+        runnable = priced.runnable
+        figures = [None if isinstance(u, str) else runnable.get(u.priced_as) for u in flavors]
+        if not any(figures):
             reasons = [u if isinstance(u, str) else
                        f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
             return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
         # Which flavor Kueue lands the job on depends on the shape's flavors and which of them the engine prices,
         # not on the prices: worked out once per (what decides the flavors, worker, priced ones).
-        key = (ask.place, worker, tuple(f is not None for f in figures))
+        key = (ask.place, worker, tuple([f is not None for f in figures]))
         landing = self.landings.get(key)
         if landing is None:
             landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
         i, borrowed, nominal, releases, used, running = landing
         usd, ready = figures[i]  # type: ignore[misc]
         pool = flavors[i].pool  # type: ignore[union-attr]
-        return _Fit(cq=cq, queues=self.queues_of(worker, cq), pool=pool.name, capacity=pool.capacity, cost_usd=usd,
-                    ready_hours=ready, borrowed=borrowed, nominal=nominal, releases=releases, used=used,
-                    running=running)
+        return _Fit(cq, self.queues_of(worker, cq), pool.name, pool.capacity, usd, ready, borrowed, nominal, releases,
+                    used, running)
 
     def _landing(self, ask: _Ask, worker: str, cq: ClusterQueueState, flavors: Sequence[_Usable | str],
                  figures: Sequence[tuple[float, float] | None]) -> _Landing:
@@ -626,45 +723,109 @@ class _Pass:
             hit = self.moves[key] = move(home, w.cluster.cloud, w.cluster.region, job, egress_book())
         return hit
 
+    def row(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str]) -> tuple[_Fit | WorkerScore, ...]:
+        """What each of ``workers`` offers ``wl``'s shape, or why it cannot take it: the same for every Workload
+        of that shape in a pass, so memoised per shape and list of workers (Workloads of one shape list the same
+        workers)."""
+        key = (ask.shape, tuple(workers))
+        hit = self.rows.get(key)
+        if hit is None:
+            hit = self.rows[key] = tuple(self._fit(wl, ask, w) for w in workers)
+        return hit
+
     def scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
                ) -> tuple[WorkerScore, ...]:
+        """Each worker's score for ``wl``, or why it cannot take it (:meth:`ranked_scores`)."""
+        return self.ranked_scores(wl, workers, ran_on)[0]
+
+    def ranked_scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
+                      ) -> tuple[tuple[WorkerScore, ...], list[WorkerScore]]:
         """Each worker's score for ``wl`` (the hot loop of a pass: one per Workload and worker), or why it
-        cannot take it: what the worker offers the Workload's shape (:meth:`fit`, memoised) and the wait in
-        its queue behind what Kueue admits first. ``ran_on``: for a job with progress (:func:`progress`), the
-        workers that ran it; every other worker's cost and ready time carry the move of its checkpoint."""
+        cannot take it, and the workers that fit best first (as :func:`_ranked` orders them): what the worker
+        offers the Workload's shape (:meth:`row`, memoised) and the wait in its queue behind what Kueue admits
+        first. ``ran_on``: for a job with progress (:func:`progress`), the workers that ran it; every other
+        worker's cost and ready time carry the move of its checkpoint.
+
+        A Workload no worker lists and with nothing to move has, on each worker, the score the last one of its
+        shape, priority and price of waiting had there, unless something was nominated there since (its backlog
+        grew): only those workers are scored again (:attr:`tallies`)."""
         ask = self.ask(wl)
         moving = ran_on if wl.checkpoint is not None else None
+        row = self.row(wl, ask, workers)
+        added = self.added
+        workers = tuple(workers)
+        shared = moving is None and (wl.namespace, wl.name) not in self.row_names(row)
+        key = (id(row), wl.priority, ask.wait_usd_per_hour)
+        tally = self.tallies.get(key) if shared else None
+        if tally is None:
+            versions = [len(added.get(w, ())) for w in workers]
+            scores = [self._pair(wl, ask, w, fit, moving) for w, fit in zip(workers, row, strict=True)]
+            if shared:
+                self.tallies[key] = (versions, scores)
+        else:
+            versions, scores = tally
+            for i, w in enumerate(workers):
+                n = len(added.get(w, ()))
+                if n != versions[i]:
+                    versions[i] = n
+                    scores[i] = self._pair(wl, ask, w, row[i], moving)
+        # Rank keys made here and dropped: a pass keeps every score, and fewer objects kept mean fewer garbage
+        # collections over the informers' caches.
+        fitting = [(_rank_key(s), s) for s in scores if s.fits]
+        fitting.sort(key=_first)  # stable: equal keys keep the workers' order, as _ranked does
+        return tuple(scores), [s for _, s in fitting]
+
+    def row_names(self, row: tuple[_Fit | WorkerScore, ...]) -> frozenset[tuple[str, str]]:
+        """(namespace, name) of every workload the queues of ``row``'s fits list (memoised per row)."""
+        hit = self.listed.get(id(row))
+        if hit is None:
+            hit = self.listed[id(row)] = frozenset(n for fit in row if not isinstance(fit, WorkerScore)
+                                                   for n in fit.queues.names)
+        return hit
+
+    def _pair(self, wl: HubWorkload, ask: _Ask, worker: str, fit: _Fit | WorkerScore,
+              moving: frozenset[str] | None) -> WorkerScore:
+        """``worker``'s score for ``wl``: why it does not fit, or its cost and wait behind what Kueue admits
+        first. Scores with no move are shared by the Workloads that get the same one (:attr:`made`)."""
+        if isinstance(fit, WorkerScore):
+            return fit
         own = (wl.namespace, wl.name)
-        gpus = ask.request.gpus
-        price = ask.wait_usd_per_hour
-        deadline = ask.job.deadline_hours
-        out: list[WorkerScore] = []
-        for worker in workers:
-            fit = self.fits.get((ask.shape, worker))
-            if fit is None:
-                fit = self.fit(wl, ask, worker)
-            if isinstance(fit, WorkerScore):
-                out.append(fit)
-                continue
-            queues = fit.queues
-            ahead = queues.ahead(wl, self.virtual.get(worker, {}), self.added.get(worker, ()))
-            releases = fit.releases
-            if own in queues.running_keys:
-                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
-                                       self.settings.default_hours)
-            wait = releases.wait(fit.nominal, ahead, gpus)
-            # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
-            # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
-            ready = wait + fit.ready_hours
-            cost = fit.cost_usd
-            m = NO_MOVE
-            if moving is not None and worker not in moving:
-                m = self.move(wl, ask.job, worker)
-                cost, ready = cost + m.usd, ready + m.hours
-            out.append(WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
-                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours,
-                                   m.restarts))
-        return tuple(out)
+        queues = fit.queues
+        ahead = queues.ahead(wl, self.virtual.get(worker, _NO_VIRTUAL), self.added.get(worker, ()))
+        releases = fit.releases
+        if own in queues.running_keys:
+            releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                   self.settings.default_hours)
+        wait = releases.wait(fit.nominal, ahead, ask.request.gpus)
+        price, deadline = ask.wait_usd_per_hour, ask.job.deadline_hours
+        if moving is None or worker in moving:
+            made = self.made.get((id(fit), price))
+            if made is None:
+                made = self.made[(id(fit), price)] = {}
+            score = made.get(wait)
+            if score is None:
+                score = made[wait] = self._score(fit, worker, wait, price, deadline, NO_MOVE)
+            return score
+        return self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
+
+    @staticmethod
+    def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
+        # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
+        # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
+        ready = wait + fit.ready_hours
+        cost = fit.cost_usd
+        if m is not NO_MOVE:
+            cost, ready = cost + m.usd, ready + m.hours
+        return WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
+                           deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts)
+
+
+_NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
+_RankKey = tuple[bool, float, float, str]
+
+
+def _first(pair: tuple[_RankKey, WorkerScore]) -> _RankKey:
+    return pair[0]
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -681,7 +842,7 @@ def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     return f"{wl.request.gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
-def _rank_key(s: WorkerScore) -> tuple[bool, float, float, str]:
+def _rank_key(s: WorkerScore) -> _RankKey:
     """Workers that meet the job's deadline first (a late one is never preferred), then the lower score."""
     return (s.late, round(s.usd, 6), round(s.cost_usd, 6), s.worker)
 
@@ -846,7 +1007,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
         mem = current_memory.get(wl.uid)
         try:
             ran_on = progress(wl, mem)
-            scores = ps.scores(wl, wl.allowed, ran_on)
+            scores, ranked = ps.ranked_scores(wl, wl.allowed, ran_on)
         except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
             from placement.dispatch.snapshot import problem_text
 
@@ -867,7 +1028,6 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             lead = f"nomination of {prev} was cleared (eviction {wl.evictions})"
         else:
             reason, lead = NOMINATED, ""
-        ranked = _ranked(scores)
         best = _best(ranked, tried)
         if best is None and tried:
             # Every worker that fits was tried: start a new round, still avoiding the current one if possible.

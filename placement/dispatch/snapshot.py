@@ -8,6 +8,7 @@ manager applies).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -57,20 +58,20 @@ def quantity(value: Any) -> float:
     if isinstance(value, (int, float)):
         number = float(value) if abs(value) < 1e300 else math.inf
     else:
-        text = value.strip()[:64]
-        number = math.nan
-        for suffix, scale in _BINARY.items():
-            if text.endswith(suffix):
-                number = float(text[: -len(suffix)]) * scale
-                break
-        else:
-            if text and text[-1] in _DECIMAL and not text[-1].isdigit() and not (len(text) > 1 and text[-2] in "eE"):
-                number = float(text[:-1]) * _DECIMAL[text[-1]]
-            else:
-                number = float(text)
+        number = _text_quantity(value.strip()[:64])
     if not math.isfinite(number) or not 0 <= number <= MAX_QUANTITY:
         raise ValueError(f"quantity {str(value)[:24]!r} is not a finite, non-negative quantity")
     return number
+
+
+@functools.lru_cache(maxsize=4096)  # a pass reads the same few quantities on every Workload; errors are not kept
+def _text_quantity(text: str) -> float:
+    for suffix, scale in _BINARY.items():
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * scale
+    if text and text[-1] in _DECIMAL and not text[-1].isdigit() and not (len(text) > 1 and text[-2] in "eE"):
+        return float(text[:-1]) * _DECIMAL[text[-1]]
+    return float(text)
 
 
 def resources(rl: Mapping[str, Any] | None) -> Allocatable:
