@@ -525,9 +525,14 @@ class _Pass:
         # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
         # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline).
         self.made: dict[tuple[int, float], dict[float, WorkerScore]] = {}
-        # Per (id of a row, priority, price of waiting): how many nominations each worker of the row had (the
-        # length of its ``added``) when it was last scored, and that score (:meth:`ranked_scores`).
-        self.tallies: dict[tuple[int, int, float], tuple[list[int], list[WorkerScore]]] = {}
+        # Every worker a Workload was added to (:meth:`add_virtual`), in order: the workers whose backlog grew
+        # since a tally was made are those of its tail.
+        self.log: list[str] = []
+        self.last: dict[str, int] = {}  # each worker's last place in :attr:`log`
+        # Per (id of a row, priority, price of waiting): the scores of the row's workers when last scored, and
+        # how long :attr:`log` was then (:meth:`ranked_scores`).
+        self.tallies: dict[tuple[int, int, float], _Tally] = {}
+        self.spots: dict[int, dict[str, list[int]]] = {}  # per id of a row: each worker's places in it
         self.listed: dict[int, frozenset[tuple[str, str]]] = {}
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
@@ -555,6 +560,8 @@ class _Pass:
         row = (ask.request.gpus, ask.job.hours)
         self.virtual[worker][wl.priority].append(row)
         self.added[worker].append((wl.priority, *row))
+        self.last[worker] = len(self.log)
+        self.log.append(worker)
 
     def job_of(self, wl: HubWorkload) -> JobSpec:
         return self.ask(wl).job
@@ -752,28 +759,40 @@ class _Pass:
         ask = self.ask(wl)
         moving = ran_on if wl.checkpoint is not None else None
         row = self.row(wl, ask, workers)
-        added = self.added
         workers = tuple(workers)
         shared = moving is None and (wl.namespace, wl.name) not in self.row_names(row)
         key = (id(row), wl.priority, ask.wait_usd_per_hour)
         tally = self.tallies.get(key) if shared else None
+        log, pair = self.log, self._pair
         if tally is None:
-            versions = [len(added.get(w, ())) for w in workers]
-            scores = [self._pair(wl, ask, w, fit, moving) for w, fit in zip(workers, row, strict=True)]
+            tally = _Tally(len(log), [pair(wl, ask, w, fit, moving) for w, fit in zip(workers, row, strict=True)])
             if shared:
-                self.tallies[key] = (versions, scores)
-        else:
-            versions, scores = tally
-            for i, w in enumerate(workers):
-                n = len(added.get(w, ()))
-                if n != versions[i]:
-                    versions[i] = n
-                    scores[i] = self._pair(wl, ask, w, row[i], moving)
-        # Rank keys made here and dropped: a pass keeps every score, and fewer objects kept mean fewer garbage
-        # collections over the informers' caches.
-        fitting = [(_rank_key(s), s) for s in scores if s.fits]
-        fitting.sort(key=_first)  # stable: equal keys keep the workers' order, as _ranked does
-        return tuple(scores), [s for _, s in fitting]
+                self.tallies[key] = tally
+        elif tally.seen != len(log):
+            # Only the workers something was nominated to since are scored again (their backlog grew): found from
+            # the log's tail or from each worker's last nomination, whichever is shorter to read.
+            seen, scores = tally.seen, tally.scores
+            if len(log) - seen < len(workers):
+                places = self.spots.get(id(row))
+                if places is None:
+                    places = self.spots[id(row)] = defaultdict(list)
+                    for i, w in enumerate(workers):
+                        places[w].append(i)
+                again = [i for w in set(log[seen:]) for i in places.get(w, ())]
+            else:
+                last = self.last
+                again = [i for i, w in enumerate(workers) if last.get(w, -1) >= seen]
+            for i in again:
+                scores[i] = pair(wl, ask, workers[i], row[i], moving)
+            tally.seen, tally.ranked, tally.frozen = len(log), None, None
+        if tally.ranked is None:
+            # Stable: equal keys keep the workers' order, as _ranked does. Rank keys are made here and dropped: a
+            # pass keeps every score, and fewer objects kept mean fewer garbage collections.
+            fitting = sorted([((s.late, round(s.cost_usd + s.wait_usd, 6), round(s.cost_usd, 6), s.worker), s)
+                              for s in tally.scores if s.fits], key=_first)
+            tally.ranked, tally.frozen = [s for _, s in fitting], tuple(tally.scores)
+        assert tally.frozen is not None
+        return tally.frozen, tally.ranked
 
     def row_names(self, row: tuple[_Fit | WorkerScore, ...]) -> frozenset[tuple[str, str]]:
         """(namespace, name) of every workload the queues of ``row``'s fits list (memoised per row)."""
@@ -789,24 +808,26 @@ class _Pass:
         first. Scores with no move are shared by the Workloads that get the same one (:attr:`made`)."""
         if isinstance(fit, WorkerScore):
             return fit
-        own = (wl.namespace, wl.name)
         queues = fit.queues
         ahead = queues.ahead(wl, self.virtual.get(worker, _NO_VIRTUAL), self.added.get(worker, ()))
         releases = fit.releases
-        if own in queues.running_keys:
-            releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
-                                   self.settings.default_hours)
+        if queues.running_keys:
+            own = (wl.namespace, wl.name)
+            if own in queues.running_keys:
+                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                       self.settings.default_hours)
         wait = releases.wait(fit.nominal, ahead, ask.request.gpus)
-        price, deadline = ask.wait_usd_per_hour, ask.job.deadline_hours
+        price = ask.wait_usd_per_hour
         if moving is None or worker in moving:
-            made = self.made.get((id(fit), price))
+            at = (id(fit), price)
+            made = self.made.get(at)
             if made is None:
-                made = self.made[(id(fit), price)] = {}
-            score = made.get(wait)
-            if score is None:
-                score = made[wait] = self._score(fit, worker, wait, price, deadline, NO_MOVE)
-            return score
-        return self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
+                made = self.made[at] = {}
+            hit = made.get(wait)
+            if hit is None:
+                hit = made[wait] = self._score(fit, worker, wait, price, ask.job.deadline_hours, NO_MOVE)
+            return hit
+        return self._score(fit, worker, wait, price, ask.job.deadline_hours, self.move(wl, ask.job, worker))
 
     @staticmethod
     def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
@@ -816,8 +837,22 @@ class _Pass:
         cost = fit.cost_usd
         if m is not NO_MOVE:
             cost, ready = cost + m.usd, ready + m.hours
-        return WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
-                           deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts)
+        return WorkerScore.fitting(worker, fit.pool, fit.capacity, cost, wait, wait * price, ready,
+                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts)
+
+
+class _Tally:
+    """The scores of one row's workers for the Workloads that share them (:meth:`_Pass.ranked_scores`): ``seen``
+    the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
+    and the scores as a tuple."""
+
+    __slots__ = ("seen", "scores", "ranked", "frozen")
+
+    def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
+        self.seen = seen
+        self.scores = scores
+        self.ranked: list[WorkerScore] | None = None
+        self.frozen: tuple[WorkerScore, ...] | None = None
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
