@@ -40,7 +40,7 @@ import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from placement.bill import bill_book, nat_usd
@@ -334,7 +334,9 @@ def _minus(a: Allocatable, b: Allocatable) -> Allocatable:
 
 def _each(fn: Callable[..., int], *xs: Allocatable) -> Allocatable:
     """``fn`` applied resource by resource (Kueue accounts every flavor-resource pair on its own)."""
-    return Allocatable(*(fn(*vals) for vals in zip(*(astuple(x) for x in xs), strict=True)))
+    # The fields in order, as dataclasses.astuple lists them (without its deep copy of each int).
+    return Allocatable(*(fn(*vals) for vals in zip(*((x.cpu_millis, x.memory_mib, x.gpus, x.efa, x.hugepages_mib)
+                                                      for x in xs), strict=True)))
 
 
 @dataclass(frozen=True)
@@ -525,6 +527,8 @@ class _Pass:
         # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
         # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline).
         self.made: dict[tuple[int, float], dict[float, WorkerScore]] = {}
+        # The rank key (:func:`_rank_key`) of each score in :attr:`made` (which keeps it, so its id is its own).
+        self.rank_keys: dict[int, _RankKey] = {}
         # Every worker a Workload was added to (:meth:`add_virtual`), in order: the workers whose backlog grew
         # since a tally was made are those of its tail.
         self.log: list[str] = []
@@ -540,6 +544,7 @@ class _Pass:
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
                                                                                            int, float], ...]]] = {}
         self.nodes: dict[str, Allocatable] = {}
+        self.unfit: dict[tuple[int, str, int], WorkerScore] = {}
         self.moves: dict[tuple[object, ...], Move] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
@@ -679,9 +684,15 @@ class _Pass:
         runnable = priced.runnable
         figures = [None if isinstance(u, str) else runnable.get(u.priced_as) for u in flavors]
         if not any(figures):
-            reasons = [u if isinstance(u, str) else
-                       f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
-            return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
+            # Why not, from the flavors (per what decides them and the worker) and the plan's exclusions: shared by
+            # the shapes of one plan (a dry job's, whose runnable candidates are those of each of its jobs).
+            at = (ask.place, worker, id(priced.plan))
+            hit = self.unfit.get(at)
+            if hit is None:
+                reasons = [u if isinstance(u, str) else
+                           f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
+                hit = self.unfit[at] = WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
+            return hit
         # Which flavor Kueue lands the job on depends on the shape's flavors and which of them the engine prices,
         # not on the prices: worked out once per (what decides the flavors, worker, priced ones).
         key = (ask.place, worker, tuple([f is not None for f in figures]))
@@ -786,10 +797,9 @@ class _Pass:
                 scores[i] = pair(wl, ask, workers[i], row[i], moving)
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
-            # Stable: equal keys keep the workers' order, as _ranked does. Rank keys are made here and dropped: a
-            # pass keeps every score, and fewer objects kept mean fewer garbage collections.
-            fitting = sorted([((s.late, round(s.cost_usd + s.wait_usd, 6), round(s.cost_usd, 6), s.worker), s)
-                              for s in tally.scores if s.fits], key=_first)
+            # Stable: equal keys keep the workers' order, as _ranked does.
+            keys = self.rank_keys
+            fitting = sorted([(keys.get(id(s)) or _rank_key(s), s) for s in tally.scores if s.fits], key=_first)
             tally.ranked, tally.frozen = [s for _, s in fitting], tuple(tally.scores)
         assert tally.frozen is not None
         return tally.frozen, tally.ranked
@@ -826,6 +836,7 @@ class _Pass:
             hit = made.get(wait)
             if hit is None:
                 hit = made[wait] = self._score(fit, worker, wait, price, ask.job.deadline_hours, NO_MOVE)
+                self.rank_keys[id(hit)] = _rank_key(hit)
             return hit
         return self._score(fit, worker, wait, price, ask.job.deadline_hours, self.move(wl, ask.job, worker))
 
