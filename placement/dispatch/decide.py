@@ -774,9 +774,9 @@ class _Pass:
         shared = moving is None and (wl.namespace, wl.name) not in self.row_names(row)
         key = (id(row), wl.priority, ask.wait_usd_per_hour)
         tally = self.tallies.get(key) if shared else None
-        log, pair = self.log, self._pair
+        log = self.log
         if tally is None:
-            tally = _Tally(len(log), [pair(wl, ask, w, fit, moving) for w, fit in zip(workers, row, strict=True)])
+            tally = _Tally(len(log), self._pairs(wl, ask, workers, row, range(len(row)), moving))
             if shared:
                 self.tallies[key] = tally
         elif tally.seen != len(log):
@@ -793,8 +793,8 @@ class _Pass:
             else:
                 last = self.last
                 again = [i for i, w in enumerate(workers) if last.get(w, -1) >= seen]
-            for i in again:
-                scores[i] = pair(wl, ask, workers[i], row[i], moving)
+            for i, score in zip(again, self._pairs(wl, ask, workers, row, again, moving), strict=True):
+                scores[i] = score
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
             # Stable: equal keys keep the workers' order, as _ranked does.
@@ -812,33 +812,46 @@ class _Pass:
                                                    for n in fit.queues.names)
         return hit
 
-    def _pair(self, wl: HubWorkload, ask: _Ask, worker: str, fit: _Fit | WorkerScore,
-              moving: frozenset[str] | None) -> WorkerScore:
-        """``worker``'s score for ``wl``: why it does not fit, or its cost and wait behind what Kueue admits
-        first. Scores with no move are shared by the Workloads that get the same one (:attr:`made`)."""
-        if isinstance(fit, WorkerScore):
-            return fit
-        queues = fit.queues
-        ahead = queues.ahead(wl, self.virtual.get(worker, _NO_VIRTUAL), self.added.get(worker, ()))
-        releases = fit.releases
-        if queues.running_keys:
-            own = (wl.namespace, wl.name)
-            if own in queues.running_keys:
+    def _pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
+               indices: Iterable[int], moving: frozenset[str] | None) -> list[WorkerScore]:
+        """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
+        why it does not fit, or its cost and wait behind what Kueue admits first. Scores with no move are shared
+        by the Workloads that get the same one (:attr:`made`). The hot loop of a pass (one per Workload and
+        worker): what is the same for every worker is read once, and the commonest wait (none) is worked out
+        here as :meth:`Releases.wait` does."""
+        out: list[WorkerScore] = []
+        virtual, added, made_by, rank_keys = self.virtual, self.added, self.made, self.rank_keys
+        own = (wl.namespace, wl.name)
+        need, price, deadline = ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
+        for i in indices:
+            fit = row[i]
+            if isinstance(fit, WorkerScore):
+                out.append(fit)
+                continue
+            worker = workers[i]
+            queues = fit.queues
+            backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
+            releases = fit.releases
+            if queues.running_keys and own in queues.running_keys:
                 releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
                                        self.settings.default_hours)
-        wait = releases.wait(fit.nominal, ahead, ask.request.gpus)
-        price = ask.wait_usd_per_hour
-        if moving is None or worker in moving:
-            at = (id(fit), price)
-            made = self.made.get(at)
-            if made is None:
-                made = self.made[at] = {}
-            hit = made.get(wait)
-            if hit is None:
-                hit = made[wait] = self._score(fit, worker, wait, price, ask.job.deadline_hours, NO_MOVE)
-                self.rank_keys[id(hit)] = _rank_key(hit)
-            return hit
-        return self._score(fit, worker, wait, price, ask.job.deadline_hours, self.move(wl, ask.job, worker))
+            if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
+                wait = 0.0
+            else:
+                wait = releases.wait(fit.nominal, backlog, need)
+            if moving is None or worker in moving:
+                at = (id(fit), price)
+                made = made_by.get(at)
+                if made is None:
+                    made = made_by[at] = {}
+                hit = made.get(wait)
+                if hit is None:
+                    hit = made[wait] = self._score(fit, worker, wait, price, deadline, NO_MOVE)
+                    rank_keys[id(hit)] = _rank_key(hit)
+                out.append(hit)
+            else:
+                out.append(self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker)))
+        return out
 
     @staticmethod
     def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
