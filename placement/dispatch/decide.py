@@ -40,7 +40,7 @@ import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from placement.bill import bill_book, nat_usd
@@ -334,7 +334,9 @@ def _minus(a: Allocatable, b: Allocatable) -> Allocatable:
 
 def _each(fn: Callable[..., int], *xs: Allocatable) -> Allocatable:
     """``fn`` applied resource by resource (Kueue accounts every flavor-resource pair on its own)."""
-    return Allocatable(*(fn(*vals) for vals in zip(*(astuple(x) for x in xs), strict=True)))
+    # The fields in order, as dataclasses.astuple lists them (without its deep copy of each int).
+    return Allocatable(*(fn(*vals) for vals in zip(*((x.cpu_millis, x.memory_mib, x.gpus, x.efa, x.hugepages_mib)
+                                                      for x in xs), strict=True)))
 
 
 @dataclass(frozen=True)
@@ -525,9 +527,16 @@ class _Pass:
         # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
         # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline).
         self.made: dict[tuple[int, float], dict[float, WorkerScore]] = {}
-        # Per (id of a row, priority, price of waiting): how many nominations each worker of the row had (the
-        # length of its ``added``) when it was last scored, and that score (:meth:`ranked_scores`).
-        self.tallies: dict[tuple[int, int, float], tuple[list[int], list[WorkerScore]]] = {}
+        # The rank key (:func:`_rank_key`) of each score in :attr:`made` (which keeps it, so its id is its own).
+        self.rank_keys: dict[int, _RankKey] = {}
+        # Every worker a Workload was added to (:meth:`add_virtual`), in order: the workers whose backlog grew
+        # since a tally was made are those of its tail.
+        self.log: list[str] = []
+        self.last: dict[str, int] = {}  # each worker's last place in :attr:`log`
+        # Per (id of a row, priority, price of waiting): the scores of the row's workers when last scored, and
+        # how long :attr:`log` was then (:meth:`ranked_scores`).
+        self.tallies: dict[tuple[int, int, float], _Tally] = {}
+        self.spots: dict[int, dict[str, list[int]]] = {}  # per id of a row: each worker's places in it
         self.listed: dict[int, frozenset[tuple[str, str]]] = {}
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
@@ -535,6 +544,7 @@ class _Pass:
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
                                                                                            int, float], ...]]] = {}
         self.nodes: dict[str, Allocatable] = {}
+        self.unfit: dict[tuple[int, str, int], WorkerScore] = {}
         self.moves: dict[tuple[object, ...], Move] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
@@ -555,6 +565,8 @@ class _Pass:
         row = (ask.request.gpus, ask.job.hours)
         self.virtual[worker][wl.priority].append(row)
         self.added[worker].append((wl.priority, *row))
+        self.last[worker] = len(self.log)
+        self.log.append(worker)
 
     def job_of(self, wl: HubWorkload) -> JobSpec:
         return self.ask(wl).job
@@ -672,9 +684,15 @@ class _Pass:
         runnable = priced.runnable
         figures = [None if isinstance(u, str) else runnable.get(u.priced_as) for u in flavors]
         if not any(figures):
-            reasons = [u if isinstance(u, str) else
-                       f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
-            return WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
+            # Why not, from the flavors (per what decides them and the worker) and the plan's exclusions: shared by
+            # the shapes of one plan (a dry job's, whose runnable candidates are those of each of its jobs).
+            at = (ask.place, worker, id(priced.plan))
+            hit = self.unfit.get(at)
+            if hit is None:
+                reasons = [u if isinstance(u, str) else
+                           f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
+                hit = self.unfit[at] = WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
+            return hit
         # Which flavor Kueue lands the job on depends on the shape's flavors and which of them the engine prices,
         # not on the prices: worked out once per (what decides the flavors, worker, priced ones).
         key = (ask.place, worker, tuple([f is not None for f in figures]))
@@ -752,28 +770,39 @@ class _Pass:
         ask = self.ask(wl)
         moving = ran_on if wl.checkpoint is not None else None
         row = self.row(wl, ask, workers)
-        added = self.added
         workers = tuple(workers)
         shared = moving is None and (wl.namespace, wl.name) not in self.row_names(row)
         key = (id(row), wl.priority, ask.wait_usd_per_hour)
         tally = self.tallies.get(key) if shared else None
+        log = self.log
         if tally is None:
-            versions = [len(added.get(w, ())) for w in workers]
-            scores = [self._pair(wl, ask, w, fit, moving) for w, fit in zip(workers, row, strict=True)]
+            tally = _Tally(len(log), self._pairs(wl, ask, workers, row, range(len(row)), moving))
             if shared:
-                self.tallies[key] = (versions, scores)
-        else:
-            versions, scores = tally
-            for i, w in enumerate(workers):
-                n = len(added.get(w, ()))
-                if n != versions[i]:
-                    versions[i] = n
-                    scores[i] = self._pair(wl, ask, w, row[i], moving)
-        # Rank keys made here and dropped: a pass keeps every score, and fewer objects kept mean fewer garbage
-        # collections over the informers' caches.
-        fitting = [(_rank_key(s), s) for s in scores if s.fits]
-        fitting.sort(key=_first)  # stable: equal keys keep the workers' order, as _ranked does
-        return tuple(scores), [s for _, s in fitting]
+                self.tallies[key] = tally
+        elif tally.seen != len(log):
+            # Only the workers something was nominated to since are scored again (their backlog grew): found from
+            # the log's tail or from each worker's last nomination, whichever is shorter to read.
+            seen, scores = tally.seen, tally.scores
+            if len(log) - seen < len(workers):
+                places = self.spots.get(id(row))
+                if places is None:
+                    places = self.spots[id(row)] = defaultdict(list)
+                    for i, w in enumerate(workers):
+                        places[w].append(i)
+                again = [i for w in set(log[seen:]) for i in places.get(w, ())]
+            else:
+                last = self.last
+                again = [i for i, w in enumerate(workers) if last.get(w, -1) >= seen]
+            for i, score in zip(again, self._pairs(wl, ask, workers, row, again, moving), strict=True):
+                scores[i] = score
+            tally.seen, tally.ranked, tally.frozen = len(log), None, None
+        if tally.ranked is None:
+            # Stable: equal keys keep the workers' order, as _ranked does.
+            keys = self.rank_keys
+            fitting = sorted([(keys.get(id(s)) or _rank_key(s), s) for s in tally.scores if s.fits], key=_first)
+            tally.ranked, tally.frozen = [s for _, s in fitting], tuple(tally.scores)
+        assert tally.frozen is not None
+        return tally.frozen, tally.ranked
 
     def row_names(self, row: tuple[_Fit | WorkerScore, ...]) -> frozenset[tuple[str, str]]:
         """(namespace, name) of every workload the queues of ``row``'s fits list (memoised per row)."""
@@ -783,30 +812,46 @@ class _Pass:
                                                    for n in fit.queues.names)
         return hit
 
-    def _pair(self, wl: HubWorkload, ask: _Ask, worker: str, fit: _Fit | WorkerScore,
-              moving: frozenset[str] | None) -> WorkerScore:
-        """``worker``'s score for ``wl``: why it does not fit, or its cost and wait behind what Kueue admits
-        first. Scores with no move are shared by the Workloads that get the same one (:attr:`made`)."""
-        if isinstance(fit, WorkerScore):
-            return fit
+    def _pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
+               indices: Iterable[int], moving: frozenset[str] | None) -> list[WorkerScore]:
+        """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
+        why it does not fit, or its cost and wait behind what Kueue admits first. Scores with no move are shared
+        by the Workloads that get the same one (:attr:`made`). The hot loop of a pass (one per Workload and
+        worker): what is the same for every worker is read once, and the commonest wait (none) is worked out
+        here as :meth:`Releases.wait` does."""
+        out: list[WorkerScore] = []
+        virtual, added, made_by, rank_keys = self.virtual, self.added, self.made, self.rank_keys
         own = (wl.namespace, wl.name)
-        queues = fit.queues
-        ahead = queues.ahead(wl, self.virtual.get(worker, _NO_VIRTUAL), self.added.get(worker, ()))
-        releases = fit.releases
-        if own in queues.running_keys:
-            releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
-                                   self.settings.default_hours)
-        wait = releases.wait(fit.nominal, ahead, ask.request.gpus)
-        price, deadline = ask.wait_usd_per_hour, ask.job.deadline_hours
-        if moving is None or worker in moving:
-            made = self.made.get((id(fit), price))
-            if made is None:
-                made = self.made[(id(fit), price)] = {}
-            score = made.get(wait)
-            if score is None:
-                score = made[wait] = self._score(fit, worker, wait, price, deadline, NO_MOVE)
-            return score
-        return self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker))
+        need, price, deadline = ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
+        for i in indices:
+            fit = row[i]
+            if isinstance(fit, WorkerScore):
+                out.append(fit)
+                continue
+            worker = workers[i]
+            queues = fit.queues
+            backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
+            releases = fit.releases
+            if queues.running_keys and own in queues.running_keys:
+                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                       self.settings.default_hours)
+            if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
+                wait = 0.0
+            else:
+                wait = releases.wait(fit.nominal, backlog, need)
+            if moving is None or worker in moving:
+                at = (id(fit), price)
+                made = made_by.get(at)
+                if made is None:
+                    made = made_by[at] = {}
+                hit = made.get(wait)
+                if hit is None:
+                    hit = made[wait] = self._score(fit, worker, wait, price, deadline, NO_MOVE)
+                    rank_keys[id(hit)] = _rank_key(hit)
+                out.append(hit)
+            else:
+                out.append(self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker)))
+        return out
 
     @staticmethod
     def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
@@ -816,8 +861,22 @@ class _Pass:
         cost = fit.cost_usd
         if m is not NO_MOVE:
             cost, ready = cost + m.usd, ready + m.hours
-        return WorkerScore(worker, True, "", fit.pool, fit.capacity, cost, wait, wait * price, ready,
-                           deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts)
+        return WorkerScore.fitting(worker, fit.pool, fit.capacity, cost, wait, wait * price, ready,
+                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts)
+
+
+class _Tally:
+    """The scores of one row's workers for the Workloads that share them (:meth:`_Pass.ranked_scores`): ``seen``
+    the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
+    and the scores as a tuple."""
+
+    __slots__ = ("seen", "scores", "ranked", "frozen")
+
+    def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
+        self.seen = seen
+        self.scores = scores
+        self.ranked: list[WorkerScore] | None = None
+        self.frozen: tuple[WorkerScore, ...] | None = None
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}

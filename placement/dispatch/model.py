@@ -255,6 +255,19 @@ class WorkerScore:
     def usd(self) -> float:
         return self.cost_usd + self.wait_usd
 
+    @classmethod
+    def fitting(cls, worker: str, pool: str, capacity: str, cost_usd: float, wait_hours: float, wait_usd: float,
+                ready_hours: float, late: bool, borrowed_gpus: int, move_usd: float, move_hours: float,
+                restarts: bool) -> WorkerScore:
+        """A score of a worker that fits: ``WorkerScore(worker, True, "", pool, ...)`` without the frozen
+        dataclass's ``__init__`` (one ``object.__setattr__`` per field; the dispatcher makes one per Workload and
+        worker): the same fields in the same instance ``__dict__``, so equal and hashed alike."""
+        s = object.__new__(cls)
+        s.__dict__.update(worker=worker, fits=True, reason="", pool=pool, capacity=capacity, cost_usd=cost_usd,
+                          wait_hours=wait_hours, wait_usd=wait_usd, ready_hours=ready_hours, late=late,
+                          borrowed_gpus=borrowed_gpus, move_usd=move_usd, move_hours=move_hours, restarts=restarts)
+        return s
+
 
 Action = Literal["nominate", "hold", "none"]
 
