@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
 from placement.catalog import Offer
+from placement.cli import main
 from placement.jobspec import JobSpec, parse_job
 from placement.quotas import Quota, QuotaTable
 from placement.reservations import Reservation
@@ -38,3 +43,17 @@ def reservation(itype: str = "p5.48xlarge", region: str = "us-east-1", zone: str
     assert shape is not None, itype
     return Reservation(id=rid, cloud=shape.cloud, region=region, zone=zone, shape=shape, count=count,
                        usd_per_hour=usd_per_hour, ends=ends, source="test")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``placement ARGV`` in-process: (exit code, stdout, stderr)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path: Path, name: str, doc: object) -> str:
+    """``doc`` (text as it is, else YAML) written to ``tmp_path/name``; its path."""
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return str(path)

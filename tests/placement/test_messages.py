@@ -8,25 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
-
-from placement.cli import main
+from factories import run, write
 
 HEAD = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n"
 ROW = "p5.48xlarge,H100,8,192,2048,98.32,40.1,us-east-1,use1-az4\n"
 JOB = {"name": "train-7b", "accelerator": "H100", "gpus": 8, "hours": 2}
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def write(tmp_path: Path, name: str, doc: object) -> str:
-    path = tmp_path / name
-    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
-    return str(path)
 
 
 def error_line(err: str) -> str:

@@ -10,24 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from placement.cli import main
+from factories import run, write
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = str(REPO / "placement" / "examples" / "stacks-outputs.json")
 JOB = {"name": "train-7b", "accelerator": "H100", "gpus": 64, "hours": 48}
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def write(tmp_path: Path, name: str, doc: object) -> str:
-    path = tmp_path / name
-    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
-    return str(path)
 
 
 def test_without_quotas_the_quota_column_shows_the_need_and_a_request_line(
