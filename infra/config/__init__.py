@@ -1437,7 +1437,7 @@ def _this_project() -> tuple[Path, str] | None:
     ``Pulumi.yaml``; None when the package runs outside a checkout of it."""
     import yaml
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     try:
         doc = yaml.safe_load((root / "Pulumi.yaml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
