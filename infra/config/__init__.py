@@ -10,23 +10,38 @@ This module imports no Pulumi SDK at import time so it can be unit-tested and re
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import difflib
 import functools
 import ipaddress
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from placement.errors import InputError, shown
+from infra.config.fields import (
+    _DNS_SUBDOMAIN,
+    _NAME,
+    NAMESPACE,
+    ConfigError,
+    _bool,
+    _choice,
+    _cidr,
+    _float,
+    _int,
+    _key,
+    _mapping,
+    _opt_str,
+    _require,
+    _str,
+    _strings,
+    _unknown_keys,
+)
+from placement.errors import shown
 from placement.shapes import Shape, shape_book
 from placement.zones import is_aws_zone_id, known_regions, zone_in_region
 
-NAMESPACE = "gpufleet"
 # Every top-level stack config key, all declared in Pulumi.yaml.
 KEYS = (
     "cloud",
@@ -54,9 +69,6 @@ _CAPACITIES: dict[str, tuple[str, ...]] = {
     "aws": ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK"),
     "gcp": ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START"),
 }
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
-# A Kubernetes DNS-1123 subdomain (the Kueue CRDs' name pattern), without its 253-character bound.
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # network.azCount: no AWS region has more Availability Zones than this.
 MAX_AZ_COUNT = 6
 # A Google Cloud project ID (at most 30 characters, a letter first); legacy ones carry an "example.com:" prefix.
@@ -105,10 +117,6 @@ def fsx_valid_sizes(deployment_type: str) -> str:
     first, step = FSX_SSD_CAPACITY[deployment_type]
     after = [n * step for n in range(1, 4) if n * step > max(first)][:2]
     return f"{', '.join(map(str, first))}, then multiples of {step} GB ({', '.join(map(str, after))}, ...)"
-
-
-class ConfigError(InputError):
-    """An invalid stack config value; ``field`` is the full key, e.g. ``gpufleet:nodePools[0].maxNodes``."""
 
 
 # The EKS control plane's upgrade policy (infra/aws/cluster.py): at the end of standard support EKS upgrades
@@ -415,100 +423,6 @@ class StackConfig:
         return teams if self.training.namespace in teams else (*teams, self.training.namespace)
 
 
-def _key(path: str) -> str:
-    # A key path holds the user's own mapping keys: escaped and cut, like values, so an error stays one
-    # readable line.
-    path = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", path)
-    return f"{NAMESPACE}:{path if len(path) <= 200 else path[:197] + '...'}"
-
-
-def _require(raw: Mapping[str, Any], key: str) -> Any:
-    value = raw.get(key)
-    if value is None or value == "":
-        raise ConfigError(_key(key), "is required; set it with `pulumi config set " + _key(key) + " <value>`")
-    return value
-
-
-# The typed accessors below are the only way a config value is read: each refuses every other YAML/JSON type
-# (a list or mapping where a string belongs, a boolean where a number belongs, .inf/.nan, numbers beyond
-# what the clouds' and Kubernetes' 32-bit fields take) with one line naming the key, never a traceback.
-INT32_MAX = 2**31 - 1
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _str(value: Any, path: str, *, numbers: bool = False) -> str:
-    """A non-empty single-line string. ``numbers``: also take a finite YAML number (``1.33``) as its text."""
-    if numbers and ((isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18)
-                    or (isinstance(value, float) and math.isfinite(value))):
-        value = str(value)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(_key(path), f"must be a non-empty string (quote it in YAML), got {shown(value)}")
-    if _CONTROL.search(value):
-        raise ConfigError(_key(path), f"must be one line without control characters, got {shown(value)}")
-    return value
-
-
-def _opt_str(value: Any, path: str) -> str | None:
-    """An optional string key: unset (None) stays None, anything else must be a non-empty string."""
-    return None if value is None else _str(value, path)
-
-
-def _int(value: Any, path: str, *, minimum: int = 0, maximum: int = INT32_MAX) -> int:
-    """A whole number in ``minimum..maximum``: an int, an integral finite float (2.0) or such a string."""
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, str):
-        try:
-            number = int(value.strip())
-        except ValueError:  # also digit strings longer than Python converts
-            try:
-                parsed = float(value)
-            except ValueError:
-                parsed = math.nan
-            number = int(parsed) if math.isfinite(parsed) and parsed.is_integer() else None
-    if number is None or not minimum <= number <= maximum:
-        raise ConfigError(_key(path), f"must be a whole number from {minimum} to {maximum}, got {shown(value)}")
-    return number
-
-
-def _bool(value: Any, path: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ConfigError(_key(path), f"must be true or false, got {shown(value)}")
-
-
-def _mapping(value: Any, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(_key(path), f"must be a mapping of keys to values, got {shown(value)}")
-    for k in value:
-        if not isinstance(k, str):
-            raise ConfigError(_key(f"{path}.{shown(k)}"), "keys must be strings (quote the key in YAML)")
-    return value
-
-
-def _strings(value: Any, path: str) -> tuple[str, ...]:
-    """A list of non-empty strings; an entry of another type is named by its index."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ConfigError(_key(path), f"must be a list of strings, got {shown(value)}")
-    return tuple(_str(v, f"{path}[{i}]") for i, v in enumerate(value))
-
-
-def _cidr(value: Any, path: str) -> str:
-    try:
-        return str(ipaddress.ip_network(_str(value, path)))
-    except ValueError:
-        raise ConfigError(_key(path), f"must be a CIDR block such as 10.0.0.0/16, got {shown(value)}") from None
-
-
 # Tags the stacks set themselves on every resource (infra/aws/layout.py resource_tags, infra/gcp/plan.py
 # gcp_labels, the GPU node groups' gpufleet.io/ tags): a user tag of that key would be overwritten silently.
 _OWN_TAGS = {"aws": ("Name", "gpufleet-stack", "gpufleet-cluster", "gpufleet.io/"), "gcp": ("gpufleet-stack",)}
@@ -672,17 +586,6 @@ def _ami_release(value: Any, kubernetes_version: str) -> str | None:
     return release
 
 
-def _float(value: Any, path: str, *, minimum: float = 0.0, maximum: float = 1e6) -> float:
-    """A finite number in ``minimum..maximum`` (a YAML/JSON number or its string); never inf, nan or a bool."""
-    number = math.nan
-    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
-        with contextlib.suppress(ValueError, OverflowError):  # OverflowError: an int beyond a float's range
-            number = float(value)
-    if not minimum <= number <= maximum:  # also false for nan
-        raise ConfigError(_key(path), f"must be a number from {minimum:g} to {maximum:g}, got {shown(value)}")
-    return number
-
-
 # A fully qualified Pulumi stack org/project/stack: each part letters, digits, '-', '_', '.'.
 _PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
 # MultiKueueConfig.spec.clusters in the Kueue v1beta2 CRD (the hub's all-workers config lists every worker).
@@ -751,13 +654,6 @@ def _hub_vpn(value: Any, cloud: str, workers: tuple[str, ...]) -> HubVpnConfig |
         raise ConfigError(_key(f"{path}.googleAsn"), "must differ from amazonAsn (two ends of one BGP session)")
     return HubVpnConfig(vpc_id=vpc_id, route_table_ids=tables, workers=linked, amazon_asn=amazon, google_asn=google,
                         vpn_gateway_id=gateway)
-
-
-def _choice(value: Any, path: str, choices: tuple[str, ...]) -> str:
-    text = _str(value, path)
-    if text not in choices:
-        raise ConfigError(_key(path), f"must be {' or '.join(choices)}, got {shown(text)}")
-    return text
 
 
 def _stack_ref(value: Any, path: str) -> str | None:
@@ -1012,15 +908,6 @@ def _recurrence(value: Any, path: str) -> str:
     if pos is not None and (freq != "MONTHLY" or not re.fullmatch(r"[+-]?[1-5]", pos)):
         raise ConfigError(_key(path), f"BYSETPOS must be -5..5 (not 0) and only with FREQ=MONTHLY, got {shown(text)}")
     return text
-
-
-def _unknown_keys(section: Mapping[str, Any], allowed: set[str], path: str) -> None:
-    extra = sorted(set(section) - allowed)
-    if extra:
-        raise ConfigError(
-            _key(f"{path}.{extra[0]}" if path else extra[0]),
-            f"is not a known key; expected one of {', '.join(sorted(allowed))}",
-        )
 
 
 def _node_pool(raw: Any, i: int, cloud: str, region: str, gpu_zone: str | None) -> NodePoolConfig:
