@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.config import NodePoolConfig, StackConfig, is_private_cidr
+from infra.config import NodePoolConfig, StackConfig
+from infra.config.network import is_private_cidr
 from placement.checkpoint_volumes import CLAIM_NAME
 
 

@@ -27,7 +27,6 @@ from infra.config.fields import (
     ConfigError,
     _bool,
     _choice,
-    _cidr,
     _float,
     _int,
     _key,
@@ -38,6 +37,7 @@ from infra.config.fields import (
     _strings,
     _unknown_keys,
 )
+from infra.config.network import NetworkConfig, _ipv4_cidrs, check_public_span, is_private_cidr, parse_network
 from placement.errors import shown
 from placement.shapes import Shape, shape_book
 from placement.zones import is_aws_zone_id, known_regions, zone_in_region
@@ -69,8 +69,6 @@ _CAPACITIES: dict[str, tuple[str, ...]] = {
     "aws": ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK"),
     "gcp": ("ON_DEMAND", "SPOT", "RESERVATION", "FLEX_START"),
 }
-# network.azCount: no AWS region has more Availability Zones than this.
-MAX_AZ_COUNT = 6
 # A Google Cloud project ID (at most 30 characters, a letter first); legacy ones carry an "example.com:" prefix.
 _GCP_PROJECT = re.compile(r"([a-z0-9][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{0,29}")
 # A Compute Engine resource name (RFC 1035: 1-63 characters, a lower-case letter first, no trailing '-'), as a
@@ -80,18 +78,6 @@ _GCP_RESERVATION = re.compile(rf"{_GCE_NAME}|projects/[a-z][-a-z0-9]{{4,28}}[a-z
                               rf"(/reservationBlocks/{_GCE_NAME})?")
 # Nodes in one pool: GKE's limit per node pool and zone, far above any GPU pool this toolkit sizes.
 MAX_POOL_NODES = 1000
-
-
-# Address space a VPC, a peering or a VPN carries (RFC 1918, the RFC 6598 shared range clouds also use inside
-# VPCs, IPv6 unique-local). Anything else is an internet address, reachable only on a public endpoint.
-PRIVATE_RANGES = tuple(ipaddress.ip_network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
-                                                         "100.64.0.0/10", "fc00::/7"))
-
-
-def is_private_cidr(cidr: str) -> bool:
-    """True when all of ``cidr`` lies in :data:`PRIVATE_RANGES` (reached over private links, not the internet)."""
-    net = ipaddress.ip_network(cidr, strict=False)
-    return any(net.version == p.version and net.subnet_of(p) for p in PRIVATE_RANGES)  # type: ignore[arg-type]
 
 
 # The FSx for Lustre deployment type the stack creates (infra/aws/checkpoint.py), SSD storage.
@@ -201,17 +187,6 @@ class NodePoolConfig:
     @property
     def multi_node(self) -> bool:
         return self.max_nodes > 1
-
-
-@dataclass(frozen=True)
-class NetworkConfig:
-    """CIDRs. AWS: ``vpc_cidr`` split into subnets. GCP: primary subnet plus pod/service ranges."""
-
-    vpc_cidr: str = "10.0.0.0/16"
-    az_count: int = 2
-    pods_cidr: str = "10.64.0.0/14"
-    services_cidr: str = "10.68.0.0/20"
-    gpu_cidr_base: str = "10.100.0.0/16"
 
 
 @dataclass(frozen=True)
@@ -472,45 +447,6 @@ def _tags(value: Any, cloud: str) -> dict[str, str]:
     return tags
 
 
-def _check_ranges(network: NetworkConfig, cloud: str) -> None:
-    """The address ranges one cluster routes are IPv4 and pairwise disjoint: a node sends each packet to the
-    first range that holds its destination, so an overlap silently blackholes pods, services or GPU traffic.
-
-    AWS uses the VPC and the EKS service range (pods take VPC addresses); GKE also the pods range and the GPU
-    networks, whose gVNIC and RDMA subnets are all carved from ``gpuCidrBase`` (disjoint by construction).
-    """
-    ranges = [("network.vpcCidr", network.vpc_cidr)]
-    if cloud == "gcp":
-        ranges.append(("network.podsCidr", network.pods_cidr))
-    ranges.append(("network.servicesCidr", network.services_cidr))
-    if cloud == "gcp":
-        ranges.append(("network.gpuCidrBase", network.gpu_cidr_base))
-    for j, (key, cidr) in enumerate(ranges):
-        net = ipaddress.ip_network(cidr)
-        if net.version != 4:
-            raise ConfigError(_key(key), f"must be an IPv4 CIDR block such as 10.0.0.0/16, got {cidr}")
-        for other_key, other in ranges[:j]:
-            if net.overlaps(ipaddress.ip_network(other)):
-                raise ConfigError(_key(key), f"{cidr} overlaps gpufleet:{other_key} ({other}); the ranges a "
-                                             "cluster routes must be disjoint: pick a block outside it")
-
-
-def _ipv4_cidrs(value: Any, path: str) -> tuple[str, ...]:
-    """A list of IPv4 CIDRs, none of them the whole internet (EKS and GKE API allow-lists take IPv4 only)."""
-    out = []
-    for c in _strings(value, path):
-        cidr = _cidr(c, path)
-        net = ipaddress.ip_network(cidr)
-        if net.version != 4:
-            raise ConfigError(_key(path), f"{shown(c)} is not IPv4; EKS public access CIDRs and GKE authorized "
-                                          "networks take IPv4 CIDRs only")
-        if net.prefixlen == 0:
-            raise ConfigError(_key(path), f"{shown(c)} is the whole internet; list the hub's or operators' own ranges")
-        if cidr not in out:
-            out.append(cidr)
-    return tuple(out)
-
-
 def _check_api_rules(cluster: ClusterConfig) -> None:
     """EKS: every hub and operator CIDR is one 443 rule on the control-plane security group, which takes
     :data:`EKS_API_SG_INBOUND_RULES` inbound rules."""
@@ -520,38 +456,6 @@ def _check_api_rules(cluster: ClusterConfig) -> None:
         raise ConfigError(_key(key), f"hubCidrs and operatorCidrs make {rules} inbound rules on the EKS "
                                      f"control-plane security group, which takes {EKS_API_SG_INBOUND_RULES}; "
                                      "merge them into fewer, wider CIDRs")
-
-
-# The most internet address space one API allow-list may open: a /8 (16,777,216 addresses). Larger sets are
-# the internet in pieces (0.0.0.0/1 + 128.0.0.0/1 is 0.0.0.0/0), which no hub or operator egresses from.
-MAX_PUBLIC_SPAN = ipaddress.ip_network("10.0.0.0/8").num_addresses
-
-
-def public_span(cidrs: Any) -> tuple[int, list[str]]:
-    """``(addresses, collapsed CIDRs)`` of the public (non-:data:`PRIVATE_RANGES`) IPv4 parts of ``cidrs``,
-    overlaps counted once."""
-    nets = [ipaddress.ip_network(c, strict=False) for c in cidrs]
-    public = [n for n in nets if n.version == 4 and not is_private_cidr(str(n))]
-    collapsed = list(ipaddress.collapse_addresses(public))  # type: ignore[arg-type]
-    return sum(n.num_addresses for n in collapsed), [str(n) for n in collapsed]
-
-
-def public_span_error(cidrs: Any) -> str | None:
-    """Why the public CIDRs among ``cidrs`` are too wide together (more than a /8), naming what they cover;
-    None when they are not."""
-    total, covered = public_span(cidrs)
-    if total <= MAX_PUBLIC_SPAN:
-        return None
-    shown_cover = ", ".join(covered[:4]) + (f" and {len(covered) - 4} more" if len(covered) > 4 else "")
-    return (f"together cover {total:,} public addresses ({shown_cover}), more than a /8 "
-            f"({MAX_PUBLIC_SPAN:,}); list the hub's and operators' own addresses")
-
-
-def check_public_span(cidrs: Any, path: str) -> None:
-    """Refuse public CIDRs that together open more than a /8 (:func:`public_span_error`) at key ``path``."""
-    error = public_span_error(cidrs)
-    if error:
-        raise ConfigError(_key(path), error)
 
 
 def _hub_private_link(value: Any, cloud: str, public: bool, hub_stack: str | None) -> str:
@@ -1068,16 +972,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
             _key("gpuZone"), "set one GPU zone: multi-node pools in different zones cannot share a fabric"
         )
 
-    net = _mapping(raw.get("network"), "network")
-    _unknown_keys(net, {"vpcCidr", "azCount", "podsCidr", "servicesCidr", "gpuCidrBase"}, "network")
-    network = NetworkConfig(
-        vpc_cidr=_cidr(net.get("vpcCidr", NetworkConfig.vpc_cidr), "network.vpcCidr"),
-        az_count=_int(net.get("azCount", 2), "network.azCount", minimum=2, maximum=MAX_AZ_COUNT),
-        pods_cidr=_cidr(net.get("podsCidr", NetworkConfig.pods_cidr), "network.podsCidr"),
-        services_cidr=_cidr(net.get("servicesCidr", NetworkConfig.services_cidr), "network.servicesCidr"),
-        gpu_cidr_base=_cidr(net.get("gpuCidrBase", NetworkConfig.gpu_cidr_base), "network.gpuCidrBase"),
-    )
-    _check_ranges(network, cloud)
+    network = parse_network(raw.get("network"), cloud)
 
     cl = _mapping(raw.get("cluster"), "cluster")
     _unknown_keys(

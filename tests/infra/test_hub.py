@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from infra import mockrun
-from infra.config import StackConfig, is_private_cidr, linked_ranges, load_stack_file
+from infra.config import StackConfig, linked_ranges, load_stack_file
+from infra.config.network import is_private_cidr
 from infra.hub_link import with_hub_egress
 from infra.k8s import addons, dispatcher
 from infra.k8s import kueue_objects as ko
