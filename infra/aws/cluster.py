@@ -11,7 +11,8 @@ import pulumi_aws as aws
 
 from infra.aws.iam import pod_identity_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
-from infra.config import EKS_SUPPORT_TYPE, StackConfig
+from infra.config import StackConfig
+from infra.config.cluster import EKS_SUPPORT_TYPE
 from infra.outputs import endpoint_cidrs, public_endpoint_cidrs
 
 # Controllers (Kueue, the FSx CSI controller, CoreDNS) run here, never on GPU nodes.
