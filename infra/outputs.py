@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.config import NodePoolConfig, StackConfig
+from infra.config import StackConfig
 from infra.config.network import is_private_cidr
+from infra.config.pools import NodePoolConfig
 from placement.checkpoint_volumes import CLAIM_NAME
 
 
