@@ -14,12 +14,11 @@ import difflib
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from infra.config.cluster import ClusterConfig, parse_cluster
-from infra.config.dispatch import DispatchConfig, parse_dispatch
 from infra.config.fields import (
     _NAME,
     NAMESPACE,
@@ -32,9 +31,9 @@ from infra.config.fields import (
     _strings,
     _unknown_keys,
 )
+from infra.config.hub import HubConfig, parse_hub
 from infra.config.kueue import KueueConfig, parse_kueue
-from infra.config.link import HubVpnConfig, _hub_vpn, _worker_refs
-from infra.config.network import NetworkConfig, _ipv4_cidrs, check_public_span, is_private_cidr, parse_network
+from infra.config.network import NetworkConfig, is_private_cidr, parse_network
 from infra.config.pools import _CAPACITIES, NodePoolConfig, parse_node_pools
 from infra.config.storage import CheckpointConfig, TrainingConfig, parse_checkpoint, parse_training
 from placement.errors import shown
@@ -61,22 +60,6 @@ KEYS = (
 
 # A Google Cloud project ID (at most 30 characters, a letter first); legacy ones carry an "example.com:" prefix.
 _GCP_PROJECT = re.compile(r"([a-z0-9][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{0,29}")
-
-
-@dataclass(frozen=True)
-class HubConfig:
-    """A MultiKueue hub: the worker stacks it dispatches to (fully qualified stack names)."""
-
-    workers: tuple[str, ...] = ()
-    # MultiKueue dispatcher on the hub: AllAtOnce copies a workload to every worker and keeps the first
-    # admission; Incremental widens the set 3 clusters at a time; External leaves the choice to a
-    # controller writing .status.nominatedClusterNames (``placement dispatch``, the hub's Deployment).
-    dispatcher: Literal["AllAtOnce", "Incremental", "External"] = "AllAtOnce"
-    # Where the hub's API clients (Kueue's MultiKueue controller, the dispatcher) reach worker APIs from, as
-    # the workers see it: private ranges over peering/VPN, or public NAT addresses. IPv4 CIDRs.
-    egress_cidrs: tuple[str, ...] = ()
-    dispatch: DispatchConfig = field(default_factory=DispatchConfig)
-    vpn: HubVpnConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -231,27 +214,7 @@ def parse(raw: Mapping[str, Any], *, stack: str = "dev") -> StackConfig:
 
     kueue = parse_kueue(raw.get("kueue"))
 
-    hb = _mapping(raw.get("hub"), "hub")
-    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch", "vpn"}, "hub")
-    workers = _worker_refs(hb.get("workers"), "hub.workers")
-    dispatcher = _str(hb.get("dispatcher", "AllAtOnce"), "hub.dispatcher")
-    if dispatcher not in ("AllAtOnce", "Incremental", "External"):
-        raise ConfigError(_key("hub.dispatcher"), "must be AllAtOnce, Incremental or External")
-    egress = _ipv4_cidrs(hb.get("egressCidrs"), "hub.egressCidrs")
-    check_public_span(egress, "hub.egressCidrs")
-    hub = HubConfig(workers=workers, dispatcher=dispatcher,  # type: ignore[arg-type]
-                    egress_cidrs=egress, dispatch=parse_dispatch(hb.get("dispatch"), dispatcher),
-                    vpn=_hub_vpn(hb.get("vpn"), cloud, workers))
-    if role == "hub" and not workers:
-        raise ConfigError(
-            _key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)"
-        )
-    if role == "hub" and not egress:
-        raise ConfigError(
-            _key("hub.egressCidrs"),
-            "is required on a hub: list the CIDRs its Kueue and dispatcher reach worker APIs from (private ranges "
-            "over peering/VPN, or NAT addresses) and authorise them on every worker in gpufleet:cluster.hubCidrs",
-        )
+    hub = parse_hub(raw.get("hub"), role, cloud)
 
     tags = _tags(raw.get("tags"), cloud)
 

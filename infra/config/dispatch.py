@@ -108,6 +108,7 @@ def _annotations(value: Any, path: str) -> Mapping[str, str]:
 
 
 def parse_dispatch(value: Any, dispatcher: str) -> DispatchConfig:
+    """``gpufleet:hub.dispatch``: the dispatcher Deployment (see :class:`DispatchConfig`)."""
     path = "hub.dispatch"
     raw = _mapping(value, path)
     _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
