@@ -61,9 +61,9 @@ def hub_link_output(cfg: StackConfig) -> dict[str, Any]:
     ``hubStack`` (``gpufleet:cluster.hubStack``, whose egress this stack authorises, or None),
     ``privateLink`` (``gpufleet:cluster.hubPrivateLink``: ``none`` or ``external``, a link built outside the
     stacks) and ``addressRanges``, the ranges the cluster brings into the hub's network
-    (:func:`infra.config.linked_ranges`, each ``{"key", "cidr"}``), which must not overlap the hub's or another
+    (:func:`infra.config.stack.linked_ranges`, each ``{"key", "cidr"}``), which must not overlap the hub's or another
     worker's."""
-    from infra.config import linked_ranges
+    from infra.config.stack import linked_ranges
 
     return {"hubStack": cfg.cluster.hub_stack, "privateLink": cfg.cluster.hub_private_link,
             "addressRanges": [{"key": f"gpufleet:{key}", "cidr": cidr} for key, cidr in linked_ranges(cfg)]}

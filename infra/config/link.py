@@ -4,7 +4,8 @@ the private paths between them.
 Owns the worker references of a hub (``hub.workers``, ``_worker_refs``) and a worker's hub (``cluster.hubStack``,
 ``_stack_ref``), the private path a worker is reached on (``cluster.hubPrivateLink``, ``_hub_private_link``) and
 an AWS hub's HA VPN to GCP workers (``hub.vpn``, :class:`HubVpnConfig`). Checks that need both stacks' configs
-(overlapping ranges, the two ends of a path agreeing) are the entry point's: :func:`infra.config.check_worker_stacks`.
+(overlapping ranges, the two ends of a path agreeing) are the entry point's:
+:func:`infra.config.stack.check_worker_stacks`.
 
 May import: the standard library and :mod:`infra.config.fields`; no Pulumi SDK.
 """
