@@ -163,7 +163,7 @@ class EksCluster(pulumi.ComponentResource):
                 service_ipv4_cidr=cfg.network.services_cidr, ip_family="ipv4"),
             enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
             # STANDARD: the cluster is upgraded at end of standard support instead of silently billing
-            # extended support (6x the control-plane price); infra/config.py refuses a version past that date
+            # extended support (6x the control-plane price); infra/config/cluster.py refuses a version past that date
             # (placement/data/eks_versions.yaml), so EKS never upgrades under the stack.
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=EKS_SUPPORT_TYPE),
             tags=tags("eks"),
