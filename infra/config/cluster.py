@@ -4,9 +4,9 @@ Owns :class:`ClusterConfig`, GKE's maintenance window and no-upgrade exclusion (
 and the EKS version table with its support calendar (``placement/data/eks_versions.yaml``,
 :func:`check_eks_version`): a cluster past EKS standard support would be upgraded by EKS itself.
 
-May import: the standard library, PyYAML (lazily, for the version table), :mod:`infra.config.fields`,
-:mod:`infra.config.network` (the allow-list CIDR rules) and :mod:`infra.config.link` (``hubStack``,
-``hubPrivateLink``); no Pulumi SDK.
+May import: the standard library, PyYAML (lazily, for the version table), :mod:`placement.errors`,
+:mod:`infra.config.fields`, :mod:`infra.config.network` (the allow-list CIDR rules) and :mod:`infra.config.link`
+(``hubStack``, ``hubPrivateLink``); no Pulumi SDK.
 """
 
 from __future__ import annotations

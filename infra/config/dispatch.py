@@ -4,7 +4,7 @@ Owns :class:`DispatchConfig`: the dispatcher image (a reference, or built by the
 replicas, admission deadline and wait price, container resources, ServiceAccount annotations (the cloud
 identity it reads live prices with), image pull Secret and the user's own Prometheus server.
 
-May import: the standard library and :mod:`infra.config.fields`; no Pulumi SDK.
+May import: the standard library, :mod:`placement.errors` and :mod:`infra.config.fields`; no Pulumi SDK.
 """
 
 from __future__ import annotations

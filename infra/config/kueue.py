@@ -4,7 +4,7 @@ Owns :class:`KueueConfig`: the Kueue version (v0.19.x), the cohort its ClusterQu
 namespaces that get LocalQueues, the order capacity flavors are tried in, and the share of each pool the
 inference queue owns. The queues themselves are derived from the node pools in :mod:`infra.k8s.kueue_objects`.
 
-May import: the standard library and :mod:`infra.config.fields`; no Pulumi SDK.
+May import: the standard library, :mod:`placement.errors` and :mod:`infra.config.fields`; no Pulumi SDK.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ an AWS hub's HA VPN to GCP workers (``hub.vpn``, :class:`HubVpnConfig`). Checks 
 (overlapping ranges, the two ends of a path agreeing) are the entry point's:
 :func:`infra.config.stack.check_worker_stacks`.
 
-May import: the standard library and :mod:`infra.config.fields`; no Pulumi SDK.
+May import: the standard library, :mod:`placement.errors` and :mod:`infra.config.fields`; no Pulumi SDK.
 """
 
 from __future__ import annotations
@@ -30,6 +30,16 @@ from infra.config.fields import (
 )
 from placement.errors import shown
 
+# A fully qualified Pulumi stack org/project/stack: each part letters, digits, '-', '_', '.'.
+_PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
+# MultiKueueConfig.spec.clusters in the Kueue v1beta2 CRD (the hub's all-workers config lists every worker).
+MAX_HUB_WORKERS = 20
+# AWS quota "Site-to-Site VPN connections per virtual private gateway" (default 10), two per linked GCP worker
+# (infra/link.py says why one gateway serves them all).
+MAX_VGW_CONNECTIONS = 10
+# Private 16- and 32-bit ASNs (RFC 6996), what both a virtual private gateway and a Cloud Router take.
+_PRIVATE_ASNS = ((64512, 65534), (4200000000, 4294967294))
+
 
 @dataclass(frozen=True)
 class HubVpnConfig:
@@ -45,6 +55,40 @@ class HubVpnConfig:
     amazon_asn: int = 64512
     google_asn: int = 65534
     vpn_gateway_id: str | None = None
+
+
+def _worker_refs(value: Any, path: str) -> tuple[str, ...]:
+    """A hub's worker stacks: fully qualified ``org/project/stack``, each stack name a DNS-1123 label (it names
+    the hub's objects for that worker), no stack name twice, at most :data:`MAX_HUB_WORKERS`."""
+    refs = _strings(value, path)
+    keys: list[str] = []
+    for i, ref in enumerate(refs):
+        parts = ref.split("/")
+        if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
+            raise ConfigError(_key(f"{path}[{i}]"), f"{shown(ref)} must be a fully qualified stack org/project/stack "
+                                                    "such as acme/gpufleet/aws-use1-p5")
+        key = parts[2]
+        if len(key) > 63 or not _DNS_SUBDOMAIN.fullmatch(key) or "." in key:
+            raise ConfigError(_key(f"{path}[{i}]"), f"stack name {shown(key)} names the hub's objects for this worker, "
+                                                    "so it must be a DNS-1123 label (lower-case letters, digits, '-')")
+        if key in keys:
+            raise ConfigError(_key(f"{path}[{i}]"), f"two workers share the stack name {key!r}; list each worker once")
+        keys.append(key)
+    if len(refs) > MAX_HUB_WORKERS:
+        raise ConfigError(_key(path), f"lists {len(refs)} workers; a MultiKueueConfig takes at most {MAX_HUB_WORKERS}")
+    return refs
+
+
+def _stack_ref(value: Any, path: str) -> str | None:
+    """An optional fully qualified stack ``org/project/stack`` (a StackReference name)."""
+    if value is None:
+        return None
+    ref = _str(value, path)
+    parts = ref.split("/")
+    if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
+        raise ConfigError(_key(path), f"{shown(ref)} must be a fully qualified stack org/project/stack such as "
+                                      "acme/gpufleet/hub")
+    return ref
 
 
 def _hub_private_link(value: Any, cloud: str, public: bool, hub_stack: str | None) -> str:
@@ -63,19 +107,6 @@ def _hub_private_link(value: Any, cloud: str, public: bool, hub_stack: str | Non
                                                         "endpoint is on, the kubeconfig the hub dials names it and "
                                                         "hub traffic goes over NAT, not the private link")
     return link
-
-
-# A fully qualified Pulumi stack org/project/stack: each part letters, digits, '-', '_', '.'.
-_PULUMI_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,99}")
-# MultiKueueConfig.spec.clusters in the Kueue v1beta2 CRD (the hub's all-workers config lists every worker).
-MAX_HUB_WORKERS = 20
-
-
-# AWS quota "Site-to-Site VPN connections per virtual private gateway" (default 10), two per linked GCP worker
-# (infra/link.py says why one gateway serves them all).
-MAX_VGW_CONNECTIONS = 10
-# Private 16- and 32-bit ASNs (RFC 6996), what both a virtual private gateway and a Cloud Router take.
-_PRIVATE_ASNS = ((64512, 65534), (4200000000, 4294967294))
 
 
 def _asn(value: Any, path: str, default: int) -> int:
@@ -133,37 +164,3 @@ def _hub_vpn(value: Any, cloud: str, workers: tuple[str, ...]) -> HubVpnConfig |
         raise ConfigError(_key(f"{path}.googleAsn"), "must differ from amazonAsn (two ends of one BGP session)")
     return HubVpnConfig(vpc_id=vpc_id, route_table_ids=tables, workers=linked, amazon_asn=amazon, google_asn=google,
                         vpn_gateway_id=gateway)
-
-
-def _stack_ref(value: Any, path: str) -> str | None:
-    """An optional fully qualified stack ``org/project/stack`` (a StackReference name)."""
-    if value is None:
-        return None
-    ref = _str(value, path)
-    parts = ref.split("/")
-    if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
-        raise ConfigError(_key(path), f"{shown(ref)} must be a fully qualified stack org/project/stack such as "
-                                      "acme/gpufleet/hub")
-    return ref
-
-
-def _worker_refs(value: Any, path: str) -> tuple[str, ...]:
-    """A hub's worker stacks: fully qualified ``org/project/stack``, each stack name a DNS-1123 label (it names
-    the hub's objects for that worker), no stack name twice, at most :data:`MAX_HUB_WORKERS`."""
-    refs = _strings(value, path)
-    keys: list[str] = []
-    for i, ref in enumerate(refs):
-        parts = ref.split("/")
-        if len(parts) != 3 or not all(_PULUMI_NAME.fullmatch(p) for p in parts):
-            raise ConfigError(_key(f"{path}[{i}]"), f"{shown(ref)} must be a fully qualified stack org/project/stack "
-                                                    "such as acme/gpufleet/aws-use1-p5")
-        key = parts[2]
-        if len(key) > 63 or not _DNS_SUBDOMAIN.fullmatch(key) or "." in key:
-            raise ConfigError(_key(f"{path}[{i}]"), f"stack name {shown(key)} names the hub's objects for this worker, "
-                                                    "so it must be a DNS-1123 label (lower-case letters, digits, '-')")
-        if key in keys:
-            raise ConfigError(_key(f"{path}[{i}]"), f"two workers share the stack name {key!r}; list each worker once")
-        keys.append(key)
-    if len(refs) > MAX_HUB_WORKERS:
-        raise ConfigError(_key(path), f"lists {len(refs)} workers; a MultiKueueConfig takes at most {MAX_HUB_WORKERS}")
-    return refs

@@ -4,7 +4,7 @@ Owns :class:`NetworkConfig` (the VPC, pods, services and GPU ranges, pairwise di
 private (:func:`is_private_cidr`), the IPv4-only allow-list CIDRs (``_ipv4_cidrs``) and the widest public span
 one allow-list may open (:func:`check_public_span`), used by the cluster and hub sections.
 
-May import: the standard library and :mod:`infra.config.fields`; no Pulumi SDK.
+May import: the standard library, :mod:`placement.errors` and :mod:`infra.config.fields`; no Pulumi SDK.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ data, the same the placement CLI reads), the capacity kind a cloud offers (on-de
 reservation, flex-start) and its reservation, node counts, and the zone, which the embedded catalog must
 offer the shape in.
 
-May import: the standard library, :mod:`infra.config.fields` and ``placement``'s shape, zone and catalog data
-(the catalog lazily); no Pulumi SDK.
+May import: the standard library, :mod:`infra.config.fields`, :mod:`placement.errors` and ``placement``'s
+shape, zone and catalog data (the catalog lazily); no Pulumi SDK.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ that need the other stacks of the project: a hub's workers (:func:`check_worker_
 stack, reached on a path both ends agree on, address ranges disjoint) and a worker's hub
 (:func:`check_hub_stack`).
 
-May import: the standard library, PyYAML (lazily), every module of ``infra/config/``, ``placement``'s region
-and zone data, and the Pulumi SDK only inside :func:`from_pulumi`.
+May import: the standard library, PyYAML (lazily), every module of ``infra/config/``, :mod:`placement.errors`,
+``placement``'s region and zone data, and the Pulumi SDK only inside :func:`from_pulumi`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ filesystem tier next to the GPUs (:class:`FilesystemConfig`: FSx for Lustre size
 Filestore), and :class:`TrainingConfig`, the Kubernetes service account training pods run as, which the stack
 binds to the checkpoint identity (AWS IRSA role, GCP Workload Identity).
 
-May import: the standard library and :mod:`infra.config.fields`; no Pulumi SDK.
+May import: the standard library, :mod:`placement.errors` and :mod:`infra.config.fields`; no Pulumi SDK.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns the tag rules: each cloud's key and value syntax, the keys the stacks set themselves, the number a
 resource takes, and the two every stack must set (owner, cost-center).
 
-May import: the standard library and :mod:`infra.config.fields`; no Pulumi SDK.
+May import: the standard library, :mod:`placement.errors` and :mod:`infra.config.fields`; no Pulumi SDK.
 """
 
 from __future__ import annotations
