@@ -11,7 +11,7 @@ from typing import Any
 from infra.config import StackConfig
 from infra.config.network import is_private_cidr
 from infra.config.pools import NodePoolConfig
-from placement.checkpoint_volumes import CLAIM_NAME
+from placement.model.checkpoint_volumes import CLAIM_NAME
 
 
 def node_pool_output(pool: NodePoolConfig) -> dict[str, Any]:

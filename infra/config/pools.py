@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from infra.config.fields import _NAME, ConfigError, _int, _key, _mapping, _opt_str, _str, _unknown_keys
 from placement.errors import shown
-from placement.shapes import Shape, shape_book
-from placement.zones import is_aws_zone_id, zone_in_region
+from placement.model.shapes import Shape, shape_book
+from placement.model.zones import is_aws_zone_id, zone_in_region
 
 # FLEX_START (GCP, `capacity: flex-start`): a GKE flex-start node pool with queued provisioning (Dynamic
 # Workload Scheduler). It scales from zero when a Kueue ProvisioningRequest admission check obtains all the
@@ -163,7 +163,7 @@ def _check_offer(cloud: str, itype: str, region: str, zone: str, path: str) -> N
     region is checked; zone IDs (use1-az6) and GCP zones are checked exactly. A catalog row without a zone
     (its zone is its region) vouches for the whole region.
     """
-    from placement.catalog import embedded_catalog
+    from placement.model.catalog import embedded_catalog
 
     zones = {o.zone for o in embedded_catalog().offers
              if o.cloud == cloud and o.instance_type == itype and o.region == region}

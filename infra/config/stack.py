@@ -30,7 +30,7 @@ from infra.config.pools import _CAPACITIES, NodePoolConfig, parse_node_pools
 from infra.config.storage import CheckpointConfig, TrainingConfig, parse_checkpoint, parse_training
 from infra.config.tags import parse_tags
 from placement.errors import shown
-from placement.zones import known_regions, zone_in_region
+from placement.model.zones import known_regions, zone_in_region
 
 # Every top-level stack config key, all declared in Pulumi.yaml.
 KEYS = (
