@@ -1,5 +1,6 @@
 """infra/config/ is importable without Pulumi, and its modules import one another in one direction only, as their
-docstrings say: ``fields`` at the bottom, the section modules above it, ``stack`` (the entry point) on top."""
+docstrings say: ``fields`` at the bottom, the section modules above it, ``stack`` (the entry point) on top; from
+``placement`` only its errors and pure model."""
 
 from __future__ import annotations
 
@@ -70,3 +71,8 @@ def test_config_modules_import_one_another_one_way() -> None:
         assert "infra.config" not in imported, f"{name} imports the package itself (a cycle through __init__)"
         other_infra = {m for m in imported if m.startswith("infra.") and not m.startswith("infra.config")}
         assert not other_infra, f"{name} imports {sorted(other_infra)}: infra/config/ is below the rest of infra/"
+        # From placement/, only the floor's errors and the pure model (shapes, zones, catalog): no solver,
+        # command or adapter, so parsing a stack's config does no I/O beyond reading packaged data.
+        adapters = {m for m in imported if m.startswith("placement") and m != "placement.errors"
+                    and not m.startswith("placement.model.")}
+        assert not adapters, f"{name} imports {sorted(adapters)}: only placement.errors and placement.model.*"
