@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import ROOT, base_env, free_port, trainer
 
-LABELS = {"job", "team", "workload", "accelerator", "nodes", "gpus"}
+LABELS = {"job", "team", "workload", "accelerator", "nodes", "gpus", "rank"}
 METRICS = {
     "gpufleet_trainer_samples_total": LABELS, "gpufleet_trainer_tokens_total": LABELS,
     "gpufleet_trainer_step_seconds_bucket": LABELS | {"le"}, "gpufleet_trainer_step": LABELS,
