@@ -209,9 +209,13 @@ def test_a_malformed_manifest_field_is_a_torn_checkpoint(tmp_path: Path) -> None
     ck = Checkpointer(home=Store(str(tmp_path), "job-a"))
     assert ck.save(snap(10)) and ck.save(snap(20))
     path = tmp_path / step_name(20) / MANIFEST
-    for bad in ({"bytes": "100"}, {"bytes": -1}, {"sha256": None}, {"bytes": True}):
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        doc["files"]["state.bin"].update(bad)
+    good = json.loads(path.read_text(encoding="utf-8"))
+    for bad in ({"bytes": "100"}, {"bytes": -1}, {"sha256": None}, {"bytes": True}, "100 bytes", ["x"]):
+        doc = json.loads(json.dumps(good))
+        if isinstance(bad, dict):
+            doc["files"]["state.bin"].update(bad)
+        else:  # the entry itself is not a mapping
+            doc["files"]["state.bin"] = bad
         path.write_text(json.dumps(doc), encoding="utf-8")
         loaded = Checkpointer(home=Store(str(tmp_path), "job-a")).latest()
         assert loaded is not None and loaded.step == 10
