@@ -107,6 +107,14 @@ def _cleanup(workdir: Path) -> None:
         workdir.rmdir()
 
 
+def _reap() -> None:
+    """Collect the exit status of children that are gone (as the container's PID 1 the launcher inherits
+    torchrun's workers when torchrun dies first); only after the command itself has been waited for."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
 def _listdir(folder: Path) -> list[str]:
     try:
         return os.listdir(folder)
@@ -196,7 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             while time.monotonic() - start < limit and \
                     any(o.alive() for o in outcome.read(str(workdir)) if o.state == "running"):
                 time.sleep(POLL_S)
+                _reap()
             _signal_workers(str(workdir), signal.SIGKILL)
+        _reap()
         code = rc if rc >= 0 else 128 - rc
         decision = outcome.decide(code, bool(notice), outcome.read(str(workdir)), marker.exists(), retry)
         if decision.why:

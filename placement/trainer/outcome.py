@@ -39,12 +39,15 @@ MAX_BYTES = 16 << 10
 MARKER = re.compile(r"^(rank|pid)-\d{1,9}\.json$")
 
 
-def process_start(pid: int) -> int | None:
+def process_start(pid: int, running: bool = False) -> int | None:
     """The start time of process ``pid`` (clock ticks since boot, ``/proc/<pid>/stat`` field 22); None when
-    there is no such process or no ``/proc``."""
+    there is no such process or no ``/proc`` (``running``: also when it has exited and is a zombie, waiting to
+    be reaped by its parent, the launcher when it is the container's PID 1)."""
     try:
-        data = safe.read_bytes(f"/proc/{int(pid)}/stat", 4096)
-        return int(data.rsplit(b")", 1)[1].split()[19])
+        fields = safe.read_bytes(f"/proc/{int(pid)}/stat", 4096).rsplit(b")", 1)[1].split()
+        if running and fields[0] in (b"Z", b"X"):
+            return None
+        return int(fields[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -64,7 +67,7 @@ class Outcome:
 
     def alive(self) -> bool:
         """Whether the process that wrote this marker still runs (the same pid and start time)."""
-        return self.start is not None and process_start(self.pid) == self.start
+        return self.start is not None and process_start(self.pid, running=True) == self.start
 
     @property
     def who(self) -> str:
