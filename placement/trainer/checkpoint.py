@@ -133,6 +133,10 @@ class _Counting:
         self.raw.flush()
 
 
+class _Torn(OSError):
+    """A data file whose size is not its manifest's (nothing of it read)."""
+
+
 class HomeError(Exception):
     """The checkpoint home cannot be used (a file where a directory belongs, another job's home): ``str()`` is
     the one-line reason; the trainer exits 2."""
@@ -377,12 +381,12 @@ class Store:
             f, actual = safe.open_regular(path)
             with f:
                 if actual != size:
-                    raise OSError(f"{self.url(name, fname)} is {actual} bytes, not the manifest's {size}")
+                    raise _Torn(f"{self.url(name, fname)} is {actual} bytes, not the manifest's {size}")
                 yield f
             return
         actual = self.fs.size(path)
         if actual != size:
-            raise OSError(f"{self.url(name, fname)} is {actual} bytes, not the manifest's {size}")
+            raise _Torn(f"{self.url(name, fname)} is {actual} bytes, not the manifest's {size}")
         with self.fs.open(path, "rb") as f:
             yield f
 
@@ -407,9 +411,8 @@ class Store:
                         if keep:
                             parts.append(chunk)
             except OSError as exc:
-                if not self.local and not isinstance(exc, (FileNotFoundError, safe.UnsafeFile)) \
-                        and "bytes, not the manifest's" not in str(exc):
-                    raise
+                if not self.local and not isinstance(exc, (FileNotFoundError, safe.UnsafeFile, _Torn)):
+                    raise  # the store cannot be read now: not a torn checkpoint
                 ok = False
             else:
                 ok = left == 0 and sha.hexdigest() == want["sha256"]

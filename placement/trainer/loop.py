@@ -8,9 +8,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
+from placement.files import safe
 from placement.trainer.checkpoint import Checkpointer, FileWriter, Snapshot
 from placement.trainer.notice import Notice, install
 from placement.trainer.settings import TrainerEnv
@@ -149,7 +149,7 @@ def train(run: Run) -> int:
         ckpt.home.write_finished(step, loss)
     if env.finished_file:  # the launcher's "finished" marker: this exit 0 is a real finish
         try:
-            Path(env.finished_file).write_text(f"{step}\n", encoding="utf-8")
+            safe.write_atomic(env.finished_file, f"{step}\n".encode())  # never through a FIFO or link there
         except OSError as exc:
             print(f"trainer: cannot write GPUFLEET_FINISHED_FILE={env.finished_file} ({exc.strerror})",
                   file=sys.stderr)
