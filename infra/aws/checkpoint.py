@@ -16,7 +16,8 @@ import pulumi_aws as aws
 
 from infra.aws.iam import irsa_trust_policy
 from infra.aws.layout import resource_tags
-from infra.config import FSX_DEPLOYMENT_TYPE, StackConfig
+from infra.config import StackConfig
+from infra.config.storage import FSX_DEPLOYMENT_TYPE
 from infra.protect import stateful
 
 # Lustre: 988 for LNet, 1018-1023 for the file servers (AWS FSx for Lustre VPC security guide).

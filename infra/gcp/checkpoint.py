@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import CheckpointConfig, TrainingConfig
+from infra.config.storage import CheckpointConfig, TrainingConfig
 from infra.gcp.plan import bucket_name, service_account_id
 from infra.protect import stateful_names as stateful
 

@@ -191,7 +191,7 @@ def test_a_fixed_interval_longer_than_the_run_is_capped_and_said():
 
 
 def test_the_lustre_defaults_are_filesystems_our_stacks_build():
-    from infra.config import FSX_DEPLOYMENT_TYPE, fsx_capacity_valid
+    from infra.config.storage import FSX_DEPLOYMENT_TYPE, fsx_capacity_valid
     from infra.gcp.plan import LUSTRE_TIERS
 
     lustre = physics_book().lustre
