@@ -880,7 +880,12 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
     spot_bound: dict[int, float] = {}
     for (pi, _), terms in no_row_spot.items():
         p = ps[pi]
-        spot_bound[pi] = avail_s[pi] * book.spot_nodes_without_quota.get(p.cloud, 0.0) * p.gpus
+        nodes = book.spot_nodes_without_quota.get(p.cloud)
+        if nodes is None:  # a book built without the figure: the shipped one (placement/data/commitments.yaml)
+            from placement.commitments import commitment_book
+
+            nodes = commitment_book().spot_nodes_without_quota.get(p.cloud, 0.0)
+        spot_bound[pi] = avail_s[pi] * nodes * p.gpus
         lp.row(-inf, spot_bound[pi], terms)
 
     # Demand: cumulative, each week's done within its weeks; only the tolerant share on spot.
