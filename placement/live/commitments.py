@@ -26,7 +26,7 @@ Imported only when ``--live`` asks for it; each SDK only when its cloud has a po
                                                 calendar-mode one, else flex-start's (calendar mode carries the
                                                 flex-start discount).
 
-Every figure read becomes a :class:`placement.commitments.Rate` with ``source: live: ...``, today's date and
+Every figure read becomes a :class:`placement.model.commitments.Rate` with ``source: live: ...``, today's date and
 ``verified: true``. A call that fails (no credentials, denied, throttled, timeout, a malformed answer) leaves
 the data's figures in place, with a warning naming the cloud, the call and why (credentials never reach it).
 Every answer is checked by shape before use; a value that is not a finite price is skipped.
@@ -44,12 +44,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from placement.commitments import Book, Rate, Term
 from placement.live import LiveRequest, Source
 from placement.live.errors import classify, scrub
+from placement.model.commitments import Book, Rate, Term
 
 if TYPE_CHECKING:
-    from placement.portfolio import Pool
+    from placement.plan.portfolio import Pool
 
 RateKey = tuple[str, str | None, str]
 SP_TYPES = {"family-region": "EC2Instance", "all": "Compute"}
@@ -178,10 +178,9 @@ def _aws(book: Book, ps: Sequence[Pool], request: LiveRequest, now: dt.datetime,
     except Exception as exc:  # noqa: BLE001 - reported as the cloud's source row; the data's figures stay
         got.failed("aws", "credentials", "-", exc)
         return
-    from placement.portfolio import _applies
-
     today = now.date().isoformat()
-    blocks = [(t, p) for t in book.terms if t.kind == "capacity-block" for p in ps if _applies(t, p)]
+    blocks = [(t, p) for t in book.terms if t.kind == "capacity-block" for p in ps
+              if t.covers(p.cloud, p.accelerator, p.gpus)]
 
     def block(tp: tuple[Term, Pool]) -> tuple[Term, Pool, dict[int, float] | BaseException]:
         t, p = tp
@@ -212,7 +211,7 @@ def _aws(book: Book, ps: Sequence[Pool], request: LiveRequest, now: dt.datetime,
     for t in book.terms:
         if t.kind != "savings-plan" or t.cloud != "aws":
             continue
-        mine = [p for p in ps if _applies(t, p)]
+        mine = [p for p in ps if t.covers(p.cloud, p.accelerator, p.gpus)]
         if not mine:
             continue
         years = max(1, round(max(t.durations_weeks) / 52))
@@ -317,10 +316,9 @@ def machine_discounts(prices: Mapping[tuple[str, str, str, str], float], pool: P
 
 def _gcp(book: Book, ps: Sequence[Pool], request: LiveRequest, now: dt.datetime, got: LiveRates) -> None:
     from placement.live import gcp
-    from placement.portfolio import _applies
 
     terms = [t for t in book.terms if t.cloud == "gcp" and t.kind in ("committed-use", "future-reservation")]
-    mine = [p for p in ps if p.cloud == "gcp" and any(_applies(t, p) for t in terms)]
+    mine = [p for p in ps if p.cloud == "gcp" and any(t.covers(p.cloud, p.accelerator, p.gpus) for t in terms)]
     if not mine:
         return
     try:
@@ -342,7 +340,7 @@ def _gcp(book: Book, ps: Sequence[Pool], request: LiveRequest, now: dt.datetime,
     for p in mine:
         disc = machine_discounts(prices, p)
         for t in terms:
-            if not _applies(t, p):
+            if not t.covers(p.cloud, p.accelerator, p.gpus):
                 continue
             if t.kind == "committed-use":
                 mode = "commit3" if max(t.durations_weeks) >= 104 else "commit1"

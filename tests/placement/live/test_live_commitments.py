@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from placement.catalog import Offer
-from placement.commitments import commitment_book, with_live
-from placement.shapes import shape_book
+from placement.model.catalog import Offer
+from placement.model.commitments import commitment_book, with_live
+from placement.model.shapes import shape_book
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 fakes = sys.modules["placement_live_fakes"]  # loaded by conftest
@@ -29,7 +29,7 @@ def _offer(itype: str, region: str, price: float, spot: float | None = None) -> 
 
 
 def _pools(*offers: Offer) -> list[Any]:
-    from placement.portfolio import pools
+    from placement.plan.portfolio import pools
 
     return pools(list(offers), {o.shape.accelerator for o in offers})
 
@@ -118,7 +118,7 @@ def test_capacity_blocks_are_priced_per_start_week_and_savings_plans_per_instanc
     assert ("aws-savings-plan-1y", "eu-west-9", "p5.48xlarge") not in got.rates
     assert got.rates[("aws-compute-savings-plan-1y", "us-east-1", "p5.48xlarge")].usd_per_node_hour == 44.0
     # the planner offers a block only in weeks with an offering, at that week's price
-    from placement.portfolio import buys
+    from placement.plan.portfolio import buys
 
     live = with_live(book, got.rates, "live")
     ps = _pools(_offer("p5.48xlarge", "us-east-1", 55.04, 20.0))
@@ -208,7 +208,7 @@ def test_gcp_commitment_and_flex_start_skus_give_each_machine_its_discount(billi
 
 def test_portfolio_live_end_to_end_rests_its_commitments_on_live_figures(billing, aws_env, monkeypatch, tmp_path,
                                                                           capsys):
-    from placement.cli import main
+    from placement.commands.main import main
     from placement.live import aws
 
     monkeypatch.setenv("GPUFLEET_GCP_BILLING_ENDPOINT", billing.url)
