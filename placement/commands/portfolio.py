@@ -48,12 +48,10 @@ def _money(x: float) -> float:
 
 
 def solver_text(status: str, gap: float, time_limited: bool, asked: float) -> str:
-    """The solver's status as a reader needs it beside a figure: optimal within the gap asked, or stopped."""
-    if time_limited:
-        return f"time limit reached, gap {gap:.2%} (asked {asked:.0%})"
-    if status == "Optimal":
-        return f"optimal, gap {gap:.2%}"
-    return f"{status.lower()}, gap {gap:.2%}"
+    """The solver's status beside a figure (:func:`placement.plan.milp.status_text`)."""
+    from placement.plan.milp import status_text
+
+    return status_text(status, gap, time_limited, asked)
 
 
 def _solver(a: Answer) -> dict[str, Any]:

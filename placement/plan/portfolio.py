@@ -913,15 +913,17 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
 
 
 def _run(lp: _Lp, mip_rel_gap: float, deadline: float) -> tuple[list[float], str, float, bool]:
-    """Solve ``lp``: (column values, HiGHS model status, proven relative gap, whether the time limit stopped it)."""
+    """Solve ``lp`` by ``deadline`` (:mod:`placement.plan.milp`'s time budget): (column values, HiGHS model
+    status, proven relative gap, whether the time limit stopped it)."""
     import highspy
 
-    from placement.plan.batch import new_highs
+    from placement.plan.milp import mip_gap, new_highs, run_until, status_of
 
     h = new_highs()
     h.setOptionValue("mip_rel_gap", mip_rel_gap)
     n = len(lp.cost)
-    h.addCols(n, lp.cost, lp.lo, lp.hi, 0, [], [], [])
+    inf = highspy.kHighsInf
+    h.addCols(n, lp.cost, lp.lo, [u if math.isfinite(u) else inf for u in lp.hi], 0, [], [], [])
     if lp.integer:
         h.changeColsIntegrality(len(lp.integer), lp.integer,  # type: ignore[arg-type]
                                 [highspy.HighsVarType.kInteger] * len(lp.integer))
@@ -934,25 +936,21 @@ def _run(lp: _Lp, mip_rel_gap: float, deadline: float) -> tuple[list[float], str
         starts.append(len(index))
         index.extend(idx)
         value.extend(val)
-        lower.append(lo_ if math.isfinite(lo_) else -highspy.kHighsInf)
-        upper.append(hi_ if math.isfinite(hi_) else highspy.kHighsInf)
+        lower.append(lo_ if math.isfinite(lo_) else -inf)
+        upper.append(hi_ if math.isfinite(hi_) else inf)
     if starts:
         h.addRows(len(starts), lower, upper, len(index), starts, index, value)
-    if any(not math.isfinite(u) for u in lp.hi):
-        bad = [i for i, u in enumerate(lp.hi) if not math.isfinite(u)]
-        h.changeColsBounds(len(bad), bad, [lp.lo[i] for i in bad], [highspy.kHighsInf] * len(bad))
     if lp.integer:
         found = _rounded(h, lp.integer, mip_rel_gap, deadline)
         if found is not None:
             return found[0], "Optimal", found[1], False
-    h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
-    h.run()
-    status = h.modelStatusToString(h.getModelStatus())
+    run_until(h, deadline)
+    status = status_of(h)
     sol = h.getSolution()
     if not sol.value_valid:
         raise InputError("--time-limit", f"no portfolio was found within it ({status}); give the solver more "
                          "seconds")
-    gap = float(h.getInfo().mip_gap) if lp.integer else 0.0
+    gap = mip_gap(h) if lp.integer else 0.0
     limited = h.getModelStatus() == highspy.HighsModelStatus.kTimeLimit
     return list(sol.col_value), status, gap if math.isfinite(gap) else 1.0, limited
 
@@ -960,20 +958,20 @@ def _run(lp: _Lp, mip_rel_gap: float, deadline: float) -> tuple[list[float], str
 def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float) -> tuple[list[float], float] | None:
     """A proven-good portfolio without a full branch and bound, when there is one.
 
-    The LP relaxation's cost L bounds every portfolio from below. The MILP restricted to the commitments the LP
-    buys any of is small; its solution (or, failing that, the LP's commitments rounded to the nearest and up,
-    with the rest re-solved: both feasible, the unserved hours absorb a shortfall) costs z. When (z − L)/z is
-    within ``mip_rel_gap`` it is returned with that gap, which holds for the full problem. Otherwise the full
-    branch and bound gets it as its first incumbent, with the commitments whose LP reduced cost exceeds z − L
-    fixed at 0 (exact: none of them is in any portfolio cheaper than z), and None is returned."""
-    from placement.plan.batch import new_highs
+    The LP relaxation's cost L bounds every portfolio from below. A dive from its optimum
+    (:func:`placement.plan.milp.dive`), else the MILP restricted to the commitments the LP buys any of, else the
+    LP's commitments rounded to the nearest and up with the rest re-solved (feasible: the unserved hours absorb a
+    shortfall) gives a portfolio of cost z. When (z − L)/z is within ``mip_rel_gap`` it is returned with that
+    gap, which holds for the full problem. Otherwise the full branch and bound gets the best of them as its first
+    incumbent, with the commitments whose LP reduced cost exceeds z − L fixed at 0 (exact: none of them is in any
+    portfolio cheaper than z), and None is returned."""
+    from placement.plan.milp import cost_of, dive, new_highs, relative_gap, run_until, time_left
 
     lp = h.getLp()
     lp.integrality_ = []
     relax = new_highs()
     relax.passModel(lp)
-    relax.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
-    relax.run()
+    run_until(relax, deadline)
     if not relax.getSolution().value_valid:
         return None
     bound = relax.getInfo().objective_function_value
@@ -981,15 +979,11 @@ def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float
     reduced = list(relax.getSolution().col_dual)
     costs = list(lp.col_cost_)
 
-    def value(x: Sequence[float]) -> float:  # from the solution itself, not the solver's (presolved) objective
-        return math.fsum(c * v for c, v in zip(costs, x, strict=True))
-
-    # A dive: fix the commitments the LP buys whole, round the nearest-to-whole quarter of the others, re-solve the
-    # LP, until every one is whole. A few warm-started LPs; on scripts/bench_schedule.py's 52-week forecast it lands
-    # within 0.5 % of the bound in 1.3 s of CPU, where the restricted MILP below takes 3.5 s.
-    dived = _dive(relax, integer, y, deadline)
-    if dived is not None and (value(dived) - bound) / max(abs(value(dived)), 1e-9) <= mip_rel_gap:
-        return dived, max(value(dived) - bound, 0.0) / max(abs(value(dived)), 1e-9)
+    # The dive: a few warm-started LPs; on scripts/bench_schedule.py's 52-week forecast it lands within 0.5 % of
+    # the bound in 1.3 s of CPU, where the restricted MILP below takes 3.5 s.
+    dived = dive(relax, integer, y, deadline)
+    if dived is not None and relative_gap(cost_of(costs, dived), bound) <= mip_rel_gap:
+        return dived, relative_gap(cost_of(costs, dived), bound)
     relax.changeColsBounds(len(integer), list(integer), [lp.col_lower_[i] for i in integer],
                            [lp.col_upper_[i] for i in integer])
 
@@ -1001,28 +995,26 @@ def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float
         sub.changeColsBounds(len(zero), zero, [0.0] * len(zero), [0.0] * len(zero))
     # Half the gap asked (its own bound is at least the LP's), a small cut pool and no restart: its root is where
     # the time goes (18 s of CPU at a quarter of the gap with HiGHS's defaults against 3.5 s so, for the same
-    # portfolio, on scripts/bench_schedule.py's 52-week forecast)
+    # portfolio, on scripts/bench_schedule.py's 52-week forecast); half the time left, the rest for what follows.
     sub.setOptionValue("mip_rel_gap", mip_rel_gap / 2)
     sub.setOptionValue("mip_pool_soft_limit", 10)
     sub.setOptionValue("mip_allow_restart", False)
-    sub.setOptionValue("time_limit", max((deadline - time.monotonic()) / 2, 0.1))
-    sub.run()
-    candidates: list[list[float]] = []
+    run_until(sub, time.monotonic() + time_left(deadline) / 2)
+    candidates: list[list[float]] = [dived] if dived is not None else []
     if sub.getSolution().value_valid:
         candidates.append(list(sub.getSolution().col_value))
-    if not candidates or (value(candidates[0]) - bound) / max(abs(value(candidates[0])), 1e-9) > mip_rel_gap:
+    if not candidates or relative_gap(min(cost_of(costs, c) for c in candidates), bound) > mip_rel_gap:
         for rounding in (round, math.ceil):  # both feasible: the unserved hours absorb a shortfall
             fixed = [float(math.ceil(y[i] - 1e-7)) if rounding is math.ceil else float(round(y[i])) for i in integer]
             relax.changeColsBounds(len(integer), list(integer), fixed, fixed)
-            relax.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
-            relax.run()
+            run_until(relax, deadline)
             if relax.getSolution().value_valid:
                 candidates.append(list(relax.getSolution().col_value))
     if not candidates:
         return None
-    x = min(candidates, key=value)
-    z = value(x)
-    gap = max(z - bound, 0.0) / max(abs(z), 1e-9)
+    x = min(candidates, key=lambda c: cost_of(costs, c))
+    z = cost_of(costs, x)
+    gap = relative_gap(z, bound)
     if gap <= mip_rel_gap:
         return x, gap
     # Reduced-cost fixing (exact): a commitment at 0 in the LP optimum whose reduced cost exceeds z - L cannot be
@@ -1031,36 +1023,6 @@ def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float
     if out:
         h.changeColsBounds(len(out), out, [0.0] * len(out), [0.0] * len(out))
     h.setSolution(len(x), list(range(len(x))), x)
-    return None
-
-
-def _dive(relax: Any, integer: Sequence[int], y: Sequence[float], deadline: float,
-          rounds: int = 40) -> list[float] | None:
-    """An integer solution by diving from the LP optimum ``y`` of ``relax`` (whose bounds it changes): every round
-    fixes the integer columns that are whole at their value and a quarter of the others (nearest to whole first)
-    at their rounding, and re-solves; None when a re-solve fails or the deadline passes."""
-    fixed: dict[int, float] = {}
-    x = list(y)
-    for _ in range(rounds):
-        free = [i for i in integer if i not in fixed]
-        frac = sorted((i for i in free if abs(x[i] - round(x[i])) > 1e-6), key=lambda i: abs(x[i] - round(x[i])))
-        for i in free:
-            if abs(x[i] - round(x[i])) <= 1e-6:
-                fixed[i] = float(round(x[i]))
-        if not frac:
-            return x
-        for i in frac[:max(1, len(frac) // 4)]:
-            fixed[i] = float(round(x[i]))
-        if time.monotonic() > deadline:
-            return None
-        idx = list(fixed)
-        vals = [fixed[i] for i in idx]
-        relax.changeColsBounds(len(idx), idx, vals, vals)
-        relax.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
-        relax.run()
-        if not relax.getSolution().value_valid:
-            return None
-        x = list(relax.getSolution().col_value)
     return None
 
 
