@@ -280,8 +280,11 @@ def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...]
         fit = [point_error(p, book) for p in points if p.curve == cv and p.role == "fit"]
         inside = sum(1 for e in errs if abs(e) <= 0.15)
         worst = max((abs(e) for e in errs), default=0.0)
+        n_speed, n_scaling = book.evidence.get(cv, (0, 0))
         out.append(f"- {cv}: {len(fit)} fit points, {len(errs)} held out: {inside} within 15 %, worst "
-                   f"{worst:.0%}, band (RMS) ±{book.bands[cv]:.0%}")
+                   f"{worst:.0%}, band (RMS of all of them) ±{book.bands[cv]:.0%}: speed ratios "
+                   f"±{book.speed_bands.get(cv, 0):.0%} ({n_speed}), scaling points "
+                   f"±{book.scaling_bands.get(cv, 0):.0%} ({n_scaling})")
     every = [point_error(p, book) for p in points if p.role == "held_out"] + [speed_error(h, book) for h in held]
     out.append(f"- all classes: {sum(1 for e in every if abs(e) <= 0.15)} of {len(every)} distinct held-out points "
                "within 15 % (the LLM speed ratios count once here, under both LLM curves above)")
