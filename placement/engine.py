@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from placement.bill import bill_book, checkpoint_usd, nat_usd, put_usd_per_checkpoint
+from placement.bill import bill_book, checkpoint_usd, checkpoints_written, nat_usd, put_usd_per_checkpoint
 from placement.catalog import Offer
 from placement.egress import EgressBook, egress_book, transfer_hours, transfer_path, transfer_usd
 from placement.jobspec import JobSpec
@@ -48,6 +48,7 @@ from placement.physics import (
     gang,
     impractical_reason,
     memory_reason,
+    wall_ratio,
     write_gbps,
 )
 from placement.physics_data import physics_book
@@ -148,6 +149,13 @@ class Candidate:
     # wall-time optimum it is compared with (0 when the job fixes the interval).
     checkpoint_interval_basis: str = "daly"
     daly_interval_minutes: float = 0.0
+    # What the checkpoint lines were priced on (issue 36), so each can be reproduced from the candidate alone:
+    # one checkpoint's GB (0: unknown, not billed), how many the run writes, how many stay current, and the days
+    # a replaced one stays billed on this cloud.
+    checkpoint_gb: float = 0.0
+    checkpoints_written: float = 0.0
+    checkpoint_keep: int = 3
+    checkpoint_retention_days: float = 0.0
 
     @property
     def overhead(self) -> float:
@@ -270,7 +278,7 @@ def spot_overhead(job: JobSpec, rate: float, nodes: int = 1, gpus_per_node: int 
 
 
 def _gang(job: JobSpec, nodes: int, gpus_per_node: int, spot_rate: float, run_h: float, write_h: float,
-          auto_h: float | None = None) -> Gang:
+          auto_h: float | None = None, daly_h: float | None = None) -> Gang:
     """The gang's interruption terms: ``spot_rate`` per node (0 unless spot), the job's restart and interval (or,
     under auto, ``auto_h`` when given: the cost-optimal one)."""
     book = physics_book()
@@ -279,7 +287,7 @@ def _gang(job: JobSpec, nodes: int, gpus_per_node: int, spot_rate: float, run_h:
     interval = None if job.checkpoint_interval_minutes is None else job.checkpoint_interval_minutes / 60.0
     return gang(run_h, nodes, gpus_per_node, spot_rate=spot_rate, faults_per_gpu_hour=faults,
                 restart_h=job.restart_minutes / 60.0, replacement_h=repl / 60.0, write_h=write_h, interval_h=interval,
-                auto_interval_h=auto_h)
+                auto_interval_h=auto_h, daly_interval_h=daly_h)
 
 
 def checkpoint_write_hours(job: JobSpec, nodes: int) -> float:
@@ -390,21 +398,26 @@ class _Context:
         tau = cost_optimal_interval(base.rate, write_h, base.restart_h, a, b)
         tries = {min(tau, run_h) if math.isfinite(tau) else run_h}
         n = run_h / tau if math.isfinite(tau) and tau > 0 else 1.0
-        whole = {max(math.floor(n), 1), max(math.ceil(n), 1), *range(1, min(keep, 62) + 2)}
-        tries |= {min(run_h / m * (1.0 + 1e-12), run_h) for m in whole if m <= max(n, 1.0) + 1}
+        whole = {max(math.floor(n), 1), max(math.ceil(n), 1), *range(1, min(keep, 8) + 2)}
+        # An interval writing m checkpoints: run/(m - 1/2), the middle of the range that writes m (1/τ between
+        # (m-1)/run and m/run), so the count does not change when the interval is read back rounded.
+        tries |= {min(run_h / (m - 0.5), run_h) for m in whole if m <= max(n, 1.0) + 1}
+        rate, restart = base.rate, base.restart_h
 
-        def total(g: Gang) -> float:
-            wall = run_h * (1.0 + g.overhead)
-            store, req = checkpoint_usd(book, cloud, size, run_h, g.interval_h, wall, keep, days)
+        def total(t: float) -> float:
+            wall = run_h * wall_ratio(rate, t, write_h, restart)
+            store, req = checkpoint_usd(book, cloud, size, run_h, t, wall, keep, days)
             return (hourly + delay) * wall + store + req
 
-        best, best_usd = base, total(base)
+        best_t, best_usd = None, total(base.interval_h)
         for t in sorted(tries):
-            g = _gang(job, nodes, gpus_per_node, spot_rate, run_h, write_h, auto_h=t)
-            usd = total(g)
+            usd = total(t)
             if math.isfinite(usd) and usd < best_usd * (1.0 - 1e-9):
-                best, best_usd = g, usd
-        return best
+                best_t, best_usd = t, usd
+        if best_t is None:
+            return base
+        return _gang(job, nodes, gpus_per_node, spot_rate, run_h, write_h, auto_h=best_t,
+                     daly_h=base.daly_interval_h)
 
     def offer_terms(self, t: Terms, cloud: str, per_node: float | None, hourly: float, gpus_per_node: int) -> Terms:
         """``t`` repriced for one offer: at its own spot rate ``per_node`` (a live or calibrated one), and, when the
@@ -619,7 +632,9 @@ def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
     capacity = t.capacity
     price = offer.spot_price if capacity == "spot" else offer.price
     per_node = offer_spot_rate(job, offer) if capacity == "spot" else None
-    if per_node is not None or (t.cost_opt and price is not None):
+    # A row excluded for good (not only by the deadline) is shown, never ranked: its interval stays Daly's.
+    settled = t.reason is not None and not t.late
+    if per_node is not None or (t.cost_opt and price is not None and not settled):
         t = ctx.offer_terms(t, offer.cloud, per_node, t.nodes * price if price is not None else math.inf,
                             offer.shape.gpus)
     rate, overhead, mult, ready_h, g = t.rate, t.overhead, t.mult, t.ready_h, t.gang
@@ -758,8 +773,18 @@ def _candidate(job: JobSpec, r: Row) -> Candidate:
     measured = tuple(m for m, key in (("speed", f"speed:{offer.shape.accelerator}"),
                                       ("scaling", f"scaling:{offer.shape.accelerator}x{nodes}"))
                      if key in job.measured)
+    book = bill_book()
+    size = job.checkpoint_size_gb
+    if size is None and job.parameters_b is not None:
+        size = checkpoint_gb(job.parameters_b, job.training, physics_book())
+    retention = (job.checkpoint_retention_days if job.checkpoint_retention_days is not None
+                 else book.retention_days(offer.cloud))
     return Candidate(**{**c.__dict__, "notes": _notes(job, c), "interruption_source": source,
-                        "interruptions_per_hour_p90": nodes * p90, "measured": measured})
+                        "interruptions_per_hour_p90": nodes * p90, "measured": measured,
+                        "checkpoint_gb": size or 0.0,
+                        "checkpoints_written": checkpoints_written(t.run_h, g.interval_h) if size else 0.0,
+                        "checkpoint_keep": book.keep if job.checkpoint_keep is None else job.checkpoint_keep,
+                        "checkpoint_retention_days": retention})
 
 
 def offer_spot_rate(job: JobSpec, offer: Offer) -> float | None:

@@ -288,30 +288,50 @@ def cost_optimal_interval(rate: float, write_h: float, restart_h: float, a: floa
         return math.inf
     k = rate * max(write_h, 0.0)
     try:
-        beta = b * rate / (a * math.exp(rate * restart_h))
-    except OverflowError:
-        beta = 0.0
+        b_per_a = b / (a * math.exp(rate * restart_h))  # β / R
+    except (OverflowError, ZeroDivisionError):
+        b_per_a = 0.0
+    beta = b_per_a * rate
     if k + beta < 1e-12:
-        # Young's root sqrt(2(k + β))/R written so a tiny rate does not underflow (as optimal_interval does).
-        return math.sqrt(2.0 * max(write_h, 0.0) / rate + 2.0 * beta / (rate * rate))
+        # Young's root sqrt(2(k + β))/R = sqrt(2C/R + 2(β/R)/R), written so a tiny rate does not underflow (as
+        # optimal_interval does); a denormal rate gives no finite interval.
+        try:
+            tau = math.sqrt(2.0 * max(write_h, 0.0) / rate + 2.0 * b_per_a / rate)
+        except (OverflowError, ZeroDivisionError):
+            return math.inf
+        return tau if math.isfinite(tau) else math.inf
 
     def f(x: float) -> float:
         try:
             return math.expm1(x + k) * (1.0 - x) - x + beta  # e^(x+k)(1-x) - 1 + beta, without cancellation
         except OverflowError:
             return -math.inf
-    lo, hi = 0.0, 1.0
+
+    # f is concave and falls on x > 0 (f' = -x·e^(x+k)), and f(x) <= e^k - 1 + β - e^k·x²/2: Newton from the
+    # right of the root, at that bound's zero, steps down onto the root monotonically (a tangent of a concave
+    # function lies above it). Bisection takes over should it ever leave the bracket.
+    lo, hi = 0.0, math.sqrt(2.0 * (math.expm1(k) + beta) / math.exp(k)) if k < 700 else 1.0
     while f(hi) > 0 and hi < 1e6:
         lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if f(mid) > 0:
-            lo = mid
+    x = hi
+    for _ in range(100):
+        fx = f(x)
+        if fx > 0:
+            lo = x
         else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
+            hi = x
+        try:
+            slope = -x * math.exp(x + k)
+        except OverflowError:
+            slope = -math.inf
+        nxt = x - fx / slope if slope < 0 and math.isfinite(slope) else (lo + hi) / 2.0
+        if not lo <= nxt <= hi:
+            nxt = (lo + hi) / 2.0
+        if abs(nxt - x) <= 1e-12 * x or hi - lo <= 1e-12 * hi:
+            x = nxt
             break
-    return (lo + hi) / 2.0 / rate
+        x = nxt
+    return x / rate
 
 
 def _f_interval(x: float, k: float) -> float:
@@ -389,12 +409,13 @@ class Gang:
 
 def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faults_per_gpu_hour: float,
          restart_h: float, replacement_h: float, write_h: float, interval_h: float | None,
-         auto_interval_h: float | None = None) -> Gang:
+         auto_interval_h: float | None = None, daly_interval_h: float | None = None) -> Gang:
     """The expected cost of interruptions for ``nodes`` nodes running ``run_h`` hours of work.
 
     ``spot_rate`` is the per-node reclaim rate (0 unless spot); ``interval_h`` None picks the wall-time optimal
     interval (capped at the run: one checkpoint at the end is the least a run writes), or ``auto_interval_h``
-    when given (the cost-optimal one the engine found, basis ``cost``; capped at the run likewise)."""
+    when given (the cost-optimal one the engine found, basis ``cost``; capped at the run likewise);
+    ``daly_interval_h`` is the wall-time optimum when the caller already has it (it is the same for the gang)."""
     hw = nodes * gpus_per_node * faults_per_gpu_hour
     spot = nodes * spot_rate
     rate = hw + spot
@@ -404,7 +425,8 @@ def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faul
     daly = 0.0
     basis = "fixed"
     if interval_h is None:
-        daly = NO_WRITE_INTERVAL_H if write_h <= 0 else optimal_interval(rate, write_h)
+        daly = (NO_WRITE_INTERVAL_H if write_h <= 0 else optimal_interval(rate, write_h)
+                if daly_interval_h is None else daly_interval_h)
         basis = "no-write" if write_h <= 0 else "daly"
         tau = daly
         if auto_interval_h is not None and write_h > 0:

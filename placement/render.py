@@ -71,6 +71,10 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "checkpoint_interval_capped": c.checkpoint_interval_capped,
         "checkpoint_interval_basis": c.checkpoint_interval_basis,
         "daly_interval_minutes": _hours(c.daly_interval_minutes) if c.checkpoint_interval_basis != "fixed" else None,
+        "checkpoint_gb": _rate(c.checkpoint_gb),
+        "checkpoints_written": _hours(c.checkpoints_written),
+        "checkpoint_keep": c.checkpoint_keep,
+        "checkpoint_retention_days": _hours(c.checkpoint_retention_days),
         "cost": {
             "compute_usd": _money(c.cost.compute_usd),
             "egress_usd": _money(c.cost.egress_usd),

@@ -188,3 +188,36 @@ def test_the_embedded_catalogs_flagged_rows_are_said_when_chosen(tmp_path, capsy
     assert doc["chosen"]["price_flag"].startswith(("unverified", "on-demand left out"))
     assert doc["chosen"]["price_as_of"] == "2026-11-01"
     assert "price flagged in the catalog" in " ".join(doc["chosen"]["notes"])
+
+
+def test_every_bill_line_reproduces_from_the_json(tmp_path, capsys):
+    """The cost oracle's view: each line from the candidate's own JSON fields and bill.yaml's rates."""
+    import math
+    from importlib import resources
+
+    import yaml
+
+    bill = yaml.safe_load(resources.files("placement.data").joinpath("bill.yaml").read_text(encoding="utf-8"))
+    j = write(tmp_path, "j.yaml", {"name": "j", "accelerator": ["H100", "H200"], "gpus": 16, "hours": 30,
+                                   "capacity": "any", "model": {"parameters_b": 13},
+                                   "data": {"dataset": {"uri": "s3://b/d", "size_gb": 500, "region": "us-east-1"},
+                                            "outputs_gb": 20}})
+    code, out, _ = run(capsys, "plan", j, "--now", "2026-11-02", "--json", "--top", "40")
+    cands = json.loads(out)["candidates"]
+    assert code == 0 and {c["cloud"] for c in cands} == {"aws", "gcp"}
+    for c in cands:
+        k, rates = c["cost"], bill[c["cloud"]]
+        wall_h = c["hours"] * (1 + c["overhead"])
+        assert k["compute_usd"] == pytest.approx(c["usd_per_hour"] * wall_h, rel=1e-4)
+        n, keep = c["checkpoints_written"], c["checkpoint_keep"]
+        assert n == math.ceil(c["hours"] * 60 / c["checkpoint_interval_minutes"] - 1e-3)
+        days = bill["checkpoint"]["noncurrent_version_days"] + rates.get("soft_delete_days", 0)
+        assert c["checkpoint_retention_days"] == days
+        store = (c["checkpoint_gb"] * (min(keep, n) * wall_h / 24 + max(n - keep, 0) * days)
+                 / bill["checkpoint"]["days_per_month"] * rates["storage_usd_per_gb_month"])
+        assert k["checkpoint_storage_usd"] == pytest.approx(store, rel=1e-3, abs=1e-4)
+        parts = math.ceil(c["checkpoint_gb"] * 1000 / bill["checkpoint"]["part_mb"])
+        assert k["checkpoint_requests_usd"] == pytest.approx(n * parts * rates["put_usd_per_1000"] / 1000, abs=1e-4)
+        lines = (k["compute_usd"] + k["egress_usd"] + k["nat_usd"] + k["checkpoint_storage_usd"]
+                 + k["checkpoint_requests_usd"] + k["delay_usd"])
+        assert k["total_usd"] == pytest.approx(lines, abs=1e-3)
