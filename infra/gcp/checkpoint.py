@@ -3,7 +3,8 @@
 Bucket choice (deliberate): the issue asks for both a hierarchical-namespace (HNS) bucket and object
 versioning, and GCS does not allow both on one bucket (HNS buckets reject Object Versioning). A
 checkpoint overwritten or deleted by a buggy job must be recoverable, so this bucket keeps a flat
-namespace with versioning on, old versions expire after ``checkpoint.noncurrentVersionDays``, and
+namespace with versioning on, old versions expire after ``checkpoint.noncurrentVersionDays`` (after a day under
+the checkpoint prefix, the jobs' homes: placement/data/bill.yaml's ``noncurrent_version_days``), and
 soft delete (``checkpoint.softDeleteDays``) covers a deleted bucket object on top. HNS only speeds
 up directory renames, which checkpoint writers (write-new-then-point) do not need.
 """
