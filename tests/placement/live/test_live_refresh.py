@@ -200,7 +200,8 @@ def test_refresh_names_each_rows_source_and_date_and_flags_a_suspect_row(gcp_eve
     kept = [r for r in doc["offers"] if r["cloud"] == "aws"]
     assert kept and all(r["source"] in doc["row_sources"] for r in kept)  # kept rows keep theirs
     flagged = parse_catalog_json_doc(doc)
-    assert {o.price_flag is not None for o in flagged.offers if o.instance_type == "a3-highgpu-8g"} == {True}
+    assert {o.price_flag is not None for o in flagged.offers
+            if o.instance_type == "a3-highgpu-8g" and o.price_ref == "refresh-gcp"} == {True}
 
 
 def parse_catalog_json_doc(doc: dict[str, Any]) -> Any:
