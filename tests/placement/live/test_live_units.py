@@ -373,3 +373,13 @@ def test_billing_skus_are_classified_by_their_catalogue_names(description: str, 
     from placement.live.gcp import classify_sku
 
     assert classify_sku(description, group) == kind
+
+
+def test_the_sku_check_keeps_local_ssd_prices_and_reads_older_answers_without_them() -> None:
+    from placement.live.checks import check_answer
+
+    answer = {"gpu": {"nvidia-h100-80gb": {"us-central1": [9.8, 2.9]}}, "core": {}, "ram": {},
+              "ssd": {"local": {"us-central1": [0.0001096, 0.0000438]}}}
+    assert check_answer("skus", answer).data["ssd"] == {"local": {"us-central1": [0.0001096, 0.0000438]}}
+    older = {k: v for k, v in answer.items() if k != "ssd"}
+    assert check_answer("skus", older).data["ssd"] == {}
