@@ -394,7 +394,7 @@ class _Context:
         per_day = size * book.clouds[cloud].storage_usd_per_gb_month / book.days_per_month
         delay = job.usd_per_hour_of_delay
         a = hourly + delay + per_day * keep / 24.0
-        b = per_day * days + put_usd_per_checkpoint(book, cloud, size)
+        b = per_day * days + put_usd_per_checkpoint(book, cloud, size)  # USD per checkpoint written
         tau = cost_optimal_interval(base.rate, write_h, base.restart_h, a, b)
         tries = {min(tau, run_h) if math.isfinite(tau) else run_h}
         n = run_h / tau if math.isfinite(tau) and tau > 0 else 1.0
@@ -403,11 +403,14 @@ class _Context:
         # (m-1)/run and m/run), so the count does not change when the interval is read back rounded.
         tries |= {min(run_h / (m - 0.5), run_h) for m in whole if m <= max(n, 1.0) + 1}
         rate, restart = base.rate, base.restart_h
+        put = put_usd_per_checkpoint(book, cloud, size)
 
         def total(t: float) -> float:
+            # placement.bill.checkpoint_usd's lines, inline (the same arithmetic, its constants worked out once)
             wall = run_h * wall_ratio(rate, t, write_h, restart)
-            store, req = checkpoint_usd(book, cloud, size, run_h, t, wall, keep, days)
-            return (hourly + delay) * wall + store + req
+            written = checkpoints_written(run_h, t)
+            store = per_day * (min(float(keep), written) * wall / 24.0 + max(written - keep, 0.0) * days)
+            return (hourly + delay) * wall + store + written * put
 
         best_t, best_usd = None, total(base.interval_h)
         for t in sorted(tries):
