@@ -1219,13 +1219,14 @@ def hurry_text(p: Plan) -> str | None:
     best, cheap = p.chosen, p.cheapest_unhurried
     if best is None or cheap is None:
         return None
-    more = (best.cost.compute_usd + best.cost.egress_usd) - (cheap.cost.compute_usd + cheap.cost.egress_usd)
+    # Every bill line but the value of delay (the total's formula less delay_usd): what the deadline costs in money.
+    more = (best.cost.total_usd - best.cost.delay_usd) - (cheap.cost.total_usd - cheap.cost.delay_usd)
     sooner = cheap.ready_hours - best.ready_hours
     when = f"ready {sooner:,.1f} h sooner" if sooner >= 0.05 else "ready as soon"
     if cheap.excluded:
         return (f"meeting the {p.job.deadline_hours:g} h deadline costs ${more:,.2f} more than the cheapest plan "
                 f"({_where(cheap)}), {when}")
-    return (f"valuing delay at ${p.job.usd_per_hour_of_delay:,.2f}/h picks a plan whose compute and egress cost "
+    return (f"valuing delay at ${p.job.usd_per_hour_of_delay:,.2f}/h picks a plan whose bill (all but the delay) is "
             f"${more:,.2f} more than the cheapest ({_where(cheap)}), {when}")
 
 
