@@ -431,10 +431,15 @@ class _Context:
         if d is not None:
             return d
         rate = per_node if per_node is not None else (self.job.interruptions_per_hour if t.order == 2 else 0.0)
+        g = self.gang(t.nodes, gpus_per_node, rate, t.run_h, t.write_h)
         if t.cost_opt:
-            g = self.cost_gang(cloud, t.nodes, gpus_per_node, rate, t.run_h, t.write_h, hourly)
-        else:
-            g = self.gang(t.nodes, gpus_per_node, rate, t.run_h, t.write_h)
+            cheap = self.cost_gang(cloud, t.nodes, gpus_per_node, rate, t.run_h, t.write_h, hourly)
+            # The cheapest interval stretches the wall time: where that misses the deadline Daly's (the shortest
+            # wall time) may still meet it, and a candidate that can meet it is not excluded for its interval.
+            if (cheap is not g and self.job.deadline_hours is not None
+                    and deadline_reason(self.job, t.transfer_h + t.run_h * (1.0 + cheap.overhead)) is not None):
+                cheap = g
+            g = cheap
         if g is t.gang:
             d = t
         else:

@@ -221,3 +221,16 @@ def test_every_bill_line_reproduces_from_the_json(tmp_path, capsys):
         lines = (k["compute_usd"] + k["egress_usd"] + k["nat_usd"] + k["checkpoint_storage_usd"]
                  + k["checkpoint_requests_usd"] + k["delay_usd"])
         assert k["total_usd"] == pytest.approx(lines, abs=1e-3)
+
+
+def test_a_deadline_the_cheapest_interval_would_miss_keeps_dalys():
+    fields = dict(capacity="spot", gpus=8, hours=100, model={"parameters_b": 13}, spot={"interruptions_per_hour": 0.05},
+                  checkpoint={"retention_days": 30})
+    offers = [offer("p5.48xlarge", "us-east-1", "use1-az1", price=55.04, spot=16.95)]
+    cheap = plan(job(**fields), offers).chosen
+    daly = plan(job(**{**fields, "checkpoint": {"retention_days": 30,
+                                                "interval_minutes": cheap.daly_interval_minutes}}), offers).chosen
+    assert daly.ready_hours < cheap.ready_hours
+    deadline = (daly.ready_hours + cheap.ready_hours) / 2
+    c = plan(job(**fields, deadline_hours=deadline), offers).chosen
+    assert c is not None and c.checkpoint_interval_basis == "daly" and c.ready_hours <= deadline
