@@ -30,7 +30,7 @@ INCOMPLETE_UPLOAD_DAYS = 7
 def homes_noncurrent_days() -> int:
     """Days a replaced checkpoint under the homes is kept: placement/data/bill.yaml's
     ``checkpoint.noncurrent_version_days``, what the plans bill (whole days, at least 1: S3's unit)."""
-    from placement.bill import bill_book
+    from placement.model.bill import bill_book
 
     return max(1, math.ceil(bill_book().noncurrent_version_days))
 

@@ -29,7 +29,7 @@ SECONDS_PER_DAY = 86400
 def homes_noncurrent_days() -> int:
     """Days a replaced checkpoint under the homes is kept: placement/data/bill.yaml's
     ``checkpoint.noncurrent_version_days``, what the plans bill (whole days)."""
-    from placement.bill import bill_book
+    from placement.model.bill import bill_book
 
     return max(0, math.ceil(bill_book().noncurrent_version_days))
 LUSTRE_PORTS = ("988",)

@@ -464,7 +464,7 @@ def test_bucket_is_kms_encrypted_versioned_private_and_tls_only(stack: tuple[Sta
             for r in lifecycle.inputs["rules"] if r.get("noncurrentVersionExpiration")}
     # The bucket keeps checkpoint.noncurrentVersionDays; the homes under the prefix the short time the plans
     # bill (placement/data/bill.yaml: the stacks set what the bill charges, issue 36).
-    from placement.bill import bill_book
+    from placement.model.bill import bill_book
 
     assert bill_book().noncurrent_version_days == 1
     assert days == {"": cfg.checkpoint.noncurrent_version_days, f"{cfg.checkpoint.prefix}/": 1}

@@ -17,7 +17,7 @@ import pytest
 from infra import mockrun
 from infra.config import ConfigError, StackConfig, load_stack_file, parse
 from infra.mockrun import Registered, RunResult, run_stack
-from placement.shapes import shape_book
+from placement.model.shapes import shape_book
 
 ROOT = Path(__file__).resolve().parents[2]
 GCP_STACKS = sorted(str(p) for p in (ROOT / "stacks").glob("Pulumi.gcp-*.yaml"))
@@ -489,7 +489,7 @@ def test_checkpoint_bucket_is_private_uniform_and_versioned(stack: tuple[StackCo
     assert delete[0]["condition"]["daysSinceNoncurrentTime"] == cfg.checkpoint.noncurrent_version_days
     # The homes under the prefix: the short time the plans bill, and soft delete's days billed after it
     # (placement/data/bill.yaml: the stacks set what the bill charges, issue 36).
-    from placement.bill import bill_book
+    from placement.model.bill import bill_book
 
     book = bill_book()
     (homes,) = [r["condition"] for r in delete if r["condition"].get("matchesPrefixes")]
