@@ -1,5 +1,6 @@
 """What the trainer is told: the ``GPUFLEET_*`` variables ``placement submit`` sets, and the model
-configuration file (``--config``). Pure: parsing and validation only, standard library only.
+configuration file (``--config``). Pure: parsing and validation only, standard library only. The variables'
+names, forms and defaults are :mod:`placement.model.contract`'s, which ``submit`` writes them with.
 
 A bad value is a :class:`SettingsError` naming the variable (or field) and the fix; the CLI prints it on one
 line and exits 2.
@@ -13,14 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from placement.model import contract as c
+
 # The contract's defaults (docs/trainer-contract.md), used when a variable is absent (a local run).
-DEFAULT_RETRY_EXIT_CODE = 75  # EX_TEMPFAIL: placement.fleet.manifests.RETRY_EXIT_CODE
-DEFAULT_GRACE_SECONDS = 15.0  # the shortest grace submit renders (GCP Spot)
-DEFAULT_INTERVAL_SECONDS = 1800.0
-DEFAULT_KEEP = 3
-DEFAULT_METRICS_PORT = 9400
+DEFAULT_RETRY_EXIT_CODE = c.RETRY_EXIT_CODE  # EX_TEMPFAIL
+DEFAULT_GRACE_SECONDS = float(c.DEFAULT_GRACE_SECONDS)  # the shortest grace submit renders (GCP Spot)
+DEFAULT_INTERVAL_SECONDS = float(c.DEFAULT_INTERVAL_SECONDS)
+DEFAULT_KEEP = c.DEFAULT_CHECKPOINT_KEEP
+DEFAULT_METRICS_PORT = c.DEFAULT_METRICS_PORT
 DEFAULT_PEER_TIMEOUT_SECONDS = 60.0
-WORKLOADS = ("llm", "diffusion", "vision", "recommendation")
+WORKLOADS = c.WORKLOADS
 
 
 class SettingsError(ValueError):
@@ -92,64 +95,62 @@ def _float(env: Mapping[str, str], name: str, default: float, lo: float) -> floa
 
 def retry_exit_code(env: Mapping[str, str]) -> int:
     """``GPUFLEET_RETRY_EXIT_CODE`` (1..255; 0 would make a lost peer look like success), default 75."""
-    code = _int(env, "GPUFLEET_RETRY_EXIT_CODE", DEFAULT_RETRY_EXIT_CODE, 1, 255)
+    code = _int(env, c.ENV_RETRY_EXIT_CODE, DEFAULT_RETRY_EXIT_CODE, 1, 255)
     assert code is not None
     return code
 
 
 def grace_seconds(env: Mapping[str, str]) -> float:
     """``GPUFLEET_GRACE_SECONDS``: seconds between SIGTERM and SIGKILL, default 15."""
-    return _float(env, "GPUFLEET_GRACE_SECONDS", DEFAULT_GRACE_SECONDS, 0.0)
+    return _float(env, c.ENV_GRACE_SECONDS, DEFAULT_GRACE_SECONDS, 0.0)
 
 
 def from_env(env: Mapping[str, str]) -> TrainerEnv:
     """Parse the trainer's variables (absent ones take the contract's defaults). Raises SettingsError."""
-    workload = env.get("GPUFLEET_WORKLOAD", "").strip() or "llm"
+    workload = env.get(c.ENV_WORKLOAD, "").strip() or "llm"
     if workload not in WORKLOADS:
-        raise SettingsError(f"GPUFLEET_WORKLOAD={workload!r} is unknown; set it to one of {', '.join(WORKLOADS)}")
+        raise SettingsError(f"{c.ENV_WORKLOAD}={workload!r} is unknown; set it to one of {', '.join(WORKLOADS)}")
     deadline = None
-    raw_deadline = env.get("GPUFLEET_DEADLINE", "").strip()
+    raw_deadline = env.get(c.ENV_DEADLINE, "").strip()
     if raw_deadline:
         try:
-            deadline = dt.datetime.fromisoformat(raw_deadline.replace("Z", "+00:00"))
-        except ValueError:
-            raise SettingsError(f"GPUFLEET_DEADLINE={raw_deadline!r} is not RFC 3339; "
-                                "set it like 2026-11-27T13:00:00Z") from None
-        if deadline.tzinfo is None:
-            raise SettingsError(f"GPUFLEET_DEADLINE={raw_deadline!r} has no time zone; end it with Z")
-    for name in ("GPUFLEET_CHECKPOINT_DIR", "GPUFLEET_CHECKPOINT_CACHE_DIR"):
+            deadline = c.parse_deadline(raw_deadline)
+        except ValueError as exc:
+            raise SettingsError(f"{c.ENV_DEADLINE}={exc}") from None
+    for name in (c.ENV_CHECKPOINT_DIR, c.ENV_CHECKPOINT_CACHE_DIR):
         if "$(" in env.get(name, ""):  # Kubernetes leaves $(VAR) as is when VAR is not defined
             raise SettingsError(f"{name}={env[name]!r} has an unexpanded $(...) reference; define the variable "
                                 "it names (the worker's checkpoint ConfigMap) or set a path or URI")
-    nodes = _int(env, "NNODES", None, 1) or _int(env, "GPUFLEET_NODES", 1, 1) or 1
-    rank = _int(env, "NODE_RANK", 0, 0) or 0
+    nodes = _int(env, c.ENV_NNODES, None, 1) or _int(env, c.ENV_NODES, 1, 1) or 1
+    rank = _int(env, c.ENV_NODE_RANK, 0, 0) or 0
     if rank >= nodes:
-        raise SettingsError(f"NODE_RANK={rank} is not below NNODES={nodes}; set NODE_RANK to 0..{nodes - 1}")
-    port = _int(env, "GPUFLEET_METRICS_PORT", DEFAULT_METRICS_PORT, 0, 65535)
-    keep = _int(env, "GPUFLEET_CHECKPOINT_KEEP", DEFAULT_KEEP, 1)
+        raise SettingsError(f"{c.ENV_NODE_RANK}={rank} is not below {c.ENV_NNODES}={nodes}; set {c.ENV_NODE_RANK} "
+                            f"to 0..{nodes - 1}")
+    port = _int(env, c.ENV_METRICS_PORT, DEFAULT_METRICS_PORT, 0, 65535)
+    keep = _int(env, c.ENV_CHECKPOINT_KEEP, DEFAULT_KEEP, 1)
     return TrainerEnv(
-        job=env.get("GPUFLEET_JOB", "").strip() or "local",
-        team=env.get("GPUFLEET_TEAM", "").strip(),
+        job=env.get(c.ENV_JOB, "").strip() or "local",
+        team=env.get(c.ENV_TEAM, "").strip(),
         workload=workload,
-        accelerator=env.get("GPUFLEET_ACCELERATOR", "").strip(),
+        accelerator=env.get(c.ENV_ACCELERATOR, "").strip(),
         nodes=nodes,
-        gpus_per_node=_int(env, "GPUFLEET_GPUS_PER_NODE", 0, 0) or 0,
+        gpus_per_node=_int(env, c.ENV_GPUS_PER_NODE, 0, 0) or 0,
         rank=rank,
-        checkpoint_dir=env.get("GPUFLEET_CHECKPOINT_DIR", "").strip().rstrip("/"),
-        checkpoint_cache_dir=env.get("GPUFLEET_CHECKPOINT_CACHE_DIR", "").strip().rstrip("/"),
-        checkpoint_destination=env.get("GPUFLEET_CHECKPOINT_DESTINATION", "").strip(),
-        checkpoint_tier=env.get("GPUFLEET_CHECKPOINT_TIER", "").strip(),
-        interval_s=_float(env, "GPUFLEET_CHECKPOINT_INTERVAL_SECONDS", DEFAULT_INTERVAL_SECONDS, 0.0),
+        checkpoint_dir=env.get(c.ENV_CHECKPOINT_DIR, "").strip().rstrip("/"),
+        checkpoint_cache_dir=env.get(c.ENV_CHECKPOINT_CACHE_DIR, "").strip().rstrip("/"),
+        checkpoint_destination=env.get(c.ENV_CHECKPOINT_DESTINATION, "").strip(),
+        checkpoint_tier=env.get(c.ENV_CHECKPOINT_TIER, "").strip(),
+        interval_s=_float(env, c.ENV_CHECKPOINT_INTERVAL_SECONDS, DEFAULT_INTERVAL_SECONDS, 0.0),
         keep=keep if keep is not None else DEFAULT_KEEP,
         grace_s=grace_seconds(env),
         retry_exit_code=retry_exit_code(env),
-        max_restarts=_int(env, "GPUFLEET_MAX_RESTARTS", None, 0),
+        max_restarts=_int(env, c.ENV_MAX_RESTARTS, None, 0),
         deadline=deadline,
-        dataset_uri=env.get("GPUFLEET_DATASET_URI", "").strip(),
+        dataset_uri=env.get(c.ENV_DATASET_URI, "").strip(),
         metrics_port=port if port is not None else DEFAULT_METRICS_PORT,
-        metrics_addr=env.get("GPUFLEET_METRICS_ADDR", "").strip() or "0.0.0.0",  # noqa: S104
-        peer_timeout_s=_float(env, "GPUFLEET_PEER_TIMEOUT_SECONDS", DEFAULT_PEER_TIMEOUT_SECONDS, 0.1),
-        finished_file=env.get("GPUFLEET_FINISHED_FILE", "").strip(),
+        metrics_addr=env.get(c.ENV_METRICS_ADDR, "").strip() or "0.0.0.0",  # noqa: S104
+        peer_timeout_s=_float(env, c.ENV_PEER_TIMEOUT_SECONDS, DEFAULT_PEER_TIMEOUT_SECONDS, 0.1),
+        finished_file=env.get(c.ENV_FINISHED_FILE, "").strip(),
     )
 
 
