@@ -297,8 +297,9 @@ def job_env(plan: PodPlan) -> list[dict[str, Any]]:
     if ck is not None:
         if ck.cache_dir:
             env.append({"name": c.ENV_CHECKPOINT_CACHE_DIR, "value": ck.cache_dir})
-        env += [{"name": c.ENV_CHECKPOINT_DESTINATION, "value": ck.destination.kind},
-                {"name": c.ENV_CHECKPOINT_TIER, "value": c.tier_text(ck.destination.tier)}]
+        env.append({"name": c.ENV_CHECKPOINT_DESTINATION, "value": ck.destination.kind})
+        if ck.destination.tier is not None:  # unknown (no filesystem): left out
+            env.append({"name": c.ENV_CHECKPOINT_TIER, "value": c.tier_text(ck.destination.tier)})
     env += [{"name": c.ENV_CHECKPOINT_KEEP, "value": str(c.DEFAULT_CHECKPOINT_KEEP)},
             {"name": c.ENV_METRICS_PORT, "value": str(c.DEFAULT_METRICS_PORT)}]
     env.append({"name": c.ENV_CHECKPOINT_INTERVAL_SECONDS, "value": str(life.checkpoint_interval_s)})

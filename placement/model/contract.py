@@ -229,9 +229,9 @@ def deadline_text(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def tier_text(tier: float | None) -> str:
-    """``GPUFLEET_CHECKPOINT_TIER``: MB/s per TiB, ``""`` when there is no filesystem (unknown)."""
-    return "" if tier is None else f"{tier:g}"
+def tier_text(tier: float) -> str:
+    """``GPUFLEET_CHECKPOINT_TIER``: MB/s per TiB (left out when there is no filesystem: unknown)."""
+    return f"{tier:g}"
 
 
 # --------------------------------------------------------------------------------------------- the readers

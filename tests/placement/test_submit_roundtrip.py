@@ -271,3 +271,24 @@ def _client(api: FakeApi) -> Any:
     from placement.fleet.kube import api_client
 
     return api_client(api.kubeconfig())
+
+
+def test_every_name_submit_writes_is_in_the_contract(renders: dict[str, Any]) -> None:
+    from placement.model import contract
+
+    annotations = {e.name for e in contract.ANNOTATIONS}
+    env = {e.name for e in contract.ENV}
+    for key, doc, job, via_hub in _jobs(renders):
+        for obj in [*doc["manifest"][:-1], job]:
+            written = {k for k in (obj["metadata"].get("annotations") or {}) if k.startswith("gpufleet.io/")}
+            assert written <= annotations, (key, written - annotations)
+        ann = job["metadata"]["annotations"]
+        assert contract.JOB_SPEC in ann, key  # every job: report reads it
+        assert ({contract.FABRIC_GROUP, contract.WORKERS} <= set(ann)) is via_hub, key
+        templates = [job["spec"]["template"]] if job["kind"] == "Job" else [
+            rj["template"]["spec"]["template"] for rj in job["spec"]["replicatedJobs"]]
+        for template in templates:
+            (trainer,) = [c for c in template["spec"]["containers"] if c["name"] == "trainer"]
+            names = {v["name"] for v in trainer["env"] if v["name"].startswith("GPUFLEET_") or v["name"] in env}
+            assert {n for n in names if n.startswith("GPUFLEET_")} <= env, (key, names - env)
+            assert all(v.get("value") != "" for v in trainer["env"]), key  # unknown is absent, never ""
