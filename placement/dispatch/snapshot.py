@@ -356,8 +356,8 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     # What submit wrote on the owner, read as placement.model.contract says: an unreadable job spec is an error (the
     # Workload waits: its job is never guessed); any other annotation that cannot be read is a warning, read as
     # unknown (a checkpoint home without a size is valid: its move is priced as unknown).
-    read = contract.read_annotations(owner_meta.get("annotations") if isinstance(owner_meta, Mapping) else None,
-                                     known_regions())
+    annotations = owner_meta.get("annotations") if type(owner_meta) is dict or isinstance(owner_meta, Mapping) else None
+    read = contract.read_annotations(annotations, known_regions())
     job = None
     job_error = read.job_spec_error
     delay = None

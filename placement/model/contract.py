@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 # ----------------------------------------------------------------------------------------------- annotations
 
@@ -304,7 +305,11 @@ def read_checkpoint(annotations: Mapping[str, Any], regions: Mapping[str, Collec
 
     The home needs :data:`CHECKPOINT_HOME` and :data:`CHECKPOINT_REGION` together; :data:`CHECKPOINT_GB` is
     optional (absent: the size is unknown)."""
-    home, where, gb = (_given(annotations, n) for n in (CHECKPOINT_HOME, CHECKPOINT_REGION, CHECKPOINT_GB))
+    get = annotations.get
+    home, where, gb = get(CHECKPOINT_HOME), get(CHECKPOINT_REGION), get(CHECKPOINT_GB)
+    if home is None and where is None and gb is None:  # the common case of a job without a home: at once
+        return None, ()
+    home, where, gb = (None if v == "" else v for v in (home, where, gb))
     if home is None and where is None:
         extra = (f"{CHECKPOINT_GB}: without {CHECKPOINT_HOME}; ignored",) if gb is not None else ()
         return None, extra
@@ -324,23 +329,32 @@ def read_checkpoint(annotations: Mapping[str, Any], regions: Mapping[str, Collec
 
 
 def _region_problem(value: Any, regions: Mapping[str, Collection[str]] | None) -> str | None:
-    if not isinstance(value, str) or value.count(":") != 1:
+    problem = _region_syntax(value) if isinstance(value, str) else (
+        f"{_shown(value)} is not CLOUD:REGION, such as aws:us-east-1 or gcp:us-central1")
+    if problem is None and regions is not None:
+        cloud, _, region = value.partition(":")
+        if region not in regions.get(cloud, ()):
+            return f"{_shown(region)} is not a known {cloud} region (placement/data/regions.yaml)"
+    return problem
+
+
+@functools.lru_cache(maxsize=1024)  # a fleet has few regions; tenants write these, so bounded
+def _region_syntax(value: str) -> str | None:
+    if value.count(":") != 1:
         return f"{_shown(value)} is not CLOUD:REGION, such as aws:us-east-1 or gcp:us-central1"
     cloud, _, region = value.partition(":")
     if cloud not in CLOUDS:
         return f"cloud {_shown(cloud)} is not one of {', '.join(CLOUDS)}"
     if not _REGION.fullmatch(region):
         return f"{_shown(region)} is not a region name"
-    if regions is not None and region not in regions.get(cloud, ()):
-        return f"{_shown(region)} is not a known {cloud} region (placement/data/regions.yaml)"
     return None
 
 
 def read_fabric_group(value: Any) -> tuple[str | None, str | None]:
     """``(group, None)`` from a :data:`FABRIC_GROUP` value (a name this version does not know is kept: no pool has
     that fabric), ``(None, None)`` when absent, ``(None, why)`` when malformed (read as absent: any fabric)."""
-    if value is None or value == "":
-        return None, None
+    if value is None or value == "" or value in FABRIC_GROUPS:
+        return value or None, None
     if not isinstance(value, str) or not _GROUP.fullmatch(value):
         return None, f"{FABRIC_GROUP}: {_shown(value)} is not a fabric group ({', '.join(FABRIC_GROUPS)}); ignored"
     return value, None
@@ -351,20 +365,26 @@ def read_workers(value: Any) -> tuple[tuple[str, ...] | None, str | None]:
     malformed (read as absent: the Workload's MultiKueueConfig alone says which workers may take it)."""
     if value is None or value == "":
         return None, None
-    if isinstance(value, str) and len(value) <= 64 * 1024:
-        names = tuple(n.strip() for n in value.split(",") if n.strip())
-        if names and all(len(n) <= 253 and _DNS_SUBDOMAIN.fullmatch(n) for n in names):
-            return names, None
+    names = _worker_names(value) if isinstance(value, str) and len(value) <= 64 * 1024 else None
+    if names is not None:
+        return names, None
     return None, (f"{WORKERS}: {_shown(value)} is not a comma-separated list of MultiKueueCluster names; ignored "
                   "(any worker of the Workload's MultiKueueConfig)")
 
 
-@dataclass(frozen=True)
-class JobAnnotations:
+@functools.lru_cache(maxsize=1024)  # Workloads of one group repeat the same list; tenants write these: bounded
+def _worker_names(value: str) -> tuple[str, ...] | None:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    if names and all(len(n) <= 253 and _DNS_SUBDOMAIN.fullmatch(n) for n in names):
+        return names
+    return None
+
+
+class JobAnnotations(NamedTuple):
     """What a job's annotations say, read by :func:`read_annotations`: ``job_spec`` (the document; None when
     absent or unreadable, ``job_spec_error`` then says why when it was there), ``group``, ``workers``,
     ``checkpoint`` (None: unknown) and ``warnings``: each optional annotation that was malformed and read as
-    unknown, starting with its name."""
+    unknown, starting with its name. (A named tuple: one is made per Workload of every dispatcher pass.)"""
 
     job_spec: dict[str, Any] | None = None
     job_spec_error: str | None = None
@@ -377,17 +397,17 @@ class JobAnnotations:
 def read_annotations(annotations: Any, regions: Mapping[str, Collection[str]] | None = None) -> JobAnnotations:
     """Every annotation the dispatcher and ``report`` read from a job, as :class:`JobAnnotations`. Hostile data:
     never raises; only an unreadable job spec is an error, every other problem a warning."""
-    if not isinstance(annotations, Mapping):
+    if type(annotations) is not dict and not isinstance(annotations, Mapping):
         return JobAnnotations(warnings=("metadata.annotations: not a mapping; read as none",)
                               if annotations is not None else ())
     spec = _given(annotations, JOB_SPEC)
     doc, error = read_job_spec_text(spec) if spec is not None else (None, None)
     group, why_group = read_fabric_group(annotations.get(FABRIC_GROUP))
     workers, why_workers = read_workers(annotations.get(WORKERS))
-    checkpoint, why_checkpoint = read_checkpoint(annotations, regions)
-    warnings = tuple(w for w in (why_group, why_workers) if w) + why_checkpoint
-    return JobAnnotations(job_spec=doc, job_spec_error=error, group=group, workers=workers, checkpoint=checkpoint,
-                          warnings=warnings)
+    checkpoint, warnings = read_checkpoint(annotations, regions)
+    if why_group or why_workers:
+        warnings = tuple(w for w in (why_group, why_workers) if w) + warnings
+    return JobAnnotations(doc, error, group, workers, checkpoint, warnings)
 
 
 def parse_deadline(text: str) -> dt.datetime:

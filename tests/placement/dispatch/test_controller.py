@@ -459,3 +459,38 @@ def test_dispatch_command_exit_codes(fleet, tmp_path, capsys):
 
 def test_metrics_registry_is_per_controller():
     assert Metrics().registry is not Metrics().registry
+
+
+def test_a_job_submitted_without_a_checkpoint_size_is_nominated_and_its_move_priced_as_unknown(fleet, capsys):
+    """Issue 39: what `submit --via-hub` renders for a job spec without a model or checkpoint.size_gb (a home, no
+    size) is nominated, with progress too (the move priced as unknown); a size annotation a tenant broke is a
+    warning on that Workload, read as unknown (the job spec's model then bounds it), never Unreadable."""
+    from kubefake import JOBS
+
+    name = fleet.submit("nosize")
+    ann = fleet.hub.get(JOBS, NS, "nosize")["metadata"]["annotations"]
+    assert "gpufleet.io/checkpoint-home" in ann and "gpufleet.io/checkpoint-gb" not in ann
+    wl = fleet.hub.get(WORKLOADS, NS, name)
+    status = dict(wl["status"], schedulingStats={"evictions": [{"reason": "Preempted", "underlyingCause": "",
+                                                                "count": 1}]})
+    fleet.hub.apply_status(WORKLOADS, NS, name, {"status": status}, "kueue-admission", True)  # it ran somewhere
+    broken = fleet.submit("broken", model={"parameters_b": 7, "training": "full"})
+    with fleet.hub.lock:
+        fleet.hub.objects[JOBS][(NS, "broken")]["metadata"]["annotations"]["gpufleet.io/checkpoint-gb"] = "lots"
+    argv = ["dispatch", "--once", "--dry-run", "--kubeconfig", str(fleet.hub_kubeconfig), "--fleet",
+            str(fleet.fleet_file), "--metrics-port", "0"]
+    assert main([*argv, "--json"]) == 0
+    rows = {d["workload"]: d for d in json.loads(capsys.readouterr().out)["decisions"]}
+    d = rows[f"{NS}/{name}"]
+    assert d["action"] == "nominate" and d["warnings"] == []
+    assert d["checkpoint"]["gb"] is None and d["checkpoint"]["home"] == ann["gpufleet.io/checkpoint-home"]
+    fits = [s for s in d["scores"] if s["fits"]]
+    assert fits and all(s["move_known"] is False and s["move_usd"] is None for s in fits)
+    assert "of unknown size" in d["message"] and "not counted" in d["message"]
+    b = rows[f"{NS}/{broken}"]
+    assert b["action"] == "nominate" and b["reason"] == "Nominated"
+    assert b["warnings"] and b["warnings"][0].startswith("gpufleet.io/checkpoint-gb: 'lots'")
+    assert b["checkpoint"]["gb"] == 98 and b["checkpoint"]["gb_from"] == "model.parameters_b"
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"placement: warning: {NS}/{broken}: gpufleet.io/checkpoint-gb: 'lots'" in err

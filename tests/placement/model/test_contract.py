@@ -116,6 +116,11 @@ def test_the_definition_agrees_with_both_sides() -> None:
     assert manifests.RETRY_EXIT_CODE == trainer.DEFAULT_RETRY_EXIT_CODE == c.RETRY_EXIT_CODE
     assert durable.DEFAULT_KEEP == trainer.DEFAULT_KEEP and durable.METRICS_PORT == trainer.DEFAULT_METRICS_PORT
     assert {e.name for e in c.ANNOTATIONS if e.required} == {c.JOB_SPEC}
+    from placement.fleet.choose import SINGLE_NODE
+    from placement.shapes import shape_book
+
+    assert c.SINGLE_NODE == SINGLE_NODE
+    assert {s.fabric for s in shape_book().shapes.values() if s.fabric != "none"} <= set(c.FABRIC_GROUPS)
     for group in c.REQUIRED_TOGETHER:
         for name in group:
             assert set(c.annotation(name).together) == set(group) - {name}
