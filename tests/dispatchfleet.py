@@ -27,9 +27,9 @@ from placement.dispatch.controller import Controller, Options
 from placement.dispatch.model import Pricing, Settings
 from placement.dispatch.prices import LivePrices
 from placement.dispatch.telemetry import Metrics
+from placement.files.inputs import load_catalog
 from placement.fleet.kube import api_client
 from placement.fleet.outputs import load_fleet
-from placement.inputs import load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = ROOT / "stacks"
@@ -128,7 +128,7 @@ class Fleet:
         ``dataset`` and any other job-spec fields): it creates the job's storage objects on the workers of its
         group and its Job/JobSet on the hub, as rendered; Kueue then makes the Workload (quota reserved in
         all-workers, the MultiKueue check Pending). The Workload's name."""
-        from placement.cli import main
+        from placement.commands.main import main
 
         doc: dict[str, Any] = {"name": name, "accelerator": "H100", "gpus": gpus, "hours": hours, "team": NS,
                                "command": ["python", "-m", "placement.trainer"], **spec}

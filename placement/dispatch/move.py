@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement.dispatch.model import CheckpointHome
-from placement.egress import EgressBook, transfer_hours, transfer_path, transfer_usd
-from placement.jobspec import JobSpec
 from placement.model import contract
-from placement.zones import known_regions
+from placement.model.egress import EgressBook, transfer_hours, transfer_path, transfer_usd
+from placement.model.jobspec import JobSpec
+from placement.model.zones import known_regions
 
 CHECKPOINT_HOME = contract.CHECKPOINT_HOME
 CHECKPOINT_REGION = contract.CHECKPOINT_REGION
@@ -93,7 +93,7 @@ def with_job_size(home: CheckpointHome, job: JobSpec | None) -> CheckpointHome:
 
 def move(home: CheckpointHome, cloud: str, region: str, job: JobSpec, book: EgressBook) -> Move:
     """Reading one checkpoint from ``home`` on a worker in ``cloud``/``region``: egress USD (the source cloud's
-    rate for the path, ``placement.egress.transfer_usd``) and hours at the path's throughput (the job's
+    rate for the path, ``placement.model.egress.transfer_usd``) and hours at the path's throughput (the job's
     ``throughput_gbps`` for that path, else the data's); not priced (``known`` False) when the size is unknown."""
     path = transfer_path(home.cloud, home.region, cloud, region)
     if home.gb is None:

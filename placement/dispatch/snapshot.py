@@ -16,7 +16,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from placement import kueue as ko
 from placement.dispatch.model import (
     REMAINING_FLOOR_HOURS,
     UNLIMITED,
@@ -31,12 +30,13 @@ from placement.dispatch.model import (
 from placement.dispatch.move import home_of
 from placement.errors import InputError
 from placement.fleet.stacks import ClusterStack
-from placement.jobspec import JOB_FIELDS, JobSpec, parse_job
-from placement.k8snames import dns1123_label_problem, jobset_name_problem
-from placement.kueue import Allocatable
 from placement.model import contract
-from placement.shapes import shape_book
-from placement.zones import known_regions
+from placement.model import kueue as ko
+from placement.model.jobspec import JOB_FIELDS, JobSpec, parse_job
+from placement.model.k8snames import dns1123_label_problem, jobset_name_problem
+from placement.model.kueue import Allocatable
+from placement.model.shapes import shape_book
+from placement.model.zones import known_regions
 
 JOB_SPEC_ANNOTATION = contract.JOB_SPEC
 

@@ -3,7 +3,7 @@ standard library only (the trainer imports it in its pod).
 
 Writers: :mod:`placement.fleet.manifests` and :mod:`placement.fleet.durable` (through ``placement submit``).
 Readers: the hub's dispatcher (:mod:`placement.dispatch.snapshot`, :mod:`placement.dispatch.move`), ``placement
-report`` (:mod:`placement.report`) and the trainer (:mod:`placement.trainer.settings`, the pod's environment).
+report`` (:mod:`placement.commands.report`) and the trainer (:mod:`placement.trainer.settings`, the pod's environment).
 
 **Annotations** on the Job/JobSet (:data:`ANNOTATIONS` lists each with its unit, when it is written and who reads
 it). Every job ``submit`` renders carries :data:`JOB_SPEC`; through the hub also :data:`FABRIC_GROUP` and

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra import preview as pv
-from placement.catalog import embedded_catalog
+from placement.model.catalog import embedded_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))

@@ -108,7 +108,7 @@ def test_the_deadline_reads_back() -> None:
 
 def test_the_definition_agrees_with_both_sides() -> None:
     from placement.fleet import durable, manifests
-    from placement.jobspec import WORKLOADS
+    from placement.model.jobspec import WORKLOADS
     from placement.trainer import settings as trainer
 
     assert tuple(WORKLOADS) == c.WORKLOADS
@@ -117,7 +117,7 @@ def test_the_definition_agrees_with_both_sides() -> None:
     assert durable.DEFAULT_KEEP == trainer.DEFAULT_KEEP and durable.METRICS_PORT == trainer.DEFAULT_METRICS_PORT
     assert {e.name for e in c.ANNOTATIONS if e.required} == {c.JOB_SPEC}
     from placement.fleet.choose import SINGLE_NODE
-    from placement.shapes import shape_book
+    from placement.model.shapes import shape_book
 
     assert c.SINGLE_NODE == SINGLE_NODE
     assert {s.fabric for s in shape_book().shapes.values() if s.fabric != "none"} <= set(c.FABRIC_GROUPS)
