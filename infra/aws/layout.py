@@ -59,18 +59,25 @@ class SubnetPlan:
     gpu: Mapping[str, str]
 
 
+def _zone_order(zone: str) -> tuple[int, str]:
+    """Zones by their fixed slot (the AZ number), then as written: the same order whatever the pool list's."""
+    slot = zone_slot(zone)
+    return (slot if slot is not None else GPU_SLOTS + SYSTEM_SLOTS, zone)
+
+
 def gpu_zones(cfg: StackConfig) -> tuple[str, ...]:
-    """The zones that get a dedicated GPU subnet: ``gpuZone`` first, then each pool's zone, deduplicated."""
-    zones: list[str] = []
-    for zone in ([cfg.gpu_zone] if cfg.gpu_zone else []) + [p.zone for p in cfg.node_pools]:
-        if zone not in zones:
-            zones.append(zone)
-    return tuple(zones)
+    """The zones that get a dedicated GPU subnet: the primary GPU zone first, then the other pools' zones in slot
+    order (never the pool list's order)."""
+    primary = primary_gpu_zone(cfg)
+    others = sorted({p.zone for p in cfg.node_pools} - {primary}, key=_zone_order)
+    return (primary, *others)
 
 
 def primary_gpu_zone(cfg: StackConfig) -> str:
-    """The zone of the checkpoint filesystem and the NAT gateway: ``gpuZone``, else the first pool's zone."""
-    return gpu_zones(cfg)[0]
+    """The zone of the checkpoint filesystem, the NAT gateway and the first system AZ: ``gpuZone``, else the pools'
+    zone in the lowest slot (the lowest AZ number), so that reordering ``nodePools`` moves none of them. Set
+    ``gpuZone`` to pin it (an existing stack keeps its NAT gateway by setting it to its first pool's zone)."""
+    return cfg.gpu_zone or min((p.zone for p in cfg.node_pools), key=_zone_order)
 
 
 def uses_efa(pool: NodePoolConfig) -> bool:
