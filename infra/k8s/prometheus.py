@@ -6,12 +6,17 @@ Installed on a hub whose dispatcher is External unless the user names a server o
 (``gpufleet:hub.dispatch.prometheusUrl``, which must then scrape the dispatcher's pods). The chart is the
 prometheus-community ``prometheus`` chart, pinned (:data:`CHART_VERSION`, Prometheus :data:`APP_VERSION`), with
 only its server: no Alertmanager, Pushgateway, node exporter or kube-state-metrics (the dispatcher's own metrics
-are what the plans need). Its default ``kubernetes-pods`` scrape job scrapes every pod annotated
+are what the plans need). Of the chart's default scrape jobs (``scrapeConfigs``, values.yaml at 29.27.0) only
+``kubernetes-pods`` stays, narrowed to the dispatcher's namespace: it scrapes each pod annotated
 ``prometheus.io/scrape: "true"`` on its ``prometheus.io/port``, which the dispatcher's pod template carries
-(:func:`infra.k8s.dispatcher.pod_template`): each replica is scraped on its own (the Service in front of them
-would alternate between replicas), and only the leader's counters move. The data sit on a PersistentVolume (the
-server's StatefulSet-less Deployment with a claim), kept :data:`RETENTION` (calibration reads 90 days), so a
-counter's history survives both the dispatcher's and Prometheus's restarts.
+(:func:`infra.k8s.dispatcher.pod_template`): each replica on its own (the Service in front of them would
+alternate between replicas), and only the leader's counters move. Those pods export every series read from this
+server (``placement calibrate``: ``gpufleet_spot_node_seconds_total``, ``gpufleet_spot_reclaims_total``; the
+dispatcher's other observations and its own ``gpufleet_dispatch_*``; the trainer's series, which
+``placement report`` reads, come from the workers' Prometheus); the other jobs (API servers, nodes, cAdvisor,
+every annotated Service and pod of the cluster, Prometheus itself) would fill the volume with series nothing
+reads. The data sit on a PersistentVolume (the server's Deployment with a claim), kept :data:`RETENTION`
+(calibration reads 90 days), so a counter's history survives both the dispatcher's and Prometheus's restarts.
 """
 
 from __future__ import annotations
@@ -40,14 +45,35 @@ def server_url() -> str:
     return f"http://{RELEASE}-server.{NAMESPACE}.svc:{SERVER_PORT}"
 
 
+# The chart's default scrape jobs (charts/prometheus/values.yaml `scrapeConfigs` at 29.27.0, commit
+# ca06aaef8a20ca639f06523f467cb0ef8a114feb): all off but kubernetes-pods (see the module docstring).
+DEFAULT_SCRAPE_JOBS = ("prometheus", "kubernetes-api-servers", "kubernetes-nodes", "kubernetes-nodes-cadvisor",
+                       "kubernetes-service-endpoints", "kubernetes-service-endpoints-slow", "prometheus-pushgateway",
+                       "kubernetes-services", "kubernetes-pods", "kubernetes-pods-slow")
+KEPT_SCRAPE_JOB = "kubernetes-pods"
+
+
+def scrape_configs() -> dict[str, Any]:
+    """The chart's ``scrapeConfigs``: every default job disabled but :data:`KEPT_SCRAPE_JOB`, whose pod discovery
+    is narrowed to the dispatcher's namespace (its relabelling, from the chart, is kept: Helm merges maps)."""
+    from infra.k8s.dispatcher import NAMESPACE as DISPATCH_NAMESPACE
+
+    jobs: dict[str, Any] = {job: {"enabled": False} for job in DEFAULT_SCRAPE_JOBS if job != KEPT_SCRAPE_JOB}
+    jobs[KEPT_SCRAPE_JOB] = {"enabled": True, "kubernetes_sd_configs": [
+        {"role": "pod", "namespaces": {"names": [DISPATCH_NAMESPACE]}}]}
+    return jobs
+
+
 def prometheus_values() -> dict[str, Any]:
-    """The chart's values: the server alone, its data on a volume for :data:`RETENTION`."""
+    """The chart's values: the server alone, its data on a volume for :data:`RETENTION`, scraping the dispatcher
+    only (:func:`scrape_configs`)."""
     return {
         "alertmanager": {"enabled": False},
         "kube-state-metrics": {"enabled": False},
         "prometheus-node-exporter": {"enabled": False},
         "prometheus-pushgateway": {"enabled": False},
         "server": {"retention": RETENTION, "persistentVolume": {"enabled": True, "size": VOLUME_SIZE}},
+        "scrapeConfigs": scrape_configs(),
     }
 
 

@@ -46,6 +46,12 @@ def test_the_hub_installs_a_pinned_prometheus_beside_the_external_dispatcher(fab
     # Its default kubernetes-pods job scrapes the dispatcher's pods by these annotations, each replica alone.
     annotations = dp.pod_template(_hub.load_stack_file(_hub.HUB_STACK).hub.dispatch)["metadata"]["annotations"]
     assert annotations == {"prometheus.io/scrape": "true", "prometheus.io/port": str(dp.METRICS_PORT)}
+    # Issue 37: that job alone, in the dispatcher's namespace; the chart's other default jobs are off.
+    jobs = values["scrapeConfigs"]
+    assert set(jobs) == set(prometheus.DEFAULT_SCRAPE_JOBS)
+    assert [j for j, v in jobs.items() if v["enabled"]] == ["kubernetes-pods"]
+    assert jobs["kubernetes-pods"]["kubernetes_sd_configs"] == [
+        {"role": "pod", "namespaces": {"names": [dp.NAMESPACE]}}]
 
 
 def test_a_named_prometheus_is_used_instead_and_none_is_installed(fabricated_outputs: Any) -> None:
