@@ -376,6 +376,13 @@ def test_bad_maintenance_config_names_the_key(maintenance: dict[str, Any], key: 
     assert err.value.field == f"gpufleet:{key}"
 
 
+def test_the_replace_table_covers_every_type_registered(any_run: tuple[StackConfig, RunResult]) -> None:
+    """Issue 37: Managed Lustre, Filestore, private services access and CMEK variants included."""
+    from infra.replace import uncovered
+
+    assert uncovered(r.type for r in any_run[1].resources) == []
+
+
 def test_gpu_health_dcgm_metrics_and_auto_repair(any_run: tuple[StackConfig, RunResult]) -> None:
     cfg, result = any_run
     (cluster,) = result.of_type(CLUSTER)
