@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from placement.errors import InputError, shown
-from placement.shapes import Shape, shape_book
-from placement.zones import is_aws_zone_id, known_regions, zone_in_region
+from placement.model.shapes import Shape, shape_book
+from placement.model.zones import is_aws_zone_id, known_regions, zone_in_region
 
 NAMESPACE = "gpufleet"
 # Every top-level stack config key, all declared in Pulumi.yaml.
@@ -1119,7 +1119,7 @@ def _check_offer(cloud: str, itype: str, region: str, zone: str, path: str) -> N
     region is checked; zone IDs (use1-az6) and GCP zones are checked exactly. A catalog row without a zone
     (its zone is its region) vouches for the whole region.
     """
-    from placement.catalog import embedded_catalog
+    from placement.model.catalog import embedded_catalog
 
     zones = {o.zone for o in embedded_catalog().offers
              if o.cloud == cloud and o.instance_type == itype and o.region == region}

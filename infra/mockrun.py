@@ -55,7 +55,7 @@ _AWS_AZS: dict[str, list[tuple[str, str]]] = {
 
 def _aws_zones(region: str) -> dict[str, Any]:
     """A realistic aws.get_availability_zones answer (other regions: three AZs named after the region)."""
-    from placement.zones import aws_zone_id_prefix
+    from placement.model.zones import aws_zone_id_prefix
 
     azs = _AWS_AZS.get(region) or [(f"{region}{c}", f"{aws_zone_id_prefix(region)}-az{i}")
                                    for i, c in enumerate("abc", start=1)]

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infra.config import NodePoolConfig, StackConfig, is_private_cidr
-from placement.checkpoint_volumes import CLAIM_NAME
+from placement.model.checkpoint_volumes import CLAIM_NAME
 
 
 def node_pool_output(pool: NodePoolConfig) -> dict[str, Any]:

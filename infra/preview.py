@@ -92,7 +92,7 @@ class Quote:
 
 
 def quote(catalog: Any, cloud: str, region: str, zone: str | None, instance_type: str, capacity_type: str) -> Quote:
-    """Price one node of ``instance_type`` from ``catalog`` (a ``placement.catalog.Catalog``)."""
+    """Price one node of ``instance_type`` from ``catalog`` (a ``placement.model.catalog.Catalog``)."""
     spot = capacity_type.upper() in SPOT_CAPACITIES
     priced_as = "spot" if spot else "on-demand"
     offers = [o for o in catalog.offers
@@ -285,7 +285,7 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
 
 def preview(stacks: Mapping[str, Path], program: Callable[[], None] | None = None) -> dict[str, Any]:
     """The preview document of ``stacks`` (what ``--format json`` prints). ``program`` replaces gpufleet's (tests)."""
-    from placement.catalog import embedded_catalog
+    from placement.model.catalog import embedded_catalog
 
     catalog = embedded_catalog()
     runner = StackRunner(program)

@@ -1,6 +1,6 @@
 """``python -m placement``: the same as the ``placement`` command."""
 
-from placement.cli import run
+from placement.commands.main import run
 
 if __name__ == "__main__":
     run()

@@ -1,7 +1,7 @@
 """What every command shares with its terminal and process: exit codes, the width text output is fitted to,
 and when the cyclic garbage collector may run.
 
-Imported by ``placement.cli`` and by the commands it dispatches to (``submit``, ``dispatch``, ``refresh``), so
+Imported by ``placement.commands.main`` and by the commands it dispatches to (``submit``, ``dispatch``, ``refresh``), so
 none of them imports the CLI module. Standard library only: ``placement --help`` loads it.
 """
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Test set-up (scripts/test, .ci/run): the Prometheus server `placement calibrate` is tested against
-# (tests/placement/test_calibrate_prometheus.py), from the system's packages (Debian: `prometheus`, with promtool).
+# (tests/placement/prometheus/test_calibrate_prometheus.py), from the system's packages (Debian: `prometheus`, with promtool).
 # Idempotent: nothing happens when `prometheus` is on PATH. Where it cannot be installed (no apt-get, not root,
 # no package index) it says so and the tests that need it skip with that reason.
 set -uo pipefail

@@ -79,7 +79,7 @@ def samples_file(path: Path) -> int:
 
 
 def bench_calibrate(repeat: int, tmp: Path) -> None:
-    from placement.cli import main
+    from placement.commands.main import main
 
     src = tmp / "samples.json"
     points = samples_file(src)
@@ -100,8 +100,8 @@ def bench_calibrate(repeat: int, tmp: Path) -> None:
 
 
 def calibration_file(path: Path, rows: int) -> None:
-    from placement.calibration import Calibration, SpotRow, calibration_text
-    from placement.catalog import embedded_catalog
+    from placement.model.calibration import Calibration, SpotRow, calibration_text
+    from placement.model.catalog import embedded_catalog
 
     rng = random.Random(7)
     real = sorted({(o.cloud, o.region, o.zone, o.shape.name) for o in embedded_catalog().offers
@@ -122,7 +122,7 @@ def calibration_file(path: Path, rows: int) -> None:
 
 
 def bench_plan(repeat: int, tmp: Path) -> None:
-    from placement.cli import main
+    from placement.commands.main import main
 
     cal = tmp / "cal-10k.json"
     calibration_file(cal, 10_000)

@@ -45,8 +45,6 @@ import _venv  # noqa: E402
 
 _venv.ensure("yaml", "highspy", extra="")  # before the imports below; re-runs this script under .venv if needed
 
-from placement import kueue as ko  # noqa: E402
-from placement.catalog import embedded_catalog  # noqa: E402
 from placement.dispatch import memory, snapshot  # noqa: E402
 from placement.dispatch.controller import COMPONENT  # noqa: E402
 from placement.dispatch.decide import UNREADABLE, decide  # noqa: E402
@@ -54,6 +52,8 @@ from placement.dispatch.gcsettings import tune_gc  # noqa: E402
 from placement.dispatch.model import Pricing  # noqa: E402
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION  # noqa: E402
 from placement.fleet.stacks import ClusterStack, Pool  # noqa: E402
+from placement.model import kueue as ko  # noqa: E402
+from placement.model.catalog import embedded_catalog  # noqa: E402
 
 NS, QUEUE = "team-a", "all-workers"
 NOW = time.time()

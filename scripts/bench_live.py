@@ -165,7 +165,7 @@ def main() -> int:
                     "AWS_SHARED_CREDENTIALS_FILE": str(work / "none"), "AWS_ENDPOINT_URL": aws.url,
                     "GPUFLEET_GCP_COMPUTE_ENDPOINT": gcp.url, "GPUFLEET_GCP_BILLING_ENDPOINT": gcp.url,
                     "GPUFLEET_GCP_ANONYMOUS": "1", "NO_GCE_CHECK": "true", "PYTHONPATH": str(REPO)})
-        plan = [PY, "-m", "placement.cli", "plan", str(work / "job.yaml"), "--live", "--json",
+        plan = [PY, "-m", "placement", "plan", str(work / "job.yaml"), "--live", "--json",
                 "--catalog", f"aws={work / 'aws.csv'}", "--catalog", f"gcp={work / 'gcp.csv'}",
                 "--gcp-project", "bench-project"]
         if args.serve:

@@ -59,8 +59,8 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 
 
 def generated_catalog(n: int, seed: int = 7, distinct: bool = False) -> list[Any]:
-    from placement.catalog import Offer
-    from placement.shapes import shape_book
+    from placement.model.catalog import Offer
+    from placement.model.shapes import shape_book
 
     rng = random.Random(seed)
     shapes = list(shape_book().shapes.values())
@@ -84,7 +84,7 @@ def generated_catalog(n: int, seed: int = 7, distinct: bool = False) -> list[Any
 def distinct_offers(rng: random.Random, shapes: list[Any], n_regions: int, n: int) -> list[Any]:
     """``n`` offers of distinct (shape, region, zone) drawn from ``shapes`` x ``n_regions`` regions per cloud x 4
     zones, zones named each cloud's way."""
-    from placement.catalog import Offer
+    from placement.model.catalog import Offer
 
     offers = []
     for c in rng.sample(range(len(shapes) * n_regions * 4), n):
@@ -111,10 +111,10 @@ def write_skypilot_csv(offers: list[Any], path: str) -> None:
 
 
 def bench_plan(repeat: int) -> None:
-    from placement.catalog import Catalog
-    from placement.engine import plan
-    from placement.jobspec import parse_job
-    from placement.render import plan_doc
+    from placement.commands.render import plan_doc
+    from placement.model.catalog import Catalog
+    from placement.model.jobspec import parse_job
+    from placement.plan.job import plan
 
     offers = generated_catalog(50_000)
     job = parse_job(
@@ -168,7 +168,7 @@ def command_catalog(n: int = 50_000, seed: int = 3) -> list[Any]:
     the way a SkyPilot vms.csv lists every GPU machine type of a cloud."""
     import dataclasses
 
-    from placement.shapes import shape_book
+    from placement.model.shapes import shape_book
 
     known = list(shape_book().shapes.values())
     shapes = list(known)
@@ -187,11 +187,11 @@ def bench_command(repeat: int) -> None:
 
     import yaml
 
-    from placement.cli import main
-    from placement.engine import plan
-    from placement.inputs import load_catalog
-    from placement.jobspec import parse_job
-    from placement.render import plan_doc
+    from placement.commands.main import main
+    from placement.commands.render import plan_doc
+    from placement.files.inputs import load_catalog
+    from placement.model.jobspec import parse_job
+    from placement.plan.job import plan
 
     offers = command_catalog()
     job = {"name": "bench", "accelerator": ["H100", "H200", "A100"], "gpus": 32, "hours": 24,
@@ -251,7 +251,7 @@ def bench_command(repeat: int) -> None:
         return f"{statistics.median(per_run):.2f}x (per run {per_run[0]:.2f}-{per_run[-1]:.2f}x)"
 
     try:
-        from placement.catalog_cache import FORMAT
+        from placement.files.catalog_cache import FORMAT
     except ImportError:  # a checkout from before the cache: warm and cold are the same work
         FORMAT = "no"
     print(f"placement plan --catalog aws=... --catalog gcp=..., {len(offers):,} offers in two CSVs "
@@ -269,9 +269,9 @@ def contended_batch(n_jobs: int, nodes_choice: tuple[int, ...], seed: int = 11,
     """500 jobs of 8-64 GPUs; every (region, quota key) gets headroom for a random one of ``nodes_choice``
     nodes, so the cheap regions are oversubscribed and jobs compete for them. ``priorities``: each job gets
     one of the three Kueue classes (production, burst, low) from a separate random stream."""
-    from placement.catalog import embedded_catalog
-    from placement.jobspec import parse_job
-    from placement.quotas import Quota, QuotaTable
+    from placement.model.catalog import embedded_catalog
+    from placement.model.jobspec import parse_job
+    from placement.model.quotas import Quota, QuotaTable
 
     rng = random.Random(seed)
     prio = random.Random(seed + 1)
@@ -321,7 +321,7 @@ NOW = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
 def reservations(cat: Any, n: int, seed: int = 13) -> list[Any]:
     """``n`` reservations on offers of the catalog: 1-8 free nodes each; half prepaid (0 USD/h), half at the
     on-demand price; a third end 12-96 h after NOW (so long jobs cannot use them), the rest open-ended."""
-    from placement.reservations import Reservation
+    from placement.model.reservations import Reservation
 
     rng = random.Random(seed)
     pool = [o for o in cat.offers if o.price is not None and o.shape.multi_node]
@@ -336,7 +336,7 @@ def reservations(cat: Any, n: int, seed: int = 13) -> list[Any]:
 
 def bench_batch(repeat: int, label: str, nodes_choice: tuple[int, ...], n_reserved: int = 0,
                 target: str = "target < 3 s", priorities: bool = False) -> None:
-    from placement.batch import greedy, solve
+    from placement.plan.batch import greedy, solve
 
     jobs, (cat, quotas) = contended_batch(500, nodes_choice, priorities=priorities)
     res = reservations(cat, n_reserved) if n_reserved else []
@@ -386,7 +386,8 @@ def bench_batch_scale(n_jobs: int = 100, n_rows: int = 200_000) -> None:
             yaml.safe_dump({"jobs": jobs}, fh)
         env = {**os.environ, "PYTHONPATH": repo, "GPUFLEET_DATA_DIR": tmp}
         for limit in ("600", "30"):
-            cmd = [sys.executable, "-c", "import sys; from placement.cli import main; sys.exit(main(sys.argv[1:]))",
+            cmd = [sys.executable, "-c", "import sys; from placement.commands.main import main; "
+                                         "sys.exit(main(sys.argv[1:]))",
                    "plan-batch", batch, "--json", "--catalog", f"aws={paths['aws']}", "--catalog",
                    f"gcp={paths['gcp']}", "--time-limit", limit]
             out_path = os.path.join(tmp, "out.json")
@@ -412,7 +413,8 @@ def bench_batch_scale(n_jobs: int = 100, n_rows: int = 200_000) -> None:
 
 
 def bench_help(repeat: int) -> None:
-    cmd = [sys.executable, "-c", "import sys; sys.argv=['placement','--help']; from placement.cli import run; run()"]
+    cmd = [sys.executable, "-c", "import sys; sys.argv=['placement','--help']; "
+                                 "from placement.commands.main import run; run()"]
     subprocess.run(cmd, capture_output=True, check=True)  # warm the OS file cache
     median, _ = timed(lambda: subprocess.run(cmd, capture_output=True, check=True), repeat)
     base, _ = timed(lambda: subprocess.run([sys.executable, "-c", "pass"], capture_output=True, check=True), repeat)

@@ -50,9 +50,9 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 def burst(n_jobs: int = 100, seed: int = 5) -> tuple[list[Any], Any, Any]:
     """``n_jobs`` jobs of 8-32 GPUs, 2-48 h, a third with an earliest start in the week, half with a deadline,
     every (region, quota key) with headroom for 1-4 nodes: the cheap regions are contended over time."""
-    from placement.catalog import embedded_catalog
-    from placement.jobspec import parse_job
-    from placement.quotas import Quota, QuotaTable
+    from placement.model.catalog import embedded_catalog
+    from placement.model.jobspec import parse_job
+    from placement.model.quotas import Quota, QuotaTable
 
     rng = random.Random(seed)
     cat = embedded_catalog()
@@ -85,7 +85,7 @@ def burst(n_jobs: int = 100, seed: int = 5) -> tuple[list[Any], Any, Any]:
 
 
 def bench_schedule(repeat: int) -> None:
-    from placement.schedule import solve
+    from placement.plan.schedule import solve
 
     jobs, cat, quotas = burst()
     seconds, s = timed(lambda: solve(jobs, cat.offers, quotas, now=NOW, horizon_h=168, slot_h=1,
@@ -98,7 +98,7 @@ def bench_schedule(repeat: int) -> None:
 
 
 def forecast(weeks: int = 52, seed: int = 9) -> Any:
-    from placement.portfolio import DemandClass, Forecast
+    from placement.plan.portfolio import DemandClass, Forecast
 
     rng = random.Random(seed)
     classes = []
@@ -113,8 +113,8 @@ def forecast(weeks: int = 52, seed: int = 9) -> Any:
 
 def portfolio_inputs() -> tuple[Any, list[Any], Any]:
     """The forecast, the catalog's offers in 10 regions (5 per cloud) of the 4 accelerators, and known quota."""
-    from placement.catalog import embedded_catalog
-    from placement.quotas import Quota, QuotaTable
+    from placement.model.catalog import embedded_catalog
+    from placement.model.quotas import Quota, QuotaTable
 
     rng = random.Random(3)
     cat = embedded_catalog()
@@ -133,8 +133,8 @@ def portfolio_inputs() -> tuple[Any, list[Any], Any]:
 
 
 def bench_portfolio(repeat: int) -> None:
-    from placement.commitments import commitment_book
-    from placement.portfolio import pools, portfolio_report, solve
+    from placement.model.commitments import commitment_book
+    from placement.plan.portfolio import pools, portfolio_report, solve
 
     f, offers, quotas = portfolio_inputs()
     book = commitment_book()

@@ -25,7 +25,7 @@ from pathlib import Path
 import _bench
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICK_TEST = "tests/placement/test_data.py"  # what scripts/newcomer runs in CI: small, needs the dev extra
+QUICK_TEST = "tests/placement/model/test_data.py"  # what scripts/newcomer runs in CI: small, needs the dev extra
 
 
 def run(cmd: str, cwd: Path, env: dict[str, str]) -> tuple[int, float, str, str]:

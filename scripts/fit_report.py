@@ -2,7 +2,7 @@
 """Print the cost model against its MLPerf measurements (every point with its error, a summary line per curve),
 or write it into docs/cost-model-fit.md.
 
-The tables come from placement.physics_data.fit_report (the speeds, the scaling fit, the held-out points, Daly
+The tables come from placement.model.physics_data.fit_report (the speeds, the scaling fit, the held-out points, Daly
 against the first-order formula); the page keeps them between <!-- BEGIN fit-report --> and
 <!-- END fit-report -->, and a test fails when they differ from the data.
 
@@ -31,7 +31,7 @@ def main() -> int:
     args = parser.parse_args()
     _venv.ensure("yaml", extra="")
     sys.path.insert(0, str(_venv.ROOT))
-    from placement.physics_data import fit_report
+    from placement.model.physics_data import fit_report
 
     report = fit_report()
     if not (args.write or args.check):

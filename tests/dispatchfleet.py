@@ -20,6 +20,7 @@ from placement.dispatch.controller import Controller, Options
 from placement.dispatch.model import Pricing, Settings
 from placement.dispatch.prices import LivePrices
 from placement.dispatch.telemetry import Metrics
+from placement.files.inputs import load_catalog
 from placement.fleet.kube import api_client
 from placement.fleet.manifests import (
     GROUP_ANNOTATION,
@@ -29,8 +30,7 @@ from placement.fleet.manifests import (
     per_node_requests,
 )
 from placement.fleet.outputs import load_fleet
-from placement.inputs import load_catalog
-from placement.shapes import shape_book
+from placement.model.shapes import shape_book
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
 KEYS = ("aws-use1-p5", "gcp-usc1-a3mega", "gcp-euw4-a3high")

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from placement.catalog import Offer
-from placement.cli import main
-from placement.jobspec import JobSpec, parse_job
-from placement.quotas import Quota, QuotaTable
-from placement.reservations import Reservation
-from placement.shapes import shape_book
+from placement.commands.main import main
+from placement.model.catalog import Offer
+from placement.model.jobspec import JobSpec, parse_job
+from placement.model.quotas import Quota, QuotaTable
+from placement.model.reservations import Reservation
+from placement.model.shapes import shape_book
 
 
 def offer(itype: str, region: str, zone: str | None = None, price: float | None = 10.0,

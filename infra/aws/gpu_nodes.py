@@ -11,7 +11,7 @@ import pulumi_aws as aws
 from infra.aws.cluster import imdsv2_metadata, launch_template_version
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags, uses_efa
 from infra.config import NodePoolConfig, StackConfig
-from placement.kueue import EFA_HUGEPAGES_MIB
+from placement.model.kueue import EFA_HUGEPAGES_MIB
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 GPU_TAINT_KEY = "nvidia.com/gpu"

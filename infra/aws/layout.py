@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from infra.config import ConfigError, NodePoolConfig, StackConfig
-from placement.zones import is_aws_zone_id
+from placement.model.zones import is_aws_zone_id
 
 # The VPC is carved into fixed slots that depend only on its CIDR and on each zone's own identity, never on
 # node counts or on the pool list: raising a pool's maxNodes, adding or removing a pool must leave every subnet

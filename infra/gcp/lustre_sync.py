@@ -38,7 +38,7 @@ import pulumi_kubernetes as k8s
 from infra.gcp import lustre_export
 from infra.gcp.plan import service_account_id
 from infra.protect import stateful_names
-from placement.checkpoint_volumes import volume_objects
+from placement.model.checkpoint_volumes import volume_objects
 
 NAMESPACE = "gpufleet-lustre-sync"
 SERVICE_ACCOUNT = "lustre-sync"

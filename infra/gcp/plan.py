@@ -3,7 +3,7 @@
 No Pulumi import: the plan is computed (and the config checked) before any resource is registered,
 so a config that cannot be built fails with a :class:`~infra.config.ConfigError` naming the key.
 
-Every per-machine fact comes from the :class:`~placement.shapes.Shape` of a pool: ``gpu_vpcs`` extra
+Every per-machine fact comes from the :class:`~placement.model.shapes.Shape` of a pool: ``gpu_vpcs`` extra
 gVNIC VPCs and ``rdma_subnets`` subnets of one RDMA (RoCE) VPC. Network-level constants (MTU,
 GKE object names) live here because they belong to the GCP networking model, not to a shape.
 """

@@ -63,7 +63,7 @@ EFA_DEVICE_PLUGIN_VERSION = "v0.5.30"
 
 def gke_fabric_installers(fabric_kinds: Sequence[str]) -> list[tuple[str, str]]:
     """``(name, pinned URL)`` of every installer the fabric kinds need, each once, in first-use order."""
-    from placement.gpudirect import gpudirect_book
+    from placement.model.gpudirect import gpudirect_book
 
     out: dict[str, str] = {}
     for kind in fabric_kinds:

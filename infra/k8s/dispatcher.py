@@ -1,7 +1,7 @@
 """The ``placement dispatch`` Deployment on a MultiKueue hub whose dispatcher is External.
 
 Kueue leaves the choice of worker to a controller when ``multiKueue.dispatcherName`` is not one of its
-own (``placement.kueue.DISPATCHERS["External"]``): that controller writes
+own (``placement.model.kueue.DISPATCHERS["External"]``): that controller writes
 ``.status.nominatedClusterNames`` on the hub Workloads. The hub stack runs it as Deployment
 ``gpufleet-dispatch`` in ``kueue-system`` (two replicas, one leading through a Lease), with:
 
@@ -34,8 +34,8 @@ import pulumi_kubernetes as k8s
 from pulumi import Input, Output, ResourceOptions
 
 from infra.config import DispatchConfig
-from placement.kueue import API_GROUP, DISPATCH_NAME, KUEUE_NAMESPACE
-from placement.kueue import dispatch_secret_name as kubeconfig_secret_name
+from placement.model.kueue import API_GROUP, DISPATCH_NAME, KUEUE_NAMESPACE
+from placement.model.kueue import dispatch_secret_name as kubeconfig_secret_name
 
 NAME = DISPATCH_NAME
 NAMESPACE = KUEUE_NAMESPACE

@@ -2,7 +2,7 @@
 
 Pure functions, no Pulumi: :mod:`infra.k8s.addons` and :mod:`infra.k8s.hub` turn these dicts into
 resources and tests validate them against the Kueue v0.19 CRDs. The naming scheme and the per-node
-:func:`allocatable` resources live in :mod:`placement.kueue` (shared with ``placement submit`` and
+:func:`allocatable` resources live in :mod:`placement.model.kueue` (shared with ``placement submit`` and
 ``placement dispatch``; ``infra/`` imports ``placement/``, never the reverse) and are re-exported here.
 
 Quotas always follow the node pools: a flavor's nominal quota is ``pool.max_nodes`` times the
@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from infra.config import NodePoolConfig, StackConfig
-from placement.kueue import (
+from placement.model.kueue import (
     ALL_WORKERS,
     API_VERSION,
     DISPATCHERS,
@@ -53,9 +53,9 @@ from placement.kueue import (
     topology_name,
     worker_key,
 )
-from placement.kueue import cluster_queue_name as _cluster_queue_name
-from placement.kueue import local_queue_name as _local_queue_name
-from placement.shapes import Shape
+from placement.model.kueue import cluster_queue_name as _cluster_queue_name
+from placement.model.kueue import local_queue_name as _local_queue_name
+from placement.model.shapes import Shape
 
 __all__ = ["ALL_WORKERS", "API_VERSION", "DISPATCHERS", "FABRIC_LABEL", "INSTANCE_TYPE_LABEL", "flavor_node_labels",
            "GPU_TAINT", "GPU_TOLERATION", "KUEUE_NAMESPACE", "SERVING_PRIORITY_CLASS",
@@ -104,12 +104,12 @@ def cluster_name_of(cfg_or_cluster: StackConfig | str) -> str:
 
 
 def cluster_queue_name(cfg_or_cluster: StackConfig | str) -> str:
-    """The worker's ClusterQueue: ``<clusterName>-gpu`` (:func:`placement.kueue.cluster_queue_name`)."""
+    """The worker's ClusterQueue: ``<clusterName>-gpu`` (:func:`placement.model.kueue.cluster_queue_name`)."""
     return _cluster_queue_name(cluster_name_of(cfg_or_cluster))
 
 
 def local_queue_name(cfg_or_cluster: StackConfig | str, team: str) -> str:
-    """The LocalQueue in namespace ``team`` for that cluster's GPUs (:func:`placement.kueue.local_queue_name`)."""
+    """The LocalQueue in namespace ``team`` for that cluster's GPUs (:func:`placement.model.kueue.local_queue_name`)."""
     return _local_queue_name(cluster_name_of(cfg_or_cluster), team)
 
 
@@ -119,7 +119,7 @@ def flavor_name(pool: NodePoolConfig) -> str:
 
 def pool_scheduling(pool: NodePoolConfig) -> dict[str, Any]:
     """Node selector and tolerations that put a pod on ``pool`` (what its ResourceFlavor injects): the pool's
-    name, instance type and fabric (:func:`placement.kueue.flavor_node_labels`)."""
+    name, instance type and fabric (:func:`placement.model.kueue.flavor_node_labels`)."""
     tolerations = [dict(GPU_TOLERATION), *([dict(QUEUED_TAINT_TOLERATION)] if pool.queued else [])]
     return {"nodeSelector": flavor_node_labels(pool.name, pool.shape), "tolerations": tolerations}
 
@@ -449,7 +449,7 @@ def worker_from_outputs(stack: str, outputs: Mapping[str, Any]) -> Worker:
     Raises :class:`ValueError` naming the worker stack and the output when one is missing or malformed (an
     older or hand-edited stack): the hub sizes its quotas from these, so it never guesses.
     """
-    from placement.shapes import shape_book
+    from placement.model.shapes import shape_book
 
     def bad(what: str) -> ValueError:
         return ValueError(f"worker stack {stack}: output {what}; run `pulumi up` on that worker stack first")

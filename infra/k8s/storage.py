@@ -1,6 +1,6 @@
 """The stack's checkpoint filesystem in every training namespace, as the claim ``gpufleet-checkpoints``.
 
-The objects come from :func:`placement.checkpoint_volumes.volume_objects` (the same code ``placement submit``
+The objects come from :func:`placement.model.checkpoint_volumes.volume_objects` (the same code ``placement submit``
 knows the claim by). Their CSI drivers are installed by the cloud's stack: the FSx CSI driver Helm release
 (:mod:`infra.aws.fsx_csi`) on AWS, the GKE Managed Lustre / Filestore CSI add-ons on GCP
 (``infra/gcp/cluster.py``, enabled for the configured kind).
@@ -18,7 +18,7 @@ from pulumi import ResourceOptions
 
 from infra.config import StackConfig
 from infra.protect import stateful, taken_over
-from placement.checkpoint_volumes import CLAIM_NAME, volume_objects
+from placement.model.checkpoint_volumes import CLAIM_NAME, volume_objects
 
 
 @dataclass(frozen=True)

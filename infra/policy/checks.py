@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from infra.config import is_private_cidr
-from placement.shapes import Shape, shape_book
+from placement.model.shapes import Shape, shape_book
 
 # Rule names, also the CrossGuard policy names.
 IMDSV2 = "imdsv2-required"

@@ -6,5 +6,5 @@
 * :mod:`placement.dispatch.memory`: what it remembers of a Workload, carried on its Events (pure);
 * :mod:`placement.dispatch.controller`: the Kubernetes controller (watches, leader election, writes);
 * :mod:`placement.dispatch.telemetry`: Prometheus metrics, ``/healthz``, JSON logs;
-* :mod:`placement.dispatch.command`: the ``placement dispatch`` command.
+* :mod:`placement.commands.dispatch`: the ``placement dispatch`` command.
 """

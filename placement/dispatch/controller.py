@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from placement import kueue as ko
 from placement.dispatch import memory as remembered
 from placement.dispatch import snapshot
 from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, UNREADABLE, decide
@@ -73,6 +72,7 @@ from placement.fleet.kube import (
 from placement.fleet.manifests import JOB_LABEL, JOBSET_GROUP, JOBSET_VERSION
 from placement.fleet.redact import redact, redact_value
 from placement.fleet.stacks import ClusterStack
+from placement.model import kueue as ko
 
 if TYPE_CHECKING:
     from placement.dispatch.prices import LivePrices

@@ -43,8 +43,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from placement.bill import bill_book, nat_usd
-from placement.catalog import Offer
 from placement.dispatch.model import (
     Admitted,
     CheckpointHome,
@@ -62,13 +60,15 @@ from placement.dispatch.model import (
     WorkerState,
 )
 from placement.dispatch.move import NO_MOVE, Move, move
-from placement.egress import egress_book
-from placement.engine import Plan, data_hours, egress_cost, plan, runnable_figures
 from placement.fleet.choose import SINGLE_NODE
 from placement.fleet.stacks import Pool
-from placement.jobspec import JobSpec
-from placement.kueue import Allocatable, allocatable
-from placement.shapes import shape_book
+from placement.model.bill import bill_book, nat_usd
+from placement.model.catalog import Offer
+from placement.model.egress import egress_book
+from placement.model.jobspec import JobSpec
+from placement.model.kueue import Allocatable, allocatable
+from placement.model.shapes import shape_book
+from placement.plan.job import Plan, data_hours, egress_cost, plan, runnable_figures
 
 NOMINATED, RENOMINATED, DEADLINE, NO_FIT, WAITING, ADMITTED, UNREADABLE = (
     "Nominated", "Renominated", "DeadlinePassed", "NoWorkerFits", "Waiting", "Admitted", "Unreadable")
@@ -195,7 +195,7 @@ class _Costs:
         self.offers = tuple({id(o): o for o in self.pool_offer.values()}.values())
         self.calibration = calibration
         if calibration is not None:  # measured spot rates on the pools' offers (the live rate is their prior)
-            from placement.calibration import calibrated_offers
+            from placement.model.calibration import calibrated_offers
 
             swap = dict(zip(map(id, self.offers), calibrated_offers(calibration, self.offers,
                                                                     JobSpec.interruptions_per_hour), strict=True))
@@ -207,7 +207,7 @@ class _Costs:
 
     def _plan(self, job: JobSpec) -> Plan:
         if self.calibration is not None:
-            from placement.calibration import calibrated_job
+            from placement.model.calibration import calibrated_job
 
             return plan(calibrated_job(self.calibration, job), self.offers)
         return plan(job, self.offers)

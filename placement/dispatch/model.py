@@ -1,7 +1,7 @@
 """What the dispatcher decides from, and what it decides: frozen dataclasses, no I/O.
 
 Times are seconds since the epoch (``float``), durations in hours unless named ``_s``; money in USD;
-resources per :class:`placement.kueue.Allocatable` (CPU millicores, memory MiB, GPUs, EFA devices).
+resources per :class:`placement.model.kueue.Allocatable` (CPU millicores, memory MiB, GPUs, EFA devices).
 :mod:`placement.dispatch.snapshot` builds these from the hub's and the workers' Kubernetes objects;
 :func:`placement.dispatch.decide.decide` turns them into :class:`Decision`\\ s.
 """
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from placement.catalog import Offer
 from placement.fleet.stacks import ClusterStack
-from placement.jobspec import JobSpec
-from placement.kueue import Allocatable
+from placement.model.catalog import Offer
+from placement.model.jobspec import JobSpec
+from placement.model.kueue import Allocatable
 
 # Defaults of the `placement dispatch` flags (docs/kueue-hub.md#placement-dispatch).
 WAIT_USD_PER_GPU_HOUR = 2.0  # what an hour of waiting costs per GPU the job holds idle
@@ -202,7 +202,7 @@ class Settings:
     wait_usd_per_gpu_hour: float = WAIT_USD_PER_GPU_HOUR
     deadline_s: float = ADMISSION_DEADLINE_S
     default_hours: float = DEFAULT_HOURS
-    # The user's measured spot rates and speeds (placement.calibration.Calibration; issue 26), None: model only.
+    # The user's measured spot rates and speeds (placement.model.calibration.Calibration; issue 26), None: model only.
     calibration: Any = None
 
 

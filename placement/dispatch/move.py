@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement.dispatch.model import CheckpointHome
-from placement.egress import EgressBook, transfer_hours, transfer_path, transfer_usd
-from placement.jobspec import JobSpec
-from placement.zones import known_regions
+from placement.model.egress import EgressBook, transfer_hours, transfer_path, transfer_usd
+from placement.model.jobspec import JobSpec
+from placement.model.zones import known_regions
 
 CHECKPOINT_HOME = "gpufleet.io/checkpoint-home"
 CHECKPOINT_REGION = "gpufleet.io/checkpoint-region"
@@ -87,7 +87,7 @@ def checkpoint_home(annotations: Mapping[str, Any]) -> tuple[CheckpointHome | No
 
 def move(home: CheckpointHome, cloud: str, region: str, job: JobSpec, book: EgressBook) -> Move:
     """Reading one checkpoint from ``home`` on a worker in ``cloud``/``region``: egress USD (the source cloud's
-    rate for the path, ``placement.egress.transfer_usd``) and hours at the path's throughput (the job's
+    rate for the path, ``placement.model.egress.transfer_usd``) and hours at the path's throughput (the job's
     ``throughput_gbps`` for that path, else the data's)."""
     path = transfer_path(home.cloud, home.region, cloud, region)
     usd = transfer_usd(book, home.cloud, home.region, cloud, region, home.gb)

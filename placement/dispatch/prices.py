@@ -26,11 +26,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from placement.catalog import Catalog, Offer
 from placement.dispatch.model import Pricing
 from placement.dispatch.telemetry import Metrics
 from placement.fleet.stacks import ClusterStack
 from placement.live import LiveRequest, LiveResult, Source
+from placement.model.catalog import Catalog, Offer
 
 log = logging.getLogger("gpufleet.dispatch.prices")
 

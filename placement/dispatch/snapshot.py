@@ -16,7 +16,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from placement import kueue as ko
 from placement.dispatch.model import (
     REMAINING_FLOOR_HOURS,
     UNLIMITED,
@@ -32,10 +31,11 @@ from placement.dispatch.move import checkpoint_home
 from placement.errors import InputError
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
 from placement.fleet.stacks import ClusterStack
-from placement.jobspec import JOB_FIELDS, JobSpec, parse_job
-from placement.k8snames import dns1123_label_problem, jobset_name_problem
-from placement.kueue import Allocatable
-from placement.shapes import shape_book
+from placement.model import kueue as ko
+from placement.model.jobspec import JOB_FIELDS, JobSpec, parse_job
+from placement.model.k8snames import dns1123_label_problem, jobset_name_problem
+from placement.model.kueue import Allocatable
+from placement.model.shapes import shape_book
 
 KUEUE_ADMISSION = "kueue-admission"  # Kueue's field manager for admission status (constants.AdmissionName)
 # Conditions Kueue's admission patch carries (patching.admissionManagedConditions in v0.19.2).

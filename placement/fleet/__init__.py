@@ -7,5 +7,5 @@
 * :mod:`placement.fleet.manifests`: the Job/JobSet and storage objects (pure dicts);
 * :mod:`placement.fleet.kube`: the thin Kubernetes adapter (the official ``kubernetes`` client).
 
-Nothing here imports ``infra/`` or ``placement.cli``; the Kubernetes client is imported lazily.
+Nothing here imports ``infra/`` or ``placement.commands.main``; the Kubernetes client is imported lazily.
 """

@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from placement import kueue as ko
-from placement.engine import Candidate, Plan
 from placement.fleet.stacks import ClusterStack, HubStack, Pool, Queue
-from placement.jobspec import JobSpec
-from placement.shapes import Shape, shape_book
-from placement.zones import is_aws_zone_id
+from placement.model import kueue as ko
+from placement.model.jobspec import JobSpec
+from placement.model.shapes import Shape, shape_book
+from placement.model.zones import is_aws_zone_id
+from placement.plan.job import Candidate, Plan
 
 SINGLE_NODE = "single-node"
 GROUPS = ("efa", "tcpx", "tcpxo", "rdma", SINGLE_NODE)

@@ -19,15 +19,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from placement.physics import checkpoint_gb
-from placement.physics_data import physics_book
+from placement.model.physics import checkpoint_gb
+from placement.model.physics_data import physics_book
 
 if TYPE_CHECKING:
-    from placement.catalog import Offer
-    from placement.engine import Candidate
     from placement.fleet.choose import Group
     from placement.fleet.stacks import ClusterStack
-    from placement.jobspec import JobSpec
+    from placement.model.catalog import Offer
+    from placement.model.jobspec import JobSpec
+    from placement.plan.job import Candidate
 
 HOME_ANNOTATION = "gpufleet.io/checkpoint-home"
 REGION_ANNOTATION = "gpufleet.io/checkpoint-region"
@@ -132,7 +132,7 @@ def same_candidate(found: Iterable[Candidate], like: Candidate) -> Candidate | N
 def reprice(job: JobSpec, candidate: Candidate, dest: Destination, offers: Sequence[Offer]) -> Candidate:
     """``candidate`` priced with checkpoints written to ``dest`` (same offer, capacity and nodes); unchanged when
     the destination is the one the job already names or the engine finds no such candidate."""
-    from placement.engine import candidates
+    from placement.plan.job import candidates
 
     priced = priced_job(job, dest)
     if (priced.checkpoint_destination, priced.filesystem_capacity_gb, priced.filesystem_mbps_per_tib) == (
@@ -159,7 +159,7 @@ def hub_budget(job: JobSpec, planned: Candidate, planned_worker: str, planned_po
                offers: Sequence[Offer]) -> Budget:
     """The pool of ``group`` (any member's pool the portable affinity admits) where the job would expect the
     most interruptions over its run, priced like ``planned``; the planned pool when none expects more."""
-    from placement.engine import candidates
+    from placement.plan.job import candidates
 
     best = Budget(float(planned.expected_interruptions), planned_worker, planned_pool, planned.capacity)
     for m in group.members:

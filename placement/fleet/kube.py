@@ -37,7 +37,7 @@ log = logging.getLogger("gpufleet.kube")
 def kubeconfig_doc(value: Any, what: str) -> dict[str, Any]:
     """A kubeconfig given as YAML/JSON text or a mapping (a stack output); a masked or broken one is refused."""
     from placement.errors import UsageError
-    from placement.readers import parse_yaml
+    from placement.model.text import parse_yaml
 
     if isinstance(value, str):
         if value == "[secret]":

@@ -7,7 +7,7 @@ the MultiKueue hub may land on (``placement submit --via-hub``): no pool node se
 affinity on the group's pool names, instance types and fabric, requests that fit the smallest node of the
 group, the group's fabric settings, and the job spec and the group recorded as annotations for ``placement dispatch``.
 
-The Kueue naming scheme and per-node resources come from :mod:`placement.kueue`.
+The Kueue naming scheme and per-node resources come from :mod:`placement.model.kueue`.
 
 How the job runs to its end (:class:`Lifecycle`, docs/trainer-contract.md): node disruptions and lost peers
 restart it within a budget sized from the plan's expected interruptions (:func:`restart_budget`), any
@@ -25,16 +25,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement import checkpoint_volumes as cv
-from placement import kueue as ko
-from placement.engine import Candidate
 from placement.errors import InputError
 from placement.fleet import durable
 from placement.fleet.choose import Existing, Group, gke_networks
 from placement.fleet.stacks import ClusterStack, whole
-from placement.jobspec import JobSpec
-from placement.k8snames import job_name_problem, jobset_name_problem
-from placement.shapes import Shape
+from placement.model import checkpoint_volumes as cv
+from placement.model import kueue as ko
+from placement.model.jobspec import JobSpec
+from placement.model.k8snames import job_name_problem, jobset_name_problem
+from placement.model.shapes import Shape
+from placement.plan.job import Candidate
 
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 JOBSET_API = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
@@ -93,7 +93,7 @@ GRACE_SECONDS = {"aws": 90, "gcp": 15}
 # gpudirect-*/nccl-test*.yaml) put in a training pod, keyed by the shape's fabric kind. The RxDM daemon runs
 # as a native sidecar (an init container with restartPolicy Always) so the Job completes when training exits.
 # Its image, NCCL_LIB_DIR and the NCCL env script come from placement/data/gpudirect.yaml, the table that also
-# pins the installers the stack applies (placement.gpudirect).
+# pins the installers the stack applies (placement.model.gpudirect).
 NVIDIA_LIB_HOST = "/home/kubernetes/bin/nvidia/lib64"
 NVIDIA_LIB = "/usr/local/nvidia/lib64"
 # The trainer runs `<shell> -c <prelude> <CONTAINER> <command...>`: the prelude sources the fabric's NCCL env
@@ -392,7 +392,7 @@ def nccl_command(fabric_kind: str, command: Sequence[str]) -> list[str]:
     ``nccl-env-profile.sh``, RDMA ``set_nccl_env.sh``) then exec ``command``; ``command`` itself when the
     fabric has no script (TCPX: its settings are plain env) or the job gives no command (the image's own
     entrypoint must source it then)."""
-    from placement.gpudirect import fabric
+    from placement.model.gpudirect import fabric
 
     script = fabric(fabric_kind).env_script
     if script is None or not command:
@@ -403,7 +403,7 @@ def nccl_command(fabric_kind: str, command: Sequence[str]) -> list[str]:
 
 def _nccl_warnings(fabric_kind: str, job: JobSpec) -> list[str]:
     """A job without a command on a fabric whose NCCL settings come from a script: the image must source it."""
-    from placement.gpudirect import fabric
+    from placement.model.gpudirect import fabric
 
     if fabric_kind not in ("tcpx", "tcpxo", "rdma") or job.command:
         return []
@@ -414,7 +414,7 @@ def _nccl_warnings(fabric_kind: str, job: JobSpec) -> list[str]:
 
 def _gpudirect(shape: Shape, nets: Sequence[str]) -> dict[str, Any]:
     """Pod additions for a GKE GPUDirect shape: annotations, sidecars, volumes, trainer env and mounts."""
-    from placement.gpudirect import fabric
+    from placement.model.gpudirect import fabric
 
     s = shape
     row = fabric(s.fabric)
@@ -586,14 +586,14 @@ def _resources(plan: PodPlan) -> dict[str, Any]:
     limits = {ko.RES_GPU: _quantity(plan.gpus_per_node)}
     if plan.efa:
         requests[ko.RES_EFA] = limits[ko.RES_EFA] = _quantity(plan.efa)
-        # Huge page requests must equal their limits; the node reserves this much (placement.kueue).
+        # Huge page requests must equal their limits; the node reserves this much (placement.model.kueue).
         requests[ko.RES_HUGEPAGES] = limits[ko.RES_HUGEPAGES] = f"{ko.EFA_HUGEPAGES_MIB}Mi"
     return {"requests": requests, "limits": limits}
 
 
 def per_node_requests(shape: Shape, gpus: int) -> tuple[int, int]:
     """(CPU millicores, memory MiB) a pod taking ``gpus`` of a node of ``shape`` requests: its share of the
-    node's allocatable (:func:`placement.kueue.allocatable`) times :data:`REQUEST_FRACTION`."""
+    node's allocatable (:func:`placement.model.kueue.allocatable`) times :data:`REQUEST_FRACTION`."""
     alloc = ko.allocatable(shape)
     share = gpus / shape.gpus * REQUEST_FRACTION
     return math.floor(alloc.cpu_millis * share), math.floor(alloc.memory_mib * share)
@@ -802,7 +802,7 @@ def job_spec_annotation(job_doc: Mapping[str, Any]) -> str:
 def portable_affinity(group: Group, fabric: str) -> dict[str, Any]:
     """The required node affinity of a job sent through the hub: the group's pools, instance types and (on a
     multi-node fabric) fabric, in one term. Each worker's flavors carry the same three labels
-    (:func:`placement.kueue.flavor_node_labels`), so a worker's Kueue only admits the job on a flavor of the
+    (:func:`placement.model.kueue.flavor_node_labels`), so a worker's Kueue only admits the job on a flavor of the
     group: pool names alone repeat across clouds."""
     types = sorted({s.name for s in group.shapes()})
     exprs = [{"key": ko.POOL_LABEL, "operator": "In", "values": list(group.pool_names)},

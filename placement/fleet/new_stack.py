@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
-    from placement.engine import Candidate
-    from placement.jobspec import JobSpec
+    from placement.model.jobspec import JobSpec
+    from placement.plan.job import Candidate
 
 GCP_PROJECT_PLACEHOLDER = "my-gcp-project"  # a valid project ID shape; the header says to set it
 COST_CENTER_PLACEHOLDER = "set-me"

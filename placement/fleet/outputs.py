@@ -40,7 +40,7 @@ def pulumi_outputs(stack: str) -> dict[str, Any]:
 
 def load_stacks(stacks_file: str | None, stack_names: Sequence[str]) -> Stacks:
     """The clusters and hubs of ``--stacks FILE`` and of every ``--stack NAME``; a stack given twice is refused."""
-    from placement.readers import load_yaml
+    from placement.files.readers import load_yaml
 
     if not stacks_file and not stack_names:
         raise UsageError("submit: pass --stacks FILE (exported outputs) or --stack NAME (repeatable)")
@@ -63,6 +63,6 @@ def load_stacks(stacks_file: str | None, stack_names: Sequence[str]) -> Stacks:
 
 def load_fleet(path: str) -> tuple[ClusterStack, ...]:
     """The fleet file (JSON, or YAML: JSON is YAML) mounted from ConfigMap ``gpufleet-fleet``."""
-    from placement.readers import load_yaml
+    from placement.files.readers import load_yaml
 
     return parse_fleet(load_yaml(path, "--fleet"), path)

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement import kueue as ko
 from placement.errors import InputError, shown
-from placement.numbers import finite_number
-from placement.shapes import Shape, shape_book
+from placement.model import kueue as ko
+from placement.model.numbers import finite_number
+from placement.model.shapes import Shape, shape_book
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Queue:
 @dataclass(frozen=True)
 class ClusterStack:
     """A worker cluster from its stack outputs. ``local_queues`` is ``None`` when the stack exports no
-    ``kueue`` output (then the queue name follows :func:`placement.kueue.local_queue_name`)."""
+    ``kueue`` output (then the queue name follows :func:`placement.model.kueue.local_queue_name`)."""
 
     stack: str
     cloud: str
@@ -191,7 +191,7 @@ def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> Cluste
 
 def _dispatcher(value: Any, where: str, source: str) -> str:
     """The hub's ``dispatcher`` output: one of Kueue's MultiKueue dispatcher names the hub stack configures
-    (``placement.kueue.DISPATCHERS``); absent (an older hub stack) is Kueue's default, AllAtOnce. Anything else
+    (``placement.model.kueue.DISPATCHERS``); absent (an older hub stack) is Kueue's default, AllAtOnce. Anything else
     (a list, a number, a name the hub never exports) is refused naming the output, never guessed."""
     if value is None:
         return "AllAtOnce"

@@ -1,7 +1,7 @@
 """Live quota, spot prices, offerings and placement scores from AWS and GCP (``placement plan --live``).
 
 This module holds the contract's types (request, result, source rows); the CLI calls
-:func:`placement.live.runner.fetch_live` and ``placement refresh`` :func:`placement.live.refresh.run_refresh`. It
+:func:`placement.live.runner.fetch_live` and ``placement refresh`` :func:`placement.commands.refresh.run_refresh`. It
 stays light and imports none of its submodules (they import it): no boto3 / google import here, and a plan whose
 answers are all in the on-disk cache imports neither SDK at all.
 
@@ -60,9 +60,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from placement.catalog import Catalog
-    from placement.quotas import QuotaTable
-    from placement.reservations import Reservation
+    from placement.model.catalog import Catalog
+    from placement.model.quotas import QuotaTable
+    from placement.model.reservations import Reservation
 
 # "partial": the call answered but some of its values were refused or unknown (the detail names them).
 Status = Literal["ok", "cached", "partial", "timeout", "error", "denied", "throttled", "no-credentials", "offline"]

@@ -19,7 +19,7 @@ reservation free nodes      integer >= 1                    ``MAX_NODES``
 placement score             integer 1-10                    -
 ==========================  ==============================  =====================
 
-Numbers are read with the file inputs' rule (``placement.numbers.finite_number``); what differs is the outcome
+Numbers are read with the file inputs' rule (``placement.model.numbers.finite_number``); what differs is the outcome
 (a value dropped and named, not the command refused) and the caps above, specific to what a cloud can answer.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement.errors import InputError, shown
-from placement.numbers import finite_number
+from placement.model.numbers import finite_number
 
 # The most expensive single machine any cloud lists is well under 1,000 USD/h (an 8-GPU node ~100 USD/h).
 MAX_NODE_USD_PER_HOUR = 5_000.0
@@ -185,7 +185,7 @@ def _ondemand(data: Any) -> Checked:
 def _reservations(data: Any) -> Checked:
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise BadAnswer("reservations: expected a list of mappings")
-    from placement.reservations import parse_time
+    from placement.model.reservations import parse_time
 
     out, refused = [], []
     for r in data:

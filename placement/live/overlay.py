@@ -26,12 +26,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from placement.catalog import Catalog, Offer, with_origins
-from placement.quotas import Quota, QuotaKey, QuotaTable, over_limit
-from placement.shapes import Shape, shape_book
+from placement.model.catalog import Catalog, Offer, with_origins
+from placement.model.quotas import Quota, QuotaKey, QuotaTable, over_limit
+from placement.model.shapes import Shape, shape_book
 
 if TYPE_CHECKING:
-    from placement.reservations import Reservation
+    from placement.model.reservations import Reservation
 
 # Placement score (1-10, AWS) -> spot interruptions per hour assumed for the offer (None: no change).
 SCORE_RATES: tuple[tuple[int, float | None], ...] = ((8, None), (5, 0.1), (3, 0.25), (1, 0.5))
@@ -236,7 +236,7 @@ def _on_demand(offers: Iterable[Offer]) -> dict[tuple[str, ...], float]:
 
 def reservations(data: LiveData, catalog: Catalog) -> tuple[Reservation, ...]:
     """Live reservations as :class:`Reservation` objects (see the module doc for the pricing rule)."""
-    from placement.reservations import Reservation, parse_time
+    from placement.model.reservations import Reservation, parse_time
 
     book = shape_book()
     prices = _on_demand(catalog.offers)

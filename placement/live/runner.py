@@ -33,14 +33,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
-from placement.catalog import Catalog
 from placement.errors import InputError
 from placement.live import LiveRequest, LiveResult, Source
 from placement.live.cache import DiskCache, cache_root, fresh
 from placement.live.checks import BadAnswer, check_answer
 from placement.live.errors import classify, scrub
 from placement.live.overlay import LiveData, apply, quotas, reservations
-from placement.shapes import Shape, node_plan, shape_book
+from placement.model.catalog import Catalog
+from placement.model.shapes import Shape, node_plan, shape_book
 
 SEQUENTIAL_ENV = "GPUFLEET_LIVE_SEQUENTIAL"
 FORK_ENV = "GPUFLEET_LIVE_FORK"  # "0": never fork an AWS worker process

@@ -20,8 +20,8 @@ import yaml
 
 from infra import mockrun
 from infra.config import MAX_POOL_NODES, ConfigError, load_stack_file, parse
-from placement.catalog import embedded_catalog
-from placement.zones import is_aws_zone_id
+from placement.model.catalog import embedded_catalog
+from placement.model.zones import is_aws_zone_id
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"

@@ -17,7 +17,7 @@ import pytest
 from infra import mockrun
 from infra.config import ConfigError, StackConfig, load_stack_file, parse
 from infra.mockrun import Registered, RunResult, run_stack
-from placement.shapes import shape_book
+from placement.model.shapes import shape_book
 
 ROOT = Path(__file__).resolve().parents[2]
 GCP_STACKS = sorted(str(p) for p in (ROOT / "stacks").glob("Pulumi.gcp-*.yaml"))

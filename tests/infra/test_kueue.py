@@ -14,8 +14,8 @@ import yaml
 from infra.config import NodePoolConfig, StackConfig, parse
 from infra.k8s import kueue_objects as ko
 from infra.k8s.crd_validate import CRDValidator
-from placement import kueue as pk
-from placement.shapes import shape_book
+from placement.model import kueue as pk
+from placement.model.shapes import shape_book
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO / "tests" / "data" / "kueue-crds"  # pinned Kueue v0.19.2 CRDs (tests/data/README.md)
@@ -419,7 +419,7 @@ def test_addons_device_plugins_per_platform(addon_runs: dict[str, Any]) -> None:
 
 def test_gpudirect_installers_are_pinned_to_a_commit(addon_runs: dict[str, Any]) -> None:
     from infra.k8s import addons
-    from placement.gpudirect import fabric
+    from placement.model.gpudirect import fabric
 
     files = [r.inputs["file"] for r in addon_runs["gcp"].of_type("kubernetes:yaml/v2:ConfigFile")
              if r.inputs["file"] != addons.JOBSET_CRD_URL.format(version=addons.JOBSET_VERSION)]
@@ -645,7 +645,7 @@ def test_a_serving_burst_reclaims_lent_quota_from_training_never_the_reverse(aws
     assert serve["spec"]["preemption"]["borrowWithinCohort"]["policy"] == "Never"
     assert train["spec"]["preemption"]["borrowWithinCohort"]["policy"] == "Never"
     # Serving outranks every training priority; training jobs cannot ask for it.
-    from placement.jobspec import PRIORITIES
+    from placement.model.jobspec import PRIORITIES
 
     values = {n: v for n, v, _ in (ko.SERVING_PRIORITY_CLASS, *ko.PRIORITY_CLASSES)}
     assert all(values["serving"] > values[p] for p in PRIORITIES) and "serving" not in PRIORITIES

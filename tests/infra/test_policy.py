@@ -20,7 +20,7 @@ import yaml
 
 from infra.policy import checks
 from infra.policy.checks import Resource, Violation
-from placement.shapes import shape_book
+from placement.model.shapes import shape_book
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))

@@ -15,7 +15,7 @@ import yaml
 
 from infra import preview as pv
 from infra.replace import uncovered
-from placement.catalog import embedded_catalog
+from placement.model.catalog import embedded_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))

@@ -27,7 +27,7 @@ def test_the_collector_is_paused_inside_and_back_after_an_error() -> None:
 
 
 def test_a_plan_leaves_the_collector_on(tmp_path) -> None:
-    from placement.cli import main
+    from placement.commands.main import main
 
     job = tmp_path / "job.yaml"
     job.write_text("name: j\naccelerator: H100\ngpus: 8\nhours: 2\n")

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from placement.cli import main
+from placement.commands.main import main
 
 EXAMPLES = int(os.environ.get("PLACEMENT_FUZZ_EXAMPLES", "2500"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -208,11 +208,11 @@ YAMLISH = st.recursive(SCALARS, lambda inner: st.one_of(
 @settings(FUZZ, max_examples=max(EXAMPLES // 4, 50))
 @given(doc=YAMLISH, near=job_specs(), key=st.sampled_from(FIELDS), value=YAMLISH)
 def test_parsers_raise_input_errors_only(doc: Any, near: dict[str, Any], key: str, value: Any) -> None:
-    from placement.catalog import parse_catalog_json
     from placement.errors import InputError
-    from placement.jobspec import parse_batch, parse_job
-    from placement.quotas import parse_quota_rows
-    from placement.reservations import parse_reservation_rows
+    from placement.model.catalog import parse_catalog_json
+    from placement.model.jobspec import parse_batch, parse_job
+    from placement.model.quotas import parse_quota_rows
+    from placement.model.reservations import parse_reservation_rows
 
     near[key] = value
     calls = [lambda: parse_job(doc), lambda: parse_job(near), lambda: parse_batch({"jobs": [near, doc]}),

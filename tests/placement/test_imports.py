@@ -11,8 +11,8 @@ PACKAGES = ("placement", "infra")
 BOTTOM_FLOOR = {  # module -> the placement modules it may import
     "placement.errors": set(),
     "placement.console": set(),
-    "placement.numbers": {"placement.errors"},
-    "placement.readers": {"placement.errors"},
+    "placement.model.numbers": {"placement.errors"},
+    "placement.model.text": {"placement.errors"},
 }
 
 
@@ -107,3 +107,59 @@ def test_the_bottom_floor_imports_nothing_above_it() -> None:
     edges = import_graph()
     for mod, allowed in BOTTOM_FLOOR.items():
         assert edges[mod] <= allowed, f"{mod} imports {sorted(edges[mod] - allowed)}"
+
+
+# The layers of placement/ (docs/contributing.md): model <- plan <- commands, adapters beside them.
+FLOOR = {"placement", "placement.errors", "placement.console", "placement.data"}
+ENTRY = {"placement.__main__"}  # python -m placement: the command line
+
+ADAPTERS = ("files", "prometheus", "live", "fleet", "dispatch", "trainer")
+
+
+def _layer(mod: str) -> str:
+    parts = mod.split(".")
+    if mod in FLOOR or len(parts) < 2:
+        return "floor"
+    if mod in ENTRY:
+        return "commands"
+    return parts[1] if parts[1] in ("model", "plan", "commands", *ADAPTERS) else "other"
+
+
+def layer_violations(edges: dict[str, set[str]]) -> list[str]:
+    """Imports that run against the layers: the floor imports only the floor; the model only the floor and the
+    model; the solvers (plan) only the floor, the model and plan; an adapter never a command; nothing but the
+    commands imports a command."""
+    allowed = {"floor": {"floor"}, "model": {"floor", "model"}, "plan": {"floor", "model", "plan"}}
+    found = []
+    for mod, targets in edges.items():
+        if not mod.startswith("placement"):
+            continue
+        src = _layer(mod)
+        for dst in sorted(t for t in targets if t.startswith("placement")):
+            to = _layer(dst)
+            if to == "other" or (src in allowed and to not in allowed[src]) or (to == "commands" and src != "commands"):
+                found.append(f"{mod} -> {dst}")
+    return found
+
+
+def test_imports_follow_the_layers() -> None:
+    bad = layer_violations(import_graph())
+    assert not bad, "imports against the layers (model <- plan <- commands; adapters never import commands):\n" + \
+        "\n".join(bad)
+
+
+def test_every_placement_module_sits_in_a_layer() -> None:
+    assert not [m for m in import_graph() if m.startswith("placement") and _layer(m) == "other"]
+
+
+def test_the_layer_check_sees_an_import_running_back_up(tmp_path: Path) -> None:
+    for pkg in ("placement/model", "placement/plan", "placement/commands", "placement/fleet", "infra"):
+        (tmp_path / pkg).mkdir(parents=True)
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "placement/__init__.py").write_text("")
+    (tmp_path / "placement/model/a.py").write_text("def f():\n    from placement.plan import b\n")
+    (tmp_path / "placement/plan/b.py").write_text("from placement.model import a\n")
+    (tmp_path / "placement/fleet/c.py").write_text("from placement.commands import d\n")
+    (tmp_path / "placement/commands/d.py").write_text("from placement.plan import b\nfrom placement.fleet import c\n")
+    assert {v for v in layer_violations(import_graph(tmp_path)) if v.endswith((".b", ".d"))} == {
+        "placement.fleet.c -> placement.commands.d", "placement.model.a -> placement.plan.b"}

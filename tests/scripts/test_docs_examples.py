@@ -52,7 +52,7 @@ def test_json_example_shows_money_as_the_json_has_it(capsys):
     import json
     import re
 
-    from placement.cli import main
+    from placement.commands.main import main
 
     text = (ROOT / "docs" / "placement.md").read_text()
     block = re.search(r"<!-- BEGIN generated: plan-json -->\n```json\n(.*?)```", text, re.S)

@@ -47,7 +47,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 
-from placement.catalog import Offer
 from placement.dispatch.model import (
     Admitted,
     ClusterQueueState,
@@ -63,12 +62,13 @@ from placement.dispatch.model import (
     WorkerScore,
     WorkerState,
 )
-from placement.engine import Candidate, plan
 from placement.fleet.choose import SINGLE_NODE
 from placement.fleet.stacks import Pool
-from placement.jobspec import JobSpec
-from placement.kueue import Allocatable, allocatable
-from placement.shapes import Shape, shape_book
+from placement.model.catalog import Offer
+from placement.model.jobspec import JobSpec
+from placement.model.kueue import Allocatable, allocatable
+from placement.model.shapes import Shape, shape_book
+from placement.plan.job import Candidate, plan
 
 NOMINATED, RENOMINATED, DEADLINE, NO_FIT, WAITING, ADMITTED, UNREADABLE = (
     "Nominated", "Renominated", "DeadlinePassed", "NoWorkerFits", "Waiting", "Admitted", "Unreadable")

@@ -16,7 +16,7 @@ import yaml
 from dispatchfleet import KEYS, NS, Clock, Fleet, outputs
 from kubefake import WORKLOADS, wait_for
 
-from placement.cli import main
+from placement.commands.main import main
 from placement.dispatch import snapshot
 from placement.dispatch.model import Settings
 from placement.dispatch.telemetry import HealthServer, Metrics
@@ -368,12 +368,12 @@ def test_live_prices_come_in_the_background_and_move_the_choice(fleet):
     import threading
     from dataclasses import replace
 
-    from placement.catalog import Catalog
     from placement.dispatch.prices import LivePrices, LiveSettings
+    from placement.files.inputs import load_catalog
     from placement.fleet.outputs import load_fleet
-    from placement.inputs import load_catalog
     from placement.live import LiveResult, Source
-    from placement.quotas import QuotaTable
+    from placement.model.catalog import Catalog
+    from placement.model.quotas import QuotaTable
 
     gate = threading.Event()
 

@@ -23,11 +23,11 @@ from placement.dispatch.model import (
     Settings,
     WorkerState,
 )
-from placement.engine import candidates
 from placement.fleet.stacks import ClusterStack, Pool
-from placement.jobspec import parse_job
-from placement.kueue import Allocatable, allocatable
-from placement.shapes import shape_book
+from placement.model.jobspec import parse_job
+from placement.model.kueue import Allocatable, allocatable
+from placement.model.shapes import shape_book
+from placement.plan.job import candidates
 
 NOW = 1_800_000_000.0
 NS, QUEUE = "team-a", "all-workers"
@@ -482,7 +482,7 @@ def test_flavor_quota_follows_kueues_cohort_accounting(train, serve, potential, 
 def test_a_calibration_prices_spot_pools_with_the_measured_rate():
     # Issue 26: the dispatcher plans with the user's calibration. w0's pool is cheaper on the catalog, but its zone
     # reclaimed spot nodes so often that w1 wins once the measured rate replaces the default one.
-    from placement.calibration import Calibration, SpotRow
+    from placement.model.calibration import Calibration, SpotRow
 
     prices = {"w0": ("us-east-1", 20.0), "w1": ("us-east-2", 21.0)}
     workers = [worker(k, r) for k, (r, _) in prices.items()]

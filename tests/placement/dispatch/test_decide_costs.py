@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from placement.catalog import embedded_catalog
 from placement.dispatch.decide import _Costs, _dry_job
 from placement.dispatch.model import Pricing, WorkerState
-from placement.engine import plan, runnable_figures
 from placement.fleet.stacks import ClusterStack, Pool
-from placement.jobspec import JobSpec, parse_job
+from placement.model.catalog import embedded_catalog
+from placement.model.jobspec import JobSpec, parse_job
+from placement.plan.job import plan, runnable_figures
 
 SPECS: list[dict[str, Any]] = [
     {"gpus": 8, "hours": 6, "data": {"dataset": {"uri": "s3://d/x", "region": "us-east-1", "size_gb": 500}}},

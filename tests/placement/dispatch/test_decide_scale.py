@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from placement.catalog import embedded_catalog
 from placement.dispatch.decide import decide
 from placement.dispatch.model import Pricing, Settings, WorkerState
 from placement.fleet.manifests import JOB_SPEC_ANNOTATION
+from placement.model.catalog import embedded_catalog
 
 ROOT = Path(__file__).resolve().parents[3]
 

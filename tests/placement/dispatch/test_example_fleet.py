@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from placement.cli import main
+from placement.commands.main import main
 from placement.fleet.outputs import load_fleet
 
 ROOT = Path(__file__).resolve().parents[3]

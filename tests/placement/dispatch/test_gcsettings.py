@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from placement.cli import main
+from placement.commands.main import main
 from placement.dispatch import gcsettings
 
 

@@ -16,7 +16,7 @@ import yaml
 from dispatchfleet import KEYS, NS, Fleet
 from kubefake import CLUSTERQUEUES, WORKLOADS, Fault, secret
 
-from placement.cli import main
+from placement.commands.main import main
 from placement.dispatch import memory
 from placement.dispatch.controller import summarize, worker_problems
 from placement.dispatch.telemetry import JsonFormatter, Metrics
@@ -389,9 +389,9 @@ def _offline_pass(world: dict[str, Any], hub_extra: dict[str, list[Any]], worker
     from placement.dispatch.controller import WORKER, Controller, Options, _Worker
     from placement.dispatch.decide import decide
     from placement.dispatch.model import Pricing
+    from placement.files.inputs import load_catalog
     from placement.fleet.kube import Informer
     from placement.fleet.outputs import load_fleet
-    from placement.inputs import load_catalog
 
     pricing = Pricing(tuple(load_catalog([]).offers))
     c = Controller(_Api(), Options(fleet=load_fleet(world["fleet_file"]), pricing=pricing, identity="fuzz",

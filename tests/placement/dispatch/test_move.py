@@ -18,8 +18,8 @@ from placement.dispatch import snapshot
 from placement.dispatch.decide import decide, progress
 from placement.dispatch.model import CheckpointHome, Memory
 from placement.dispatch.move import CHECKPOINT_GB, CHECKPOINT_HOME, CHECKPOINT_REGION, checkpoint_home
-from placement.egress import egress_book, transfer_hours, transfer_usd
 from placement.fleet.manifests import JOB_SPEC_ANNOTATION
+from placement.model.egress import egress_book, transfer_hours, transfer_usd
 
 
 def _decide_helpers() -> Any:

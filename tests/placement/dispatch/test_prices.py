@@ -9,12 +9,12 @@ from typing import Any
 
 from factories import offer
 
-from placement.catalog import Catalog
 from placement.dispatch.prices import LivePrices, LiveSettings, Part, failed_regions, merge, pricing_of
 from placement.dispatch.telemetry import Metrics
 from placement.fleet.stacks import ClusterStack, Pool
 from placement.live import LiveRequest, LiveResult, Source
-from placement.quotas import QuotaTable
+from placement.model.catalog import Catalog
+from placement.model.quotas import QuotaTable
 
 EAST, WEST, USC = ("aws", "us-east-1"), ("aws", "us-west-2"), ("gcp", "us-central1")
 CATALOG = Catalog(offers=(offer("p5.48xlarge", "us-east-1", "use1-az1", price=98.0, spot=40.0),

@@ -9,7 +9,7 @@ import pytest
 
 from placement.dispatch import snapshot
 from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
-from placement.kueue import Allocatable
+from placement.model.kueue import Allocatable
 
 
 @pytest.mark.parametrize("text, value", [("1500m", 1.5), ("32Gi", 32 * 2**30), ("8", 8.0), (8, 8.0), ("1e3", 1000.0),
@@ -197,7 +197,7 @@ def test_quantities_that_are_not_finite_non_negative_numbers_are_refused(text: A
 def _direct(text: str) -> tuple[Any, str | None]:
     """What read_job_spec answered before its memo: parse_job on every annotation."""
     from placement.errors import InputError
-    from placement.jobspec import parse_job
+    from placement.model.jobspec import parse_job
 
     doc = json.loads(text)
     try:
@@ -234,7 +234,7 @@ def test_memoised_job_spec_refused_for_another_field_names_that_field_first() ->
 def test_memoised_job_spec_is_a_whole_job_spec() -> None:
     from dataclasses import fields
 
-    from placement.jobspec import JobSpec
+    from placement.model.jobspec import JobSpec
 
     spec = {"accelerator": "H100", "gpus": 8, "hours": 3}
     snapshot.read_job_spec(json.dumps({"name": "one", **spec}))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from factories import job, offer
 
-from placement.engine import Candidate, candidates
 from placement.fleet.choose import Existing, portable_group
 from placement.fleet.stacks import ClusterStack, Pool, Queue, TrainingAccount, parse_fleet
-from placement.jobspec import JobSpec
+from placement.model.jobspec import JobSpec
+from placement.plan.job import Candidate, candidates
 
 QUEUES = (Queue("team-a", "all-workers"),)
 

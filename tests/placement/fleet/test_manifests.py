@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from factories import job, offer
 
-from placement.engine import Candidate, candidates
 from placement.fleet import manifests as m
 from placement.fleet.choose import Existing
 from placement.fleet.stacks import ClusterStack, Pool, Queue, TrainingAccount
+from placement.plan.job import Candidate, candidates
 
 QUEUES = (Queue("team-a", "q"),)
 

@@ -598,6 +598,6 @@ class AwsFake(_Base):
 
 
 def _zone_prefix(region: str) -> str:
-    from placement.zones import aws_zone_id_prefix
+    from placement.model.zones import aws_zone_id_prefix
 
     return (aws_zone_id_prefix(region) or region) + "-"

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from placement.catalog import parse_catalog_json
-from placement.cli import main
+from placement.commands.main import main
+from placement.model.catalog import parse_catalog_json
 
 GCP_UNIT_PRICES = {"nvidia-h100-80gb": (9.8, 2.9)}  # the GCP fake's SKUs (conftest)
 GCP_HOST_PRICES = {"A3 Instance": (0.03, 0.01, 0.004, 0.001)}
@@ -218,7 +218,7 @@ def test_refresh_writes_catalog_atomically(live_env: dict[str, Any], tmp_path: P
 def test_help_and_contract_module_do_not_import_the_sdks() -> None:
     probe = ("import sys, contextlib, io\n"
              "import placement.live\n"
-             "from placement.cli import main\n"
+             "from placement.commands.main import main\n"
              "with contextlib.redirect_stdout(io.StringIO()):\n"
              "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
              "print(sorted(m for m in sys.modules if m.startswith(('boto3', 'botocore', 'google.cloud'))))")
@@ -234,7 +234,7 @@ def test_cli_process_cold_then_warm_without_sdk_imports(live_env: dict[str, Any]
     aws, gcp = live_env["aws"], live_env["gcp"]
     monkeypatch.setitem(aws.quota_limits, ("us-east-1", "L-C4BD4855"), 0.0)
     env = {**os.environ, "AWS_ENDPOINT_URL": aws.url}
-    probe = ("import sys\nfrom placement.cli import main\nrc = main(sys.argv[1:])\n"
+    probe = ("import sys\nfrom placement.commands.main import main\nrc = main(sys.argv[1:])\n"
              "sdk = sorted({m.split('.')[0] + ('.cloud' if m.startswith('google.cloud') else '') for m in sys.modules"
              " if m.startswith(('boto3', 'google.cloud'))})\nprint('SDK', sdk, file=sys.stderr)\nsys.exit(rc)")
     argv = [sys.executable, "-c", probe, "plan", live_env["job"], "--live", "--json", "--all-candidates",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from dispatchfleet import Fleet
 
-from placement.cli import main
+from placement.commands.main import main
 
 
 def run(argv: list[str]) -> tuple[int, dict[str, Any], str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from placement.cli import main
+from placement.commands.main import main
 
 JOB_VCPUS = 2 * 192  # the conftest job: 16 GPUs = 2 p5.48xlarge nodes of 192 vCPUs
 
@@ -256,7 +256,7 @@ def test_no_thread_outlives_the_command_against_a_slow_loris(live_env: dict[str,
         gcp.faults["europe-west4"] = "trickle"
     env = {**os.environ, "AWS_ENDPOINT_URL": aws.url}
     timeout_s = 0.5
-    argv = [sys.executable, "-m", "placement.cli", "plan", live_env["job"], "--live", "--json", "--all-candidates",
+    argv = [sys.executable, "-m", "placement", "plan", live_env["job"], "--live", "--json", "--all-candidates",
             "--timeout", str(timeout_s), *live_env["args"]]
     t0 = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)

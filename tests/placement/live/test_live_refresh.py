@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from placement.cli import main
+from placement.commands.main import main
 
 PROJECT = "fake-project"
 
@@ -32,7 +32,7 @@ def refresh(*extra: str) -> tuple[int, str, str]:
 @pytest.fixture
 def gcp_everywhere(live_env: dict[str, Any]) -> dict[str, Any]:
     """The GCP fake offering H100s in every zone the embedded catalog lists for GCP (so nothing shrinks)."""
-    from placement.catalog import embedded_catalog
+    from placement.model.catalog import embedded_catalog
 
     gcp = live_env["gcp"]
     saved = dict(gcp.zones)
@@ -118,7 +118,7 @@ def test_an_unparseable_answer_is_a_failed_source_never_an_empty_one(gcp_everywh
     env["gcp"].faults.pop("skus")
     code, _, err = refresh("--output", str(out))
     assert code == 0, err
-    from placement.catalog import embedded_catalog
+    from placement.model.catalog import embedded_catalog
 
     # Refresh reads the catalog in use (the embedded one: --output is elsewhere) and keeps all its offers.
     assert len(json.loads(out.read_text())["offers"]) == len(embedded_catalog().offers)
@@ -147,7 +147,7 @@ def test_refresh_never_writes_what_plan_refuses(gcp_everywhere: dict[str, Any],
     assert json.loads(out)["catalog"]["source"] == "refresh"
 
     # And should the document somehow not parse, nothing is written.
-    import placement.live.refresh as refresh_mod
+    import placement.commands.refresh as refresh_mod
 
     real = refresh_mod.catalog_document
 

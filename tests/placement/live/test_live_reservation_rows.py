@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from placement.catalog import Catalog, Offer
 from placement.live.checks import check_answer
 from placement.live.overlay import LiveData, reservations
-from placement.shapes import shape_book
+from placement.model.catalog import Catalog, Offer
+from placement.model.shapes import shape_book
 
 
 def _catalog() -> Catalog:
@@ -45,7 +45,7 @@ def test_cached_reservation_rows_with_bad_fields_are_refused_not_a_traceback(liv
     import json
     from contextlib import redirect_stderr, redirect_stdout
 
-    from placement.cli import main
+    from placement.commands.main import main
 
     def plan() -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()

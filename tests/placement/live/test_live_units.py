@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from placement.catalog import Catalog, Offer
 from placement.live.cache import TTL_S, DiskCache, fresh
 from placement.live.errors import classify, scrub
 from placement.live.overlay import LiveData, apply, quotas, score_rate
 from placement.live.runner import Outcome, Task, summarize
-from placement.shapes import shape_book
+from placement.model.catalog import Catalog, Offer
+from placement.model.shapes import shape_book
 
 
 def offer(cloud: str, region: str, zone: str, itype: str, price: float | None, spot: float | None) -> Offer:

@@ -1,0 +1,9 @@
+"""The model: pure data and physics. Job specs, machine shapes, zones, offer catalogs, training physics, egress,
+the bill's lines, quotas, reservations, commitments, calibration, and the Kubernetes naming rules the stacks share.
+
+Owns: frozen dataclasses and functions that take data and return data. No I/O beyond reading the data files
+packaged in :mod:`placement.data` (and the refreshed catalog in the user data directory, :func:`default_catalog`).
+May import: the standard library, PyYAML, :mod:`placement.errors`, :mod:`placement.console` and itself. Never the
+solvers (:mod:`placement.plan`), the commands or an adapter (``files``, ``prometheus``, ``live``, ``fleet``,
+``dispatch``, ``trainer``).
+"""
