@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -46,6 +44,7 @@ from placement.model.egress import EgressBook
 from placement.model.jobspec import JobSpec
 from placement.model.quotas import QuotaTable
 from placement.plan.job import Candidate, Plan, Row, _candidate, plan
+from placement.plan.milp import checked_run, count_tiers, new_highs, run_until, status_of
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -323,60 +322,6 @@ def _place_exactly(jobs: list[int], cols: Sequence[tuple[int, Row]], n_x: int, b
             out[n_x + j] = 1.0
 
 
-def new_highs() -> Any:
-    """A silent ``highspy.Highs``. HiGHS prints its banner from the C++ constructor straight to file
-    descriptor 1, before any option can be set, which would corrupt ``plan-batch --json`` on stdout: the
-    constructor runs with descriptor 1 pointed at /dev/null."""
-    import highspy
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-    h.setOptionValue("output_flag", False)
-    return h
-
-
-def _run(h: Any, deadline: float) -> None:
-    """Run HiGHS with whatever is left of the batch's time budget."""
-    h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
-    h.run()
-
-
-def _checked_run(h: Any, n: int, costs: Sequence[float], hint: list[float],
-                 deadline: float) -> tuple[list[float], float] | None:
-    """Run HiGHS from ``hint``; (solution, its cost) or None without an optimal solution.
-
-    The cost is worked out from the solution itself. HiGHS's presolve can lose the objective offset of
-    the presolved model (then the reported objective, bound and gap are all shifted and "optimal" means
-    nothing; seen with highspy 1.16 on these restricted problems): when the reported objective disagrees
-    with the solution's cost, the same problem is solved again without presolve."""
-    import highspy
-
-    default = h.getOptionValue("presolve")[1]
-    try:
-        for presolve in (default, "off"):
-            h.setOptionValue("presolve", presolve)
-            h.setSolution(n, list(range(n)), hint)
-            _run(h, deadline)
-            solution = h.getSolution()
-            if not solution.value_valid or h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-                return None
-            x = list(solution.col_value)
-            z = math.fsum(c * v for c, v in zip(costs, x, strict=True))
-            if abs(h.getInfo().objective_function_value - z) <= 1e-7 * max(abs(z), 1.0):
-                return x, z
-        return None
-    finally:
-        h.setOptionValue("presolve", default)
-
-
 def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hint: list[float], bound: float,
                             reduced: Sequence[float], deadline: float) -> tuple[list[float], str, float]:
     """Solve the MILP over a growing set of columns, exactly; (solution, status, gap).
@@ -398,7 +343,7 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
     allowed = [reduced[i] <= threshold or hint[i] > 0.5 for i in range(n_x)]
     while True:
         h.changeColsBounds(n_x, list(range(n_x)), [0.0] * n_x, [1.0 if a else 0.0 for a in allowed])
-        found = _checked_run(h, n, costs, hint, deadline)
+        found = checked_run(h, n, costs, hint, deadline)
         if found is None:
             solution = h.getSolution()
             if solution.value_valid:
@@ -406,7 +351,7 @@ def _solve_by_reduced_costs(h: Any, n: int, n_x: int, costs: Sequence[float], hi
                 z = math.fsum(c * v for c, v in zip(costs, x, strict=True))
                 if z < incumbent:
                     hint, incumbent = x, z
-            status = h.modelStatusToString(h.getModelStatus())
+            status = status_of(h)
             return hint, status, max(incumbent - bound, 0.0) / max(abs(incumbent), 1.0)
         x, z = found
         if z > incumbent:  # HiGHS stopped at the gap above the hint: keep the better one
@@ -565,41 +510,20 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     h.setSolution(n, list(range(n)), warm)
 
     # Phase 1, per priority tier from the highest: the most jobs of that tier quota allows, with the higher
-    # tiers' counts held. Phase 2: at those counts, the least cost. Solving the objectives in turn keeps the
-    # cost objective free of big-M penalties, whose weak LP bound would otherwise stall the search.
-    status = "Optimal"
+    # tiers' counts held (placement.plan.milp.count_tiers). Phase 2: at those counts, the least cost.
     tiers = _tiers(jobs)
-    unproven: list[int] = []  # priorities whose placement count was cut by the time limit
-    for k, tier in enumerate(tiers):
-        members = [n_x + j for j in tier]
-        if sum(warm[i] for i in members) > 0.5:  # the incumbent leaves some of this tier unplaced
-            tier_cost = [0.0] * n
-            for i in members:
-                tier_cost[i] = 1.0
-            h.changeColsCost(n, list(range(n)), tier_cost)
-            h.setSolution(n, list(range(n)), warm)
-            # With several tiers, each count problem gets a share of what is left so that the later tiers and
-            # the cost phase keep time: 60 % of the remaining budget, split over the tiers still to solve.
-            share = 1.0 if len(tiers) == 1 else 0.6 / (len(tiers) - k)
-            _run(h, time.monotonic() + max(deadline - time.monotonic(), 0.0) * share)
-            status = h.modelStatusToString(h.getModelStatus())
-            if not h.getSolution().value_valid:
-                return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
-            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal and len(tiers) > 1:
-                unproven.append(jobs[tier[0]].priority_value)
-            warm = list(h.getSolution().col_value)
-        count = float(round(sum(warm[i] for i in members)))
-        if count == 0 and len(tiers) > 1:  # the whole tier placed: fix its slacks rather than add a row
-            h.changeColsBounds(len(members), members, [0.0] * len(members), [0.0] * len(members))
-        else:
-            h.addRow(-inf, count, len(members), members, [1.0] * len(members))
+    counted = count_tiers(h, n, [[n_x + j for j in tier] for tier in tiers], warm, deadline, stop_on_failure=True)
+    status, warm = counted.status, counted.warm
+    if counted.failed:
+        return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))
+    unproven = [jobs[tiers[k][0]].priority_value for k in counted.unproven]  # counts cut by the time limit
     h.changeColsCost(n, list(range(n)), costs)
     hint = warm
     relaxed = _lp_rounding(h, cols, n_x, len(jobs), by_job)
     if relaxed is None:
         h.setSolution(n, list(range(n)), hint)
-        _run(h, deadline)
-        status = h.modelStatusToString(h.getModelStatus())
+        run_until(h, deadline)
+        status = status_of(h)
         solution = h.getSolution()
         if not solution.value_valid:
             return _result(plans, [None] * len(plans), "HiGHS", status, [f"solver: {status}"] * len(plans))

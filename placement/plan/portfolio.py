@@ -358,7 +358,7 @@ def solve(f: Forecast, offers: Sequence[Offer], quotas: QuotaTable | None, book:
     restricts the commitments tried (tests)."""
     import highspy
 
-    from placement.plan.batch import new_highs
+    from placement.plan.milp import new_highs
 
     t0 = time.monotonic()
     accels = {a for c in f.classes for a in c.accelerators}
@@ -527,7 +527,7 @@ def _rounded(h: Any, integer: Sequence[int], mip_rel_gap: float, deadline: float
     within ``mip_rel_gap`` it is returned with that gap, which holds for the full problem. Otherwise the full
     branch and bound gets it as its first incumbent, with the commitments whose LP reduced cost exceeds z − L
     fixed at 0 (exact: none of them is in any portfolio cheaper than z), and None is returned."""
-    from placement.plan.batch import new_highs
+    from placement.plan.milp import new_highs
 
     lp = h.getLp()
     lp.integrality_ = []

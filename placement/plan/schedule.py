@@ -45,15 +45,14 @@ from placement.model.quotas import QuotaTable
 from placement.plan.batch import (
     Assignment,
     BatchResult,
-    _checked_run,
     _group,
     _needed,
     _placement_key,
     _tiers,
     _total,
-    new_highs,
 )
 from placement.plan.job import Candidate, Row, _candidate, plan
+from placement.plan.milp import checked_run, cost_of, count_tiers, mip_gap, new_highs, run_until, status_of
 
 if TYPE_CHECKING:
     from placement.model.reservations import Reservation
@@ -430,42 +429,23 @@ def solve(jobs: Sequence[JobSpec], offers: Sequence[Offer], quotas: QuotaTable |
     warm = [0.0] * n
     for j, pick in enumerate(greedy):
         warm[n_x + j if pick is None else pick] = 1.0
-    status = "Optimal"
-    tiers = _tiers(jobs)
-    for k, tier in enumerate(tiers):
-        members = [n_x + j for j in tier]
-        if sum(warm[i] for i in members) > 0.5:  # the incumbent leaves some of this tier out: can more fit?
-            cost = [0.0] * n
-            for i in members:
-                cost[i] = 1.0
-            h.changeColsCost(n, list(range(n)), cost)
-            h.setSolution(n, list(range(n)), warm)
-            share = 1.0 if len(tiers) == 1 else 0.6 / (len(tiers) - k)
-            h.setOptionValue("time_limit", max((deadline - time.monotonic()) * share, 0.1))
-            h.run()
-            status = h.modelStatusToString(h.getModelStatus())
-            if h.getSolution().value_valid:
-                warm = list(h.getSolution().col_value)
-        count = float(round(sum(warm[i] for i in members)))
-        h.addRow(-inf, count, len(members), members, [1.0] * len(members))
+    # The priority tiers' counts first (placement.plan.milp.count_tiers): a run without a solution keeps the
+    # greedy start for the rest.
+    tiers = [[n_x + j for j in tier] for tier in _tiers(jobs)]
+    counted = count_tiers(h, n, tiers, warm, deadline, stop_on_failure=False)
+    status, warm = counted.status, counted.warm
     costs = [c.cost for c in cols] + [0.0] * n_jobs
     h.changeColsCost(n, list(range(n)), costs)
-    found = _checked_run(h, n, costs, warm, deadline)
-    gap = 0.0
+    found = checked_run(h, n, costs, warm, deadline)
+    status = status_of(h)
     if found is not None:
-        x = found[0]
-        gap = float(h.getInfo().mip_gap)
-        status = h.modelStatusToString(h.getModelStatus())
-    else:
+        x, gap = found[0], mip_gap(h)
+    else:  # the better of the warm start and what HiGHS found by the deadline
         solution = h.getSolution()
-        status = h.modelStatusToString(h.getModelStatus())
         x = warm
-        if solution.value_valid:
-            y = list(solution.col_value)
-            if math.fsum(c * v for c, v in zip(costs, y, strict=True)) <= math.fsum(
-                    c * v for c, v in zip(costs, warm, strict=True)):
-                x = y
-        gap = float(h.getInfo().mip_gap) if math.isfinite(h.getInfo().mip_gap) else math.inf
+        if solution.value_valid and cost_of(costs, list(solution.col_value)) <= cost_of(costs, warm):
+            x = list(solution.col_value)
+        gap = mip_gap(h)
     picks: list[int | None] = [None] * n_jobs
     for i in range(n_x):
         if x[i] > 0.5:
@@ -771,10 +751,9 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
         h.changeColsIntegrality(n, list(range(n)), [highspy.HighsVarType.kContinuous] * n)  # type: ignore[arg-type]
         h.changeColsCost(n, list(range(n)), objective(phase))
         while True:  # the LP over every column, by pricing
-            h.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.1))
-            h.run()
+            run_until(h, deadline)
             if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-                return warm, h.modelStatusToString(h.getModelStatus()), math.inf
+                return warm, status_of(h), math.inf
             restricted = h.getInfo().objective_function_value
             duals = list(h.getSolution().row_dual)
             least: dict[int, float] = defaultdict(float)
@@ -859,20 +838,19 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
             # feasible and costs at most ``accept_below`` (worked out from the schedule itself) is proven
             # within it, whatever objective HiGHS reports for it (see _checked_run: its presolve can lose the
             # objective offset, and solving again without presolve costs many times the first solve).
-            m.setOptionValue("time_limit", max(stop - time.monotonic(), 0.1))
-            m.run()
+            run_until(m, stop)
             sol = m.getSolution()
             if sol.value_valid:
                 x = list(sol.col_value)
                 z = math.fsum(c * v for c, v in zip(costs, x, strict=True))
                 if z <= accept_below and _feasible(n_jobs, cols, x):
                     return x, "Optimal", z
-        found = _checked_run(m, n, costs, warm, stop)
+        found = checked_run(m, n, costs, warm, stop)
         h.changeColsCost(n, list(range(n)), costs)
         if found is None:
             sol = m.getSolution()
             x = list(sol.col_value) if sol.value_valid else warm
-            return x, m.modelStatusToString(m.getModelStatus()), math.fsum(c * v for c, v in zip(costs, x,
+            return x, status_of(m), math.fsum(c * v for c, v in zip(costs, x,
                                                                                                    strict=True))
         return found[0], "Optimal", found[1]
 

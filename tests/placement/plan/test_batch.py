@@ -171,59 +171,6 @@ def test_a_reservation_is_shared_across_the_burst():
         assert result.total_usd == 50 * 10
 
 
-class _ShiftedHighs:
-    """Stands in for highspy.Highs whose presolve lost the objective offset: with presolve on it reports an
-    objective below what its solution costs (and calls that optimal); with presolve off it is right."""
-
-    def __init__(self, x, shift):
-        import highspy
-
-        self.options = {"presolve": "choose"}
-        self.x, self.shift, self.runs = x, shift, []
-        self.status = highspy.HighsModelStatus.kOptimal
-
-    def getOptionValue(self, name):
-        return (None, self.options[name])
-
-    def setOptionValue(self, name, value):
-        self.options[name] = value
-
-    def setSolution(self, *args):
-        pass
-
-    def run(self):
-        self.runs.append(self.options["presolve"])
-
-    def getSolution(self):
-        from types import SimpleNamespace
-
-        return SimpleNamespace(value_valid=True, col_value=self.x)
-
-    def getModelStatus(self):
-        return self.status
-
-    def getInfo(self):
-        from types import SimpleNamespace
-
-        cost = sum(c * v for c, v in zip(self.costs, self.x, strict=True))
-        return SimpleNamespace(objective_function_value=cost - (self.shift if self.runs[-1] != "off" else 0.0))
-
-
-def test_a_highs_objective_that_disagrees_with_its_solution_is_not_trusted():
-    import time
-
-    from placement.plan.batch import _checked_run
-
-    h = _ShiftedHighs([1.0, 0.0, 1.0], shift=8774.0)
-    h.costs = [100.0, 50.0, 25.0]
-    x, z = _checked_run(h, 3, h.costs, [0.0] * 3, time.monotonic() + 10)
-    assert z == 125.0 and h.runs == ["choose", "off"]  # solved again without presolve
-    assert h.options["presolve"] == "choose"  # and the option is put back
-    h = _ShiftedHighs([1.0, 0.0, 1.0], shift=0.0)
-    h.costs = [100.0, 50.0, 25.0]
-    assert _checked_run(h, 3, h.costs, [0.0] * 3, time.monotonic() + 10)[1] == 125.0 and h.runs == ["choose"]
-
-
 def _greedy_over_every_candidate(jobs, offers, q):
     """The greedy rule applied to each job's full ranked candidate list (what pruning must not change)."""
     from placement.plan.job import plan
