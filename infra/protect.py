@@ -28,6 +28,7 @@ from typing import Any
 import pulumi
 
 from infra.config import StackConfig
+from infra.config.cluster import PROVIDER_MIGRATIONS
 
 # The types to declare with stateful() (the stateful-protected policy checks them); STATEFUL_TYPES there lists
 # what a replacement must acknowledge.
@@ -58,12 +59,12 @@ PATCH_FORCE = {PATCH_FORCE_ANNOTATION: "true"}
 #   keep-ip-endpoint      GKE stacks last updated before the DNS endpoint (no identifier, the IP endpoint): the
 #                         identifier comes, the IP endpoint stays.
 # The next update without the key sets what is left (the identifier, or the DNS endpoint), again alone.
-MIGRATIONS = ("drop-name-identifier", "keep-ip-endpoint")
+MIGRATIONS = PROVIDER_MIGRATIONS
 
 
 def provider_migration(cfg: StackConfig) -> str | None:
     """This update's step of ``gpufleet:cluster.providerMigration`` (None: the stack is where it should be)."""
-    return getattr(cfg.cluster, "provider_migration", None)
+    return cfg.cluster.provider_migration
 
 
 def cluster_identity(kind: str, unique: str | None) -> str | None:

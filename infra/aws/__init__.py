@@ -70,6 +70,8 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
     partition = aws.get_partition(opts=invoke).partition
     try:
         azs = pick_system_azs(cfg, _available_zones(provider, cfg.region))
+        for az in azs:
+            plan.system_cidrs(az)  # an unpinned slot must not overlap a pinned subnet
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.config import ConfigError, StackConfig
 from infra.config.pools import NodePoolConfig
@@ -52,12 +52,36 @@ class SubnetPlan:
     """CIDR blocks carved from the VPC CIDR.
 
     ``public``/``private``: one per system slot (:func:`system_slot` of an AZ picks its pair). ``gpu``: one per
-    GPU zone string, keyed as written in the config (zone ID such as ``use1-az6`` or name such as ``us-east-1a``).
+    GPU zone string, keyed as written in the config (zone ID such as ``use1-az6`` or name such as ``us-east-1a``),
+    pinned ones included. ``pinned``: ``network.subnetCidrs`` (``public-<zone ID>``, ``private-<zone ID>``,
+    ``gpu-<zone>`` → CIDR), which win over the slots: an existing stack's subnets stay where they are.
     """
 
     public: tuple[str, ...]
     private: tuple[str, ...]
     gpu: Mapping[str, str]
+    pinned: Mapping[str, str] = field(default_factory=dict)
+
+    def system_cidrs(self, az: Zone) -> tuple[str, str]:
+        """``(public, private)`` CIDR of system AZ ``az``: pinned, else its slot's. Raises :class:`ConfigError`
+        when a slot's block overlaps a pinned subnet (pin that AZ's subnets too)."""
+        slot = system_slot(az)
+        out = []
+        for kind, block in (("public", self.public[slot]), ("private", self.private[slot])):
+            key = f"{kind}-{az.zone_id}"
+            if key not in self.pinned:
+                _refuse_overlap(key, block, self.pinned)
+            out.append(self.pinned.get(key, block))
+        return out[0], out[1]
+
+
+def _refuse_overlap(key: str, block: str, pinned: Mapping[str, str]) -> None:
+    """A subnet not pinned takes its fixed slot, which must not overlap a pinned (older layout's) subnet."""
+    for other, cidr in pinned.items():
+        if ipaddress.ip_network(block).overlaps(ipaddress.ip_network(cidr)):
+            raise ConfigError("gpufleet:network.subnetCidrs",
+                              f"subnet {key} is not pinned and would take {block}, which overlaps the pinned {other} "
+                              f"({cidr}); pin {key} too, to a free block of the VPC")
 
 
 def _zone_order(zone: str) -> tuple[int, str]:
@@ -158,9 +182,22 @@ def plan_subnets(cfg: StackConfig) -> SubnetPlan:
     private = tuple(block(6 * (total >> 3) + i * private_size, PRIVATE_SUBNET_EXTRA_BITS) for i in range(SYSTEM_SLOTS))
     public = tuple(block(7 * (total >> 3) + i * public_size, PUBLIC_SUBNET_EXTRA_BITS) for i in range(SYSTEM_SLOTS))
     capacity = gpu_subnet_nodes(vpc.prefixlen)
+    pinned = dict(cfg.network.subnet_cidrs)
     gpu: dict[str, str] = {}
     taken: dict[int, str] = {}
     for zone in gpu_zones(cfg):
+        if f"gpu-{zone}" in pinned:
+            # An existing stack's subnet, sized as it was: its pools must fit what it holds.
+            block_ = ipaddress.ip_network(pinned[f"gpu-{zone}"])
+            held = max(0, (block_.num_addresses - GPU_SUBNET_RESERVED_IPS) // IPS_PER_GPU_NODE)
+            nodes = sum(p.max_nodes for p in cfg.node_pools if p.zone == zone)
+            if nodes > held:
+                i = max(i for i, p in enumerate(cfg.node_pools) if p.zone == zone)
+                raise ConfigError(f"gpufleet:nodePools[{i}].maxNodes",
+                                  f"the pools in {zone} may grow to {nodes} nodes, more than the {held} its pinned GPU "
+                                  f"subnet {block_} holds; lower maxNodes or drop the pin (its subnet then moves)")
+            gpu[zone] = str(block_)
+            continue
         slot = zone_slot(zone)
         if slot is None or slot >= GPU_SLOTS:
             raise ConfigError(_zone_key(cfg, zone),
@@ -178,7 +215,8 @@ def plan_subnets(cfg: StackConfig) -> SubnetPlan:
                               f"the pools in {zone} may grow to {nodes} nodes, more than the {capacity} its GPU "
                               f"subnet in {vpc} holds; lower maxNodes or use a larger network.vpcCidr")
         gpu[zone] = block(slot * gpu_size, GPU_SUBNET_EXTRA_BITS)
-    return SubnetPlan(public=public, private=private, gpu=gpu)
+        _refuse_overlap(f"gpu-{zone}", gpu[zone], pinned)
+    return SubnetPlan(public=public, private=private, gpu=gpu, pinned=pinned)
 
 
 def system_slot(az: Zone) -> int:

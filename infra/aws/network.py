@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.aws.layout import SubnetPlan, Zone, resource_tags, system_slot, zone_fields
+from infra.aws.layout import SubnetPlan, Zone, resource_tags, zone_fields
 from infra.config import StackConfig
 
 
@@ -66,8 +66,9 @@ class Network(pulumi.ComponentResource):
         public: list[aws.ec2.Subnet] = []
         private: list[aws.ec2.Subnet] = []
         for i, az in enumerate(args.azs):
-            # Each AZ's pair sits in its own fixed slot, so another azCount or GPU zone moves no subnet.
-            pub_cidr, priv_cidr = args.plan.public[system_slot(az)], args.plan.private[system_slot(az)]
+            # Each AZ's pair sits in its own fixed slot (or where network.subnetCidrs pins it), so another azCount or
+            # GPU zone moves no subnet.
+            pub_cidr, priv_cidr = args.plan.system_cidrs(az)
             sn = aws.ec2.Subnet(f"{name}-public-{az.zone_id}", vpc_id=vpc.id, cidr_block=pub_cidr,
                                 availability_zone_id=az.zone_id, map_public_ip_on_launch=False,
                                 tags=tags(f"public-{az.zone_id}", {**cluster_tag, "kubernetes.io/role/elb": "1"}),

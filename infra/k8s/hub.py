@@ -416,7 +416,7 @@ class MultiKueueHub(pulumi.ComponentResource):
             key = ko.worker_key(stack)
             self.workers.append(MultiKueueWorker(
                 f"{name}-{key}", MultiKueueWorkerArgs(stack=stack, hub_cfg=cfg, depends_on=[*base, *priorities],
-                                                      migration=getattr(cfg.hub, "provider_migration", None)),
+                                                      migration=cfg.hub.provider_migration),
                 opts=ResourceOptions(parent=self)))
 
         rendered = Output.all(*[w.worker for w in self.workers]).apply(
@@ -455,7 +455,7 @@ class MultiKueueHub(pulumi.ComponentResource):
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_image: DispatcherImage | None = None
         # Where the dispatcher's observations are kept (infra.k8s.prometheus), unless the user names a server.
-        self.prometheus = (hub_prometheus(name, cfg.hub.dispatch.prometheus_url, (), self)
+        self.prometheus = (hub_prometheus(name, cfg.hub.dispatch, cfg.cloud, (), self)
                            if cfg.hub.dispatcher == "External" else None)
         if cfg.hub.dispatcher == "External":
             image: Output[str] | None = None

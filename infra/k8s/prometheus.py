@@ -28,6 +28,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi import ResourceOptions
 
+from infra.config.dispatch import PROMETHEUS_VOLUME_GIB, DispatchConfig
+
 CHART = "prometheus"
 REPOSITORY = "https://prometheus-community.github.io/helm-charts"
 # prometheus-community/helm-charts charts/prometheus/Chart.yaml: version 29.27.0, appVersion v3.14.0.
@@ -36,7 +38,17 @@ APP_VERSION = "v3.14.0"
 NAMESPACE = "gpufleet-monitoring"
 RELEASE = "gpufleet-prometheus"
 RETENTION = "180d"
-VOLUME_SIZE = "20Gi"
+VOLUME_SIZE = f"{PROMETHEUS_VOLUME_GIB}Gi"
+# Prometheus deletes the oldest blocks past this much data (--storage.tsdb.retention.size, the chart's
+# server.retentionSize), so the volume never fills: 80 % of VOLUME_SIZE, the rest for compaction (the figure and
+# its source: infra.config.dispatch). gpufleet:hub.dispatch.prometheusRetentionSize sets another, below VOLUME_SIZE.
+DEFAULT_RETENTION_SIZE = DispatchConfig.prometheus_retention_size
+# The StorageClass of the data volume when gpufleet:hub.dispatch.prometheusStorageClass is unset, by the hub's
+# cloud: the class EKS creates in every cluster (gp2, kubernetes.io/aws-ebs, provisioned through the Amazon EBS
+# CSI driver since in-tree EBS migrated to CSI: the hub cluster must run that driver) and GKE's Persistent Disk
+# CSI class (standard-rwo). Named, not left to the cluster's default StorageClass: a cluster without a default
+# (EKS clusters created at 1.30 or later have none) leaves the claim Pending and the release timing out.
+DEFAULT_STORAGE_CLASS = {"aws": "gp2", "gcp": "standard-rwo"}
 SERVER_PORT = 80  # the chart's server Service port (server.service.servicePort)
 
 
@@ -64,25 +76,30 @@ def scrape_configs() -> dict[str, Any]:
     return jobs
 
 
-def prometheus_values() -> dict[str, Any]:
-    """The chart's values: the server alone, its data on a volume for :data:`RETENTION`, scraping the dispatcher
-    only (:func:`scrape_configs`)."""
+def prometheus_values(storage_class: str = DEFAULT_STORAGE_CLASS["aws"],
+                      retention_size: str = DEFAULT_RETENTION_SIZE) -> dict[str, Any]:
+    """The chart's values: the server alone, its data on a ``storage_class`` volume for :data:`RETENTION` or
+    ``retention_size`` bytes, whichever comes first, scraping the dispatcher only (:func:`scrape_configs`)."""
     return {
         "alertmanager": {"enabled": False},
         "kube-state-metrics": {"enabled": False},
         "prometheus-node-exporter": {"enabled": False},
         "prometheus-pushgateway": {"enabled": False},
-        "server": {"retention": RETENTION, "persistentVolume": {"enabled": True, "size": VOLUME_SIZE}},
+        "server": {"retention": RETENTION, "retentionSize": retention_size,
+                   "persistentVolume": {"enabled": True, "size": VOLUME_SIZE, "storageClass": storage_class}},
         "scrapeConfigs": scrape_configs(),
     }
 
 
 @dataclass(frozen=True)
 class PrometheusServerArgs:
-    """``version`` of the chart; ``depends_on`` what must exist first."""
+    """``version`` of the chart; ``depends_on`` what must exist first; ``storage_class`` and ``retention_size``
+    of the data volume (:data:`DEFAULT_STORAGE_CLASS`, :data:`DEFAULT_RETENTION_SIZE`)."""
 
     version: str = CHART_VERSION
     depends_on: tuple[pulumi.Resource, ...] = ()
+    storage_class: str = DEFAULT_STORAGE_CLASS["aws"]
+    retention_size: str = DEFAULT_RETENTION_SIZE
 
 
 class PrometheusServer(pulumi.ComponentResource):
@@ -99,7 +116,7 @@ class PrometheusServer(pulumi.ComponentResource):
             repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=REPOSITORY),
             namespace=NAMESPACE,
             create_namespace=True,
-            values=prometheus_values(),
+            values=prometheus_values(args.storage_class, args.retention_size),
             timeout=600,
             opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)),
         )
@@ -107,10 +124,13 @@ class PrometheusServer(pulumi.ComponentResource):
         self.register_outputs({"release": self.release.name, "version": args.version, "url": self.url})
 
 
-def hub_prometheus(name: str, prometheus_url: str | None, depends_on: tuple[pulumi.Resource, ...],
+def hub_prometheus(name: str, dispatch: DispatchConfig, cloud: str, depends_on: tuple[pulumi.Resource, ...],
                    parent: pulumi.Resource) -> PrometheusServer | None:
-    """The hub's hook: a :class:`PrometheusServer` unless the user named a server (``prometheus_url``)."""
-    if prometheus_url is not None:
+    """The hub's hook: a :class:`PrometheusServer` unless the user named a server (``dispatch.prometheus_url``),
+    its volume's class and retention size from ``gpufleet:hub.dispatch`` or the defaults for the hub's ``cloud``."""
+    if dispatch.prometheus_url is not None:
         return None
-    return PrometheusServer(f"{name}-monitoring", PrometheusServerArgs(depends_on=depends_on),
-                            opts=ResourceOptions(parent=parent))
+    storage_class = dispatch.prometheus_storage_class or DEFAULT_STORAGE_CLASS[cloud]
+    return PrometheusServer(f"{name}-monitoring", PrometheusServerArgs(
+        depends_on=depends_on, storage_class=storage_class, retention_size=dispatch.prometheus_retention_size),
+        opts=ResourceOptions(parent=parent))

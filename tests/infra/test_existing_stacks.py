@@ -194,3 +194,151 @@ def test_patch_force_is_on_exactly_the_objects_taken_over(aws_run: mockrun.RunRe
     done = apply("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
     assert done.props["metadata"]["annotations"] == {PATCH_FORCE_ANNOTATION: "true"}
     assert apply("kubernetes:core/v1:ConfigMap") is None
+
+
+# ------------------------------------------------------------------ pinned subnets (stacks before the fixed layout)
+
+# The subnets the layout before the fixed slots gave stacks/Pulumi.aws-use1-p5.yaml (subnets sized from maxNodes,
+# largest first: infra/aws/layout.py at commit e5acd7d, the parent of the fixed-slot change d1f49c7, run on this
+# stack file), keyed as network.subnetCidrs keys them.
+OLD_LAYOUT = {"gpu-use1-az6": "10.0.32.0/22", "private-use1-az1": "10.0.16.0/20",
+              "private-use1-az6": "10.0.0.0/20", "public-use1-az1": "10.0.37.0/24",
+              "public-use1-az6": "10.0.36.0/24"}
+
+
+def _export(layout: dict[str, str]) -> dict[str, Any]:
+    """A `pulumi stack export` document holding the old stack's subnets (and something else)."""
+    urn = "urn:pulumi:aws-use1-p5::gpufleet::gpufleet:aws:Network$aws:ec2/subnet:Subnet::"
+    return {"version": 3, "deployment": {"resources": [
+        *({"urn": f"{urn}gpufleet-aws-use1-p5-net-{k}", "type": "aws:ec2/subnet:Subnet",
+           "inputs": {"cidrBlock": c}, "outputs": {"cidrBlock": c, "id": f"subnet-{i}"}}
+          for i, (k, c) in enumerate(layout.items())),
+        {"urn": "urn:pulumi:aws-use1-p5::gpufleet::aws:ec2/vpc:Vpc::gpufleet-aws-use1-p5-net-vpc",
+         "type": "aws:ec2/vpc:Vpc", "inputs": {"cidrBlock": "10.0.0.0/16"}}]}}
+
+
+def test_the_pins_read_from_the_state_reproduce_the_old_subnets(tmp_path: Path) -> None:
+    from infra.aws import pin_subnets
+
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(_export(OLD_LAYOUT)))
+    assert pin_subnets.subnet_pins(json.loads(state.read_text())) == OLD_LAYOUT
+    network = {**BASE["gpufleet:network"], "subnetCidrs": OLD_LAYOUT}
+    run = mockrun.run_stack(str(STACKS / "Pulumi.aws-use1-p5.yaml"), program=_network,
+                            config_override={"network": network})
+    got = {r.name.removeprefix("gpufleet-aws-use1-p5-net-"): r.inputs["cidrBlock"]
+           for r in run.of_type("aws:ec2/subnet:Subnet")}
+    assert got == OLD_LAYOUT
+
+
+def test_pinned_subnets_stay_put_and_unpinned_ones_would_move(tmp_path: Path) -> None:
+    pinned = _raw(network={**BASE["gpufleet:network"], "subnetCidrs": OLD_LAYOUT})
+    base = _doc(tmp_path, "pinned", pinned)
+    doubled = copy.deepcopy(pinned)
+    for pool in doubled["nodePools"]:
+        pool["maxNodes"] = min(2 * pool["maxNodes"], 7)  # what the old /22 holds (7 nodes at 128 IPs each)
+    (d,) = pv.diff(base, _doc(tmp_path, "scaled", doubled)).values()
+    assert d["replacements"] == []
+    # Without the pin, the fixed layout moves every subnet (what the pin is for).
+    (d,) = pv.diff(base, _doc(tmp_path, "unpinned", _raw())).values()
+    moved = {r["name"] for r in d["replacements"] if r["type"] == "aws:ec2/subnet:Subnet"}
+    assert moved == {f"gpufleet-aws-use1-p5-net-{k}" for k in OLD_LAYOUT}
+
+
+@pytest.mark.parametrize("pins, message", [
+    ({"gpu-use1-az6": "10.1.0.0/22"}, "inside gpufleet:network.vpcCidr"),
+    ({"private-use1-az6": "10.0.0.0/20", "public-use1-az6": "10.0.8.0/24"}, "overlaps"),
+    ({"nat-use1-az6": "10.0.0.0/24"}, "public-<zone ID>"),
+    ({"gpu-use1-az6": "not-a-cidr"}, "gpufleet:network.subnetCidrs.gpu-use1-az6"),
+])
+def test_bad_pins_are_refused_naming_the_key(pins: dict[str, str], message: str) -> None:
+    from infra.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        parse(_raw(network={**BASE["gpufleet:network"], "subnetCidrs": pins}), stack="w")
+    assert str(err.value).startswith("gpufleet:network.subnetCidrs") and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_an_unpinned_slot_over_a_pinned_subnet_is_refused() -> None:
+    from infra.aws.layout import plan_subnets
+    from infra.config import ConfigError
+
+    # An old private subnet at 10.0.0.0/20 sits in GPU slot 1 (use1-az1: 10.0.0.0/19): a new GPU zone there cannot
+    # take its slot.
+    pools = [*BASE["gpufleet:nodePools"], {"name": "az1", "instanceType": "p5.48xlarge", "capacity": "SPOT",
+                                           "minNodes": 0, "maxNodes": 1, "zone": "use1-az1"}]
+    cfg = parse(_raw(nodePools=pools, network={**BASE["gpufleet:network"], "subnetCidrs": OLD_LAYOUT}), stack="w")
+    with pytest.raises(ConfigError, match=r"^gpufleet:network\.subnetCidrs: subnet gpu-use1-az1 is not pinned"):
+        plan_subnets(cfg)
+
+
+def test_pin_subnets_cli_prints_the_mapping_and_refuses_a_non_export(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from infra.aws import pin_subnets
+
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(_export(OLD_LAYOUT)))
+    assert pin_subnets.main([str(state)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == {"subnetCidrs": OLD_LAYOUT}
+    state.write_text("{}")
+    assert pin_subnets.main([str(state)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pin_subnets: ") and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------ the provider's migration steps, as configured
+
+
+def _gcp_worker() -> Any:
+    async def program() -> None:
+        from infra.gcp import build
+        from infra.hub_link import resolve
+        from infra.program import load_config
+
+        build(await resolve(load_config()))
+
+    return program
+
+
+@pytest.mark.parametrize("step, identified, server_kind", [
+    ("drop-name-identifier", False, "dns"),
+    ("keep-ip-endpoint", True, "ip"),
+])
+def test_each_gke_migration_step_changes_one_thing(step: str, identified: bool, server_kind: str) -> None:
+    path = STACKS / "Pulumi.gcp-usc1-a3mega.yaml"
+    cluster = yaml.safe_load(path.read_text())["config"]["gpufleet:cluster"]
+    saved = dict(mockrun.STACK_REFERENCE_OUTPUTS)
+    mockrun.STACK_REFERENCE_OUTPUTS["org/gpufleet/hub"] = {"role": "hub"}
+    try:
+        run = mockrun.run_stack(str(path), program=_gcp_worker(),
+                                config_override={"cluster": {**cluster, "providerMigration": step}})
+    finally:
+        mockrun.STACK_REFERENCE_OUTPUTS.clear()
+        mockrun.STACK_REFERENCE_OUTPUTS.update(saved)
+    (provider,) = run.of_type(K8S_PROVIDER)
+    assert bool(provider.inputs.get("clusterIdentifier")) is identified
+    kubeconfig = provider.inputs["kubeconfig"]
+    server = json.loads(kubeconfig["value"] if isinstance(kubeconfig, dict) else kubeconfig)["clusters"][0]
+    host = server["cluster"]["server"]
+    assert host.endswith(".gke.goog") is (server_kind == "dns")
+    # The cluster's identity is exported either way: the hub reads it.
+    assert run.outputs["clusterIdentity"].startswith("gke:gke-")
+
+
+def test_the_migration_keys_are_validated() -> None:
+    from infra.config import ConfigError
+
+    aws_cluster = BASE["gpufleet:cluster"]
+    assert parse(_raw(cluster={**aws_cluster, "providerMigration": "drop-name-identifier"}),
+                 stack="w").cluster.provider_migration == "drop-name-identifier"
+    with pytest.raises(ConfigError, match=r"^gpufleet:cluster\.providerMigration: "):
+        parse(_raw(cluster={**aws_cluster, "providerMigration": "keep-ip-endpoint"}), stack="w")  # GKE only
+    with pytest.raises(ConfigError, match=r"^gpufleet:cluster\.providerMigration: "):
+        parse(_raw(cluster={**aws_cluster, "providerMigration": "later"}), stack="w")
+    hub = yaml.safe_load((STACKS / "Pulumi.hub.yaml").read_text())["config"]
+    raw_hub = {k.split(":", 1)[1]: v for k, v in hub.items()}
+    cfg = parse({**raw_hub, "hub": {**raw_hub["hub"], "providerMigration": "drop-name-identifier"}}, stack="hub")
+    assert cfg.hub.provider_migration == "drop-name-identifier"
+    with pytest.raises(ConfigError, match=r"^gpufleet:hub\.providerMigration: "):
+        parse({**raw_hub, "hub": {**raw_hub["hub"], "providerMigration": "keep-ip-endpoint"}}, stack="hub")
