@@ -27,6 +27,7 @@ from infra.aws.layout import (
     placement_zones,
     plan_subnets,
     primary_gpu_zone,
+    unused_pins,
 )
 from infra.aws.network import Network, NetworkArgs
 from infra.config import ConfigError, StackConfig
@@ -74,6 +75,12 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
             plan.system_cidrs(az)  # an unpinned slot must not overlap a pinned subnet
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
+    for key in unused_pins(plan, azs):
+        # Not an error: a smaller azCount drops its subnets on purpose. Said, because a pin that matches nothing
+        # usually means the AZs moved and the old subnets are about to be replaced.
+        pulumi.log.warn(f"gpufleet:network.subnetCidrs.{key} pins a subnet this stack does not build (system AZs "
+                        f"{', '.join(az.zone_id for az in azs)}); that subnet is deleted. Set gpufleet:gpuZone and "
+                        "network.azCount to the AZs the stack had, or drop the pin (docs/aws.md)")
 
     name = cfg.cluster_name
     network = Network(f"{name}-net", NetworkArgs(cfg=cfg, stack=stack, plan=plan, azs=azs, gpu_zones=gpu_zones(cfg),

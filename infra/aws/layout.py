@@ -75,6 +75,14 @@ class SubnetPlan:
         return out[0], out[1]
 
 
+def unused_pins(plan: SubnetPlan, azs: Sequence[Zone]) -> tuple[str, ...]:
+    """The ``network.subnetCidrs`` keys naming no subnet this stack builds (system AZs ``azs``, the GPU zones of
+    ``plan``): an existing stack whose AZs are not the ones it had (``gpuZone`` unset and the first pool's zone not
+    the lowest, another ``azCount``) would delete those subnets and build new ones."""
+    built = {f"{kind}-{az.zone_id}" for az in azs for kind in ("public", "private")} | {f"gpu-{z}" for z in plan.gpu}
+    return tuple(k for k in plan.pinned if k not in built)
+
+
 def _refuse_overlap(key: str, block: str, pinned: Mapping[str, str]) -> None:
     """A subnet not pinned takes its fixed slot, which must not overlap a pinned (older layout's) subnet."""
     for other, cidr in pinned.items():

@@ -273,6 +273,17 @@ def test_an_unpinned_slot_over_a_pinned_subnet_is_refused() -> None:
         plan_subnets(cfg)
 
 
+def test_a_pin_for_a_subnet_no_longer_built_is_named() -> None:
+    from infra.aws.layout import plan_subnets, unused_pins
+
+    cfg = parse(_raw(network={**BASE["gpufleet:network"], "subnetCidrs": OLD_LAYOUT}), stack="w")
+    plan = plan_subnets(cfg)
+    assert unused_pins(plan, pick_system_azs(cfg, US_EAST_1)) == ()
+    # The system AZs moved (az2 instead of az1): az1's pins match nothing, and the build warns about them.
+    moved = [z for z in US_EAST_1 if z.zone_id in ("use1-az6", "use1-az2")]
+    assert unused_pins(plan, moved) == ("private-use1-az1", "public-use1-az1")
+
+
 def test_pin_subnets_cli_prints_the_mapping_and_refuses_a_non_export(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from infra.aws import pin_subnets
