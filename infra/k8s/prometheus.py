@@ -15,8 +15,11 @@ server (``placement calibrate``: ``gpufleet_spot_node_seconds_total``, ``gpuflee
 dispatcher's other observations and its own ``gpufleet_dispatch_*``; the trainer's series, which
 ``placement report`` reads, come from the workers' Prometheus); the other jobs (API servers, nodes, cAdvisor,
 every annotated Service and pod of the cluster, Prometheus itself) would fill the volume with series nothing
-reads. The data sit on a PersistentVolume (the server's Deployment with a claim), kept :data:`RETENTION`
-(calibration reads 90 days), so a counter's history survives both the dispatcher's and Prometheus's restarts.
+reads. The data sit on a PersistentVolume (the server's Deployment with a claim) of a named StorageClass
+(``hub.dispatch.prometheusStorageClass``, else :data:`DEFAULT_STORAGE_CLASS` of the hub's cloud), kept
+:data:`RETENTION` (calibration reads 90 days) or until they reach ``hub.dispatch.prometheusRetentionSize``
+(:data:`DEFAULT_RETENTION_SIZE`), whichever comes first, so a counter's history survives both the dispatcher's and
+Prometheus's restarts and the volume never fills.
 """
 
 from __future__ import annotations
