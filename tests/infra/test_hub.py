@@ -832,6 +832,23 @@ def test_a_worker_that_exports_no_identity_yet_gets_a_provider_without_one(
     assert "clusterIdentifier" not in provider.inputs or provider.inputs["clusterIdentifier"] is None
 
 
+def test_the_hubs_migration_step_drops_every_workers_identifier_and_nothing_else(
+        run: mockrun.RunResult, fabricated_outputs: dict[str, dict[str, Any]]) -> None:
+    """gpufleet:hub.providerMigration drop-name-identifier (one update of a hub last updated with hub-worker:<stack>
+    identifiers): no provider per worker has an identifier, and each keeps its kubeconfig (issue 37)."""
+    step = mockrun.run_stack(HUB_STACK, config_override={"hub": hub_section(
+        dispatcher="AllAtOnce", dispatch=None, providerMigration="drop-name-identifier")})
+
+    def providers(r: mockrun.RunResult) -> dict[str, Any]:
+        return {p.name: p.inputs for p in r.of_type("pulumi:providers:kubernetes") if p.name.endswith("-provider")}
+
+    before, after = providers(run), providers(step)
+    assert set(after) == set(before) and len(after) == len(fabricated_outputs)
+    for name, inputs in after.items():
+        assert inputs.get("clusterIdentifier") is None, name
+        assert inputs["kubeconfig"] == before[name]["kubeconfig"], name
+
+
 def test_the_hubs_own_provider_has_the_workers_options_and_serves_every_hub_object(run: mockrun.RunResult) -> None:
     """Issue 37: the hub cluster's objects (its JobSet CRD among them, which an earlier Helm install may own) go
     through a provider that applies server-side and adopts what exists, as every worker's does."""
