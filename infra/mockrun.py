@@ -142,6 +142,9 @@ class Registered:
     # Resource options the engine was given: a stateful resource is protected and retained (infra.protect).
     protect: bool = False
     retain_on_delete: bool = False
+    # The resource transforms it was registered with (``ResourceOptions.transforms``): the engine applies them to
+    # the children a packaged component (a yaml/v2 ConfigFile) registers, which the mocks never see.
+    transforms: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -183,7 +186,8 @@ def _mocks(result: RunResult) -> Any:
 
     class RecordingMocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-            result.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider))
+            result.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider,
+                                               transforms=list(getattr(args, "transforms", None) or [])))
             state = dict(args.inputs)
             state.setdefault("name", args.name)
             state.setdefault("arn", f"arn:mock:{args.typ}:{args.name}")
@@ -239,6 +243,13 @@ def _mocks(result: RunResult) -> Any:
                     state.setdefault(f"tunnel{t}CgwInsideAddress", f"169.254.{block // 256}.{block % 256 + 2}")
                     state.setdefault(f"tunnel{t}VgwInsideAddress", f"169.254.{block // 256}.{block % 256 + 1}")
                     state.setdefault(f"tunnel{t}PresharedKey", f"mock-psk-{n}-{t}")
+            if args.typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+                # A service agent: service-<project number>@gcp-sa-<service>.iam.gserviceaccount.com.
+                agent = str(args.inputs.get("service", "x")).split(".", 1)[0]
+                state.setdefault("email", f"service-123456789@gcp-sa-{agent}.iam.gserviceaccount.com")
+                state.setdefault("member", f"serviceAccount:{state['email']}")
+            if args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+                state["name"] = f"projects/{args.inputs.get('project')}/roles/{args.inputs.get('roleId')}"
             if args.typ == "docker-build:index:Image":
                 state.setdefault("digest", "sha256:" + hashlib.sha256(args.name.encode()).hexdigest())
             if args.typ == "gcp:container/cluster:Cluster":

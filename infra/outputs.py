@@ -84,9 +84,12 @@ def public_endpoint_cidrs(cfg: StackConfig) -> list[str]:
 
 
 def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, checkpoint_uri: Any,
-                   filesystem: Any = None, extra: dict[str, Any] | None = None, control_plane: Any = None) -> None:
+                   filesystem: Any = None, extra: dict[str, Any] | None = None, control_plane: Any = None,
+                   cluster_identity_output: Any = None) -> None:
     """Export the common outputs. ``kubeconfig`` is always exported as a secret. ``control_plane`` (GKE: ``psc``
-    or ``peering``, an Output) goes into ``apiAccess.controlPlane``."""
+    or ``peering``, an Output) goes into ``apiAccess.controlPlane``. ``cluster_identity_output`` is the cluster's
+    unique identity (``gke:<DNS endpoint>``, ``eks:<OIDC issuer>``), exported as ``clusterIdentity``: the hub keys
+    its provider for this worker on it, so a worker re-created under the same name is a new cluster to it."""
     import pulumi
 
     pulumi.export("cloud", cfg.cloud)
@@ -103,6 +106,8 @@ def export_cluster(cfg: StackConfig, *, cluster_name: Any, kubeconfig: Any, chec
     pulumi.export("apiAccess", access if control_plane is None else pulumi.Output.from_input(control_plane).apply(
         lambda plane: {**access, "controlPlane": plane}))
     pulumi.export("hubLink", hub_link_output(cfg))
+    if cluster_identity_output is not None:
+        pulumi.export("clusterIdentity", cluster_identity_output)
     for key, value in (extra or {}).items():
         pulumi.export(key, value)
 

@@ -237,7 +237,7 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
     A stack whose program fails yields ``{"error": ...}`` instead of raising.
     """
     from infra.policy import checks
-    from infra.replace import fingerprint
+    from infra.replace import fingerprint, uncovered
 
     raw = _raw_config(path)
     doc: dict[str, Any] = {"stack": name, "file": f"stacks/{path.name}", "cloud": raw.get("cloud"),
@@ -276,6 +276,8 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
         # Per resource: the inputs whose change makes `pulumi up` replace it (infra/replace.py), compared with
         # the base's to mark REPLACE rows; values are small (CIDRs, zones, names) or digests, never secrets.
         "state": fingerprint(run.resources),
+        # Types infra/data/force_new.yaml does not list: what a change to them replaces is not known offline.
+        "replaceUnknownTypes": uncovered(r.type for r in run.resources),
         "allowReplace": sorted(checks.allow_replace_of(raw)),
     })
     return doc
@@ -373,6 +375,18 @@ def _pool_key(pool: Mapping[str, Any]) -> str:
 _POOL_FIELDS = ("instanceType", "gpusPerNode", "capacityType", "zone", "minNodes", "maxNodes", "usdPerNodeHour")
 
 
+# A pool's instance type is a launch template input on EKS (a new version the node group rolls to) and the node
+# pool's machine type on GKE (updated in place): neither is a replacement, and both recreate every node.
+RECREATE_NOTE = "every node of the pool is recreated (a rolling replacement; running jobs are evicted)"
+
+
+def _pool_notes(fields: Sequence[str], before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What a pool change does to its nodes, beyond the price: an instance-type change recreates every node."""
+    if "instanceType" in fields:
+        return [f"instance type {before.get('instanceType')} → {after.get('instanceType')}: {RECREATE_NOTE}"]
+    return []
+
+
 def _cost(doc: Mapping[str, Any] | None, scale: str, period: str) -> float:
     if not doc or doc.get("error"):
         return 0.0
@@ -394,7 +408,8 @@ def diff_stack(base: Mapping[str, Any] | None, new: Mapping[str, Any] | None) ->
         before, after = base_pools[name], new_pools[name]
         fields = [f for f in _POOL_FIELDS if before.get(f) != after.get(f)]
         if fields:
-            changed.append({"name": name, "fields": fields, "before": before, "after": after})
+            changed.append({"name": name, "fields": fields, "before": before, "after": after,
+                            "notes": _pool_notes(fields, before, after)})
     types = sorted(set((base or {}).get("resources") or {}) | set((new or {}).get("resources") or {}))
     resources = {}
     for t in types:
@@ -534,10 +549,14 @@ def render_text(new: Mapping[str, Any], base: Mapping[str, Any] | None = None) -
             for c in d["poolsChanged"]:
                 what = ", ".join(f"{f} {c['before'].get(f)} → {c['after'].get(f)}" for f in c["fields"])
                 lines.append(f"  ~ pool {c['name']}: {what}")
+                lines += [f"    NOTE {n}" for n in c.get("notes") or []]
             for t, c in d["resources"].items():
                 lines.append(f"  {c['change']:+d} {t} ({c['baseline']} → {c['new']})")
             if not d["replacementsKnown"]:
                 lines.append("  replacements: not computed (the baseline predates them)")
+            if doc and doc.get("replaceUnknownTypes"):
+                lines.append(f"  WARNING: replacements of {', '.join(doc['replaceUnknownTypes'])} are not predicted "
+                             "(not in infra/data/force_new.yaml)")
             for r in d["replacements"]:
                 lines.append(f"  {r['action'].upper()} {r['name']} ({r['type']}): {'; '.join(r['reasons'])}")
         if doc:
@@ -610,6 +629,7 @@ def render_markdown(new: Mapping[str, Any], base: Mapping[str, Any] | None = Non
                 if p["name"] in changed:
                     mark = "changed: " + ", ".join(
                         f"{f} {changed[p['name']]['before'].get(f)} → {p.get(f)}" for f in changed[p["name"]]["fields"])
+                    mark += "".join(f"; ⚠ {n}" for n in changed[p["name"]].get("notes") or [])
                 out.append(f"| {_md_escape(p['name'])} | {p['instanceType']} | {p['gpusPerNode']} | "
                            f"{p['capacityType']} | {p['zone']} | {_nodes(p)} | {_md_escape(_pool_price(p))} | "
                            f"{_pool_cost(p, 'min')} | {_pool_cost(p, 'max')} | {_md_escape(mark)} |")
@@ -626,8 +646,13 @@ def render_markdown(new: Mapping[str, Any], base: Mapping[str, Any] | None = Non
         if base is not None and d["status"] == "present" and not d["replacementsKnown"]:
             out.append("⚠ Replacements not computed: the baseline's preview predates them.")
             out.append("")
+        if base is not None and doc and doc.get("replaceUnknownTypes"):
+            out.append(f"⚠ Replacements of {', '.join(f'`{t}`' for t in doc['replaceUnknownTypes'])} are not "
+                       "predicted (not in infra/data/force_new.yaml).")
+            out.append("")
         if base is not None and d["replacements"]:
-            out.append(f"**`pulumi up` would replace or delete {len(d['replacements'])} resource(s):**")
+            out.append(f"**`pulumi up` would replace, delete or recreate the nodes of {len(d['replacements'])} "
+                       "resource(s):**")
             out.append("")
             out.append("| action | resource | type | why |")
             out.append("|---|---|---|---|")

@@ -27,11 +27,12 @@ from infra.aws.layout import (
     placement_zones,
     plan_subnets,
     primary_gpu_zone,
+    unused_pins,
 )
 from infra.aws.network import Network, NetworkArgs
 from infra.config import ConfigError, StackConfig
 from infra.outputs import BuiltCluster, export_cluster
-from infra.protect import k8s_provider_args
+from infra.protect import cluster_identity, k8s_provider_args, provider_migration
 
 __all__ = ["build"]
 
@@ -70,8 +71,16 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
     partition = aws.get_partition(opts=invoke).partition
     try:
         azs = pick_system_azs(cfg, _available_zones(provider, cfg.region))
+        for az in azs:
+            plan.system_cidrs(az)  # an unpinned slot must not overlap a pinned subnet
     except ConfigError as exc:
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
+    for key in unused_pins(plan, azs):
+        # Not an error: a smaller azCount drops its subnets on purpose. Said, because a pin that matches nothing
+        # usually means the AZs moved and the old subnets are about to be replaced.
+        pulumi.log.warn(f"gpufleet:network.subnetCidrs.{key} pins a subnet this stack does not build (system AZs "
+                        f"{', '.join(az.zone_id for az in azs)}); that subnet is deleted. Set gpufleet:gpuZone and "
+                        "network.azCount to the AZs the stack had, or drop the pin (docs/aws.md)")
 
     name = cfg.cluster_name
     network = Network(f"{name}-net", NetworkArgs(cfg=cfg, stack=stack, plan=plan, azs=azs, gpu_zones=gpu_zones(cfg),
@@ -114,12 +123,16 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
                        "trainingRoleArn": store.training_role_arn,
                        "oidcProviderArn": cluster.oidc_provider_arn,
                        "nodeRoleArn": cluster.node_role_arn,
-                   })
+                   }, cluster_identity_output=cluster.oidc_issuer.apply(lambda i: cluster_identity("eks", i)))
 
-    # The EKS endpoint is fixed for the cluster's life; clusterIdentifier keeps the provider (and everything under
-    # it) from being replaced when the kubeconfig text changes, upsert lets it adopt what already exists.
+    # The cluster's unique identity (its OIDC issuer, new for a cluster re-created under the same name) keys the
+    # provider: the EKS endpoint is fixed for the cluster's life, and a kubeconfig change (a new CA bundle, another
+    # exec plugin) is not a new cluster. An existing stack with the name-based identifier takes it in two steps
+    # (gpufleet:cluster.providerMigration, docs/aws.md).
+    identity = cluster.oidc_issuer.apply(lambda issuer: cluster_identity("eks", issuer))
+    migration = provider_migration(cfg)
     k8s_provider = k8s.Provider(f"{name}-k8s", kubeconfig=cluster.kubeconfig,
-                                **k8s_provider_args(f"aws:{cfg.region}:{cfg.cluster_name}"))
+                                **k8s_provider_args(None if migration == "drop-name-identifier" else identity))
     # EKS node groups do not scale themselves; without this, pools with minNodes 0 never get a node.
     ClusterAutoscaler(f"{name}-autoscaler", ClusterAutoscalerArgs(
         cfg=cfg, stack=stack, partition=partition, account_id=account_id, cluster_name=cluster.name,

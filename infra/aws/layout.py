@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.config import ConfigError, StackConfig
 from infra.config.pools import NodePoolConfig
@@ -52,26 +52,65 @@ class SubnetPlan:
     """CIDR blocks carved from the VPC CIDR.
 
     ``public``/``private``: one per system slot (:func:`system_slot` of an AZ picks its pair). ``gpu``: one per
-    GPU zone string, keyed as written in the config (zone ID such as ``use1-az6`` or name such as ``us-east-1a``).
+    GPU zone string, keyed as written in the config (zone ID such as ``use1-az6`` or name such as ``us-east-1a``),
+    pinned ones included. ``pinned``: ``network.subnetCidrs`` (``public-<zone ID>``, ``private-<zone ID>``,
+    ``gpu-<zone>`` → CIDR), which win over the slots: an existing stack's subnets stay where they are.
     """
 
     public: tuple[str, ...]
     private: tuple[str, ...]
     gpu: Mapping[str, str]
+    pinned: Mapping[str, str] = field(default_factory=dict)
+
+    def system_cidrs(self, az: Zone) -> tuple[str, str]:
+        """``(public, private)`` CIDR of system AZ ``az``: pinned, else its slot's. Raises :class:`ConfigError`
+        when a slot's block overlaps a pinned subnet (pin that AZ's subnets too)."""
+        slot = system_slot(az)
+        out = []
+        for kind, block in (("public", self.public[slot]), ("private", self.private[slot])):
+            key = f"{kind}-{az.zone_id}"
+            if key not in self.pinned:
+                _refuse_overlap(key, block, self.pinned)
+            out.append(self.pinned.get(key, block))
+        return out[0], out[1]
+
+
+def unused_pins(plan: SubnetPlan, azs: Sequence[Zone]) -> tuple[str, ...]:
+    """The ``network.subnetCidrs`` keys naming no subnet this stack builds (system AZs ``azs``, the GPU zones of
+    ``plan``): an existing stack whose AZs are not the ones it had (``gpuZone`` unset and the first pool's zone not
+    the lowest, another ``azCount``) would delete those subnets and build new ones."""
+    built = {f"{kind}-{az.zone_id}" for az in azs for kind in ("public", "private")} | {f"gpu-{z}" for z in plan.gpu}
+    return tuple(k for k in plan.pinned if k not in built)
+
+
+def _refuse_overlap(key: str, block: str, pinned: Mapping[str, str]) -> None:
+    """A subnet not pinned takes its fixed slot, which must not overlap a pinned (older layout's) subnet."""
+    for other, cidr in pinned.items():
+        if ipaddress.ip_network(block).overlaps(ipaddress.ip_network(cidr)):
+            raise ConfigError("gpufleet:network.subnetCidrs",
+                              f"subnet {key} is not pinned and would take {block}, which overlaps the pinned {other} "
+                              f"({cidr}); pin {key} too, to a free block of the VPC")
+
+
+def _zone_order(zone: str) -> tuple[int, str]:
+    """Zones by their fixed slot (the AZ number), then as written: the same order whatever the pool list's."""
+    slot = zone_slot(zone)
+    return (slot if slot is not None else GPU_SLOTS + SYSTEM_SLOTS, zone)
 
 
 def gpu_zones(cfg: StackConfig) -> tuple[str, ...]:
-    """The zones that get a dedicated GPU subnet: ``gpuZone`` first, then each pool's zone, deduplicated."""
-    zones: list[str] = []
-    for zone in ([cfg.gpu_zone] if cfg.gpu_zone else []) + [p.zone for p in cfg.node_pools]:
-        if zone not in zones:
-            zones.append(zone)
-    return tuple(zones)
+    """The zones that get a dedicated GPU subnet: the primary GPU zone first, then the other pools' zones in slot
+    order (never the pool list's order)."""
+    primary = primary_gpu_zone(cfg)
+    others = sorted({p.zone for p in cfg.node_pools} - {primary}, key=_zone_order)
+    return (primary, *others)
 
 
 def primary_gpu_zone(cfg: StackConfig) -> str:
-    """The zone of the checkpoint filesystem and the NAT gateway: ``gpuZone``, else the first pool's zone."""
-    return gpu_zones(cfg)[0]
+    """The zone of the checkpoint filesystem, the NAT gateway and the first system AZ: ``gpuZone``, else the pools'
+    zone in the lowest slot (the lowest AZ number), so that reordering ``nodePools`` moves none of them. Set
+    ``gpuZone`` to pin it (an existing stack keeps its NAT gateway by setting it to its first pool's zone)."""
+    return cfg.gpu_zone or min((p.zone for p in cfg.node_pools), key=_zone_order)
 
 
 def uses_efa(pool: NodePoolConfig) -> bool:
@@ -151,9 +190,22 @@ def plan_subnets(cfg: StackConfig) -> SubnetPlan:
     private = tuple(block(6 * (total >> 3) + i * private_size, PRIVATE_SUBNET_EXTRA_BITS) for i in range(SYSTEM_SLOTS))
     public = tuple(block(7 * (total >> 3) + i * public_size, PUBLIC_SUBNET_EXTRA_BITS) for i in range(SYSTEM_SLOTS))
     capacity = gpu_subnet_nodes(vpc.prefixlen)
+    pinned = dict(cfg.network.subnet_cidrs)
     gpu: dict[str, str] = {}
     taken: dict[int, str] = {}
     for zone in gpu_zones(cfg):
+        if f"gpu-{zone}" in pinned:
+            # An existing stack's subnet, sized as it was: its pools must fit what it holds.
+            block_ = ipaddress.ip_network(pinned[f"gpu-{zone}"])
+            held = max(0, (block_.num_addresses - GPU_SUBNET_RESERVED_IPS) // IPS_PER_GPU_NODE)
+            nodes = sum(p.max_nodes for p in cfg.node_pools if p.zone == zone)
+            if nodes > held:
+                i = max(i for i, p in enumerate(cfg.node_pools) if p.zone == zone)
+                raise ConfigError(f"gpufleet:nodePools[{i}].maxNodes",
+                                  f"the pools in {zone} may grow to {nodes} nodes, more than the {held} its pinned GPU "
+                                  f"subnet {block_} holds; lower maxNodes or drop the pin (its subnet then moves)")
+            gpu[zone] = str(block_)
+            continue
         slot = zone_slot(zone)
         if slot is None or slot >= GPU_SLOTS:
             raise ConfigError(_zone_key(cfg, zone),
@@ -171,7 +223,8 @@ def plan_subnets(cfg: StackConfig) -> SubnetPlan:
                               f"the pools in {zone} may grow to {nodes} nodes, more than the {capacity} its GPU "
                               f"subnet in {vpc} holds; lower maxNodes or use a larger network.vpcCidr")
         gpu[zone] = block(slot * gpu_size, GPU_SUBNET_EXTRA_BITS)
-    return SubnetPlan(public=public, private=private, gpu=gpu)
+        _refuse_overlap(f"gpu-{zone}", gpu[zone], pinned)
+    return SubnetPlan(public=public, private=private, gpu=gpu, pinned=pinned)
 
 
 def system_slot(az: Zone) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.aws.layout import SubnetPlan, Zone, resource_tags, system_slot, zone_fields
+from infra.aws.layout import SubnetPlan, Zone, resource_tags, zone_fields
 from infra.config import StackConfig
 
 
@@ -66,14 +66,20 @@ class Network(pulumi.ComponentResource):
         public: list[aws.ec2.Subnet] = []
         private: list[aws.ec2.Subnet] = []
         for i, az in enumerate(args.azs):
-            # Each AZ's pair sits in its own fixed slot, so another azCount or GPU zone moves no subnet.
-            pub_cidr, priv_cidr = args.plan.public[system_slot(az)], args.plan.private[system_slot(az)]
+            # Each AZ's pair sits in its own fixed slot (or where network.subnetCidrs pins it), so another azCount or
+            # GPU zone moves no subnet.
+            pub_cidr, priv_cidr = args.plan.system_cidrs(az)
             sn = aws.ec2.Subnet(f"{name}-public-{az.zone_id}", vpc_id=vpc.id, cidr_block=pub_cidr,
                                 availability_zone_id=az.zone_id, map_public_ip_on_launch=False,
                                 tags=tags(f"public-{az.zone_id}", {**cluster_tag, "kubernetes.io/role/elb": "1"}),
                                 opts=child)
-            aws.ec2.RouteTableAssociation(f"{name}-public-{i}", subnet_id=sn.id, route_table_id=public_rt.id,
-                                          opts=child)
+            # Named by zone, like the subnet it associates: another AZ set adds or removes its own association
+            # only (named by position, one AZ more or less re-pointed every association after it). The alias is
+            # the name it had at this position, so an existing stack keeps each association in place.
+            aws.ec2.RouteTableAssociation(f"{name}-public-{az.zone_id}-rt", subnet_id=sn.id,
+                                          route_table_id=public_rt.id,
+                                          opts=pulumi.ResourceOptions(parent=self,
+                                                                      aliases=[pulumi.Alias(name=f"{name}-public-{i}")]))
             public.append(sn)
             private.append(aws.ec2.Subnet(
                 f"{name}-private-{az.zone_id}", vpc_id=vpc.id, cidr_block=priv_cidr, availability_zone_id=az.zone_id,
@@ -82,8 +88,9 @@ class Network(pulumi.ComponentResource):
         self.public_subnet_ids = [s.id for s in public]
         self.private_subnet_ids = [s.id for s in private]
 
-        # One NAT gateway, in the first AZ (the GPU zone): GPU nodes pull multi-GB images through it and a NAT
-        # in another AZ would add cross-AZ transfer charges on top of NAT processing.
+        # One NAT gateway, in the primary GPU zone's public subnet (args.azs[0], layout.primary_gpu_zone: gpuZone or
+        # the pools' lowest zone, never the first pool's): GPU nodes pull multi-GB images through it and a NAT in
+        # another AZ would add cross-AZ transfer charges on top of NAT processing.
         eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags=tags("nat-eip"),
                           opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
         nat = aws.ec2.NatGateway(f"{name}-nat", allocation_id=eip.id, subnet_id=public[0].id, tags=tags("nat"),
@@ -91,9 +98,11 @@ class Network(pulumi.ComponentResource):
         private_rt = aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id, tags=tags("private-rt"), opts=child)
         aws.ec2.Route(f"{name}-private-default", route_table_id=private_rt.id, destination_cidr_block="0.0.0.0/0",
                       nat_gateway_id=nat.id, opts=child)
-        for i, sn in enumerate(private):
-            aws.ec2.RouteTableAssociation(f"{name}-private-{i}", subnet_id=sn.id, route_table_id=private_rt.id,
-                                          opts=child)
+        for i, (az, sn) in enumerate(zip(args.azs, private, strict=True)):
+            aws.ec2.RouteTableAssociation(f"{name}-private-{az.zone_id}-rt", subnet_id=sn.id,
+                                          route_table_id=private_rt.id,
+                                          opts=pulumi.ResourceOptions(parent=self,
+                                                                      aliases=[pulumi.Alias(name=f"{name}-private-{i}")]))
 
         self.gpu_subnet_ids = {}
         for zone in args.gpu_zones:

@@ -98,6 +98,26 @@ class MaintenanceConfig:
     window_recurrence: str | None = None
 
 
+# gpufleet:cluster.providerMigration, the one-update steps an existing stack takes so that its Kubernetes provider
+# is never replaced (infra.protect, docs/gcp.md and docs/aws.md):
+#   drop-name-identifier  a stack last updated with the name-based clusterIdentifier (gcp:<project>:<region>:<name>,
+#                         aws:<region>:<name>): the identifier goes, the server stays;
+#   keep-ip-endpoint      GKE only, a stack last updated before the DNS endpoint (no identifier, the IP endpoint):
+#                         the identifier comes, the IP endpoint stays.
+PROVIDER_MIGRATIONS = ("drop-name-identifier", "keep-ip-endpoint")
+
+
+def provider_migration(value: Any, path: str, choices: tuple[str, ...]) -> str | None:
+    """An optional ``providerMigration`` step among ``choices`` (unset: None)."""
+    if value is None:
+        return None
+    text = _str(value, path)
+    if text not in choices:
+        raise ConfigError(_key(path), f"must be {' or '.join(choices)} for one update of an existing stack "
+                                      f"(docs/gcp.md, docs/aws.md), or unset; got {shown(text)}")
+    return text
+
+
 # GKE limits: an exclusion with an end time spans at most 180 days; a window lasts at least 4 hours.
 MAX_EXCLUSION_DAYS = 180
 MIN_WINDOW_HOURS = 4
@@ -137,6 +157,9 @@ class ClusterConfig:
     deletion_protection: bool = True
     # GKE: maintenance window and the no-upgrade exclusion that protects running training.
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    # One update's step of an existing stack towards the provider keyed to the cluster's unique identity
+    # (:data:`PROVIDER_MIGRATIONS`, infra.protect); None: no step, the stack is where it should be.
+    provider_migration: str | None = None
 
 
 def _check_api_rules(cluster: ClusterConfig) -> None:
@@ -270,6 +293,7 @@ def parse_cluster(value: Any, cloud: str) -> ClusterConfig:
             "amiReleaseVersion",
             "hubStack",
             "hubPrivateLink",
+            "providerMigration",
         },
         "cluster",
     )
@@ -313,6 +337,9 @@ def parse_cluster(value: Any, cloud: str) -> ClusterConfig:
         ami_release_version=_ami_release(cl.get("amiReleaseVersion"), version),
         deletion_protection=_bool(cl.get("deletionProtection", True), "cluster.deletionProtection"),
         maintenance=_maintenance(cl.get("maintenance")),
+        # keep-ip-endpoint is GKE's (EKS has one endpoint form); refused on AWS rather than ignored.
+        provider_migration=provider_migration(cl.get("providerMigration"), "cluster.providerMigration",
+                                              PROVIDER_MIGRATIONS if cloud == "gcp" else PROVIDER_MIGRATIONS[:1]),
     )
     if cloud == "aws":
         _check_api_rules(cluster)

@@ -2,7 +2,8 @@
 
 Owns :class:`DispatchConfig`: the dispatcher image (a reference, or built by the stack for a platform), its
 replicas, admission deadline and wait price, container resources, ServiceAccount annotations (the cloud
-identity it reads live prices with), image pull Secret and the user's own Prometheus server.
+identity it reads live prices with), image pull Secret, and the Prometheus server that keeps its observations:
+the user's own, or the one the hub installs with its volume's StorageClass and size bound.
 
 May import: the standard library, :mod:`placement.errors` and :mod:`infra.config.fields`; no Pulumi SDK.
 """
@@ -59,6 +60,46 @@ class DispatchConfig:
     # A Prometheus server of the user's that scrapes the dispatcher (its observations for `placement calibrate`);
     # None: the hub installs one (infra.k8s.prometheus).
     prometheus_url: str | None = None
+    # The StorageClass of the installed Prometheus' data volume; None: the hub cloud's class
+    # (infra.k8s.prometheus.DEFAULT_STORAGE_CLASS). A bound claim's class never changes: an existing hub keeps its.
+    prometheus_storage_class: str | None = None
+    # Prometheus' --storage.tsdb.retention.size (the chart's server.retentionSize): the oldest data goes past it,
+    # so the volume (PROMETHEUS_VOLUME_GIB) never fills; below the volume's size.
+    prometheus_retention_size: str = "16GB"
+
+
+# The installed Prometheus' data volume (GiB, the chart's server.persistentVolume.size). The retention size
+# default (16GB = 80 % of it) follows Prometheus' storage docs (prometheus.io/docs/prometheus/latest/storage/, read
+# 2026-11): "we recommend setting the retention size to, at most, 80-85% of your allocated Prometheus disk space",
+# the rest for in-progress compactions.
+PROMETHEUS_VOLUME_GIB = 20
+# Prometheus' size units (prometheus.io/docs/prometheus/latest/storage/): powers of two, 1KB = 1024 B.
+_RETENTION_SIZE = re.compile(r"([1-9][0-9]{0,15})(B|KB|MB|GB|TB|PB|EB)")
+_SIZE_UNITS = {"B": 0, "KB": 10, "MB": 20, "GB": 30, "TB": 40, "PB": 50, "EB": 60}
+
+
+def _retention_size(value: Any, path: str) -> str:
+    """A Prometheus size (``16GB``) below the data volume's :data:`PROMETHEUS_VOLUME_GIB`."""
+    text = _str(value, path)
+    m = _RETENTION_SIZE.fullmatch(text)
+    if m is None:
+        raise ConfigError(_key(path), "must be a Prometheus size such as 16GB (units B, KB, MB, GB, TB; powers of "
+                                      f"two), got {shown(value)}")
+    if int(m.group(1)) << _SIZE_UNITS[m.group(2)] >= PROMETHEUS_VOLUME_GIB << 30:
+        raise ConfigError(_key(path), f"{text} does not fit the {PROMETHEUS_VOLUME_GIB}Gi data volume; keep it "
+                                      "below about 80 % of it (16GB) so the write-ahead log and compaction fit")
+    return text
+
+
+def _storage_class(value: Any, path: str) -> str | None:
+    """A StorageClass name (a DNS-1123 subdomain) or None."""
+    if value is None:
+        return None
+    text = _str(value, path)
+    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
+        raise ConfigError(_key(path), f"{shown(text)} is not a StorageClass name (a DNS-1123 subdomain: lower-case "
+                                      "letters, digits, '-' and '.'; `kubectl get storageclass` lists them)")
+    return text
 
 
 _QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?")
@@ -113,7 +154,7 @@ def parse_dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     raw = _mapping(value, path)
     _unknown_keys(raw, {"image", "platform", "replicas", "admissionDeadlineSeconds", "waitUsdPerGpuHour",
                         "resources", "live", "serviceAccountAnnotations", "imagePullSecret",
-                        "prometheusUrl"}, path)
+                        "prometheusUrl", "prometheusStorageClass", "prometheusRetentionSize"}, path)
     pull_secret = _opt_str(raw.get("imagePullSecret"), f"{path}.imagePullSecret")
     if pull_secret is not None and (len(pull_secret) > 253 or not _DNS_SUBDOMAIN.fullmatch(pull_secret)):
         raise ConfigError(_key(f"{path}.imagePullSecret"), f"{shown(pull_secret)} is not a Secret name (a DNS-1123 "
@@ -128,6 +169,10 @@ def parse_dispatch(value: Any, dispatcher: str) -> DispatchConfig:
     if platform not in DISPATCH_PLATFORMS:
         raise ConfigError(_key(f"{path}.platform"), f"must be {' or '.join(DISPATCH_PLATFORMS)} (the hub nodes' "
                                                     f"architecture), got {shown(platform)}")
+    for own in ("prometheusStorageClass", "prometheusRetentionSize"):
+        if own in raw and raw.get("prometheusUrl") is not None:
+            raise ConfigError(_key(f"{path}.{own}"), "only applies to the Prometheus the hub installs; remove it or "
+                                                     "unset gpufleet:hub.dispatch.prometheusUrl")
     if image is not None and "platform" in raw:
         raise ConfigError(_key(f"{path}.platform"), "only applies to the image the stack builds; remove it or unset "
                                                     "gpufleet:hub.dispatch.image")
@@ -144,6 +189,10 @@ def parse_dispatch(value: Any, dispatcher: str) -> DispatchConfig:
                                                  f"{path}.serviceAccountAnnotations"),
         image_pull_secret=pull_secret,
         prometheus_url=_prometheus_url(raw.get("prometheusUrl"), f"{path}.prometheusUrl"),
+        prometheus_storage_class=_storage_class(raw.get("prometheusStorageClass"), f"{path}.prometheusStorageClass"),
+        prometheus_retention_size=_retention_size(
+            raw.get("prometheusRetentionSize", DispatchConfig.prometheus_retention_size),
+            f"{path}.prometheusRetentionSize"),
     )
 
 

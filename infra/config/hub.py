@@ -2,10 +2,11 @@
 
 Owns :class:`HubConfig`: the worker stacks it dispatches to, the MultiKueue dispatcher (AllAtOnce, Incremental,
 or External: ``placement dispatch``), the CIDRs its clients reach worker APIs from, and the two subsections it
-hands on: ``hub.dispatch`` (:mod:`infra.config.dispatch`) and ``hub.vpn`` (:mod:`infra.config.link`).
+hands on: ``hub.dispatch`` (:mod:`infra.config.dispatch`) and ``hub.vpn`` (:mod:`infra.config.link`); and an
+existing hub's one-update provider step (``providerMigration``).
 
-May import: the standard library, :mod:`infra.config.fields`, :mod:`infra.config.network` (the CIDR rules),
-:mod:`infra.config.dispatch` and :mod:`infra.config.link`; no Pulumi SDK.
+May import: the standard library, :mod:`placement.errors`, :mod:`infra.config.fields`, :mod:`infra.config.network`
+(the CIDR rules), :mod:`infra.config.dispatch` and :mod:`infra.config.link`; no Pulumi SDK.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from infra.config.dispatch import DispatchConfig, parse_dispatch
 from infra.config.fields import ConfigError, _key, _mapping, _str, _unknown_keys
 from infra.config.link import HubVpnConfig, _hub_vpn, _worker_refs
 from infra.config.network import _ipv4_cidrs, check_public_span
+from placement.errors import shown
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,28 @@ class HubConfig:
     egress_cidrs: tuple[str, ...] = ()
     dispatch: DispatchConfig = field(default_factory=DispatchConfig)
     vpn: HubVpnConfig | None = None
+    # drop-name-identifier for one update of a hub last updated with the name-based identifiers of its
+    # providers per worker (hub-worker:<stack>); None: no step (infra.k8s.hub, docs/gcp.md).
+    provider_migration: str | None = None
+
+
+def _provider_migration(value: Any) -> str | None:
+    """``hub.providerMigration``: only drop-name-identifier (the hub reaches workers by the kubeconfigs they
+    export, so it has no IP-endpoint step)."""
+    if value is None:
+        return None
+    text = _str(value, "hub.providerMigration")
+    if text != "drop-name-identifier":
+        raise ConfigError(_key("hub.providerMigration"), "must be drop-name-identifier for one update of a hub last "
+                                                         f"updated with hub-worker:<stack> identifiers, or unset; got "
+                                                         f"{shown(text)}")
+    return text
 
 
 def parse_hub(value: Any, role: str, cloud: str) -> HubConfig:
     """``gpufleet:hub`` of a ``role`` stack on ``cloud``; a hub (``role`` hub) must list workers and egress CIDRs."""
     hb = _mapping(value, "hub")
-    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch", "vpn"}, "hub")
+    _unknown_keys(hb, {"workers", "dispatcher", "egressCidrs", "dispatch", "vpn", "providerMigration"}, "hub")
     workers = _worker_refs(hb.get("workers"), "hub.workers")
     dispatcher = _str(hb.get("dispatcher", "AllAtOnce"), "hub.dispatcher")
     if dispatcher not in ("AllAtOnce", "Incremental", "External"):
@@ -47,7 +65,8 @@ def parse_hub(value: Any, role: str, cloud: str) -> HubConfig:
     check_public_span(egress, "hub.egressCidrs")
     hub = HubConfig(workers=workers, dispatcher=dispatcher,  # type: ignore[arg-type]
                     egress_cidrs=egress, dispatch=parse_dispatch(hb.get("dispatch"), dispatcher),
-                    vpn=_hub_vpn(hb.get("vpn"), cloud, workers))
+                    vpn=_hub_vpn(hb.get("vpn"), cloud, workers),
+                    provider_migration=_provider_migration(hb.get("providerMigration")))
     if role == "hub" and not workers:
         raise ConfigError(
             _key("hub.workers"), "a hub stack needs the worker stacks it dispatches to (org/project/stack)"

@@ -1,6 +1,7 @@
 """``gpufleet:network``: the address ranges one cluster routes, and the CIDR rules every API allow-list follows.
 
-Owns :class:`NetworkConfig` (the VPC, pods, services and GPU ranges, pairwise disjoint), which addresses are
+Owns :class:`NetworkConfig` (the VPC, pods, services and GPU ranges, pairwise disjoint; on AWS the subnets an
+existing stack pins, ``subnetCidrs``: :func:`_subnet_pins`), which addresses are
 private (:func:`is_private_cidr`), the IPv4-only allow-list CIDRs (``_ipv4_cidrs``) and the widest public span
 one allow-list may open (:func:`check_public_span`), used by the cluster and hub sections.
 
@@ -10,7 +11,9 @@ May import: the standard library, :mod:`placement.errors` and :mod:`infra.config
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from infra.config.fields import ConfigError, _cidr, _int, _key, _mapping, _strings, _unknown_keys
@@ -41,6 +44,10 @@ class NetworkConfig:
     pods_cidr: str = "10.64.0.0/14"
     services_cidr: str = "10.68.0.0/20"
     gpu_cidr_base: str = "10.100.0.0/16"
+    # AWS: subnets kept at the CIDR they have (an existing stack's, from before the fixed layout), keyed by the
+    # Network component's subnet name suffix: public-<zone ID>, private-<zone ID>, gpu-<zone> (infra/aws/layout.py;
+    # `python -m infra.aws.pin_subnets` prints them from `pulumi stack export`). Empty: every subnet in its slot.
+    subnet_cidrs: Mapping[str, str] = field(default_factory=dict)
 
 
 def _check_ranges(network: NetworkConfig, cloud: str) -> None:
@@ -114,16 +121,51 @@ def check_public_span(cidrs: Any, path: str) -> None:
         raise ConfigError(_key(path), error)
 
 
+# network.subnetCidrs keys: the AWS Network component's subnet names without "<cluster>-net-". System subnets are
+# named by zone ID (use1-az6), GPU subnets by the zone as the pools write it (ID or name, us-east-1a).
+_PIN_KEY = re.compile(r"(?:(?:public|private)-[a-z]+\d+(?:-[a-z]+\d+)?-az\d+|gpu-[a-z0-9]+(?:-[a-z0-9]+)+)")
+
+
+def _subnet_pins(value: Any, vpc_cidr: str, cloud: str) -> Mapping[str, str]:
+    """``network.subnetCidrs``: each key a subnet's name suffix, each CIDR IPv4, inside ``vpc_cidr`` and disjoint
+    from the other pins (the fixed slots around them are checked by infra.aws.layout.plan_subnets)."""
+    path = "network.subnetCidrs"
+    if value is None:
+        return {}
+    if cloud != "aws":
+        raise ConfigError(_key(path), "is AWS only (GKE subnets are one primary range and the GPU ranges); remove it")
+    pins: dict[str, str] = {}
+    vpc = ipaddress.ip_network(vpc_cidr)
+    for key, raw in _mapping(value, path).items():
+        if not _PIN_KEY.fullmatch(key):
+            raise ConfigError(_key(f"{path}.{key}"), "is not a subnet of this stack; keys are public-<zone ID>, "
+                                                     "private-<zone ID> and gpu-<zone> (the subnet names' suffix, as "
+                                                     "`python -m infra.aws.pin_subnets` prints them)")
+        cidr = _cidr(raw, f"{path}.{key}")
+        net = ipaddress.ip_network(cidr)
+        if net.version != 4 or net.version != vpc.version or not net.subnet_of(vpc):  # type: ignore[arg-type]
+            raise ConfigError(_key(f"{path}.{key}"), f"{cidr} is not inside gpufleet:network.vpcCidr ({vpc_cidr}); "
+                                                     "pin the CIDR the subnet has in the stack's state")
+        for other, other_cidr in pins.items():
+            if net.overlaps(ipaddress.ip_network(other_cidr)):
+                raise ConfigError(_key(f"{path}.{key}"), f"{cidr} overlaps {other} ({other_cidr}); two subnets of "
+                                                         "one VPC never overlap: copy the CIDRs from the state")
+        pins[key] = cidr
+    return dict(sorted(pins.items()))
+
+
 def parse_network(value: Any, cloud: str) -> NetworkConfig:
     """``gpufleet:network`` of a ``cloud`` stack: its CIDRs, checked to be IPv4 and pairwise disjoint."""
     net = _mapping(value, "network")
-    _unknown_keys(net, {"vpcCidr", "azCount", "podsCidr", "servicesCidr", "gpuCidrBase"}, "network")
+    _unknown_keys(net, {"vpcCidr", "azCount", "podsCidr", "servicesCidr", "gpuCidrBase", "subnetCidrs"}, "network")
+    vpc_cidr = _cidr(net.get("vpcCidr", NetworkConfig.vpc_cidr), "network.vpcCidr")
     network = NetworkConfig(
-        vpc_cidr=_cidr(net.get("vpcCidr", NetworkConfig.vpc_cidr), "network.vpcCidr"),
+        vpc_cidr=vpc_cidr,
         az_count=_int(net.get("azCount", 2), "network.azCount", minimum=2, maximum=MAX_AZ_COUNT),
         pods_cidr=_cidr(net.get("podsCidr", NetworkConfig.pods_cidr), "network.podsCidr"),
         services_cidr=_cidr(net.get("servicesCidr", NetworkConfig.services_cidr), "network.servicesCidr"),
         gpu_cidr_base=_cidr(net.get("gpuCidrBase", NetworkConfig.gpu_cidr_base), "network.gpuCidrBase"),
+        subnet_cidrs=_subnet_pins(net.get("subnetCidrs"), vpc_cidr, cloud),
     )
     _check_ranges(network, cloud)
     return network

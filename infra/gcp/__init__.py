@@ -26,8 +26,9 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
     from infra.gcp.cluster import ClusterArgs, GkeCluster
     from infra.gcp.network import GcpNetwork, NetworkArgs
     from infra.gcp.nodepool import GpuNodePool, GpuNodePoolArgs
-    from infra.gcp.plan import check_gcp_config, gcp_labels
+    from infra.gcp.plan import check_gcp_config, gcp_labels, primary_zone
     from infra.outputs import BuiltCluster, export_cluster
+    from infra.protect import provider_migration
 
     try:
         plan = check_gcp_config(cfg)
@@ -43,10 +44,11 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
     network = GcpNetwork(f"{name}-network", NetworkArgs(
         region=cfg.region, name=name, network=cfg.network, gpu_plan=plan, labels=labels), opts=opts)
 
-    gpu_zone = cfg.gpu_zone or cfg.node_pools[0].zone
+    gpu_zone = primary_zone(cfg)
     cluster = GkeCluster(f"{name}-cluster", ClusterArgs(
         project=cfg.project, region=cfg.region, name=name, cluster=cfg.cluster, network=network,
-        system_zone=gpu_zone, filesystem_kind=cfg.checkpoint.filesystem.kind, labels=labels), opts=opts)
+        system_zone=gpu_zone, filesystem_kind=cfg.checkpoint.filesystem.kind, labels=labels,
+        provider_migration=provider_migration(cfg)), opts=opts)
 
     by_subnet = {b.plan.subnet_name: b for b in network.gpu_subnets}
     pools = [
@@ -66,17 +68,20 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
     if cfg.checkpoint.filesystem.kind == "lustre":
         from infra.gcp.lustre_sync import LustreSync, LustreSyncArgs
 
+        assert store.filesystem is not None  # a lustre kind always has one
+
         # Managed Lustre is a cache of the bucket only if something exports it: a CronJob on the cluster does.
         LustreSync(f"{name}-lustre-sync", LustreSyncArgs(
             project=cfg.project, cluster_name=name,
             instance=pulumi.Output.concat("projects/", cfg.project, "/locations/", gpu_zone, "/instances/",
                                           store.lustre.instance_id),
             bucket=store.bucket.name, prefix=cfg.checkpoint.prefix, workload_pool_ready=[cluster.cluster],
-            labels=labels), gcp_provider=provider, opts=pulumi.ResourceOptions(provider=cluster.k8s_provider))
+            labels=labels, filesystem=store.filesystem, allow_replace=cfg.allow_replace),
+            gcp_provider=provider, opts=pulumi.ResourceOptions(provider=cluster.k8s_provider))
 
     export_cluster(
         cfg, cluster_name=cluster.cluster.name, kubeconfig=cluster.kubeconfig, checkpoint_uri=store.uri,
-        filesystem=store.filesystem, control_plane=cluster.control_plane,
+        filesystem=store.filesystem, control_plane=cluster.control_plane, cluster_identity_output=cluster.identity,
         extra={
             "project": cfg.project,
             "gpuZone": gpu_zone,

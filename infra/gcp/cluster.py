@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 from infra.config.cluster import ClusterConfig, MaintenanceConfig
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from infra.gcp.plan import service_account_id
-from infra.protect import k8s_provider_args
+from infra.protect import cluster_identity, k8s_provider_args
 
 SYSTEM_MACHINE_TYPE = "e2-standard-4"
 # Least privilege for nodes: logs, metrics, image pulls. Workload access comes from Workload Identity.
@@ -37,8 +37,8 @@ MONITORING_COMPONENTS = ("SYSTEM_COMPONENTS", "POD", "DAEMONSET", "DEPLOYMENT", 
 class ClusterArgs:
     """Inputs of :class:`GkeCluster`.
 
-    ``system_zone`` is where the small system pool runs (the GPU zone, so system pods such as Kueue
-    and the GPU nodes share a zone); ``filesystem_kind`` enables the matching CSI driver.
+    ``system_zone`` is where the small system pool runs (the zone of the first pool in name order, or
+    ``gpuZone``); ``filesystem_kind`` enables the matching CSI driver.
     """
 
     project: str
@@ -49,6 +49,8 @@ class ClusterArgs:
     system_zone: str
     filesystem_kind: str
     labels: Mapping[str, str]
+    # gpufleet:cluster.providerMigration: a one-update step of an existing stack (infra.protect.MIGRATIONS).
+    provider_migration: str | None = None
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -138,14 +140,16 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
                 resource_labels=labels),
             resource_labels=labels,
-            # The DNS endpoint (gke-<id>.<region>.gke.goog) never changes for the life of the cluster, whether the
-            # public IP endpoint is on or off: the stack's own Kubernetes provider talks to it, so turning public
-            # access on (the second pass of a hub bring-up) is not a new cluster to pulumi-kubernetes. It takes
-            # IAM credentials (gke-gcloud-auth-plugin) and, for the hub's service-account tokens, Kubernetes
-            # tokens; external traffic follows publicAccess, an in-place change.
+            # The DNS endpoint (gke-<id>.<region>.gke.goog) is how the stack's own Kubernetes provider reaches the
+            # cluster from wherever `pulumi up` runs, for every publicAccess and hubPrivateLink: with external
+            # traffic allowed it takes user traffic from anywhere, and only with IAM credentials
+            # (gke-gcloud-auth-plugin; container.clusters.connect), which is what gates it: authorized networks
+            # apply to the IP endpoints only. Without external traffic a private cluster's own provider could
+            # not reach it from outside its VPC. Kubernetes tokens are refused on it: nothing here uses them (the
+            # hub's service-account tokens go to the IP endpoint of the exported kubeconfig).
             control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
                 dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
-                    allow_external_traffic=cl.public_access, enable_k8s_tokens_via_dns=True)),
+                    allow_external_traffic=True, enable_k8s_tokens_via_dns=False)),
             deletion_protection=cl.deletion_protection,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*self.node_roles, args.network.nat]))
 
@@ -172,14 +176,20 @@ class GkeCluster(pulumi.ComponentResource):
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate).apply(
                 lambda a: render_kubeconfig(args.project, args.region, a[0], a[1], a[2] or "")))
+        # The cluster's unique identity: its DNS endpoint host, new for a cluster re-created under the same name
+        # (the provider, and everything under it, is then replaced rather than updated in a cluster that no longer
+        # has its objects). Exported as clusterIdentity, which the hub keys its provider for this worker on.
+        self.identity: pulumi.Output[str | None] = self.cluster.control_plane_endpoints_config.apply(
+            lambda c: cluster_identity("gke", dns_endpoint(c)))
         # The provider's cluster is the DNS endpoint, fixed for the cluster's life (the exported kubeconfig keeps
         # the IP endpoint and its CA, which the hub's MultiKueue Secrets carry as data).
         self.provider_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(pulumi.Output.all(
             self.cluster.name, self.cluster.control_plane_endpoints_config).apply(
                 lambda a: render_kubeconfig(args.project, args.region, a[0], dns_endpoint(a[1]), None)))
+        kubeconfig, identifier = provider_config(args.provider_migration, dns=self.provider_kubeconfig,
+                                                 ip=self.kubeconfig, identity=self.identity)
         self.k8s_provider = k8s.Provider(
-            f"{name}-k8s", kubeconfig=self.provider_kubeconfig,
-            **k8s_provider_args(f"gcp:{args.project}:{args.region}:{args.name}"),
+            f"{name}-k8s", kubeconfig=kubeconfig, **k8s_provider_args(identifier),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]))
 
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=self.k8s_provider)
@@ -200,6 +210,18 @@ class GkeCluster(pulumi.ComponentResource):
 
         self.register_outputs({"cluster": self.cluster.id, "kubeconfig": self.kubeconfig,
                                "gkeNetworks": list(self.gke_networks)})
+
+
+def provider_config(migration: str | None, *, dns: Any, ip: Any, identity: Any) -> tuple[Any, Any]:
+    """The worker provider's ``(kubeconfig, clusterIdentifier)`` for ``gpufleet:cluster.providerMigration``
+    (:data:`infra.protect.MIGRATIONS`): the DNS endpoint keyed to the cluster's identity, unless this update is a
+    step of an existing stack's way there, which changes one of the two only (pulumi-kubernetes replaces a provider
+    whose identifier changes, or whose server changes while no identifier is kept)."""
+    if migration == "drop-name-identifier":
+        return dns, None
+    if migration == "keep-ip-endpoint":
+        return ip, identity
+    return dns, identity
 
 
 def maintenance_policy(m: MaintenanceConfig) -> gcp.container.ClusterMaintenancePolicyArgs:

@@ -249,6 +249,12 @@ def _gke_version(version: str) -> tuple[int, ...]:
 _LABEL_BAD = re.compile(r"[^a-z0-9_-]")
 
 
+def primary_zone(cfg: StackConfig) -> str:
+    """Where the system node pool and the Managed Lustre export run: ``gpuZone``, else the first of the pools'
+    zones in name order, so reordering ``nodePools`` moves nothing (set ``gpuZone`` to pin it)."""
+    return cfg.gpu_zone or min(p.zone for p in cfg.node_pools)
+
+
 def gcp_labels(cfg: StackConfig, stack: str) -> dict[str, str]:
     """The stack's tags as GCP labels (lower-case ``[a-z0-9_-]``, at most 63 characters each).
 

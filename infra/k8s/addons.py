@@ -25,7 +25,7 @@ from infra.config import StackConfig
 from infra.k8s import kueue_objects as ko
 from infra.k8s.storage import CheckpointVolumes, CheckpointVolumesArgs
 from infra.outputs import training_service_account_output
-from infra.protect import stateful
+from infra.protect import patch_force_transform, stateful
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 # JobSet (CRD, controller and webhooks) from its official OCI chart. Pinned to v0.12.0 because Kueue v0.19.2
@@ -149,10 +149,12 @@ class JobSetInstall(pulumi.ComponentResource):
     def __init__(self, name: str, args: JobSetInstallArgs, opts: ResourceOptions | None = None) -> None:
         super().__init__("gpufleet:k8s:JobSetInstall", name, None, opts)
         provider = opts.provider if opts else None
-        # Server-side apply: on a cluster where an earlier Helm install created the CRD, this takes it over.
+        # Server-side apply: on a cluster where an earlier Helm install created the CRD, this takes it over, and
+        # patchForce (put on the CRD the ConfigFile registers, by a transform) wins over Helm's field manager.
         self.crd = k8s.yaml.v2.ConfigFile(
             f"{name}-jobset-crd", file=JOBSET_CRD_URL.format(version=args.version),
-            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on)))
+            opts=ResourceOptions(parent=self, provider=provider, depends_on=list(args.depends_on),
+                                 transforms=[patch_force_transform(("CustomResourceDefinition",))]))
         self.release = k8s.helm.v3.Release(
             f"{name}-jobset",
             name="jobset",

@@ -1,8 +1,8 @@
 """The MultiKueue hub stack: one Kueue manager that dispatches jobs to the worker clusters.
 
-The hub cluster is any small Kubernetes cluster (no GPUs) that the default Kubernetes provider
-reaches: set ``kubernetes:kubeconfig`` in ``stacks/Pulumi.hub.yaml`` (or leave it unset to use
-``$KUBECONFIG`` / ``~/.kube/config``). The workers are read through ``pulumi.StackReference`` from
+The hub cluster is any small Kubernetes cluster (no GPUs) that the hub's provider (:func:`hub_provider`, which
+reads what the default provider would) reaches: set ``kubernetes:kubeconfig`` in ``stacks/Pulumi.hub.yaml`` (or
+leave it unset to use ``$KUBECONFIG`` / ``~/.kube/config``). The workers are read through ``pulumi.StackReference`` from
 their stack outputs (``clusterName``, ``cloud``, ``region``, ``kubeconfig``, ``nodePools``, ``apiAccess``
 and the rest of what the dispatcher's fleet file carries), so every worker stack (with its
 :class:`~infra.k8s.addons.ClusterAddons`) must be up before the hub.
@@ -40,7 +40,7 @@ from infra.k8s.dispatch_image import DispatcherImage, DispatcherImageArgs
 from infra.k8s.dispatcher import Dispatcher, DispatcherArgs
 from infra.k8s.prometheus import hub_prometheus
 from infra.policy.checks import worker_path
-from infra.protect import k8s_provider_args
+from infra.protect import cluster_identity, k8s_provider_args
 
 HUB_SERVICE_ACCOUNT = "multikueue-hub"
 
@@ -289,6 +289,9 @@ class MultiKueueWorkerArgs:
     stack: str
     hub_cfg: StackConfig
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
+    # gpufleet:hub.providerMigration: drop-name-identifier for one update of a hub last updated with the
+    # hub-worker:<stack> identifiers (infra.protect.MIGRATIONS).
+    migration: str | None = None
 
 
 class MultiKueueWorker(pulumi.ComponentResource):
@@ -317,11 +320,15 @@ class MultiKueueWorker(pulumi.ComponentResource):
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 
         # --- on the worker: an identity for the hub's Kueue controller
-        # The worker's identity, not its kubeconfig's server, decides whether this provider (and everything it
-        # made on the worker) is replaced: the server moves when a worker turns its public endpoint on or off.
+        # The worker cluster's unique identity (its exported clusterIdentity: GKE DNS endpoint, EKS OIDC issuer),
+        # not its kubeconfig's server, decides whether this provider (and everything it made on the worker) is
+        # replaced: the server moves when a worker turns its public endpoint on or off, and a worker re-created
+        # under the same name is a new cluster. A worker that exports none yet (not updated since) gets none:
+        # the server decides until it does.
+        identity = ref.get_output("clusterIdentity").apply(
+            lambda i: None if args.migration == "drop-name-identifier" else cluster_identity("hub-worker", i))
         worker_provider = k8s.Provider(f"{name}-provider", kubeconfig=worker_kubeconfig,
-                                       **k8s_provider_args(f"hub-worker:{args.stack}"),
-                                       opts=ResourceOptions(parent=self))
+                                       **k8s_provider_args(identity), opts=ResourceOptions(parent=self))
         on_worker = ResourceOptions(parent=self, provider=worker_provider)
         # Cluster-wide it only lists and watches; it creates, deletes and updates in the team namespaces
         # only (where the hub's LocalQueues are, so where every copied workload and job lands).
@@ -408,7 +415,8 @@ class MultiKueueHub(pulumi.ComponentResource):
         for stack in cfg.hub.workers:
             key = ko.worker_key(stack)
             self.workers.append(MultiKueueWorker(
-                f"{name}-{key}", MultiKueueWorkerArgs(stack=stack, hub_cfg=cfg, depends_on=[*base, *priorities]),
+                f"{name}-{key}", MultiKueueWorkerArgs(stack=stack, hub_cfg=cfg, depends_on=[*base, *priorities],
+                                                      migration=cfg.hub.provider_migration),
                 opts=ResourceOptions(parent=self)))
 
         rendered = Output.all(*[w.worker for w in self.workers]).apply(
@@ -447,7 +455,7 @@ class MultiKueueHub(pulumi.ComponentResource):
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_image: DispatcherImage | None = None
         # Where the dispatcher's observations are kept (infra.k8s.prometheus), unless the user names a server.
-        self.prometheus = (hub_prometheus(name, cfg.hub.dispatch.prometheus_url, (), self)
+        self.prometheus = (hub_prometheus(name, cfg.hub.dispatch, cfg.cloud, (), self)
                            if cfg.hub.dispatcher == "External" else None)
         if cfg.hub.dispatcher == "External":
             image: Output[str] | None = None
@@ -537,6 +545,19 @@ def _check_workers(cfg: StackConfig) -> None:
         raise ConfigError("gpufleet:hub.workers", "MultiKueueConfig takes at most 20 clusters")
 
 
+def hub_provider(name: str) -> k8s.Provider:
+    """The hub cluster's provider, with the options of every other gpufleet provider (server-side apply, adopting
+    what exists: the JobSet CRD an earlier Helm install made). It reaches the cluster the default provider would:
+    the stack's ``kubernetes:kubeconfig`` / ``context`` / ``cluster`` when set, else ``$KUBECONFIG`` or
+    ``~/.kube/config``. Moving the hub's objects onto it replaces none of them (Pulumi CLI 3.151+ asks its
+    DiffConfig, which sees the same cluster); it carries no identifier, since nothing in the hub stack knows the hub
+    cluster's identity."""
+    conf = pulumi.Config("kubernetes")
+    given: dict[str, Any] = {"kubeconfig": conf.get_secret("kubeconfig"), "context": conf.get("context"),
+                             "cluster": conf.get("cluster")}
+    return k8s.Provider(f"{name}-k8s", **{k: v for k, v in given.items() if v is not None}, **k8s_provider_args())
+
+
 def build_hub(cfg: StackConfig) -> None:
     """Build the hub stack and export its queues."""
     try:
@@ -544,7 +565,8 @@ def build_hub(cfg: StackConfig) -> None:
     except ConfigError as exc:
         # RunError prints one line without a Python traceback in `pulumi up`.
         raise pulumi.RunError(f"invalid stack config: {exc}") from None
-    hub = MultiKueueHub(cfg.cluster_name, MultiKueueHubArgs(cfg=cfg))
+    hub = MultiKueueHub(cfg.cluster_name, MultiKueueHubArgs(cfg=cfg),
+                        opts=pulumi.ResourceOptions(provider=hub_provider(cfg.cluster_name)))
     pulumi.export("role", "hub")
     pulumi.export("cloud", cfg.cloud)
     pulumi.export("region", cfg.region)

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 from pulumi import ResourceOptions
 
 from infra.config import StackConfig
-from infra.protect import stateful
+from infra.protect import stateful, taken_over
 from placement.model.checkpoint_volumes import CLAIM_NAME, volume_objects
 
 
@@ -50,14 +50,16 @@ class CheckpointVolumes(pulumi.ComponentResource):
 
         for ns, namespace in zip(cfg.training_namespaces, args.namespaces, strict=True):
             objs = render(ns)
+            # An older `placement submit` created these two: the stack takes them over, forcing its fields
+            # over the other field manager's (infra.protect.taken_over).
             pv = k8s.core.v1.PersistentVolume(
-                f"{name}-pv-{ns}", metadata=objs.apply(lambda o: o[0]["metadata"]),
+                f"{name}-pv-{ns}", metadata=taken_over(objs.apply(lambda o: o[0]["metadata"])),
                 spec=objs.apply(lambda o: o[0]["spec"]),
                 # Retain in Kubernetes terms too: the PV is never what deletes checkpoint data.
                 opts=stateful(cfg, f"{name}-pv-{ns}", ResourceOptions(parent=self, provider=provider)))
             self.volumes.append(pv)
             self.claims.append(k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-pvc-{ns}", metadata=objs.apply(lambda o: o[1]["metadata"]),
+                f"{name}-pvc-{ns}", metadata=taken_over(objs.apply(lambda o: o[1]["metadata"])),
                 spec=objs.apply(lambda o: o[1]["spec"]),
                 # A claim is bound at once to its pre-created volume; nothing to wait for beyond that.
                 opts=ResourceOptions(parent=self, provider=provider, depends_on=[namespace, pv])))

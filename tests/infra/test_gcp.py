@@ -376,6 +376,13 @@ def test_bad_maintenance_config_names_the_key(maintenance: dict[str, Any], key: 
     assert err.value.field == f"gpufleet:{key}"
 
 
+def test_the_replace_table_covers_every_type_registered(any_run: tuple[StackConfig, RunResult]) -> None:
+    """Issue 37: Managed Lustre, Filestore, private services access and CMEK variants included."""
+    from infra.replace import uncovered
+
+    assert uncovered(r.type for r in any_run[1].resources) == []
+
+
 def test_gpu_health_dcgm_metrics_and_auto_repair(any_run: tuple[StackConfig, RunResult]) -> None:
     cfg, result = any_run
     (cluster,) = result.of_type(CLUSTER)
@@ -506,9 +513,9 @@ def test_checkpoint_bucket_is_private_uniform_and_versioned(stack: tuple[StackCo
 def test_training_identity_reaches_only_the_stack_bucket(any_run: tuple[StackConfig, RunResult]) -> None:
     cfg, result = any_run
     (bucket,) = result.of_type(BUCKET)
-    # With Managed Lustre, its service agent also gets the bucket (infra/gcp/lustre_sync.py writes the exports).
+    # With Managed Lustre, its export job and service agent also get the bucket (infra/gcp/lustre_sync.py).
     (access,) = [r for r in result.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-                 if "@gcp-sa-lustre." not in str(r.inputs.get("member"))]
+                 if "-lustre-sync-" not in r.name]
     email = result.outputs["trainingGoogleServiceAccount"]
     assert access.inputs == {"bucket": bucket.inputs["name"], "role": "roles/storage.objectUser",
                              "member": f"serviceAccount:{email}"}

@@ -80,6 +80,9 @@ def fabricate(cfg: StackConfig) -> dict[str, Any]:
         "apiAccess": api_access_output(cfg),
         "hubLink": hub_link_output(cfg),
         "vpcId": "vpc-1234",  # a cloud-specific output the fleet file leaves out
+        # The worker cluster's unique identity (infra.outputs.export_cluster): GKE DNS endpoint, EKS OIDC issuer.
+        "clusterIdentity": f"gke:gke-{cfg.cluster_name}.{cfg.region}.gke.goog" if cfg.cloud == "gcp"
+        else f"eks:https://oidc.eks.{cfg.region}.amazonaws.com/id/{cfg.cluster_name.upper()}",
     }
     if cfg.cloud == "gcp":
         out["project"] = cfg.project
@@ -801,11 +804,59 @@ def test_vpn_config_is_checked() -> None:
                "hub": {**raw["hub"], "vpn": good}}, stack="hub")
 
 
-def test_the_hubs_provider_for_each_worker_keeps_its_identity_when_the_server_moves(run: mockrun.RunResult) -> None:
+def test_the_hubs_provider_for_each_worker_keeps_its_identity_when_the_server_moves(
+        run: mockrun.RunResult, fabricated_outputs: dict[str, dict[str, Any]]) -> None:
     """A worker that turns its public endpoint on changes its kubeconfig's server; the hub's provider for it is
-    keyed by the worker's stack (clusterIdentifier), so it and the RBAC it made there are not replaced."""
+    keyed by the worker cluster's unique identity (its exported clusterIdentity: issue 37), so it and the RBAC it
+    made there are not replaced, until the worker is a new cluster."""
     providers = [r for r in run.of_type("pulumi:providers:kubernetes") if r.name.endswith("-provider")]
-    assert providers
+    assert len(providers) == len(fabricated_outputs)
+    identities = {f"hub-worker:{o['clusterIdentity']}" for o in fabricated_outputs.values()}
+    assert {p.inputs.get("clusterIdentifier") for p in providers} == identities
     for p in providers:
-        assert str(p.inputs.get("clusterIdentifier", "")).startswith("hub-worker:"), p.name
         assert p.inputs.get("upsertExistingObjects") in (True, "true"), p.name
+
+
+def test_a_worker_that_exports_no_identity_yet_gets_a_provider_without_one(
+        fabricated_outputs: dict[str, dict[str, Any]]) -> None:
+    """A worker not updated since it started exporting clusterIdentity: its server decides until it does (adding
+    the identifier later, alone, replaces nothing)."""
+    stack = next(iter(fabricated_outputs))
+    saved = fabricated_outputs[stack].pop("clusterIdentity")
+    try:
+        run = mockrun.run_stack(HUB_STACK, config_override={"hub": hub_section(dispatcher="AllAtOnce", dispatch=None)})
+    finally:
+        fabricated_outputs[stack]["clusterIdentity"] = saved
+    key = ko.worker_key(stack)
+    (provider,) = [r for r in run.of_type("pulumi:providers:kubernetes") if r.name.endswith(f"-{key}-provider")]
+    assert "clusterIdentifier" not in provider.inputs or provider.inputs["clusterIdentifier"] is None
+
+
+def test_the_hubs_migration_step_drops_every_workers_identifier_and_nothing_else(
+        run: mockrun.RunResult, fabricated_outputs: dict[str, dict[str, Any]]) -> None:
+    """gpufleet:hub.providerMigration drop-name-identifier (one update of a hub last updated with hub-worker:<stack>
+    identifiers): no provider per worker has an identifier, and each keeps its kubeconfig (issue 37)."""
+    step = mockrun.run_stack(HUB_STACK, config_override={"hub": hub_section(
+        dispatcher="AllAtOnce", dispatch=None, providerMigration="drop-name-identifier")})
+
+    def providers(r: mockrun.RunResult) -> dict[str, Any]:
+        return {p.name: p.inputs for p in r.of_type("pulumi:providers:kubernetes") if p.name.endswith("-provider")}
+
+    before, after = providers(run), providers(step)
+    assert set(after) == set(before) and len(after) == len(fabricated_outputs)
+    for name, inputs in after.items():
+        assert inputs.get("clusterIdentifier") is None, name
+        assert inputs["kubeconfig"] == before[name]["kubeconfig"], name
+
+
+def test_the_hubs_own_provider_has_the_workers_options_and_serves_every_hub_object(run: mockrun.RunResult) -> None:
+    """Issue 37: the hub cluster's objects (its JobSet CRD among them, which an earlier Helm install may own) go
+    through a provider that applies server-side and adopts what exists, as every worker's does."""
+    (hub,) = [r for r in run.of_type("pulumi:providers:kubernetes") if r.name == "gpufleet-hub-k8s"]
+    assert hub.inputs.get("enableServerSideApply") in (True, "true")
+    assert hub.inputs.get("upsertExistingObjects") in (True, "true")
+    ref = f"{hub.urn}::{hub.name}-id"
+    on_hub = [r for r in run.resources if r.type.startswith("kubernetes:") and "-provider::" not in str(r.provider)]
+    assert on_hub and all(r.provider == ref for r in on_hub), [r.name for r in on_hub if r.provider != ref]
+    (crd,) = [r for r in on_hub if r.type == "kubernetes:yaml/v2:ConfigFile"]
+    assert crd.transforms  # patchForce on the CRD it registers (tests/infra/test_existing_stacks.py)

@@ -127,6 +127,14 @@ def test_two_gcp_workers_share_one_gateway_on_the_hub_vpc(vpn_run: mockrun.RunRe
         assert {p.inputs["peerAsn"] for p in peers} == {64512} and len(peers) == 4
 
 
+def test_the_replace_table_covers_every_vpn_type(vpn_run: mockrun.RunResult) -> None:
+    """Issue 37: every VPN resource type (AWS gateways and connections, GCP HA VPN, tunnels, router peers) is in
+    infra/data/force_new.yaml, so the preview predicts what a VPN change replaces."""
+    from infra.replace import uncovered
+
+    assert uncovered(r.type for r in vpn_run.resources) == []
+
+
 def test_one_phase1_and_one_phase2_algorithm_set_on_both_sides(vpn_run: mockrun.RunResult) -> None:
     for conn in vpn_run.of_type(CONNECTION):
         for t in (1, 2):

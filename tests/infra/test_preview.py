@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from infra import preview as pv
+from infra.replace import uncovered
 from placement.model.catalog import embedded_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +57,8 @@ def test_real_stack_preview(real: dict[str, Any], stack_file: str) -> None:
     doc = real["stacks"][name]
     assert doc["error"] is None, doc["error"]
     assert doc["resourceCount"] == sum(doc["resources"].values()) > 0
+    # Issue 37: the REPLACE table (infra/data/force_new.yaml) covers every type the stack registers.
+    assert doc["replaceUnknownTypes"] == [] and not uncovered(doc["resources"])
     assert doc["violations"] == []
     config = yaml.safe_load((ROOT / "stacks" / stack_file).read_text())["config"]
     pools = config.get("gpufleet:nodePools") or []

@@ -122,3 +122,43 @@ def test_an_unprotected_stateful_resource_fails_the_policy() -> None:
     from infra.policy.pack import policies
 
     assert checks.STATEFUL_PROTECTED in {p.name for p in policies()}
+
+
+def _pools_and_templates() -> None:
+    """The config's pools as outputs, and for each an EKS launch template with the pool's instance type (what a
+    pool change does to its nodes is decided there: infra/aws/gpu_nodes.py)."""
+    import pulumi_aws as aws
+
+    from infra.outputs import export_cluster
+    from infra.program import load_config
+
+    cfg = load_config()
+    for pool in cfg.node_pools:
+        aws.ec2.LaunchTemplate(f"{cfg.cluster_name}-{pool.name}-lt", name=f"{cfg.cluster_name}-{pool.name}",
+                               instance_type=pool.shape.name, update_default_version=True)
+    export_cluster(cfg, cluster_name=cfg.cluster_name, kubeconfig="apiVersion: v1", checkpoint_uri="s3://b/c")
+
+
+def test_an_instance_type_change_says_every_node_is_recreated(tmp_path: Path) -> None:
+    """Issue 37: p5 → p5en is no replacement (a new launch template version), and every node is recreated."""
+    def doc(side: str, instance_type: str) -> dict[str, Any]:
+        pools = copy.deepcopy(BASE["config"]["gpufleet:nodePools"])
+        pools[0]["instanceType"] = instance_type
+        root = tmp_path / side
+        (root / "stacks").mkdir(parents=True)
+        config = _edit(nodePools=pools)
+        config["gpufleet:checkpoint"] = {k: v for k, v in config["gpufleet:checkpoint"].items() if k != "filesystem"}
+        (root / "stacks" / "Pulumi.w.yaml").write_text(yaml.safe_dump({"config": config}))
+        return pv.preview(pv.discover_stacks(root), program=_pools_and_templates)
+
+    base, head = doc("base", "p5.48xlarge"), doc("head", "p5en.48xlarge")
+    (d,) = pv.diff(base, head).values()
+    (row,) = d["replacements"]
+    assert row["action"] == "recreate-nodes" and row["name"] == "gpufleet-aws-use1-p5-h100-spot-lt"
+    assert "p5.48xlarge → p5en.48xlarge" in row["reasons"][0]
+    (changed,) = d["poolsChanged"]
+    assert changed["notes"] and "every node of the pool is recreated" in changed["notes"][0]
+    text = pv.render_text(head, base)
+    assert "RECREATE-NODES gpufleet-aws-use1-p5-h100-spot-lt" in text and "NOTE instance type" in text
+    assert "every node of the pool is recreated" in pv.render_markdown(head, base)
+    assert pv.replacement_violations(base, head)["w"] == []  # not a replacement: nothing to acknowledge

@@ -141,9 +141,30 @@ def test_gke_provider_keeps_its_server_across_the_two_pass_bring_up(hub_exports:
     server1, _ = _provider_server(first)
     server2, provider = _provider_server(second)
     assert server1 == server2 and server1.endswith(".gke.goog")
-    dns = c2.inputs["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]
-    assert dns["enableK8sTokensViaDns"] is True and dns["allowExternalTraffic"] is True
+    # Issue 37: the DNS endpoint takes the provider's traffic in both passes, the private one included (IAM-gated);
+    # Kubernetes tokens, which nothing sends it, are refused there.
+    for cluster in (c1, c2):
+        dns = cluster.inputs["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]
+        assert dns["allowExternalTraffic"] is True and dns["enableK8sTokensViaDns"] is False
     assert provider.inputs.get("enableServerSideApply") in (True, "true")
+    # Keyed to the cluster's unique identity (its DNS endpoint), not its name; the hub reads it from the output.
+    host = server2.removeprefix("https://")
+    assert provider.inputs["clusterIdentifier"] == f"gke:{host}" == second.outputs["clusterIdentity"]
+
+
+def test_a_private_gke_worker_behind_a_private_link_is_reachable_by_its_own_provider(
+        hub_exports: dict[str, Any]) -> None:
+    """Issue 37: with publicAccess false and the hub over a private link, the stack's provider still reaches the
+    cluster from outside its VPC: the DNS endpoint takes external (IAM-authenticated) traffic."""
+    hub_exports["org/gpufleet/hub"] = {"role": "hub"}
+    run = mockrun.run_stack(str(STACKS / "Pulumi.gcp-usc1-a3mega.yaml"), program=_gcp_worker_only,
+                            config_override={"cluster": {**_raw("gcp-usc1-a3mega")["cluster"], "publicAccess": False,
+                                                         "hubPrivateLink": "external"}})
+    (cluster,) = run.of_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["privateClusterConfig"]["enablePrivateEndpoint"] is True
+    assert cluster.inputs["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]["allowExternalTraffic"] is True
+    server, _ = _provider_server(run)
+    assert server.endswith(".gke.goog")
 
 
 # ------------------------------------------------------------------ protected state, provider options
@@ -173,7 +194,8 @@ def test_worker_provider_adopts_existing_objects_and_keeps_its_identity(aws_run:
     # JobSet CRD an earlier Helm install made and the PV/PVC an older `placement submit` made are taken over.
     assert provider.inputs.get("upsertExistingObjects") in (True, "true")
     assert provider.inputs.get("enableServerSideApply") in (True, "true")
-    assert provider.inputs.get("clusterIdentifier") == "aws:us-east-1:gpufleet-aws-use1-p5"
+    # Issue 37: keyed to the cluster's unique identity (its OIDC issuer), not its name.
+    assert str(provider.inputs.get("clusterIdentifier")).startswith("eks:https://oidc.")
     ref = f"{provider.urn}::{provider.name}-id"
     crd = [r for r in aws_run.resources if r.type == "kubernetes:yaml/v2:ConfigFile" and "jobset-crd" in r.name]
     assert crd and all(r.provider == ref for r in crd)
@@ -199,26 +221,44 @@ def test_allow_replace_is_validated(value: Any, key: str) -> None:
 
 def test_managed_lustre_is_exported_to_the_bucket_by_a_cron_job(hub_exports: dict[str, Any]) -> None:
     from infra.gcp import lustre_sync
+    from infra.replace import uncovered
 
     hub_exports["org/gpufleet/hub"] = {"role": "hub"}
     run = mockrun.run_stack(str(STACKS / "Pulumi.gcp-usc1-a3mega.yaml"), program=_gcp_worker_only,
                             config_override={"checkpoint": {"prefix": "checkpoints", "filesystem": {
                                 "kind": "lustre", "capacityGb": 18000, "throughputMbpsPerTib": 1000}}})
+    assert not uncovered(r.type for r in run.resources)  # the REPLACE table knows every type registered
     (lustre,) = run.of_type("gcp:lustre/instance:Instance")
     assert lustre.protect and lustre.retain_on_delete
     (cron,) = run.of_type("kubernetes:batch/v1:CronJob")
     spec = cron.inputs["spec"]
     assert spec["schedule"] == lustre_sync.SCHEDULE and spec["concurrencyPolicy"] == "Forbid"
-    (container,) = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    # Issue 37: the image by digest; the run exports complete checkpoints only (infra/gcp/lustre_export.py).
+    assert container["image"] == lustre_sync.IMAGE and "@sha256:" in container["image"]
+    assert container["command"] == ["python", "-c", lustre_sync.EXPORT_SCRIPT]
     env = {e["name"]: e["value"] for e in container["env"]}
     (bucket,) = run.of_type("gcp:storage/bucket:Bucket")
-    assert env["GCS_URI"] == f"gs://{bucket.inputs['name']}/checkpoints/"
+    assert (env["BUCKET"], env["PREFIX"]) == (bucket.inputs["name"], "checkpoints")
     assert env["INSTANCE"] == f"projects/{lustre.inputs['project']}/locations/us-central1-a/instances/" \
                               f"{lustre.inputs['instanceId']}"
-    assert ":exportData" in container["command"][-1] and '"lustrePath"' in container["command"][-1]
-    agents = [r for r in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-              if "gcp-sa-lustre" in str(r.inputs.get("member"))]
-    assert agents and agents[0].inputs["role"] == "roles/storage.objectAdmin"
+    # It reads the file system read-only, through a claim of its own.
+    (volume,) = pod["volumes"]
+    assert volume["persistentVolumeClaim"] == {"claimName": lustre_sync.CLAIM, "readOnly": True}
+    assert container["volumeMounts"][0]["readOnly"] is True
+    # The export identity: a custom role with the export permission only (not roles/lustre.admin).
+    (role,) = run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert role.inputs["permissions"] == ["lustre.instances.exportData"]
+    grants = [r for r in run.of_type("gcp:projects/iAMMember:IAMMember") if "-lustre-sync-" in r.name]
+    assert [g.inputs["role"] for g in grants] == [f"projects/{role.inputs['project']}/roles/{role.inputs['roleId']}"]
+    assert all("lustre.admin" not in str(r.inputs.get("role")) for r in run.resources)
+    # The service agent's bucket access waits for the agent itself (a ServiceIdentity), not the first instance.
+    (agent,) = run.of_type("gcp:projects/serviceIdentity:ServiceIdentity")
+    assert agent.inputs["service"] == "lustre.googleapis.com"
+    (binding,) = [r for r in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+                  if "gcp-sa-lustre" in str(r.inputs.get("member"))]
+    assert binding.inputs["role"] == "roles/storage.objectUser" and run.depends_on(binding, agent)
     (provider,) = run.of_type("pulumi:providers:kubernetes")
     assert cron.provider is not None and cron.provider.startswith(provider.urn)
 
