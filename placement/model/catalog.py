@@ -15,13 +15,13 @@ import operator
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from placement.console import paused_gc
 from placement.errors import InputError, shown
 from placement.model.numbers import MAX_PRICE_USD, finite_number, non_negative_number, non_negative_price, positive_int
+from placement.model.packaged import packaged_text
 from placement.model.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 from placement.model.text import csv_rows
 from placement.model.zones import instance_type_mismatch, region_mismatch, zone_in_region
@@ -394,7 +394,7 @@ def dump_catalog(doc: dict[str, Any]) -> str:
 @functools.cache
 def embedded_catalog() -> Catalog:
     """The catalog shipped in ``placement/data/catalog.json``."""
-    text = resources.files("placement.data").joinpath("catalog.json").read_text(encoding="utf-8")
+    text = packaged_text("catalog.json")
     return parse_catalog_json(json.loads(text, parse_constant=reject_json_constant), source="embedded")
 
 
