@@ -660,7 +660,7 @@ def spot_source(job: JobSpec, offer: Offer) -> tuple[str, float]:
     """(where the spot rate of ``job`` on ``offer`` comes from, its 90th percentile per node-hour): ``job`` (its
     own figure, taken as known; it wins over calibration and live rates alike), ``calibration`` (the Gamma
     posterior), ``live`` or ``default`` (the Gamma prior of ``job.prior_node_hours``)."""
-    from placement.model.calibration import gamma_quantile, prior_p90
+    from placement.model.gamma import gamma_quantile, prior_p90
 
     if job.interruptions_from_job:
         return "job", job.interruptions_per_hour
