@@ -14,7 +14,6 @@ which a lower rate may readmit), each priced as the engine prices it; ranked as 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +134,15 @@ def _median_other_zones(chosen: Candidate, offers: Iterable[Offer]) -> float | N
         if x.cloud == o.cloud and x.shape.name == o.shape.name and x.spot_price is not None \
                 and (x.region, x.zone) != (o.region, o.zone):
             prices.setdefault((x.region, x.zone), x.spot_price)
-    return statistics.median(prices.values()) if prices else None
+    return _median(prices.values()) if prices else None
+
+
+def _median(values: Iterable[float]) -> float:
+    """``statistics.median`` (the same float: the middle value, or the mean of the two middle ones), without
+    importing statistics, which loads decimal and fractions into every plan process for this one call."""
+    data = sorted(values)
+    half = len(data) // 2
+    return data[half] if len(data) % 2 else (data[half - 1] + data[half]) / 2
 
 
 def warnings(p: Plan, offers: Sequence[Offer]) -> list[str]:
