@@ -75,16 +75,21 @@ def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any],
              text: str) -> tuple[dict[str, Any], str]:
     """Add what decides the plan: the break-even spot rate, the warnings on the pick and the calibration used."""
     from placement.files.calibrations import info
-    from placement.plan.decides import break_even, break_even_text, warnings
+    from placement.plan.decides import break_even, break_even_text, price_flag, price_flag_text, warnings
 
     rate = break_even(result)
     found = warnings(result, offers)
     warn(found)
     doc = {**doc, "break_even_interruptions_per_hour": rate, "warnings": found, "calibration": info(cal)}
+    flag = price_flag(result.chosen, offers)
+    if flag and doc.get("chosen") is not None:
+        doc["chosen"] = {**doc["chosen"], "price_flag": flag}
     if text:
         from placement.commands.render import wrap
 
         lines = [break_even_text(rate, result.chosen)] if result.rows else []
+        if flag and result.chosen is not None:
+            lines.append(price_flag_text(result.chosen, flag))
         if cal is not None:
             lines.append(f"calibration: {cal.source} (measured {cal.measured_from:%Y-%m-%d} to "
                          f"{cal.measured_to:%Y-%m-%d})")
