@@ -13,7 +13,6 @@ import functools
 import json
 import operator
 import os
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,14 @@ from typing import Any
 
 from placement.console import paused_gc
 from placement.errors import InputError, shown
-from placement.model.numbers import MAX_PRICE_USD, finite_number, non_negative_number, non_negative_price, positive_int
+from placement.model.numbers import (
+    MAX_PRICE_USD,
+    finite_number,
+    median,
+    non_negative_number,
+    non_negative_price,
+    positive_int,
+)
 from placement.model.packaged import packaged_text
 from placement.model.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 from placement.model.text import csv_rows
@@ -436,7 +442,7 @@ def machine_medians(offers: Iterable[Offer]) -> dict[tuple[str, str], float]:
     values: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     for (cloud, itype, _), price in per_region.items():
         values[(cloud, itype)].append(price)
-    return {k: statistics.median(v) for k, v in values.items()}
+    return {k: median(v) for k, v in values.items()}
 
 
 def price_problem(offer: Offer, median: float | None) -> str | None:
