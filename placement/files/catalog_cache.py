@@ -42,6 +42,7 @@ from placement.model.catalog import (
     Offer,
     RowChecks,
     adhoc_shape,
+    new_offer,
     parse_skypilot_csv,
     paused_gc,
     reject_json_constant,
@@ -205,7 +206,7 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
         raise ValueError("an offer listed twice")  # the parser keeps one offer per (type, region, zone)
     shapes, places = _checked(shapes, places, pairs, cloud)
     columns = zip(shape_at, place_at, _prices(doc["price"], n), _prices(doc["spot"], n), strict=True)
-    return tuple(Offer(cloud, places[j][0], places[j][1], shapes[i], p, sp) for i, j, p, sp in columns)
+    return tuple(new_offer(cloud, places[j][0], places[j][1], shapes[i], p, sp) for i, j, p, sp in columns)
 
 
 def _checked(shapes: list[Any], places: list[tuple[str, str]], pairs: set[tuple[int, int]], cloud: str

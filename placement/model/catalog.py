@@ -79,6 +79,23 @@ class Offer:
         return self.shape.name
 
 
+_OFFER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Offer) if f.name not in
+                   ("cloud", "region", "zone", "shape", "price", "spot_price")}
+_new = object.__new__
+_set = object.__setattr__
+
+
+def new_offer(cloud: str, region: str, zone: str, shape: Shape, price: float | None,
+              spot_price: float | None) -> Offer:
+    """``Offer(cloud, region, zone, shape, price, spot_price)`` with every other field at its default: the same
+    object (fields, equality, hash, repr), built with one attribute write instead of the frozen ``__init__``'s
+    fourteen (a catalog read from its cache builds tens of thousands)."""
+    o = _new(Offer)
+    _set(o, "__dict__", {"cloud": cloud, "region": region, "zone": zone, "shape": shape, "price": price,
+                         "spot_price": spot_price, **_OFFER_DEFAULTS})
+    return o
+
+
 @dataclass(frozen=True)
 class CatalogOrigin:
     """Where one cloud's offers came from: the embedded catalog (``as_of`` its date), a CSV file (``path``,
@@ -334,8 +351,8 @@ def _skypilot_offers(rows: Iterable[tuple[int, list[str]]], header: list[str], c
             shape, region, zone = checks.check(line, cells, place)
         else:
             region, zone = region_zone
-        offer = Offer(cloud, region, zone, shape, _cell_price(row[i_price], "Price", line, source),
-                      _cell_price(row[i_spot], "SpotPrice", line, source))
+        offer = new_offer(cloud, region, zone, shape, _cell_price(row[i_price], "Price", line, source),
+                          _cell_price(row[i_spot], "SpotPrice", line, source))
         key = (shape.name, region, zone)
         if key in seen:
             _add_offer(seen, offer, f"line {line}", source, warnings)
