@@ -1,4 +1,8 @@
-"""Turn plans into the versioned JSON document or a text table. Pure: returns data or strings."""
+"""Turn plans into the versioned JSON document or a text table. Pure: returns data or strings.
+
+Why one module: the JSON documents and the tables of plan, plan-batch and offers are rendered from the same helpers
+(money, hours, notes, a candidate's figures), so a figure reads the same in both.
+"""
 
 from __future__ import annotations
 

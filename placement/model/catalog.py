@@ -3,6 +3,9 @@
 Parsing takes text and returns data; reading files is left to the caller (the CLI) except for the
 embedded catalog, which ships inside the package, and the refreshed one in the user's data directory
 (:func:`default_catalog` picks the newer of the two).
+
+Why one module: the embedded, refreshed and CSV catalogs share one :class:`Offer`, one set of row checks and one
+price check.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Pure: takes parsed YAML (dicts and lists) and returns data, raising :class:`InputError` with the
 dotted field name and the fix on the first problem.
+
+Why one module: :class:`JobSpec` and its parser are one schema (docs/job-spec.md), each field's check beside the
+fields it interacts with (capacity, spot, deadlines, data).
 """
 
 from __future__ import annotations
