@@ -10,6 +10,9 @@ catalog).
 there in a subprocess, so the baseline uses REF's code, shapes, catalog and stack files.
 
 Exit codes: 0 clean, 1 a mandatory policy is violated, 2 bad input (unknown stack, bad ref, a stack that fails).
+
+Why one module: it is one command (``scripts/preview``): discovery, pricing, the base ref's run and the diff feed
+one text or Markdown report, and their helpers are private to it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ resources and tests validate them against the Kueue v0.19 CRDs. The naming schem
 Quotas always follow the node pools: a flavor's nominal quota is ``pool.max_nodes`` times the
 per-node :func:`allocatable` resources of the pool's shape, so Kueue never admits more than the
 pool can hold at full scale.
+
+Why one module: every object here derives from the same node pools and naming scheme (worker queues and flavors, the
+hub's MultiKueue objects), and the tests validate them together against the Kueue CRDs.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ return :class:`Violation` rows naming the offending resource.
 
 No Pulumi import here: the same functions run in ``scripts/preview`` (mocked resources), in the CrossGuard pack
 (``infra/policy/__main__.py``) and in unit tests on hand-written fixtures.
+
+Why one module: it is the one list of mandatory policies that the preview and the CrossGuard pack both load
+(:func:`check` runs them all); each check is a self-contained function, so its length is their number, not coupling.
 """
 
 from __future__ import annotations

@@ -125,10 +125,10 @@ def warn(lines: Sequence[str]) -> None:
 def plan_time(args: argparse.Namespace) -> dt.datetime:
     import datetime as dt
 
-    from placement.model.reservations import parse_time
-
     if getattr(args, "now", None) is None:  # offers has no --now
         return dt.datetime.now(dt.UTC)
+    from placement.model.reservations import parse_time
+
     if not args.now.strip():
         raise UsageError("--now: is empty; give an ISO-8601 time such as 2026-12-01T00:00:00Z, or leave the flag out "
                          "for the current time")

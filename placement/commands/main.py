@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import os
 import sys
@@ -67,26 +68,50 @@ def _command_named(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, alone: bool = False) -> argparse.ArgumentParser:
     """The ``placement`` parser. Every command is listed; the flags are added for ``only`` (importing its module),
-    for none when ``only`` is ``""`` (``placement --help``), for every command when it is None (completion)."""
+    for none when ``only`` is ``""`` (``placement --help``), for every command when it is None (completion).
+    ``alone``: only ``only`` is listed, for a command line that starts with it (the root parser's own help and
+    choices are then never shown: its parser answers everything after the command's name)."""
     parser = _Parser(prog="placement", description="Rank where a GPU job can run now, with compute and egress "
                      "cost, across AWS and GCP. Exit codes: 0 placed, 1 nothing feasible, 2 bad input.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, _, help_text) in COMMANDS.items():
+        if alone and name != only:
+            continue  # a parser per command is ~1 ms a process, for lines no one sees
         p = sub.add_parser(name, help=help_text)
         if only is None or only == name:
             importlib.import_module(module).add_arguments(p)
     return parser
 
 
+# Commands that answer once and exit: their objects live until the process ends, so no collector pass over them
+# (plan-batch and dispatch run on, and collect).
+ONE_SHOT = frozenset({"plan", "offers", "submit"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 placed, 1 nothing feasible, 2 bad input)."""
+    """Entry point; returns the exit code (0 placed, 1 nothing feasible, 2 bad input). ``argv`` None: the process's
+    own arguments (the ``placement`` command itself)."""
+    process = argv is None
+    argv = sys.argv[1:] if argv is None else list(argv)
+    named = _command_named(argv)
+    # From the parser on, not only around the command: building the parser and loading the model allocate enough
+    # for a dozen collections, each walking every object made so far, to free nothing.
+    with paused_gc() if named in ONE_SHOT else contextlib.nullcontext():
+        code = _main(argv, named)
+    if process and named in ONE_SHOT:
+        # The process ends next: what is alive now is freed by the exit itself. Frozen, it is skipped by the
+        # interpreter's collections at shutdown, which would otherwise walk all of it three times (~5 % of a plan).
+        gc.freeze()
+    return code
+
+
+def _main(argv: list[str], named: str | None) -> int:
     from placement.errors import InputError
 
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(only=_command_named(argv) or "")  # "": no command's flags (--help, --version)
+    parser = build_parser(only=named or "", alone=named is not None and argv[0] == named)  # "": no command's flags
     try:
         args = parser.parse_args(argv)
         if args.version:
@@ -106,9 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.build_parser = build_parser  # completion writes every command's flags
         module, runner, _ = COMMANDS[args.command]
         command = getattr(importlib.import_module(module), runner)
-        # A plan's objects live until it exits: no collector passes over them (plan-batch and dispatch run on).
-        with paused_gc() if args.command in ("plan", "offers", "submit") else contextlib.nullcontext():
-            code = command(args)
+        code = command(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return code
     except UsageError as exc:

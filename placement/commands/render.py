@@ -1,4 +1,8 @@
-"""Turn plans into the versioned JSON document or a text table. Pure: returns data or strings."""
+"""Turn plans into the versioned JSON document or a text table. Pure: returns data or strings.
+
+Why one module: the JSON documents and the tables of plan, plan-batch and offers are rendered from the same helpers
+(money, hours, notes, a candidate's figures), so a figure reads the same in both.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from placement.model.catalog import Catalog, Offer
 from placement.model.trust import SPOT_NOT_CHEAPER, spot_not_cheaper, stale_clouds
-from placement.plan.batch import BatchResult
 from placement.plan.job import Candidate, Plan, request_text, why_chosen
 
 if TYPE_CHECKING:
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
 
     from placement.model.jobspec import JobSpec
     from placement.model.reservations import Reservation
+    from placement.plan.batch import BatchResult
 
 SCHEMA = "gpufleet.placement/v1"
 # Fields added to v1 documents since it was cut (fields are only ever added): 1 = issue 19 (scaling_efficiency,
@@ -146,6 +150,8 @@ def cheaper_doc(p: Plan) -> dict[str, Any] | None:
 
 def unused_reservations(p: Plan, reservations: Sequence[Reservation]) -> list[dict[str, Any]]:
     """``reservations_unused``: each reservation in the job's scope the plan does not use, and why."""
+    if not reservations:
+        return []  # nothing to report: a plan without reservations does not load their module
     from placement.plan.reservation_use import unused
 
     return [{"id": u.reservation.id, "cloud": u.reservation.cloud, "region": u.reservation.region,

@@ -32,6 +32,10 @@ its MultiKueueCluster, last good snapshot or none), worker kubeconfig Secrets ar
 :mod:`placement.fleet.redact`, Events count as memory only from the Workload's own namespace and within the
 clock-skew tolerance (:func:`placement.dispatch.memory.trusted`), and every worker read has a deadline: a
 worker that misses it is stale for the pass, never waited on.
+
+Why one module: :class:`Controller` owns a pass's shared state (informers, lease, memory, stale workers) from the
+watch to the Event; the pure parts already live apart (:mod:`~placement.dispatch.snapshot`,
+:mod:`~placement.dispatch.decide`, :mod:`~placement.dispatch.memory`, :mod:`~placement.dispatch.prices`).
 """
 
 from __future__ import annotations

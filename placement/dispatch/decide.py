@@ -31,6 +31,10 @@ wait plus the engine's ready time is past the job's ``deadline_hours`` is never 
 it; then ties go to the lower score, the lower cost, the worker key. Workloads nominated earlier in the pass
 count as backlog for later ones. A Workload or job spec that cannot be read (or names a field this version
 does not know) is never nominated nor guessed: it waits, with an ``Unreadable`` Event.
+
+Why one module: the score above is one computation over one pass's state (backlog, flavor quotas, memoised costs and
+fits) that every function here shares; it is pure and tested whole against a frozen reference
+(``tests/placement/dispatch/reference_decide.py``). The Kubernetes side is :mod:`placement.dispatch.controller`.
 """
 
 from __future__ import annotations

@@ -14,22 +14,17 @@ import datetime as dt
 import functools
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement.errors import InputError, UsageError, shown
-from placement.model.calibration import (
-    FUTURE_SKEW,
-    Calibration,
-    CheckpointRow,
-    SpeedRow,
-    SpotColumns,
-    calibration_text,
-    pack_spot,
-    parse_calibration,
-)
+
+if TYPE_CHECKING:
+    from placement.model.calibration import Calibration
+
+# The model (placement.model.calibration: statistics, its record types) is imported where a file is read or
+# written, not here: a plan without a calibration file looks for one and is done.
 
 DIR_NAME = "calibration"
 PREFIX = "calibration-"
@@ -116,6 +111,8 @@ def _well_packed(count: Any, packed: Any) -> bool:
 def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
     import marshal
 
+    from placement.model.calibration import FUTURE_SKEW, Calibration, CheckpointRow, SpeedRow, SpotColumns
+
     entry = _cache_entry(path)
     if entry is None:
         return None
@@ -152,6 +149,9 @@ def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
 def _remember(path: str, cal: Calibration) -> None:
     """Write the parsed rows beside the cache's other entries (atomically; a failure only costs the next read)."""
     import marshal
+    import tempfile
+
+    from placement.model.calibration import pack_spot
 
     entry = _cache_entry(path)
     if entry is None:
@@ -183,6 +183,7 @@ def read_calibration(path: str | os.PathLike[str], now: dt.datetime | None = Non
     A large file's parsed rows are kept in the user cache directory, keyed by its path, size and modification
     time, so a plan reads a 10,000-row file in milliseconds."""
     from placement.files.readers import read_text
+    from placement.model.calibration import parse_calibration
     from placement.model.text import MAX_YAML_BYTES, parse_yaml
 
     hit = _cached(str(path), now)
@@ -221,19 +222,23 @@ def apply_calibration(args: Any, now: dt.datetime, offers: Sequence[Any],
                       job: Any = None) -> tuple[Calibration | None, list[Any], Any]:
     """(the calibration ``args`` name or the newest, offers with calibrated spot rates, ``job`` with measured
     speeds): what plan, plan-batch, submit and dispatch plan with."""
-    from placement.model.calibration import calibrated_job, calibrated_offers
-    from placement.model.jobspec import JobSpec
-
     del now  # "from the future" is judged by the clock, not by a plan made --now as of another time
     cal = resolve(args)
     if cal is None:
         return None, list(offers), job
+    from placement.model.calibration import calibrated_job, calibrated_offers
+    from placement.model.jobspec import JobSpec
+
     out = calibrated_offers(cal, offers, JobSpec.interruptions_per_hour, None if job is None else job.accelerators)
     return cal, out, None if job is None else calibrated_job(cal, job)
 
 
 def write_calibration(cal: Calibration, path: Path) -> Path:
     """Write ``cal`` to ``path`` atomically (a temporary file beside it, then a rename): never half-written."""
+    import tempfile
+
+    from placement.model.calibration import calibration_text
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

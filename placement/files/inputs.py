@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 def load_catalog(specs: Sequence[str]) -> Catalog:
     """The default catalog (the newer of the embedded and the refreshed one), with each ``CLOUD=PATH``
     replacing that cloud's offers (a large CSV parsed before is read from :mod:`placement.files.catalog_cache`)."""
-    from placement.files.catalog_cache import parse_cached
     from placement.model.catalog import default_catalog
 
     catalog = default_catalog()
@@ -38,6 +37,8 @@ def load_catalog(specs: Sequence[str]) -> Catalog:
             # The second would silently replace the first: refuse rather than guess which was meant.
             raise UsageError(f"--catalog: {cloud} is given twice; give one CSV per cloud")
         seen.add(cloud)
+        from placement.files.catalog_cache import parse_cached
+
         user = parse_cached(read_text(path, "--catalog"), cloud, source=path, modified=modified(path))
         for line in user.warnings:
             print(f"placement: warning: {line}", file=sys.stderr)
@@ -74,8 +75,8 @@ def load_quotas(path: str | None) -> QuotaTable:
 
 def load_reservations(path: str | None) -> tuple[Reservation, ...]:
     """The ``--reservations`` CSV (none without a path)."""
-    from placement.model.reservations import parse_reservations_csv
-
     if not path:
         return ()
+    from placement.model.reservations import parse_reservations_csv
+
     return parse_reservations_csv(read_text(path, "--reservations"), source=path)

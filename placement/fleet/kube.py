@@ -8,6 +8,9 @@ resourceVersion, re-lists on 410 Gone and survives dropped connections and 5xx a
 
 A kubeconfig someone else wrote (a worker's Secret) is loaded as data only (:func:`static_kubeconfig`); list
 answers are read within a deadline, headers and body together, and as hostile data (:func:`parse_list`).
+
+Why one module: it is the only place the ``kubernetes`` client is touched; kubeconfig loading, bounded reads, writes
+and the Informer share one error handling and one deadline discipline.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ restart it within a budget sized from the plan's expected interruptions (:func:`
 other trainer failure fails it at once; the trainer learns its dataset, checkpoint directory, interval and
 deadline from ``GPUFLEET_*`` variables (:func:`job_env`) and has ``terminationGracePeriodSeconds`` within the
 cloud's reclaim notice to checkpoint; a deadline becomes Kueue's maximum execution time.
+
+Why one module: a Job or JobSet is one object: its pods' environment, checkpoint storage, fabric devices and failure
+policy are built by the helpers here for the same manifest, and :func:`render` and :func:`render_portable` share all
+of them.
 """
 
 from __future__ import annotations

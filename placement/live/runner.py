@@ -14,6 +14,10 @@ outcomes back as JSON over a pipe and also writes the cache. ``GPUFLEET_LIVE_FOR
 Sources: one row per (cloud, service, region) that failed; successful, cached and offline answers are
 folded into one row per (cloud, service, status) whose ``detail`` says how many regions it covers.
 A cloud without credentials gets one ``no-credentials`` row (service ``credentials``).
+
+Why one module: the task list, the cache look-up, the thread pool, the forked AWS child and the summary are one
+pipeline under one deadline budget; each cloud's calls live in :mod:`~placement.live.aws` and
+:mod:`~placement.live.gcp`.
 """
 
 from __future__ import annotations

@@ -21,12 +21,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import yaml
 
 from placement.errors import InputError
+from placement.model.packaged import packaged_text
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ def parse_bill(doc: dict[str, Any]) -> BillBook:
 @functools.cache
 def bill_book() -> BillBook:
     """The shipped rates (cached)."""
-    text = resources.files("placement.data").joinpath("bill.yaml").read_text(encoding="utf-8")
-    return parse_bill(yaml.safe_load(text))
+    text = packaged_text("bill.yaml")
+    return parse_bill(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # libyaml: the same data
 
 
 def nat_usd(book: BillBook, cloud: str, region: str, data_cloud: str | None, data_region: str | None,

@@ -3,6 +3,9 @@
 Parsing takes text and returns data; reading files is left to the caller (the CLI) except for the
 embedded catalog, which ships inside the package, and the refreshed one in the user's data directory
 (:func:`default_catalog` picks the newer of the two).
+
+Why one module: the embedded, refreshed and CSV catalogs share one :class:`Offer`, one set of row checks and one
+price check.
 """
 
 from __future__ import annotations
@@ -13,16 +16,22 @@ import functools
 import json
 import operator
 import os
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from placement.console import paused_gc
 from placement.errors import InputError, shown
-from placement.model.numbers import MAX_PRICE_USD, finite_number, non_negative_number, non_negative_price, positive_int
+from placement.model.numbers import (
+    MAX_PRICE_USD,
+    finite_number,
+    median,
+    non_negative_number,
+    non_negative_price,
+    positive_int,
+)
+from placement.model.packaged import packaged_text
 from placement.model.shapes import CLOUDS, QuotaKeys, Shape, shape_book
 from placement.model.text import csv_rows
 from placement.model.zones import instance_type_mismatch, region_mismatch, zone_in_region
@@ -71,6 +80,23 @@ class Offer:
     @property
     def instance_type(self) -> str:
         return self.shape.name
+
+
+_OFFER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Offer) if f.name not in
+                   ("cloud", "region", "zone", "shape", "price", "spot_price")}
+_new = object.__new__
+_set = object.__setattr__
+
+
+def new_offer(cloud: str, region: str, zone: str, shape: Shape, price: float | None,
+              spot_price: float | None) -> Offer:
+    """``Offer(cloud, region, zone, shape, price, spot_price)`` with every other field at its default: the same
+    object (fields, equality, hash, repr), built with one attribute write instead of the frozen ``__init__``'s
+    fourteen (a catalog read from its cache builds tens of thousands)."""
+    o = _new(Offer)
+    _set(o, "__dict__", {"cloud": cloud, "region": region, "zone": zone, "shape": shape, "price": price,
+                         "spot_price": spot_price, **_OFFER_DEFAULTS})
+    return o
 
 
 @dataclass(frozen=True)
@@ -328,8 +354,8 @@ def _skypilot_offers(rows: Iterable[tuple[int, list[str]]], header: list[str], c
             shape, region, zone = checks.check(line, cells, place)
         else:
             region, zone = region_zone
-        offer = Offer(cloud, region, zone, shape, _cell_price(row[i_price], "Price", line, source),
-                      _cell_price(row[i_spot], "SpotPrice", line, source))
+        offer = new_offer(cloud, region, zone, shape, _cell_price(row[i_price], "Price", line, source),
+                          _cell_price(row[i_spot], "SpotPrice", line, source))
         key = (shape.name, region, zone)
         if key in seen:
             _add_offer(seen, offer, f"line {line}", source, warnings)
@@ -436,7 +462,7 @@ def machine_medians(offers: Iterable[Offer]) -> dict[tuple[str, str], float]:
     values: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     for (cloud, itype, _), price in per_region.items():
         values[(cloud, itype)].append(price)
-    return {k: statistics.median(v) for k, v in values.items()}
+    return {k: median(v) for k, v in values.items()}
 
 
 def price_problem(offer: Offer, median: float | None) -> str | None:
@@ -501,7 +527,7 @@ def dump_catalog(doc: dict[str, Any]) -> str:
 @functools.cache
 def embedded_catalog() -> Catalog:
     """The catalog shipped in ``placement/data/catalog.json``."""
-    text = resources.files("placement.data").joinpath("catalog.json").read_text(encoding="utf-8")
+    text = packaged_text("catalog.json")
     return parse_catalog_json(json.loads(text, parse_constant=reject_json_constant), source="embedded")
 
 

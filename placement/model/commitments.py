@@ -29,10 +29,10 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from placement.errors import InputError, shown
+from placement.model.packaged import packaged_text
 
 KINDS = ("capacity-block", "odcr", "savings-plan", "committed-use", "future-reservation")
 HOLDING_KINDS = ("capacity-block", "odcr", "future-reservation")  # hold nodes for you by default
@@ -413,7 +413,7 @@ def commitment_book() -> Book:
     """The terms shipped with the package."""
     import yaml
 
-    text = resources.files("placement.data").joinpath("commitments.yaml").read_text(encoding="utf-8")
+    text = packaged_text("commitments.yaml")
     return parse_book(yaml.safe_load(text), "placement/data/commitments.yaml")
 
 

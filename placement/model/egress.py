@@ -9,10 +9,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Literal
 
 import yaml
+
+from placement.model.packaged import packaged_text
 
 # (upper bound of the tier in GB or None for "no bound", USD per GB)
 Tier = tuple[float | None, float]
@@ -179,5 +180,5 @@ def parse_egress(doc: Mapping[str, Any]) -> EgressBook:
 @functools.cache
 def egress_book() -> EgressBook:
     """The egress rates shipped with the package."""
-    text = resources.files("placement.data").joinpath("egress.yaml").read_text(encoding="utf-8")
+    text = packaged_text("egress.yaml")
     return parse_egress(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))

@@ -10,12 +10,12 @@ import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 import yaml
 
 from placement.errors import InputError
+from placement.model.packaged import packaged_text
 
 GPUDIRECT_FABRICS = ("tcpx", "tcpxo", "rdma")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -121,7 +121,7 @@ def parse_gpudirect(doc: Mapping[str, Any]) -> GpuDirectBook:
 @functools.cache
 def gpudirect_book() -> GpuDirectBook:
     """The table shipped with the package (cached; read once per process)."""
-    text = resources.files("placement.data").joinpath("gpudirect.yaml").read_text(encoding="utf-8")
+    text = packaged_text("gpudirect.yaml")
     return parse_gpudirect(yaml.safe_load(text))
 
 

@@ -2,11 +2,13 @@
 
 Pure: takes parsed YAML (dicts and lists) and returns data, raising :class:`InputError` with the
 dotted field name and the fix on the first problem.
+
+Why one module: :class:`JobSpec` and its parser are one schema (docs/job-spec.md), each field's check beside the
+fields it interacts with (capacity, spot, deadlines, data).
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +51,8 @@ def _unknown_keys(doc: Mapping[Any, Any], allowed: Sequence[str], prefix: str) -
                              f"{type(key).__name__} {shown(key)}")
     unknown = sorted(set(doc) - set(allowed))
     if unknown:
+        import difflib  # only for a misspelt name
+
         close = difflib.get_close_matches(unknown[0], allowed, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise InputError(f"{prefix}{shown(unknown[0])[1:-1]}", f"is not a known field; {hint}expected one of "
@@ -282,6 +286,8 @@ def check_allowed_zones(job: JobSpec, offered: Collection[str], where: str = "")
     if not unknown:
         return []
     if len(unknown) == len(job.allow_zones):
+        import difflib  # only for a misspelt name
+
         close = difflib.get_close_matches(unknown[0], sorted(offered), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}? " if close else ""
         raise InputError(field, f"names no zone any catalog offers ({_names(unknown)}); {hint}`placement offers "
@@ -320,7 +326,7 @@ def _throughput(value: Any, field: str) -> tuple[tuple[str, float], ...]:
 def _priority(value: Any, field: str) -> tuple[str, int]:
     """(Kueue WorkloadPriorityClass name, value): a class name, or an integer on the classes' scale (production
     1000, burst 500, low 100), which takes the class of the highest value at or below it (else ``low``)."""
-    from placement.model.kueue import PRIORITY_CLASSES
+    from placement.model.priorities import PRIORITY_CLASSES
 
     values = {name: v for name, v, _ in PRIORITY_CLASSES}
     if isinstance(value, str) and value in values:

@@ -23,6 +23,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from placement.model.priorities import PRIORITY_CLASSES as PRIORITY_CLASSES
+from placement.model.priorities import SERVING_PRIORITY_CLASS as SERVING_PRIORITY_CLASS
 from placement.model.shapes import Shape
 
 API_GROUP = "kueue.x-k8s.io"
@@ -55,15 +57,7 @@ ALL_WORKERS = "all-workers"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 MULTIKUEUE_KUBECONFIG_KEY = "kubeconfig"
 
-# (name, value, description). Higher value wins; withinClusterQueue preemption evicts lower values.
-# The serving class (workers only, for the inference queue) outranks every training class.
-SERVING_PRIORITY_CLASS: tuple[str, int, str] = (
-    "serving", 2000, "Inference serving on a worker's inference queue: outranks all training.")
-PRIORITY_CLASSES: tuple[tuple[str, int, str], ...] = (
-    ("production", 1000, "Production training: preempts burst and low work in its ClusterQueue."),
-    ("burst", 500, "Short bursts: preempts low work, yields to production."),
-    ("low", 100, "Best-effort work that runs on idle quota and is preempted first."),
-)
+# The WorkloadPriorityClasses live in placement.model.priorities (a job spec reads them without this module).
 
 # Node labels the platform puts on GPU nodes, from the widest network domain down to the host.
 TOPOLOGY_LEVELS: dict[str, tuple[str, ...]] = {

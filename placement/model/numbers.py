@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from placement.errors import InputError, shown
@@ -105,3 +106,11 @@ def yaml_number(text: str) -> str | None:
         return repr(number)  # digits float() takes and YAML does not (other scripts' digits): the value itself
     whole, fraction, sign, exponent = form.groups()
     return f"{whole or '0'}{fraction if fraction and fraction != '.' else '.0'}e{sign or '+'}{exponent}"
+
+
+def median(values: Iterable[float]) -> float:
+    """``statistics.median`` of a non-empty collection (the same float: the middle value, or the mean of the two
+    middle ones), without importing statistics, which loads decimal and fractions into every plan process for it."""
+    data = sorted(values)
+    half = len(data) // 2
+    return data[half] if len(data) % 2 else (data[half - 1] + data[half]) / 2

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 import math
-from importlib import resources
 from typing import Any
 
 import yaml
 
 from placement.errors import InputError
+from placement.model.packaged import packaged_text
 from placement.model.physics import (
     CURVES,
     TRAINING,
@@ -200,7 +200,7 @@ def split_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[
 
 @functools.cache
 def _loaded() -> tuple[PhysicsBook, tuple[ScalingPoint, ...]]:
-    text = resources.files("placement.data").joinpath("workloads.yaml").read_text(encoding="utf-8")
+    text = packaged_text("workloads.yaml")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return parse_workloads(yaml.load(text, Loader=loader))
 
@@ -233,7 +233,7 @@ def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...]
 
     if book is None or points is None:
         book, points = _loaded()
-    text = resources.files("placement.data").joinpath("workloads.yaml").read_text(encoding="utf-8")
+    text = packaged_text("workloads.yaml")
     doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     out = ["### Speed per GPU (H100 = 1.0): every measured ratio", "",
            "| class | accelerator | model | benchmark | basis | measured | result | against |",

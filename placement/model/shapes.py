@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Literal
 
 import yaml
 
 from placement.errors import InputError
+from placement.model.packaged import packaged_text
 
 Cloud = Literal["aws", "gcp"]
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp")
@@ -261,6 +261,6 @@ def parse_shapes(doc: dict[str, Any]) -> ShapeBook:
 @functools.cache
 def shape_book() -> ShapeBook:
     """The shapes shipped with the package (cached; read once per process)."""
-    text = resources.files("placement.data").joinpath("shapes.yaml").read_text(encoding="utf-8")
+    text = packaged_text("shapes.yaml")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return parse_shapes(yaml.load(text, Loader=loader))

@@ -14,10 +14,10 @@ which a lower rate may readmit), each priced as the engine prices it; ranked as 
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from placement.model.numbers import median
 from placement.plan.job import Candidate, Plan, _never, deadline_reason
 
 if TYPE_CHECKING:
@@ -98,25 +98,53 @@ def break_even(p: Plan) -> float | None:
     ranked.sort(key=lambda x: x[0])  # the likeliest winners first: a step that finds one stops there
     keep = [(offer, t) for _, offer, t in ranked]
 
-    def spot_wins(rate: float) -> bool:
-        for offer, t in keep:
+    def wins(rate: float, candidates: Sequence[tuple[Any, Any]]) -> bool:
+        for offer, t in candidates:
             key = key_at(rate, offer, t)
             if key is not None and key < best_fixed:
                 return True
         return False
 
+    # The search first follows the likeliest winner alone (one pricing a step, not all of them at every rate where
+    # spot loses). Its path is the whole search's path when no other candidate wins at the lowest rate where the
+    # leader lost: each other one then loses at every rate the leader lost at (all at or above it; totals only
+    # grow with the rate) and the leader answers every other step alone. Else the search runs again over all.
+    lead = search(lambda rate: wins(rate, keep[:1]))
+    if lead is None:
+        return None if not keep or wins(RATE_HI, keep) else _whole(wins, keep)
+    bounds, lowest_loss = lead
+    if wins(lowest_loss, keep[1:]):
+        return _whole(wins, keep)
+    a, b = bounds
+    return _sig3(math.exp(0.5 * (a + b)))
+
+
+def search(spot_wins: Callable[[float], bool]) -> tuple[tuple[float, float], float] | None:
+    """The bisection on log(rate) between RATE_LO and RATE_HI: ((a, b), the lowest rate tried where spot lost), or
+    None when spot does not win at RATE_LO or still wins at RATE_HI. The break-even rate is exp((a + b) / 2)."""
     lo, hi = RATE_LO, RATE_HI
     if not spot_wins(lo) or spot_wins(hi):
         return None
+    lowest_loss = hi
     a, b = math.log(lo), math.log(hi)
     for _ in range(40):
         mid = 0.5 * (a + b)
-        if spot_wins(math.exp(mid)):
+        rate = math.exp(mid)
+        if spot_wins(rate):
             a = mid
         else:
-            b = mid
+            b, lowest_loss = mid, rate
         if b - a < 1e-5:  # relative 1e-5: far finer than the 3 significant digits shown
             break
+    return (a, b), lowest_loss
+
+
+def _whole(wins: Callable[[float, Sequence[tuple[Any, Any]]], bool], keep: Sequence[tuple[Any, Any]]) -> float | None:
+    """The search over every candidate that may win (the leader's alone did not settle it)."""
+    found = search(lambda rate: wins(rate, keep))
+    if found is None:
+        return None
+    (a, b), _ = found
     return _sig3(math.exp(0.5 * (a + b)))
 
 
@@ -137,7 +165,7 @@ def _median_other_zones(chosen: Candidate, offers: Iterable[Offer]) -> float | N
         if x.cloud == o.cloud and x.shape.name == o.shape.name and x.spot_price is not None \
                 and (x.region, x.zone) != (o.region, o.zone):
             prices.setdefault((x.region, x.zone), x.spot_price)
-    return statistics.median(prices.values()) if prices else None
+    return median(prices.values()) if prices else None
 
 
 def price_flag(c: Candidate | None, offers: Iterable[Offer]) -> str | None:

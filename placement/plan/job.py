@@ -24,6 +24,11 @@ formula and constant in docs/cost-model.md:
   total        compute + egress + NAT + checkpoint storage + checkpoint requests + delay
 Ranked: quota known to fit first, then quota unknown; by total (to the cent), then fewer nodes, then the
 lower hourly price, then cloud, region, zone, instance type, capacity (reserved, on-demand, spot).
+
+Why one module: the cost model above, the per-job memo that prices it (:class:`_Context`) and the ranking loop that
+reads the memo's fields (:func:`_scan`) are one unit: each formula lives in one place and a 50,000-offer plan's hot
+loop reads it without calls across modules; batch, schedule, decides and dispatch use the same rows and memo
+(``_candidate``, ``_never``), and the text helpers at the end describe a plan in the engine's own terms.
 """
 
 from __future__ import annotations
@@ -812,7 +817,7 @@ def spot_source(job: JobSpec, offer: Offer) -> tuple[str, float]:
     """(where the spot rate of ``job`` on ``offer`` comes from, its 90th percentile per node-hour): ``job`` (its
     own figure, taken as known; it wins over calibration and live rates alike), ``calibration`` (the Gamma
     posterior), ``live`` or ``default`` (the Gamma prior of ``job.prior_node_hours``)."""
-    from placement.model.calibration import gamma_quantile, prior_p90
+    from placement.model.gamma import gamma_quantile, prior_p90
 
     if job.interruptions_from_job:
         return "job", job.interruptions_per_hour

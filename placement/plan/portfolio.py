@@ -44,6 +44,10 @@ A term past the horizon (``beyond_horizon``): ``last-weeks`` charges its ``W_pas
 share the plan leaves unused in an average week of the forecast's last ``K`` weeks (``u`` ≤ what it holds, and
 the commitments reaching past the horizon share what their pool, or plan group, uses then); ``exclude`` never
 offers one.
+
+Why one module: the formulation above is one model: the forecast, the pools and fits that give its coefficients, the
+candidate commitments, the HiGHS model and the reading of its answer share index sets and change together (the
+generic HiGHS helpers are :mod:`placement.plan.milp`).
 """
 
 from __future__ import annotations

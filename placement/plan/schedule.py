@@ -24,6 +24,10 @@ of the same group and draw beats on both cost and ready time.
 Quota headroom is taken as constant over the horizon (the quota file is a snapshot); a reservation's free
 nodes count only inside its window ``[starts, ends)``. Unknown quota bounds nothing (those options rank after
 every known one, as in a plan).
+
+Why one module: the grid, the options, the column generation and the compact final MILP are stages of one solve that
+share its columns and slot indices; the HiGHS helpers it shares with batch and the portfolio are
+:mod:`placement.plan.milp`.
 """
 
 from __future__ import annotations

@@ -36,6 +36,9 @@ deleted the same way.
 Lustre, Managed Lustre, Filestore) is written first, with the same layout and atomicity, and then synced to the
 home by the same background thread (data files, checked as they are copied, then the home's manifest).
 Resuming takes the newest complete checkpoint of either.
+
+Why one module: the layout above is one protocol (claim, data, manifest; retention that deletes only its own) that
+:class:`Store` and :class:`Checkpointer` implement together: a split would part the writer from the rules it keeps.
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def test_a_file_read_again_in_one_process_is_read_anew_once_it_changes(tmp_path:
 
 def _quantile_bisection(q: float, shape: float, rate: float) -> float:
     """gamma_quantile as it was: P evaluated at every step of the bisection (the reference)."""
-    from placement.model.calibration import _gamma_p
+    from placement.model.gamma import _gamma_p
 
     mean = shape / rate
     lo, hi = 0.0, max(mean, 1e-300)
@@ -205,7 +205,7 @@ def _quantile_bisection(q: float, shape: float, rate: float) -> float:
 
 
 def test_the_gamma_quantile_is_the_full_bisections_float() -> None:
-    from placement.model.calibration import _quantile_bracket, gamma_quantile
+    from placement.model.gamma import _quantile_bracket, gamma_quantile
 
     rng = random.Random(90)
     cases = [(0.9, 0.05 * 100 + rng.randrange(0, 3000), 100 + rng.uniform(1, 20_000)) for _ in range(150)]
