@@ -165,7 +165,7 @@ def test_calibrate_reads_samples_without_numpy(tmp_path: Path, monkeypatch: pyte
 def test_a_counters_increase_is_its_rises_with_resets_counted_from_zero() -> None:
     assert measurements._rise([0.0, 5.0, 5.0, 2.0, 7.0, math.nan, 1.0, math.inf]) == 5.0 + 7.0 + 1.0
     assert measurements._rise([3.0]) == 0.0 and measurements._rise([]) == 0.0
-    assert measurements._increase([[0, "1"], [10, "4"], [20, "2"], [30, "9"]], 5, 25) == 2.0
+    assert measurements._increase([[0, "1"], [10, "4"], [20, "2"], [30, "9"]], 5, 25) == (2.0, 10.0, 20.0)
 
 
 def test_a_file_read_again_in_one_process_is_read_anew_once_it_changes(tmp_path: Path) -> None:

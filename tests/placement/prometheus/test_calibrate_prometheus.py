@@ -116,8 +116,8 @@ def _scrapes(url: str, metric: str, n: int, timeout_s: float = 20.0) -> None:
     """Wait until Prometheus holds ``n`` samples of ``metric``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        got = query(url, f"count_over_time({metric}[1h])", dt.datetime.now(dt.UTC))
-        if got and min(float(s["value"][1]) for s in got) >= n:
+        got = query(url, f"count_over_time({metric}[1h])", dt.datetime.now(dt.UTC)).samples
+        if got and min(v for _, v in got) >= n:
             return
         time.sleep(0.2)
     pytest.fail(f"prometheus did not scrape {metric} {n} times")
