@@ -170,6 +170,9 @@ def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kub
     ``~/.kube/config``), without touching the process-wide default configuration. ``static``: the
     kubeconfig is data from someone else (a worker's Secret): only :func:`static_kubeconfig`'s form is
     loaded. Every credential loaded is registered with the redaction layer (:mod:`placement.fleet.redact`)."""
+    from placement.console import require_extra
+
+    require_extra("submit", ("kubernetes",), "talking to a Kubernetes API server")  # a command checks first
     from kubernetes import client, config
 
     from placement.fleet.redact import redact, remember, remember_kubeconfig
