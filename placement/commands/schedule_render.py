@@ -134,13 +134,13 @@ def schedule_doc(s: Schedule, catalog: Catalog, at_once: BatchResult | None = No
 
 
 def write_chart(s: Schedule, path: str) -> None:
-    """A Gantt chart of the schedule (one bar per placed job, coloured by where it runs) as a PNG at ``path``."""
-    try:
-        import matplotlib
-    except ImportError:
-        from placement.errors import UsageError
+    """A Gantt chart of the schedule (one bar per placed job, coloured by where it runs) as a PNG at ``path``,
+    written whole or not at all. Its path and the charts extra were checked before the solve
+    (:func:`placement.commands.common.check_chart`)."""
+    import matplotlib
 
-        raise UsageError("--chart: needs matplotlib (pip install 'gpufleet[charts]')") from None
+    from placement.files.outputs import written
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -165,5 +165,8 @@ def write_chart(s: Schedule, path: str) -> None:
     if colours:
         ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
+    try:
+        with written(path) as fh:
+            fig.savefig(fh, format="png")
+    finally:
+        plt.close(fig)
