@@ -33,14 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.config import (
-    EKS_API_SG_INBOUND_RULES,
-    ConfigError,
-    StackConfig,
-    is_private_cidr,
-    linked_ranges,
-    public_span_error,
-)
+from infra.config import ConfigError, StackConfig
+from infra.config.cluster import EKS_API_SG_INBOUND_RULES
+from infra.config.network import is_private_cidr, public_span_error
+from infra.config.stack import linked_ranges
 from infra.outputs import public_endpoint_cidrs
 
 HUB_EGRESS_OUTPUT = "egressCidrs"

@@ -29,7 +29,7 @@ five linked GCP workers (two connections each); the config refuses more.
 
 Each side advertises its own networks over BGP (Cloud Router: the region's subnets, secondary ranges
 included; the virtual private gateway: the VPC's CIDRs), so the address ranges of the two ends must be
-disjoint (:func:`infra.config.range_overlaps`). Tunnel ``k`` (0..3) uses AWS connection ``k // 2``, its tunnel
+disjoint (:func:`infra.config.stack.range_overlaps`). Tunnel ``k`` (0..3) uses AWS connection ``k // 2``, its tunnel
 ``k % 2 + 1``, HA VPN interface ``k // 2`` and external gateway interface ``k``.
 """
 

@@ -76,7 +76,8 @@ def _local_hub_outputs(target: str) -> dict[str, Any] | None:
     """What hub stack ``target`` (``org/project/<stack>``) exports that a worker reads (``role``, ``egressCidrs``,
     ``vpnWorkers``, ``workerRanges``), from ``Pulumi.<stack>.yaml`` beside the stack being run and the worker
     files there; None when that file is missing. A stack that is not a hub exports only its role."""
-    from infra.config import ConfigError, linked_ranges, load_stack_file
+    from infra.config import ConfigError, load_stack_file
+    from infra.config.stack import linked_ranges
 
     if not _STACKS_DIR:
         return None

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.config import NodePoolConfig, StackConfig, is_private_cidr
+from infra.config import StackConfig
+from infra.config.network import is_private_cidr
+from infra.config.pools import NodePoolConfig
 from placement.model.checkpoint_volumes import CLAIM_NAME
 
 
@@ -59,9 +61,9 @@ def hub_link_output(cfg: StackConfig) -> dict[str, Any]:
     ``hubStack`` (``gpufleet:cluster.hubStack``, whose egress this stack authorises, or None),
     ``privateLink`` (``gpufleet:cluster.hubPrivateLink``: ``none`` or ``external``, a link built outside the
     stacks) and ``addressRanges``, the ranges the cluster brings into the hub's network
-    (:func:`infra.config.linked_ranges`, each ``{"key", "cidr"}``), which must not overlap the hub's or another
+    (:func:`infra.config.stack.linked_ranges`, each ``{"key", "cidr"}``), which must not overlap the hub's or another
     worker's."""
-    from infra.config import linked_ranges
+    from infra.config.stack import linked_ranges
 
     return {"hubStack": cfg.cluster.hub_stack, "privateLink": cfg.cluster.hub_private_link,
             "addressRanges": [{"key": f"gpufleet:{key}", "cidr": cidr} for key, cidr in linked_ranges(cfg)]}

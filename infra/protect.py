@@ -2,7 +2,7 @@
 
 File systems, buckets, Namespaces (with the jobs in them) and PersistentVolumes are ``protect``-ed, so Pulumi refuses
 to delete or replace them, and ``retainOnDelete``, so even a replacement the stack config acknowledges
-(``gpufleet:allowReplace``, validated by :func:`infra.config.parse_allow_replace`) leaves the old one in the cloud
+(``gpufleet:allowReplace``, validated by :func:`infra.config.stack.parse_allow_replace`) leaves the old one in the cloud
 or the cluster instead of deleting its data: the operator moves what is needed and removes it by hand.
 
 The worker's Kubernetes provider (:func:`k8s_provider_args`) keeps its identity across endpoint changes

@@ -70,8 +70,9 @@ EXAMPLES: dict[str, Example | Source] = {
                            "--no-schedule")),
     "plan-batch-schedule": Example(("plan-batch", "placement/examples/burst.yaml", "--quotas",
                                     "placement/examples/burst-quotas.csv", "--now", "2026-11-30T00:00:00Z")),
+    # --time-limit 60: HiGHS's limit is wall time, and a loaded machine must not stop a solve this page shows
     "portfolio": Example(("portfolio", "placement/examples/forecast.yaml", "--quotas",
-                          "placement/examples/quotas.csv")),
+                          "placement/examples/quotas.csv", "--time-limit", "60")),
     "offers": Example(("offers", "--accelerator", "H200", "--cloud", "gcp", "--capacity", "spot")),
     "no-runnable": Example(("plan", "placement/examples/l4-on-gcp.yaml")),
     "submit-dry-run": Example(("submit", JOB, "--stacks", STACKS, "--dry-run"), stderr_from="chosen:", head=6),

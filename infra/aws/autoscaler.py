@@ -27,7 +27,8 @@ import pulumi_kubernetes as k8s
 from infra.aws.gpu_nodes import GPU_TAINT_KEY, GPU_TAINT_VALUE, pool_labels
 from infra.aws.iam import pod_identity_trust_policy
 from infra.aws.layout import resource_tags, uses_efa
-from infra.config import ConfigError, NodePoolConfig, StackConfig
+from infra.config import ConfigError, StackConfig
+from infra.config.pools import NodePoolConfig
 from placement.model.kueue import EFA_HUGEPAGES_MIB, RES_HUGEPAGES
 
 CHART = "cluster-autoscaler"

@@ -6,6 +6,7 @@ of every namespace in ``cfg.training_namespaces``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ import pulumi_aws as aws
 
 from infra.aws.iam import irsa_trust_policy
 from infra.aws.layout import resource_tags
-from infra.config import FSX_DEPLOYMENT_TYPE, StackConfig
+from infra.config import StackConfig
+from infra.config.storage import FSX_DEPLOYMENT_TYPE
 from infra.protect import stateful
 
 # Lustre: 988 for LNet, 1018-1023 for the file servers (AWS FSx for Lustre VPC security guide).
@@ -24,6 +26,14 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 FSX_LUSTRE_VERSION = "2.15"
 DRA_EVENTS = ["NEW", "CHANGED", "DELETED"]
 INCOMPLETE_UPLOAD_DAYS = 7
+
+
+def homes_noncurrent_days() -> int:
+    """Days a replaced checkpoint under the homes is kept: placement/data/bill.yaml's
+    ``checkpoint.noncurrent_version_days``, what the plans bill (whole days, at least 1: S3's unit)."""
+    from placement.model.bill import bill_book
+
+    return max(1, math.ceil(bill_book().noncurrent_version_days))
 
 
 @dataclass(frozen=True)
@@ -188,7 +198,16 @@ class CheckpointStore(pulumi.ComponentResource):
                     noncurrent_days=ck.noncurrent_version_days),
                 abort_incomplete_multipart_upload=aws.s3.
                 BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                    days_after_initiation=INCOMPLETE_UPLOAD_DAYS))],
+                    days_after_initiation=INCOMPLETE_UPLOAD_DAYS)),
+                # The homes (one directory per job under the prefix): a replaced checkpoint is kept a short,
+                # documented time, the days placement/data/bill.yaml bills (issue 36); S3 applies the shorter of
+                # two overlapping expirations.
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="expire-replaced-checkpoints", status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=f"{ck.prefix}/"),
+                    noncurrent_version_expiration=aws.s3.
+                    BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                        noncurrent_days=homes_noncurrent_days()))],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
         self.checkpoint_uri = pulumi.Output.concat("s3://", bucket.bucket, "/", ck.prefix)
 

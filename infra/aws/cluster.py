@@ -11,7 +11,8 @@ import pulumi_aws as aws
 
 from infra.aws.iam import pod_identity_trust_policy, service_trust_policy
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags
-from infra.config import EKS_SUPPORT_TYPE, StackConfig
+from infra.config import StackConfig
+from infra.config.cluster import EKS_SUPPORT_TYPE
 from infra.outputs import endpoint_cidrs, public_endpoint_cidrs
 
 # Controllers (Kueue, the FSx CSI controller, CoreDNS) run here, never on GPU nodes.
@@ -162,7 +163,7 @@ class EksCluster(pulumi.ComponentResource):
                 service_ipv4_cidr=cfg.network.services_cidr, ip_family="ipv4"),
             enabled_cluster_log_types=CONTROL_PLANE_LOG_TYPES,
             # STANDARD: the cluster is upgraded at end of standard support instead of silently billing
-            # extended support (6x the control-plane price); infra/config.py refuses a version past that date
+            # extended support (6x the control-plane price); infra/config/cluster.py refuses a version past that date
             # (placement/data/eks_versions.yaml), so EKS never upgrades under the stack.
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=EKS_SUPPORT_TYPE),
             tags=tags("eks"),

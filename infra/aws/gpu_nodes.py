@@ -10,7 +10,8 @@ import pulumi_aws as aws
 
 from infra.aws.cluster import imdsv2_metadata, launch_template_version
 from infra.aws.layout import LAUNCHED_RESOURCE_TYPES, resource_tags, uses_efa
-from infra.config import NodePoolConfig, StackConfig
+from infra.config import StackConfig
+from infra.config.pools import NodePoolConfig
 from placement.model.kueue import EFA_HUGEPAGES_MIB
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"

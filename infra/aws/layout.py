@@ -11,7 +11,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from infra.config import ConfigError, NodePoolConfig, StackConfig
+from infra.config import ConfigError, StackConfig
+from infra.config.pools import NodePoolConfig
 from placement.model.zones import is_aws_zone_id
 
 # The VPC is carved into fixed slots that depend only on its CIDR and on each zone's own identity, never on

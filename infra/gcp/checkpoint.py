@@ -3,13 +3,15 @@
 Bucket choice (deliberate): the issue asks for both a hierarchical-namespace (HNS) bucket and object
 versioning, and GCS does not allow both on one bucket (HNS buckets reject Object Versioning). A
 checkpoint overwritten or deleted by a buggy job must be recoverable, so this bucket keeps a flat
-namespace with versioning on, old versions expire after ``checkpoint.noncurrentVersionDays``, and
+namespace with versioning on, old versions expire after ``checkpoint.noncurrentVersionDays`` (after a day under
+the checkpoint prefix, the jobs' homes: placement/data/bill.yaml's ``noncurrent_version_days``), and
 soft delete (``checkpoint.softDeleteDays``) covers a deleted bucket object on top. HNS only speeds
 up directory renames, which checkpoint writers (write-new-then-point) do not need.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,11 +19,19 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import CheckpointConfig, TrainingConfig
+from infra.config.storage import CheckpointConfig, TrainingConfig
 from infra.gcp.plan import bucket_name, service_account_id
 from infra.protect import stateful_names as stateful
 
 SECONDS_PER_DAY = 86400
+
+
+def homes_noncurrent_days() -> int:
+    """Days a replaced checkpoint under the homes is kept: placement/data/bill.yaml's
+    ``checkpoint.noncurrent_version_days``, what the plans bill (whole days)."""
+    from placement.model.bill import bill_book
+
+    return max(0, math.ceil(bill_book().noncurrent_version_days))
 LUSTRE_PORTS = ("988",)
 LUSTRE_FSNAME = "ckpt"
 FILESTORE_SHARE = "checkpoints"
@@ -98,6 +108,14 @@ class CheckpointStore(pulumi.ComponentResource):
                     action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
                     condition=gcp.storage.BucketLifecycleRuleConditionArgs(
                         days_since_noncurrent_time=ck.noncurrent_version_days, with_state="ARCHIVED")),
+                # The homes (one directory per job under the prefix): a replaced checkpoint is kept a short,
+                # documented time, what placement/data/bill.yaml bills (issue 36); soft delete then keeps it
+                # checkpoint.softDeleteDays more (billed too: bill.yaml gcp.soft_delete_days).
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                        days_since_noncurrent_time=homes_noncurrent_days(), with_state="ARCHIVED",
+                        matches_prefixes=[f"{ck.prefix}/"])),
                 gcp.storage.BucketLifecycleRuleArgs(
                     action=gcp.storage.BucketLifecycleRuleActionArgs(type="AbortIncompleteMultipartUpload"),
                     condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=7)),

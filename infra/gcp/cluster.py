@@ -11,7 +11,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.config import ClusterConfig, MaintenanceConfig
+from infra.config.cluster import ClusterConfig, MaintenanceConfig
 from infra.gcp.network import PODS_RANGE, SERVICES_RANGE, GcpNetwork
 from infra.gcp.plan import service_account_id
 from infra.protect import k8s_provider_args

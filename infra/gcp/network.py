@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import NetworkConfig
+from infra.config.network import NetworkConfig
 from infra.gcp.plan import GpuNetworkPlan, GpuSubnetPlan, GpuVpcPlan
 
 PODS_RANGE = "pods"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import NodePoolConfig
+from infra.config.pools import NodePoolConfig
 from infra.gcp.network import BuiltGpuSubnet
 
 GPU_TAINT_KEY = "nvidia.com/gpu"

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from infra.config import ConfigError, NodePoolConfig, StackConfig
+from infra.config import ConfigError, StackConfig
+from infra.config.pools import NodePoolConfig
 
 # gVNIC GPU VPCs of A3 High / A3 Mega (GPUDirect-TCPX/TCPXO): GKE's guides and the Cluster Toolkit
 # A3 Mega blueprint create them with MTU 8244.

@@ -33,7 +33,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi import Input, Output, ResourceOptions
 
-from infra.config import DispatchConfig
+from infra.config.dispatch import DispatchConfig
 from placement.model.kueue import API_GROUP, DISPATCH_NAME, KUEUE_NAMESPACE
 from placement.model.kueue import dispatch_secret_name as kubeconfig_secret_name
 

@@ -31,7 +31,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi import Output, ResourceOptions
 
-from infra.config import ConfigError, StackConfig, linked_ranges
+from infra.config import ConfigError, StackConfig
+from infra.config.stack import linked_ranges
 from infra.k8s import dispatcher as dp
 from infra.k8s import kueue_objects as ko
 from infra.k8s.addons import JobSetInstall, JobSetInstallArgs, KueueInstall, KueueInstallArgs, KueueObject

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from infra.config import NodePoolConfig, StackConfig
+from infra.config import StackConfig
+from infra.config.pools import NodePoolConfig
 from placement.model.kueue import (
     ALL_WORKERS,
     API_VERSION,

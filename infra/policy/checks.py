@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from infra.config import is_private_cidr
+from infra.config.network import is_private_cidr
 from placement.model.shapes import Shape, shape_book
 
 # Rule names, also the CrossGuard policy names.

@@ -73,20 +73,25 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any], text: str,
              args: argparse.Namespace, job: Any) -> tuple[dict[str, Any], str]:
-    """Add what decides the plan: the break-even spot rate, the warnings on the pick and the calibration in force
-    (its file, window and how many of its rows applied)."""
+    """Add what decides the plan: the break-even spot rate, the warnings on the pick, a flag on the pick's price
+    and the calibration in force (its file, window and how many of its rows applied)."""
     from placement.files.calibrations import applied, calibration_line, info
-    from placement.plan.decides import break_even, break_even_text, warnings
+    from placement.plan.decides import break_even, break_even_text, price_flag, price_flag_text, warnings
 
     rate = break_even(result)
     found = warnings(result, offers)
     warn(found)
     used = applied(cal, offers, [job])
     doc = {**doc, "break_even_interruptions_per_hour": rate, "warnings": found, "calibration": info(cal, used)}
+    flag = price_flag(result.chosen, offers)
+    if flag and doc.get("chosen") is not None:
+        doc["chosen"] = {**doc["chosen"], "price_flag": flag}
     if text:
         from placement.commands.render import wrap
 
         lines = [break_even_text(rate, result.chosen)] if result.rows else []
+        if flag and result.chosen is not None:
+            lines.append(price_flag_text(result.chosen, flag))
         if cal is not None and used is not None:
             lines.append(calibration_line(cal, used, chosen_by_default=not getattr(args, "calibration", None)))
         text += "".join("\n" + wrap(line, output_width(), "  ") for line in lines)

@@ -15,6 +15,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from placement.model.calibration import Calibration, SpeedRow, merge
 
 BENCHMARK_SCHEMA = "gpufleet.trainer-benchmark/v1"
 TIMEOUT_S = 3600.0  # per benchmark run; the CLI's default (placement.commands.main)
+MAX_TIMEOUT_S = 7 * 86400.0  # a week per run: the most --timeout takes (subprocess waits overflow past ~1e9 s)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,8 +53,12 @@ def _bench(args: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--config", args.config]
     if args.backend:
         cmd += ["--backend", args.backend]
+    from placement.trainer.settings import one_blas_thread
+
+    # One BLAS thread per process, as the trainer sets itself (a pool per core skews a shared CPU's figure).
+    env = {**os.environ, **one_blas_thread(os.environ)}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False, env=env)
     except subprocess.TimeoutExpired:
         raise ProfileError(f"the benchmark ran past --timeout {args.timeout:g} s; give fewer --steps", 1) from None
     if done.returncode != 0:
@@ -84,8 +90,8 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError("--steps: must be at least 1")
     if args.runs < 1:
         raise UsageError("--runs: must be at least 1")
-    if not 0 < args.timeout < math.inf:
-        raise UsageError("--timeout: must be a positive number of seconds")
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout: must be a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week)")
     if args.config and not Path(args.config).is_file():
         raise UsageError(f"--config: {shown(args.config)} is not a file")
     now = dt.datetime.now(dt.UTC)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -36,10 +37,12 @@ from placement.errors import InputError
 from placement.live import LiveRequest
 from placement.model.catalog import (
     Catalog,
+    Offer,
     catalog_document,
     default_catalog,
     dump_catalog,
     parse_catalog_json,
+    price_problems,
     refreshed_catalog_path,
     reject_json_constant,
 )
@@ -48,6 +51,33 @@ from placement.model.shapes import CLOUDS, shape_book
 EXIT_NOT_WRITTEN = EXIT_FAILED
 MAX_SHRINK = 0.20  # share of a cloud's offers a refresh may drop without --allow-shrink
 ANSWERED = ("ok", "partial")  # source statuses that carry fresh data
+
+
+# What a refreshed row's prices come from (its ``source`` in the written catalog), per cloud.
+ROW_SOURCES = {
+    "aws": ("placement refresh {when}: on-demand from the AWS Price List API (pricing GetProducts, Linux, shared "
+            "tenancy, per region) and spot from EC2 DescribeSpotPriceHistory (Linux/UNIX, the newest price per zone); "
+            "a price the clouds did not answer for is the previous catalog's"),
+    "gcp": ("placement refresh {when}: the Cloud Billing Catalog API (Compute Engine service 6F81-5844-456A): vCPUs x "
+            "the family's Core SKU + GiB x its Ram SKU + GPUs x the GPU SKU + the bundled Local SSD (A4: GPU-slice "
+            "SKUs), on-demand and Spot; a price the billing catalogue did not answer for is the previous catalog's"),
+}
+LIVE_SOURCES = ("aws-pricing", "aws-spot", "gcp-billing")
+
+
+def provenance(offers: tuple[Offer, ...], today: str) -> tuple[Offer, ...]:
+    """``offers`` with each row's source and date: a row the clouds priced names this refresh (its old flag, about
+    the old figures, dropped); the rest keep theirs. Then every row :func:`placement.model.catalog.price_problems` finds
+    suspect (spot above on-demand, on-demand far from the machine's median) is flagged with the problem, so the
+    written catalog says so where a plan picks it."""
+    out = []
+    for o in offers:
+        if any(part in LIVE_SOURCES for part in o.price_source.split("+")):
+            o = dataclasses.replace(o, price_ref=f"refresh-{o.cloud}", price_as_of=today, price_flag=None)
+        out.append(o)
+    flagged = {id(o): problem for o, problem in price_problems(out)}
+    return tuple(dataclasses.replace(o, price_flag=f"placement refresh {today}: {flagged[id(o)]}")
+                 if id(o) in flagged else o for o in out)
 
 
 def describe() -> str:
@@ -154,18 +184,22 @@ def run_refresh(args: argparse.Namespace) -> int:
         return _fail("no cloud answered; catalog left unchanged", EXIT_NOT_WRITTEN)
     # Clouds that did not answer (or were not asked) keep their current offers unchanged.
     keep = tuple(o for o in base.offers if o.cloud not in answered)
-    fresh = tuple(o for o in live.catalog.offers if o.cloud in answered)
-    catalog = Catalog(offers=keep + fresh, as_of=dt.date.today().isoformat(), source="refresh")
+    today = dt.date.today().isoformat()
+    fresh = provenance(tuple(o for o in live.catalog.offers if o.cloud in answered), today)
+    catalog = Catalog(offers=keep + fresh, as_of=today, source="refresh")
     shrunk = shrinkage(base, catalog, answered)
     if shrunk and not getattr(args, "allow_shrink", False):
         lost = ", ".join(f"{c} {n} of {o} offers" for c, (o, n) in shrunk.items())
         return _fail(f"the new catalog would keep only {lost} (more than {MAX_SHRINK:.0%} fewer); catalog left "
                      "unchanged - check the sources above, or pass --allow-shrink if the clouds really dropped them",
                      EXIT_NOT_WRITTEN)
-    notes = [f"placement refresh {dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%MZ}: live "
+    stamp = f"{dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%MZ}"
+    notes = [f"placement refresh {stamp}: live "
              + ", ".join(sorted(answered)) + " (offerings, spot prices, on-demand prices)"]
     notes += [f"kept from the previous catalog ({base.as_of}): {c}" for c in CLOUDS if c not in answered]
-    doc = catalog_document(catalog, as_of=catalog.as_of, sources=notes)
+    refs = {k: v for k, v in base.row_sources.items() if any(o.price_ref == k for o in catalog.offers)}
+    refs.update({f"refresh-{c}": ROW_SOURCES[c].format(when=stamp) for c in sorted(answered)})
+    doc = catalog_document(catalog, as_of=catalog.as_of, sources=notes, row_sources=refs)
     try:
         text = dump_catalog(doc)
         parse_catalog_json(json.loads(text, parse_constant=reject_json_constant), source="refresh", path=str(out))

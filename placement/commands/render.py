@@ -69,6 +69,12 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
         "checkpoint_write_minutes": _hours(c.checkpoint_write_minutes),
         "expected_interruptions": _hours(c.expected_interruptions),
         "checkpoint_interval_capped": c.checkpoint_interval_capped,
+        "checkpoint_interval_basis": c.checkpoint_interval_basis,
+        "daly_interval_minutes": _hours(c.daly_interval_minutes) if c.checkpoint_interval_basis != "fixed" else None,
+        "checkpoint_gb": _rate(c.checkpoint_gb),
+        "checkpoints_written": _hours(c.checkpoints_written),
+        "checkpoint_keep": c.checkpoint_keep,
+        "checkpoint_retention_days": _hours(c.checkpoint_retention_days),
         "cost": {
             "compute_usd": _money(c.cost.compute_usd),
             "egress_usd": _money(c.cost.egress_usd),
@@ -85,6 +91,10 @@ def candidate_doc(c: Candidate, rank: int | None = None) -> dict[str, Any]:
     }
     if _suspect(c):
         doc["spot_not_cheaper"] = True
+    if o.price_as_of and c.reservation is None:
+        doc["price_as_of"] = o.price_as_of  # when the catalog row's figures held (issue 36)
+    if o.price_flag and c.reservation is None:
+        doc["price_flag"] = o.price_flag  # the catalog row's documented reason its price is suspect (issue 36)
     if c.reservation is not None:
         r = c.reservation
         doc["reservation"] = {"id": r.id, "kind": r.kind, "source": r.source, "count": r.count,
@@ -169,6 +179,7 @@ def plan_doc(
         "candidates": cands,
         "frontier": [_frontier_doc(c, rank) for c, rank in p.frontier_ranked],
         "model_error": _model_error(p),
+        "checkpoint_interval_why": interval_why(p, p.chosen) if p.chosen else None,
     }
 
 
@@ -177,8 +188,14 @@ def _model_error(p: Plan) -> dict[str, Any]:
     from placement.model.physics import curve_name
     from placement.model.physics_data import physics_book
 
-    return {"curve": curve_name(p.job.workload, p.job.training),
-            "band": physics_book().band(p.job.workload, p.job.training)}
+    book = physics_book()
+    cv = curve_name(p.job.workload, p.job.training)
+    speed, scaling = book.evidence.get(cv, (0, 0))
+    # band: the RMS of every held-out point of the curve (speed ratios and scaling points), what ties are called
+    # on; the two kinds apart, with how many points each (issue 36).
+    return {"curve": cv, "band": book.band(p.job.workload, p.job.training),
+            "speed_band": book.speed_band(p.job.workload, p.job.training), "speed_points": speed,
+            "scaling_band": book.scaling_band(p.job.workload, p.job.training), "scaling_points": scaling}
 
 
 def _tie(p: Plan, doc: dict[str, Any], c: Candidate) -> dict[str, Any]:
@@ -187,6 +204,7 @@ def _tie(p: Plan, doc: dict[str, Any], c: Candidate) -> dict[str, Any]:
     if decide is not None:
         doc["within_uncertainty_of"] = 1
         doc["uncertainty_decider"] = decide
+        doc["uncertainty_band"] = _model_error(p)["band"]
     return doc
 
 
@@ -344,6 +362,7 @@ PLAN_HEADERS = (
     "nat $",
     "ckpt store $",
     "ckpt req $",
+    "ckpt every",
     "notes",
 )
 
@@ -388,13 +407,14 @@ def candidate_row(c: Candidate, rank: str, said: Sequence[str] = ()) -> list[str
         _usd(c.cost.nat_usd),
         _usd(c.cost.checkpoint_storage_usd),
         _usd(c.cost.checkpoint_requests_usd),
+        interval_text(c),
         text,
     ]
 
 
 # At 80 columns a table keeps where (cloud, region) and what it costs (total): zone IDs go first.
 # The bill's other lines (issue 27) are hidden first: the total already counts them, --json has each.
-PLAN_DROP = ("nat $", "ckpt store $", "ckpt req $", "zone", "compute $", "egress $", "ready in h",
+PLAN_DROP = ("ckpt every", "nat $", "ckpt store $", "ckpt req $", "zone", "compute $", "egress $", "ready in h",
              "quota need/headroom", "$/h")
 
 
@@ -438,7 +458,7 @@ def plan_text(
                  width, "    ") for u in unused_reservations(p, reservations)]
     out.append(sources_text(sources, width))
     if p.chosen is not None:
-        out.append(wrap("run: " + run_text(p.chosen), width, "     "))
+        out.append(wrap("run: " + run_text(p.chosen, p), width, "     "))
     out.append(wrap("why: " + why_chosen(p), width, "     "))
     request = quota_request_line(p.chosen)
     if request:
@@ -477,8 +497,42 @@ def duration_text(minutes: float) -> str:
     return f"{minutes / 60:,.1f} h"
 
 
-def run_text(c: Candidate) -> str:
-    """The chosen candidate's run: checkpoint interval and write time, expected interruptions, overhead."""
+BASIS_WORDS = {"cost": "cost-optimal", "daly": "Daly", "fixed": "fixed", "run": "once, at the end",
+               "no-write": "default"}
+
+
+def interval_text(c: Candidate) -> str:
+    """The table's "ckpt every" cell: the interval and, in a word, why (issue 36)."""
+    return f"{duration_text(c.checkpoint_interval_minutes)} ({BASIS_WORDS.get(c.checkpoint_interval_basis, '')})"
+
+
+def interval_why(p: Plan | None, c: Candidate) -> str:
+    """Why the candidate checkpoints when it does, in one clause."""
+    basis = c.checkpoint_interval_basis
+    if basis == "fixed":
+        capped = ", capped at the run" if c.checkpoint_interval_capped else ""
+        return f"checkpoint.interval_minutes{capped}"
+    if basis == "no-write":
+        return "the 30-minute default: the write time is unknown (set model.parameters_b or checkpoint.size_gb)"
+    daly = c.daly_interval_minutes
+    if basis == "daly":
+        return "Daly's wall-time optimum (checkpoint storage is not billed here)"
+    if basis == "run" and not math.isfinite(daly):
+        return "one checkpoint at the end: nothing interrupts the run but the end"
+    more = None
+    if p is not None and math.isfinite(daly) and daly > 0 and abs(daly - c.checkpoint_interval_minutes) > 1e-6:
+        more = p.total_at_interval(c, daly / 60.0) - c.cost.total_usd
+    lead = ("the lowest total: compute over the expected wall time plus checkpoint storage and requests"
+            if basis == "cost" else "one checkpoint at the end: the lowest total over any shorter interval")
+    if more is None or not math.isfinite(more):
+        return lead
+    if more < 0.005:
+        return f"{lead}, as at Daly's wall-time optimum ({duration_text(daly)})"
+    return f"{lead}; Daly's wall-time optimum, every {duration_text(daly)}, would cost ${more:,.2f} more"
+
+
+def run_text(c: Candidate, p: Plan | None = None) -> str:
+    """The chosen candidate's run: checkpoint interval (and why) and write time, expected interruptions, overhead."""
     parts = [f"{c.hours:,.1f} h of training"]
     if c.nodes > 1:
         parts.append(f"scaling efficiency {c.scaling_efficiency:.0%} on {c.nodes} nodes "
@@ -487,7 +541,8 @@ def run_text(c: Candidate) -> str:
     write = ("write time unknown: set model.parameters_b or checkpoint.size_gb" if not minutes
              else f"{duration_text(minutes)} to write")
     capped = ", capped at the run" if c.checkpoint_interval_capped else ""
-    parts.append(f"checkpoint every {duration_text(c.checkpoint_interval_minutes)}{capped} ({write})")
+    why = "" if c.checkpoint_interval_basis in ("fixed", "no-write") else f"; {interval_why(p, c)}"
+    parts.append(f"checkpoint every {duration_text(c.checkpoint_interval_minutes)}{capped} ({write}{why})")
     parts.append(f"{c.expected_interruptions:,.2f} expected interruptions")
     parts.append(f"+{c.overhead:.1%} run time for interruptions and checkpoints")
     return ", ".join(parts)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -564,8 +565,21 @@ def _env(plan: PodPlan) -> list[dict[str, Any]]:
     env += [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
             {"name": "NNODES", "value": str(nodes)}, {"name": "NODE_RANK", **rank},
             {"name": "NPROC_PER_NODE", "value": str(plan.gpus_per_node)}]
+    env += torchrun_env(master, nodes, plan.gpus_per_node, rank)
     env += efa_env(plan.fabric, plan.efa_rdma_read)
     return env
+
+
+def torchrun_env(master: str, nodes: int, gpus_per_node: int, rank: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What ``torchrun`` reads when its options are not on its command line (each option's ``PET_<OPTION>``:
+    torch.distributed.argparse_util.env, the PyTorch 2.x launcher): ranks per node = the node's GPUs,
+    ``--nnodes`` = the nodes, this pod's ``--node-rank`` (the JobSet completion index), and the static
+    rendezvous on rank 0's pod through the JobSet's headless service (``--master-addr``/``--master-port``;
+    torchrun would take 127.0.0.1 otherwise, and a gang of nodes would wait for each other there). So
+    ``torchrun train.py`` with no options runs the gang; options given on the command line still win."""
+    return [{"name": "PET_NNODES", "value": str(nodes)}, {"name": "PET_NPROC_PER_NODE", "value": str(gpus_per_node)},
+            {"name": "PET_NODE_RANK", **rank}, {"name": "PET_MASTER_ADDR", "value": master},
+            {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)}]
 
 
 def efa_env(fabric: str, rdma_read: bool) -> list[dict[str, Any]]:
@@ -676,13 +690,35 @@ def _account_warnings(cl: ClusterStack, ns: str) -> list[str]:
     return []
 
 
+LAUNCHER = ("python", "-m", "placement.trainer.launch", "--")  # the trainer contract's entrypoint
+_PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
+_SHELLS = ("sh", "bash", "dash", "zsh")
+
+
+def starts_with_launcher(command: Sequence[str]) -> bool:
+    """Whether ``command`` runs the launcher first: ``python[3[.N]] -m placement.trainer.launch ...`` (any path
+    to the interpreter), also as the script of ``sh -c`` / ``bash -c`` (after an optional ``exec``)."""
+    words = list(command)
+    if len(words) >= 3 and words[0].rsplit("/", 1)[-1] in _SHELLS and words[1] == "-c":
+        words = words[2].split()
+        if words[:1] == ["exec"]:
+            words = words[1:]
+    return len(words) >= 3 and bool(_PYTHON.match(words[0].rsplit("/", 1)[-1])) \
+        and words[1:3] == ["-m", "placement.trainer.launch"]
+
+
 def command_warnings(job: JobSpec) -> list[str]:
     """A job without ``command`` runs its image's own entrypoint (ENTRYPOINT and CMD): say so, since for an
-    image such as the default NGC PyTorch one that starts a shell and exits at once."""
-    if job.command:
+    image such as the default NGC PyTorch one that starts a shell and exits at once. A command that does not
+    start with the launcher: say so, naming it (docs/trainer-contract.md#the-launcher)."""
+    if not job.command:
+        return [f"job {job.name} has no command: the container runs the image's own entrypoint ({job.image}); "
+                "set command: in the job spec to run your training"]
+    if starts_with_launcher(job.command):
         return []
-    return [f"job {job.name} has no command: the container runs the image's own entrypoint ({job.image}); "
-            "set command: in the job spec to run your training"]
+    return [f"job {job.name}'s command does not start with the launcher ({' '.join(LAUNCHER)}): torchrun exits 1 "
+            "on a drain, which fails the job, and a trainer that exits 0 on one completes it; start the command "
+            f"with `{' '.join(LAUNCHER)}` (docs/trainer-contract.md#the-launcher)"]
 
 
 def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:

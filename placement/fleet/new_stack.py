@@ -1,6 +1,6 @@
 """A ready stack file for a place no existing cluster covers: what ``placement submit`` prints (or writes with
 ``--write-stack FILE``) when it answers "needs a new stack", so the cheaper place it names is one ``pulumi up``
-away. The file is a ``stacks/Pulumi.<stack>.yaml`` that ``scripts/preview`` and ``infra/config.py`` accept: the
+away. The file is a ``stacks/Pulumi.<stack>.yaml`` that ``scripts/preview`` and ``infra/config/`` accept: the
 candidate's cloud, region and zone, one node pool of its machine type and capacity sized to the job (scaling from
 zero), and the tags every stack needs. Pure: data in, text out (the CLI writes it)."""
 

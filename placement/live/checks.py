@@ -238,8 +238,10 @@ def _skus(data: Any) -> Checked:
     d = _mapping(data, "SKUs")
     out: dict[str, dict[str, dict[str, list[float | None]]]] = {}
     refused = []
-    for kind in ("gpu", "core", "ram"):
-        for name, by_region in _mapping(d.get(kind), f"SKUs.{kind}").items():
+    for kind in ("gpu", "core", "ram", "ssd"):
+        # "ssd" (the Local SSD, issue 36) is absent from answers cached before it was read: none then.
+        raw = d.get(kind) if kind != "ssd" else (d.get(kind) or {})
+        for name, by_region in _mapping(raw, f"SKUs.{kind}").items():
             for region, pair in _mapping(by_region, f"SKUs.{kind}.{name}").items():
                 if not isinstance(pair, list) or len(pair) != 2:
                     raise BadAnswer(f"SKUs: {kind} {name} {region} is not [on-demand, spot]")
@@ -250,7 +252,7 @@ def _skus(data: Any) -> Checked:
                         refused.append(f"{kind} {name} {region}: {_short(value)}")
                     clean.append(p)
                 out.setdefault(kind, {}).setdefault(name, {})[region] = clean
-    for kind in ("gpu", "core", "ram"):
+    for kind in ("gpu", "core", "ram", "ssd"):
         out.setdefault(kind, {})  # a kind whose mapping was empty
     return Checked(out, _note("unit prices", refused))
 

@@ -9,9 +9,12 @@ endpoint, ``AnonymousCredentials`` are used when ``GPUFLEET_GCP_ANONYMOUS=1`` or
 Default Credentials are found; any other endpoint needs ADC.
 
 Prices (Cloud Billing Catalog, Compute Engine service ``6F81-5844-456A``): a GPU machine's hourly price
-is gpus x GPU SKU + vCPUs x the family's Core SKU + memory GiB x its Ram SKU, on-demand (usageType
-OnDemand) and spot (Preemptible), per region. A shape whose three SKUs are not all found in a region
-keeps its catalog price there.
+is gpus x GPU SKU + vCPUs x the family's Core SKU + memory GiB x its Ram SKU + its bundled Local SSD (375 GiB
+per disk x the "SSD backed Local Storage" SKU, a GiB-month price over 730 hours), on-demand (usageType
+OnDemand) and spot (Preemptible), per region - the sum the billing catalogue charges for the machine, GPUs
+included. A fixed-machine family billed by one SKU per GPU slice (A4: "A4 Nvidia B200 (1 gpu slice)", the
+host included) is gpus x that SKU. A shape whose SKUs are not all found in a region keeps its catalog price
+there.
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ HOST_SKU_STEMS: dict[str, str] = {
     "a4-": "A4 Instance",
     "g2-": "G2 Instance",
 }
+# Families billed by one SKU per GPU slice that covers the whole machine share (no Core/Ram SKUs of their own).
+FIXED_MACHINE_FAMILIES = ("a4-",)
+LOCAL_SSD_GIB = 375.0  # one local SSD disk (Compute Engine "About Local SSD disks": 375 GiB each)
+HOURS_PER_MONTH = 730.0  # the billing catalogue's GiB-month SKUs, per hour (Google's pricing pages: 730 h)
 _SKIP_WORDS = ("commit", "reserved", "custom", "premium", "sole tenancy", "dws", "flex", "calendar")
 
 
@@ -199,13 +206,21 @@ def _unit_price(sku: Any) -> float | None:
     return None
 
 
+def fixed_machine(machine_type: str) -> bool:
+    """True for a family billed by one SKU per GPU slice (no Core/Ram SKUs)."""
+    return machine_type.startswith(FIXED_MACHINE_FAMILIES)
+
+
 def classify_sku(description: str, resource_group: str) -> tuple[str, str] | None:
-    """(component kind, name) of a SKU we price machines from: ("gpu", gke accelerator) or
-    ("core"|"ram", family stem); None for everything else."""
+    """(component kind, name) of a SKU we price machines from: ("gpu", gke accelerator), ("core"|"ram", family
+    stem) or ("ssd", "local") for the Local SSD; None for everything else."""
     desc = description.lower()
     if any(w in desc for w in _SKIP_WORDS):
         return None
-    if resource_group == "GPU":
+    if resource_group == "LocalSSD":
+        return ("ssd", "local") if desc.startswith(("ssd backed local storage", "spot preemptible ssd backed")) \
+            else None
+    if resource_group == "GPU" or "gpu slice" in desc:  # a slice SKU's group is not documented: by its name
         for gpu, phrases in GPU_SKU_PHRASES.items():
             if any(p.lower() in desc for p in phrases):
                 return ("gpu", gpu)
@@ -221,18 +236,23 @@ def classify_sku(description: str, resource_group: str) -> tuple[str, str] | Non
 
 
 def skus(ctx: GcpContext, region: str) -> dict[str, dict[str, dict[str, list[float | None]]]]:
-    """Unit prices USD/h: {"gpu"|"core"|"ram": {name: {region: [on-demand, spot]}}} (per GPU, vCPU, GiB)."""
+    """Unit prices USD/h: {"gpu"|"core"|"ram"|"ssd": {name: {region: [on-demand, spot]}}} (per GPU, vCPU, GiB,
+    GiB of Local SSD)."""
     pager = ctx.catalog().list_skus(request={"parent": COMPUTE_SERVICE, "currency_code": "USD", "page_size": 5000},
                                     retry=ctx.retry, timeout=ctx.timeout_s)
-    out: dict[str, dict[str, dict[str, list[float | None]]]] = {"gpu": {}, "core": {}, "ram": {}}
+    out: dict[str, dict[str, dict[str, list[float | None]]]] = {"gpu": {}, "core": {}, "ram": {}, "ssd": {}}
     for sku in pager:
         cat = sku.category
-        if cat.resource_family != "Compute" or cat.usage_type not in ("OnDemand", "Preemptible"):
+        if cat.resource_family not in ("Compute", "Storage") or cat.usage_type not in ("OnDemand", "Preemptible"):
             continue
         kind = classify_sku(sku.description, cat.resource_group)
         price = _unit_price(sku) if kind else None
         if kind is None or price is None:
             continue
+        if kind[0] == "ssd":
+            unit = sku.pricing_info[0].pricing_expression.usage_unit if sku.pricing_info else ""
+            if unit.endswith(".mo"):  # GiBy.mo: a GiB-month
+                price /= HOURS_PER_MONTH
         slot = 0 if cat.usage_type == "OnDemand" else 1
         for reg in sku.service_regions:
             pair = out[kind[0]].setdefault(kind[1], {}).setdefault(reg, [None, None])

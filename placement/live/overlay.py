@@ -7,8 +7,8 @@ Rules (for offers of the requested accelerators in regions that answered; everyt
   * AWS spot prices replace catalog spot prices per zone (``price_source`` ``aws-spot``).
   * AWS placement scores go on the offer; a low score raises its spot interruption rate (SCORE_RATES).
   * GCP accelerator types: as AWS offerings, by zone and GPU type.
-  * GCP billing SKUs: a shape's price = gpus x GPU + vCPUs x Core + GiB x Ram when all three are known
-    (``price_source`` ``gcp-billing``).
+  * GCP billing SKUs: a shape's price = gpus x GPU + vCPUs x Core + GiB x Ram + its bundled Local SSD when all
+    are known, or gpus x the GPU-slice SKU for a fixed-machine family (A4) (``price_source`` ``gcp-billing``).
   * Quotas: AWS (limit from Service Quotas, usage from CloudWatch; a zero limit needs no usage),
     GCP (limit and usage from regions.get). A region whose answer is missing gets no entry, and so does
     an AWS quota whose usage class had no ``Complete`` CloudWatch result: unknown, never 0 usage.
@@ -78,17 +78,22 @@ class LiveData:
 
 
 def gcp_machine_price(shape: Shape, region: str, units: dict[str, Any] | None, slot: int) -> float | None:
-    """USD/h of one GCP machine from unit prices (slot 0 on-demand, 1 spot); None unless all parts are known."""
-    from placement.live.gcp import host_stem
+    """USD/h of one GCP machine from unit prices (slot 0 on-demand, 1 spot); None unless all parts are known: the
+    GPUs, the family's cores and memory, and the bundled Local SSD (placement.live.gcp); a fixed-machine family
+    (A4) is its GPU slices alone."""
+    from placement.live.gcp import LOCAL_SSD_GIB, fixed_machine, host_stem
 
     if units is None:
         return None
-    stem = host_stem(shape.name)
-    parts = [(units["gpu"].get(shape.gke_accelerator, {}).get(region), shape.gpus)]
-    if stem is None:
-        return None
-    parts += [(units["core"].get(stem, {}).get(region), shape.vcpus),
-              (units["ram"].get(stem, {}).get(region), shape.memory_gib)]
+    parts: list[tuple[Any, float]] = [(units["gpu"].get(shape.gke_accelerator, {}).get(region), shape.gpus)]
+    if not fixed_machine(shape.name):
+        stem = host_stem(shape.name)
+        if stem is None:
+            return None
+        parts += [(units["core"].get(stem, {}).get(region), shape.vcpus),
+                  (units["ram"].get(stem, {}).get(region), shape.memory_gib)]
+        if shape.local_ssds:
+            parts.append(((units.get("ssd") or {}).get("local", {}).get(region), shape.local_ssds * LOCAL_SSD_GIB))
     total = 0.0
     for pair, count in parts:
         if pair is None or pair[slot] is None:

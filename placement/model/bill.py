@@ -6,9 +6,11 @@ Rates come from ``placement/data/bill.yaml`` (read once by :func:`bill_book`), e
   it) through the stack's NAT gateway: ``(dataset + outputs) GB × nat_usd_per_gb``. GCP stacks reach GCS
   through Private Google Access (no NAT charge) and an S3 dataset through Cloud NAT.
 * **Checkpoint storage**: the bucket keeps ``keep`` current checkpoints for the run's wall time, and every
-  checkpoint the run writes and then replaces for ``noncurrent_version_days`` (versioned buckets)::
+  checkpoint the run writes and then replaces for the cloud's retention (versioned buckets: the stacks expire a
+  replaced checkpoint under the homes after ``noncurrent_version_days``; on GCS soft delete then keeps it
+  ``soft_delete_days`` more, billed; a job's ``checkpoint.retention_days`` overrides both)::
 
-      GB-months = size × (min(keep, n) × wall_days + max(n − keep, 0) × noncurrent_days) / days_per_month
+      GB-months = size × (min(keep, n) × wall_days + max(n − keep, 0) × retention_days) / days_per_month
 
   with ``n = ceil(run hours / interval hours)`` checkpoints written.
 * **Checkpoint requests**: ``n × ceil(size / part size)`` PUTs at ``put_usd_per_1000``.
@@ -34,6 +36,7 @@ class CloudBill:
     nat_usd_per_gb: float
     storage_usd_per_gb_month: float
     put_usd_per_1000: float
+    soft_delete_days: float = 0.0  # days a deleted object stays billed after the lifecycle rule deletes it (GCS)
 
 
 @dataclass(frozen=True)
@@ -42,9 +45,15 @@ class BillBook:
 
     clouds: dict[str, CloudBill]
     keep: int = 3
-    noncurrent_version_days: float = 30.0
+    noncurrent_version_days: float = 1.0
     part_mb: float = 52.4288
     days_per_month: float = 30.4375
+
+    def retention_days(self, cloud: str) -> float:
+        """Days a replaced checkpoint stays billed on ``cloud``: the stacks' noncurrent-version expiry under the
+        homes plus the cloud's soft delete."""
+        rates = self.clouds.get(cloud)
+        return self.noncurrent_version_days + (rates.soft_delete_days if rates else 0.0)
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,8 @@ def parse_bill(doc: dict[str, Any]) -> BillBook:
     for cloud in ("aws", "gcp"):
         row = doc.get(cloud) or {}
         clouds[cloud] = CloudBill(**{k: _rate(row.get(k), f"{cloud}.{k}") for k in
-                                     ("nat_usd_per_gb", "storage_usd_per_gb_month", "put_usd_per_1000")})
+                                     ("nat_usd_per_gb", "storage_usd_per_gb_month", "put_usd_per_1000")},
+                                  soft_delete_days=_rate(row.get("soft_delete_days", 0), f"{cloud}.soft_delete_days"))
     ck = doc.get("checkpoint") or {}
     keep = ck.get("keep", 3)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -82,7 +92,7 @@ def parse_bill(doc: dict[str, Any]) -> BillBook:
     if part <= 0 or month <= 0:
         raise InputError("checkpoint.part_mb", "part_mb and days_per_month must be positive")
     return BillBook(clouds=clouds, keep=keep,
-                    noncurrent_version_days=_rate(ck.get("noncurrent_version_days", 30),
+                    noncurrent_version_days=_rate(ck.get("noncurrent_version_days", 1),
                                                   "checkpoint.noncurrent_version_days"),
                     part_mb=part, days_per_month=month)
 
@@ -114,8 +124,9 @@ def checkpoints_written(run_h: float, interval_h: float) -> float:
 
 
 def checkpoint_usd(book: BillBook, cloud: str, size_gb: float, run_h: float, interval_h: float, wall_h: float,
-                   keep: int | None = None) -> tuple[float, float]:
-    """(storage USD, request USD) of the checkpoints of one run (see the module docstring). 0 without a size."""
+                   keep: int | None = None, retention_days: float | None = None) -> tuple[float, float]:
+    """(storage USD, request USD) of the checkpoints of one run (see the module docstring). 0 without a size.
+    ``keep`` and ``retention_days`` are the job's (None: the book's, and the cloud's retention)."""
     if not size_gb or size_gb <= 0 or cloud not in book.clouds:
         return 0.0, 0.0
     rates = book.clouds[cloud]
@@ -123,8 +134,16 @@ def checkpoint_usd(book: BillBook, cloud: str, size_gb: float, run_h: float, int
     n = checkpoints_written(run_h, interval_h)
     wall_days = wall_h / 24.0 if math.isfinite(wall_h) else math.inf
     current = min(float(kept), n) * wall_days
-    old = max(n - kept, 0.0) * book.noncurrent_version_days
+    days = book.retention_days(cloud) if retention_days is None else retention_days
+    old = max(n - kept, 0.0) * days
     storage = size_gb * (current + old) / book.days_per_month * rates.storage_usd_per_gb_month
-    parts = math.ceil(size_gb * 1000.0 / book.part_mb) if size_gb < 1e12 else size_gb * 1000.0 / book.part_mb
-    requests = n * parts * rates.put_usd_per_1000 / 1000.0
+    requests = n * put_usd_per_checkpoint(book, cloud, size_gb)
     return storage, requests
+
+
+def put_usd_per_checkpoint(book: BillBook, cloud: str, size_gb: float) -> float:
+    """USD of the PUTs that write one checkpoint of ``size_gb``: one per part of the multipart upload."""
+    if not size_gb or size_gb <= 0 or cloud not in book.clouds:
+        return 0.0
+    parts = math.ceil(size_gb * 1000.0 / book.part_mb) if size_gb < 1e12 else size_gb * 1000.0 / book.part_mb
+    return parts * book.clouds[cloud].put_usd_per_1000 / 1000.0

@@ -13,7 +13,8 @@ import functools
 import json
 import operator
 import os
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,13 @@ from placement.model.zones import instance_type_mismatch, region_mismatch, zone_
 CATALOG_SCHEMA = "gpufleet.catalog/v1"
 DATA_DIR_ENV = "GPUFLEET_DATA_DIR"  # overrides platformdirs.user_data_dir("gpufleet")
 REFRESHED_NAME = "catalog.json"
+# The build-time check of a gpufleet.catalog/v1 document (issue 36): a row's on-demand price must lie within
+# these multiples of the median on-demand price of the same machine type across the catalog's regions, and its
+# spot price must not exceed its on-demand price, unless the row carries a documented reason (``flag``).
+# 0.6 / 1.67 (= 1 / 0.6): GCP's and AWS's dearest regions list a machine at up to ~1.45x its cheapest
+# (a3-highgpu-8g: us-central1 $88.49, asia-northeast1 $126.64 in the billing catalogue); half-priced rows (a GPU
+# left out of the sum) fall below 0.6.
+MEDIAN_LOW, MEDIAN_HIGH = 0.6, 1.67
 SKYPILOT_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price",
                     "SpotPrice", "Region", "AvailabilityZone")
 
@@ -53,6 +61,12 @@ class Offer:
     # percentile, worked out only for the candidates shown); it replaces the job's default rate (and a live one).
     calibrated_rate: float | None = None
     calibrated_weight: float | None = None
+    # Provenance of the row's prices (issue 36): the id of its source in the catalog's ``row_sources``, the date
+    # the prices held, and a documented reason when a price is suspect (unverified, an outlier against the same
+    # machine elsewhere, spot above on-demand). A plan whose chosen price carries a flag says so.
+    price_ref: str | None = None
+    price_as_of: str | None = None
+    price_flag: str | None = None
 
     @property
     def instance_type(self) -> str:
@@ -102,6 +116,8 @@ class Catalog:
     origins: tuple[CatalogOrigin, ...] = ()
     # One line per harmless oddity of a user's catalog (a row given twice with the same prices), for stderr.
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    # What each row's ``price_ref`` names (a gpufleet.catalog/v1 document's ``row_sources``): source and date.
+    row_sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @functools.cached_property
     def offers_per_cloud(self) -> dict[str, int]:
@@ -122,7 +138,8 @@ class Catalog:
         origins = tuple(o for o in self.provenance() if o.cloud not in replaced)
         origins += tuple(o for o in other.provenance() if o.cloud in replaced)
         merged = with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)))
-        return dataclasses.replace(merged, warnings=self.warnings + other.warnings)
+        return dataclasses.replace(merged, warnings=self.warnings + other.warnings,
+                                   row_sources={**self.row_sources, **other.row_sources})
 
 
 def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...]) -> Catalog:
@@ -328,14 +345,33 @@ def _text(row: Mapping[str, Any], key: str, field: str, source: str) -> str:
     return value.strip()
 
 
-def parse_catalog_json(doc: Any, source: str, path: str | None = None) -> Catalog:
+def _optional_text(row: Mapping[str, Any], key: str, field: str, source: str) -> str | None:
+    value = row.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(field, f"must be a non-empty string when given, got {shown(value)}", source=source)
+    return value.strip()
+
+
+def parse_catalog_json(doc: Any, source: str, path: str | None = None, *, refuse_suspect: bool | None = None
+                       ) -> Catalog:
     """Parse a ``gpufleet.catalog/v1`` document (the embedded catalog's format), with the checks of a CSV.
-    ``source`` names it in the provenance (``embedded``, ``refresh``), ``path`` is the file it was read from."""
+    ``source`` names it in the provenance (``embedded``, ``refresh``), ``path`` is the file it was read from.
+
+    Each row may name its prices' ``source`` (an id of the document's ``row_sources``), the date they held
+    (``as_of``) and a documented reason they are suspect (``flag``). The price check of :func:`price_problems`
+    refuses an unflagged suspect row of the embedded catalog (``refuse_suspect``, default: only ``embedded``);
+    elsewhere (a refreshed catalog written before the check) such a row is flagged with the problem instead."""
     if not isinstance(doc, dict) or doc.get("schema") != CATALOG_SCHEMA:
         raise InputError("schema", f"must be {CATALOG_SCHEMA!r}", source=source)
     rows = doc.get("offers") or []
     if not isinstance(rows, list):
         raise InputError("offers", "must be a list of offers", source=source)
+    refs = doc.get("row_sources") or {}
+    if not isinstance(refs, Mapping):
+        raise InputError("row_sources", "must be a mapping of source id -> what it is (with its date)",
+                         source=source)
     book = shape_book()
     seen: dict[tuple[str, str, str], Offer] = {}
     warnings: list[str] = []
@@ -357,30 +393,101 @@ def parse_catalog_json(doc: Any, source: str, path: str | None = None) -> Catalo
             raise InputError(f"{where}.region", why, source=source)
         if zone != region and not zone_in_region(cloud, zone, region):
             raise InputError(f"{where}.zone", f"{shown(zone)} is not a zone of {region}", source=source)
+        ref = _optional_text(row, "source", f"{where}.source", source)
+        if ref is not None and refs and ref not in refs:
+            raise InputError(f"{where}.source", f"{shown(ref)} is not an id of row_sources", source=source)
         offer = Offer(cloud=cloud, region=region, zone=zone, shape=shape,
                       price=_price(row.get("price"), f"{where}.price", source),
-                      spot_price=_price(row.get("spot_price"), f"{where}.spot_price", source))
+                      spot_price=_price(row.get("spot_price"), f"{where}.spot_price", source),
+                      price_ref=ref, price_as_of=_optional_text(row, "as_of", f"{where}.as_of", source),
+                      price_flag=_optional_text(row, "flag", f"{where}.flag", source))
         _add_offer(seen, offer, where, source, warnings)
     offers = tuple(seen.values())
+    refuse = source == "embedded" if refuse_suspect is None else refuse_suspect
+    problems = price_problems(offers)
+    if problems and refuse:
+        index = {id(o): i for i, o in enumerate(offers)}
+        offer, problem = problems[0]
+        raise InputError(f"offers[{index[id(offer)]}]", f"{offer.cloud} {offer.instance_type} in {offer.zone}: "
+                         f"{problem}; correct the price from the cloud's own figures, or give the row a flag "
+                         f"saying why it stands ({len(problems)} such row{'s' if len(problems) != 1 else ''})",
+                         source=source)
+    if problems:
+        flagged = {id(o): p for o, p in problems}
+        offers = tuple(dataclasses.replace(o, price_flag=f"flagged on load: {flagged[id(o)]}") if id(o) in flagged
+                       else o for o in offers)
     as_of = str(doc.get("as_of", "unknown"))
     clouds = sorted({o.cloud for o in offers}) or list(CLOUDS)
+    # The document's date is when the catalog was assembled and checked; each row's own date (``as_of``) says when
+    # its figures held (the JSON of a plan gives the chosen one's, ``price_as_of``).
     catalog = with_origins(tuple(offers), tuple(CatalogOrigin(cloud=c, source=source, path=path, as_of=as_of)
                                                 for c in clouds))
-    return dataclasses.replace(catalog, warnings=tuple(warnings))
+    return dataclasses.replace(catalog, warnings=tuple(warnings), row_sources={str(k): str(v) for k, v in refs.items()})
 
 
-def catalog_document(catalog: Catalog, as_of: str, sources: list[str]) -> dict[str, Any]:
-    """The ``gpufleet.catalog/v1`` document for ``catalog`` (what ``placement refresh`` writes)."""
+def machine_medians(offers: Iterable[Offer]) -> dict[tuple[str, str], float]:
+    """(cloud, instance type) -> the median on-demand USD/h over the regions that list it (a region counts once,
+    at its highest zone price: on-demand prices are per region)."""
+    per_region: dict[tuple[str, str, str], float] = {}
+    for o in offers:
+        if o.price is not None:
+            key = (o.cloud, o.instance_type, o.region)
+            per_region[key] = max(per_region.get(key, o.price), o.price)
+    values: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    for (cloud, itype, _), price in per_region.items():
+        values[(cloud, itype)].append(price)
+    return {k: statistics.median(v) for k, v in values.items()}
+
+
+def price_problem(offer: Offer, median: float | None) -> str | None:
+    """What is suspect about one row's prices, or None: spot above on-demand, or on-demand outside
+    [:data:`MEDIAN_LOW`, :data:`MEDIAN_HIGH`] x ``median`` (the same machine's median over regions)."""
+    if offer.price is not None and offer.spot_price is not None and offer.spot_price > offer.price:
+        return f"spot ${offer.spot_price:,.4g}/h is above on-demand ${offer.price:,.4g}/h"
+    if offer.price is not None and median and not MEDIAN_LOW * median <= offer.price <= MEDIAN_HIGH * median:
+        return (f"on-demand ${offer.price:,.4g}/h is {offer.price / median:.2f}x the median ${median:,.4g}/h of "
+                f"{offer.instance_type} across the catalog's regions (outside {MEDIAN_LOW:g}-{MEDIAN_HIGH:g}x)")
+    return None
+
+
+def price_problems(offers: Sequence[Offer]) -> list[tuple[Offer, str]]:
+    """Every unflagged row :func:`price_problem` finds suspect, with the problem, in row order."""
+    medians = machine_medians(offers)
+    out = []
+    for o in offers:
+        if o.price_flag:
+            continue
+        problem = price_problem(o, medians.get((o.cloud, o.instance_type)))
+        if problem:
+            out.append((o, problem))
+    return out
+
+
+def catalog_document(catalog: Catalog, as_of: str, sources: list[str],
+                     row_sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``gpufleet.catalog/v1`` document for ``catalog`` (what ``placement refresh`` writes): each row with
+    its prices' source id, date and flag when it has them."""
     rows = sorted(catalog.offers, key=lambda o: (o.cloud, o.instance_type, o.region, o.zone))
-    return {
+    doc: dict[str, Any] = {
         "schema": CATALOG_SCHEMA,
         "as_of": as_of,
         "currency": "USD",
         "price_unit": "node-hour",
         "sources": sources,
-        "offers": [{"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
-                    "price": o.price, "spot_price": o.spot_price} for o in rows],
     }
+    if row_sources:
+        doc["row_sources"] = dict(row_sources)
+    doc["offers"] = [_row(o) for o in rows]
+    return doc
+
+
+def _row(o: Offer) -> dict[str, Any]:
+    row: dict[str, Any] = {"cloud": o.cloud, "region": o.region, "zone": o.zone, "instance_type": o.instance_type,
+                           "price": o.price, "spot_price": o.spot_price}
+    for key, value in (("source", o.price_ref), ("as_of", o.price_as_of), ("flag", o.price_flag)):
+        if value:
+            row[key] = value
+    return row
 
 
 def dump_catalog(doc: dict[str, Any]) -> str:

@@ -120,6 +120,8 @@ class JobSpec:
     checkpoint_write_gbps: float | None = None
     checkpoint_destination: str = "object-store"
     checkpoint_keep: int | None = None  # checkpoints kept current (None: the data's default, 3)
+    # Days a replaced checkpoint stays billed (None: the stacks' retention on the candidate's cloud, bill.yaml)
+    checkpoint_retention_days: float | None = None
     filesystem_capacity_gb: float | None = None
     filesystem_mbps_per_tib: float | None = None
     faults_per_gpu_hour: float | None = None
@@ -417,9 +419,11 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     throughput = _throughput(data.get("throughput_gbps"), f"{where}data.throughput_gbps")
 
     ck = _section(doc, "checkpoint", {"interval_minutes", "size_gb", "write_gbps", "destination", "filesystem",
-                                      "keep"}, where)
+                                      "keep", "retention_days"}, where)
     ck_keep = None if ck.get("keep") is None else int(_number(ck["keep"], f"{where}checkpoint.keep", minimum=1,
                                                                integer=True, maximum=MAX_COUNT))
+    ck_retention = None if ck.get("retention_days") is None else _number(
+        ck["retention_days"], f"{where}checkpoint.retention_days", minimum=0, maximum=36_500)
     raw_interval = ck.get("interval_minutes", "auto")
     if isinstance(raw_interval, str) and raw_interval != "auto":
         raise InputError(f"{where}checkpoint.interval_minutes", f"must be a number of minutes or auto, got "
@@ -532,6 +536,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
                                                                           maximum=MAX_RATE),
         workload=workload, parameters_b=params, training=training, require_fabric=require_fabric,
         sequence_length=seq_len, micro_batch=micro, activation_checkpointing=act_ckpt, checkpoint_keep=ck_keep,
+        checkpoint_retention_days=ck_retention,
         checkpoint_size_gb=ck_size, checkpoint_write_gbps=ck_gbps, checkpoint_destination=destination,
         filesystem_capacity_gb=fs_gb, filesystem_mbps_per_tib=fs_tier, faults_per_gpu_hour=fault_rate,
         spot_replacement_minutes=replacement, earliest_start=_earliest(doc.get("earliest_start"), where),

@@ -82,6 +82,11 @@ class PhysicsBook:
     object_store_gbps_per_node: float = 50.0
     lustre: Mapping[str, Lustre] = field(default_factory=dict)
     bands: Mapping[str, float] = field(default_factory=dict)  # curve -> measured relative error (held out)
+    # The same evidence apart (issue 36): curve -> RMS error of its class's held-out speed ratios, of its held-out
+    # scaling points, and how many of each there are.
+    speed_bands: Mapping[str, float] = field(default_factory=dict)
+    scaling_bands: Mapping[str, float] = field(default_factory=dict)
+    evidence: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def speed(self, workload: str, accelerator: str) -> float:
         """Per-GPU training speed of ``accelerator`` on ``workload`` (H100 = 1.0)."""
@@ -94,6 +99,16 @@ class PhysicsBook:
     def band(self, workload: str, training: str = "full") -> float:
         """The class's measured relative error of run time (held-out points), 0 when unmeasured."""
         return self.bands.get(curve_name(workload, training), self.bands.get(workload, 0.0))
+
+    def speed_band(self, workload: str, training: str = "full") -> float:
+        """The curve's error on a speed ratio between accelerators (its class's held-out speed ratios)."""
+        cv = curve_name(workload, training)
+        return self.speed_bands.get(cv, self.band(workload, training))
+
+    def scaling_band(self, workload: str, training: str = "full") -> float:
+        """The curve's error on multi-node efficiency (its held-out scaling points)."""
+        cv = curve_name(workload, training)
+        return self.scaling_bands.get(cv, self.band(workload, training))
 
 
 def curve_name(workload: str, training: str = "full") -> str:
@@ -257,6 +272,68 @@ def optimal_interval(rate: float, write_h: float) -> float:
     return (lo + hi) / 2.0 / rate
 
 
+def cost_optimal_interval(rate: float, write_h: float, restart_h: float, a: float, b: float) -> float:
+    """The ``τ`` (hours) that minimises ``a·T_wall/T_work + b/τ``: a job whose every hour of wall time costs ``a``
+    (compute, the value of delay, current checkpoints' storage) and every checkpoint written ``b`` (its storage
+    once replaced, its PUTs). With ``x = R·τ``, ``k = R·C`` and ``β = b·R / (a·e^(R·ρ))`` the optimum is the root of
+
+        e^(x+k)·(1 − x) = 1 − β
+
+    (Daly's equation is ``β = 0``): the left side falls from ``e^k`` at 0 through 0 at 1, so there is one root,
+    in (0, 1) for β < 1 and beyond 1 otherwise. Bisection to 1e-12 relative. ``rate`` 0 has no optimum
+    (``inf``: one checkpoint at the end); ``b`` 0 (or ``a`` 0) is :func:`optimal_interval`."""
+    if not (a > 0 and b > 0) or not math.isfinite(a) or not math.isfinite(b):
+        return optimal_interval(rate, write_h)
+    if not rate > 0 or not math.isfinite(rate) or not math.isfinite(write_h) or not math.isfinite(restart_h):
+        return math.inf
+    k = rate * max(write_h, 0.0)
+    try:
+        b_per_a = b / (a * math.exp(rate * restart_h))  # β / R
+    except (OverflowError, ZeroDivisionError):
+        b_per_a = 0.0
+    beta = b_per_a * rate
+    if k + beta < 1e-12:
+        # Young's root sqrt(2(k + β))/R = sqrt(2C/R + 2(β/R)/R), written so a tiny rate does not underflow (as
+        # optimal_interval does); a denormal rate gives no finite interval.
+        try:
+            tau = math.sqrt(2.0 * max(write_h, 0.0) / rate + 2.0 * b_per_a / rate)
+        except (OverflowError, ZeroDivisionError):
+            return math.inf
+        return tau if math.isfinite(tau) else math.inf
+
+    def f(x: float) -> float:
+        try:
+            return math.expm1(x + k) * (1.0 - x) - x + beta  # e^(x+k)(1-x) - 1 + beta, without cancellation
+        except OverflowError:
+            return -math.inf
+
+    # f is concave and falls on x > 0 (f' = -x·e^(x+k)), and f(x) <= e^k - 1 + β - e^k·x²/2: Newton from the
+    # right of the root, at that bound's zero, steps down onto the root monotonically (a tangent of a concave
+    # function lies above it). Bisection takes over should it ever leave the bracket.
+    lo, hi = 0.0, math.sqrt(2.0 * (math.expm1(k) + beta) / math.exp(k)) if k < 700 else 1.0
+    while f(hi) > 0 and hi < 1e6:
+        lo, hi = hi, hi * 2.0
+    x = hi
+    for _ in range(100):
+        fx = f(x)
+        if fx > 0:
+            lo = x
+        else:
+            hi = x
+        try:
+            slope = -x * math.exp(x + k)
+        except OverflowError:
+            slope = -math.inf
+        nxt = x - fx / slope if slope < 0 and math.isfinite(slope) else (lo + hi) / 2.0
+        if not lo <= nxt <= hi:
+            nxt = (lo + hi) / 2.0
+        if abs(nxt - x) <= 1e-12 * x or hi - lo <= 1e-12 * hi:
+            x = nxt
+            break
+        x = nxt
+    return x / rate
+
+
 def _f_interval(x: float, k: float) -> float:
     """:func:`optimal_interval`'s ``f`` at ``x``, as its bisection computes it (the same expression)."""
     try:
@@ -323,22 +400,39 @@ class Gang:
     expected_interruptions: float
     interval_capped: bool = False  # a fixed interval longer than the run, priced as one checkpoint at the end
     asked_interval_h: float = 0.0  # the job's fixed interval (0 under auto)
+    # Why this interval (issue 36): "fixed" (the job's), "daly" (the wall-time optimum), "cost" (the job's total:
+    # compute over the wall time plus checkpoint storage and requests), "run" (one checkpoint at the end: no
+    # interruption to guard against, or the optimum is past the run), "no-write" (the write time is unknown).
+    basis: str = "daly"
+    daly_interval_h: float = 0.0  # the wall-time optimum, for comparison (0 when the job fixes the interval)
 
 
 def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faults_per_gpu_hour: float,
-         restart_h: float, replacement_h: float, write_h: float, interval_h: float | None) -> Gang:
+         restart_h: float, replacement_h: float, write_h: float, interval_h: float | None,
+         auto_interval_h: float | None = None, daly_interval_h: float | None = None) -> Gang:
     """The expected cost of interruptions for ``nodes`` nodes running ``run_h`` hours of work.
 
-    ``spot_rate`` is the per-node reclaim rate (0 unless spot); ``interval_h`` None picks the optimal
-    interval (capped at the run: one checkpoint at the end is the least a run writes)."""
+    ``spot_rate`` is the per-node reclaim rate (0 unless spot); ``interval_h`` None picks the wall-time optimal
+    interval (capped at the run: one checkpoint at the end is the least a run writes), or ``auto_interval_h``
+    when given (the cost-optimal one the engine found, basis ``cost``; capped at the run likewise);
+    ``daly_interval_h`` is the wall-time optimum when the caller already has it (it is the same for the gang)."""
     hw = nodes * gpus_per_node * faults_per_gpu_hour
     spot = nodes * spot_rate
     rate = hw + spot
     restart = restart_h + (replacement_h * spot / rate if rate > 0 else 0.0)
     capped = False
     asked = 0.0
+    daly = 0.0
+    basis = "fixed"
     if interval_h is None:
-        tau = NO_WRITE_INTERVAL_H if write_h <= 0 else optimal_interval(rate, write_h)
+        daly = (NO_WRITE_INTERVAL_H if write_h <= 0 else optimal_interval(rate, write_h)
+                if daly_interval_h is None else daly_interval_h)
+        basis = "no-write" if write_h <= 0 else "daly"
+        tau = daly
+        if auto_interval_h is not None and write_h > 0:
+            tau, basis = auto_interval_h, "cost"
+        if run_h > 0 and tau >= run_h and basis != "no-write":
+            basis = "run"
         tau = min(tau, run_h) if run_h > 0 else tau
         if not math.isfinite(tau) or tau <= 0:
             tau = max(run_h, NO_WRITE_INTERVAL_H) if math.isfinite(run_h) else NO_WRITE_INTERVAL_H
@@ -356,7 +450,7 @@ def gang(run_h: float, nodes: int, gpus_per_node: int, *, spot_rate: float, faul
     g = object.__new__(Gang)
     g.__dict__.update(rate=rate, interval_h=tau, write_h=write_h, restart_h=restart, overhead=overhead,
                       expected_interruptions=stops if math.isfinite(stops) else math.inf, interval_capped=capped,
-                      asked_interval_h=asked)
+                      asked_interval_h=asked, basis=basis, daly_interval_h=daly)
     return g
 
 

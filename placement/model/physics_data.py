@@ -136,8 +136,11 @@ def parse_workloads(doc: dict[str, Any]) -> tuple[PhysicsBook, tuple[ScalingPoin
                                       "interruptions.spot_replacement_minutes", positive=False),
         object_store_gbps_per_node=_num(ck.get("object_store_gbps_per_node"), "checkpoint.object_store_gbps_per_node"),
         lustre=lustre)
-    bands = error_bands(book, points, doc.get("speed_held_out") or [])
-    return PhysicsBook(**{**book.__dict__, "bands": bands}), points
+    held = doc.get("speed_held_out") or []
+    bands = error_bands(book, points, held)
+    speed_bands, scaling_bands, evidence = split_bands(book, points, held)
+    return PhysicsBook(**{**book.__dict__, "bands": bands, "speed_bands": speed_bands, "scaling_bands": scaling_bands,
+                          "evidence": evidence}), points
 
 
 def point_error(p: ScalingPoint, book: PhysicsBook) -> float:
@@ -167,6 +170,32 @@ def error_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[
     bands = {cv: round(math.sqrt(sum(e * e for e in v) / len(v)), 2) for cv, v in errs.items() if v}
     worst = max(bands.values(), default=0.0)
     return {cv: bands.get(cv, worst) for cv in CURVES}
+
+
+def split_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[dict[str, Any]]
+                ) -> tuple[dict[str, float], dict[str, float], dict[str, tuple[int, int]]]:
+    """Per curve, the held-out evidence apart (issue 36): the RMS relative error of its class's held-out speed
+    ratios (what a choice between accelerators rests on), of its held-out scaling points (what a choice between
+    node counts or fabrics rests on), and how many of each; a curve without one kind borrows the largest band
+    of that kind."""
+    speed_errs: dict[str, list[float]] = {cv: [] for cv in CURVES}
+    scaling_errs: dict[str, list[float]] = {cv: [] for cv in CURVES}
+    for p in points:
+        if p.role == "held_out":
+            scaling_errs[p.curve].append(point_error(p, book))
+    for h in held:
+        w = str(h["workload"])
+        for cv in CURVES:
+            if cv == w or cv.startswith(w + "-"):
+                speed_errs[cv].append(speed_error(h, book))
+
+    def rms(errs: dict[str, list[float]]) -> dict[str, float]:
+        out = {cv: round(math.sqrt(sum(e * e for e in v) / len(v)), 2) for cv, v in errs.items() if v}
+        worst = max(out.values(), default=0.0)
+        return {cv: out.get(cv, worst) for cv in CURVES}
+
+    evidence = {cv: (len(speed_errs[cv]), len(scaling_errs[cv])) for cv in CURVES}
+    return rms(speed_errs), rms(scaling_errs), evidence
 
 
 @functools.cache
@@ -251,8 +280,11 @@ def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...]
         fit = [point_error(p, book) for p in points if p.curve == cv and p.role == "fit"]
         inside = sum(1 for e in errs if abs(e) <= 0.15)
         worst = max((abs(e) for e in errs), default=0.0)
+        n_speed, n_scaling = book.evidence.get(cv, (0, 0))
         out.append(f"- {cv}: {len(fit)} fit points, {len(errs)} held out: {inside} within 15 %, worst "
-                   f"{worst:.0%}, band (RMS) ±{book.bands[cv]:.0%}")
+                   f"{worst:.0%}, band (RMS of all of them) ±{book.bands[cv]:.0%}: speed ratios "
+                   f"±{book.speed_bands.get(cv, 0):.0%} ({n_speed}), scaling points "
+                   f"±{book.scaling_bands.get(cv, 0):.0%} ({n_scaling})")
     every = [point_error(p, book) for p in points if p.role == "held_out"] + [speed_error(h, book) for h in held]
     out.append(f"- all classes: {sum(1 for e in every if abs(e) <= 0.15)} of {len(every)} distinct held-out points "
                "within 15 % (the LLM speed ratios count once here, under both LLM curves above)")

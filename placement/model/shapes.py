@@ -29,6 +29,7 @@ class QuotaKeys:
     unit: Literal["vcpu", "gpu"]
     on_demand: str | None
     spot: str | None
+    unverified: frozenset[str] = frozenset()  # capacities ("spot", "on-demand") whose key is not verified
 
     def key(self, capacity: str) -> str | None:
         return self.spot if capacity == "spot" else self.on_demand
@@ -183,7 +184,8 @@ def _shape(row: dict[str, Any], where: str) -> Shape:
             fabric=str(fabric["kind"]),
             fabric_nics=int(fabric["nics"]),
             fabric_gbps=float(fabric["gbps"]),
-            quota=QuotaKeys(unit=quota["unit"], on_demand=quota.get("on_demand"), spot=quota.get("spot")),
+            quota=QuotaKeys(unit=quota["unit"], on_demand=quota.get("on_demand"), spot=quota.get("spot"),
+                            unverified=frozenset(str(c) for c in quota.get("unverified") or ())),
             network_cards=int(aws.get("network_cards", 0)),
             instance_store_gb=int(aws.get("instance_store_gb", 0)),
             gke_accelerator=str(gcp.get("gke_accelerator", "")),

@@ -71,14 +71,16 @@ def break_even(p: Plan) -> float | None:
     pool = list(groups.values())
 
     def key_at(rate: float, offer: Any, t: Any) -> tuple[Any, ...] | None:
-        g = ctx.gang(t.nodes, offer.shape.gpus, rate, t.run_h, t.write_h)
+        hourly = t.nodes * offer.spot_price
+        # The interval follows the rate (and, when checkpoints are billed, the price: issue 36), as the engine's.
+        g = (ctx.cost_gang(offer.cloud, t.nodes, offer.shape.gpus, rate, t.run_h, t.write_h, hourly) if t.cost_opt
+             else ctx.gang(t.nodes, offer.shape.gpus, rate, t.run_h, t.write_h))
         if _never(g) is not None:
             return None
         mult = t.run_h * (1.0 + g.overhead)
         ready = t.transfer_h + mult
         if deadline_reason(job, ready) is not None:
             return None
-        hourly = t.nodes * offer.spot_price
         # The bill's checkpoint lines follow the interval, which follows the rate: price them at this rate.
         nat, store, req = ctx.extras(offer.cloud, offer.region, t.run_h, g, mult)
         eg = t.eg - (t.nat + t.ck_store + t.ck_req) + nat + store + req
@@ -138,14 +140,44 @@ def _median_other_zones(chosen: Candidate, offers: Iterable[Offer]) -> float | N
     return statistics.median(prices.values()) if prices else None
 
 
+def price_flag(c: Candidate | None, offers: Iterable[Offer]) -> str | None:
+    """Why the chosen candidate's price is suspect, or None (issue 36): the catalog row's own flag (unverified,
+    an outlier with a documented reason), else, on-demand, a price outside 0.6-1.67x the median of the same
+    machine across the catalog's regions (a user's catalog: SkyPilot's GCP rows that leave the GPUs out)."""
+    if c is None or c.reservation is not None:
+        return None
+    o = c.offer
+    if o.price_flag:
+        return o.price_flag
+    if c.capacity != "on-demand" or o.price is None:
+        return None
+    from placement.model.catalog import machine_medians, price_problem
+
+    same = [x for x in offers if x.cloud == o.cloud and x.shape.name == o.shape.name]
+    return price_problem(o, machine_medians(same).get((o.cloud, o.instance_type)))
+
+
+def price_flag_text(c: Candidate, flag: str) -> str:
+    """The line a plan prints when its chosen price is flagged."""
+    o = c.offer
+    price = o.spot_price if c.capacity == "spot" else o.price
+    return (f"price flagged: the chosen {o.cloud} {o.zone} {o.instance_type} {c.capacity} price "
+            f"${price or 0:,.4g}/h rests on a suspect figure ({flag}); check it with `placement refresh` or --live "
+            "before acting on the total")
+
+
 def warnings(p: Plan, offers: Sequence[Offer]) -> list[str]:
-    """Warnings on the chosen candidate: over 50 expected gang interruptions, over 25 % overhead, a spot price
-    below half the median spot price of the same shape in the catalog's other zones."""
+    """Warnings on the chosen candidate: a flagged price (:func:`price_flag`), over 50 expected gang
+    interruptions, over 25 % overhead, a spot price below half the median spot price of the same shape in the
+    catalog's other zones."""
     c = p.chosen
     if c is None:
         return []
     out = []
     where = f"{c.offer.cloud} {c.offer.zone} {c.offer.instance_type} x{c.nodes} {c.capacity}"
+    flag = price_flag(c, offers)
+    if flag:
+        out.append(price_flag_text(c, flag))
     if c.expected_interruptions > MAX_GANG_INTERRUPTIONS:
         out.append(f"the chosen {where} expects {c.expected_interruptions:,.1f} gang interruptions over the run "
                    f"(more than {MAX_GANG_INTERRUPTIONS:g}); check the spot rate ({c.interruption_source or 'none'}) "

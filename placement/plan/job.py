@@ -12,13 +12,16 @@ formula and constant in docs/cost-model.md:
   rate         R = nodes × (r_spot + GPUs per node × f): spot reclaims (r per node: the job's, or a higher
                one from a live placement score; 0 unless spot) and hardware faults f (every capacity)
   overhead     Daly's exact expected time with checkpoint writes C = size / write throughput, at the job's
-               interval or the optimal one (auto); a spot restart includes a replacement node
+               interval or (auto) the one that minimises the candidate's total: compute over the expected wall
+               time plus checkpoint storage and requests (issue 36; Daly's wall-time optimum when checkpoints
+               are not billed); a spot restart includes a replacement node
   compute      nodes × price × run hours × (1 + overhead)
   egress       dataset home → candidate region + outputs back, priced by the source
+  nat, ckpt    NAT processing, checkpoint storage and PUTs (placement/model/bill.py)
   transfer     (dataset + outputs GB) × 8 / Gbps of the path (same region / inter-region / cross-cloud) / 3600
   ready        transfer hours + run hours × (1 + overhead)
   delay        ready hours × the job's usd_per_hour_of_delay
-  total        compute + egress + delay
+  total        compute + egress + NAT + checkpoint storage + checkpoint requests + delay
 Ranked: quota known to fit first, then quota unknown; by total (to the cent), then fewer nodes, then the
 lower hourly price, then cloud, region, zone, instance type, capacity (reserved, on-demand, spot).
 """
@@ -33,11 +36,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from placement.model.bill import bill_book, checkpoint_usd, nat_usd
+from placement.model.bill import bill_book, checkpoint_usd, checkpoints_written, nat_usd, put_usd_per_checkpoint
 from placement.model.catalog import Offer
 from placement.model.egress import EgressBook, egress_book, transfer_hours, transfer_path, transfer_usd
 from placement.model.jobspec import JobSpec
-from placement.model.physics import Gang, checkpoint_gb, efficiency, gang, impractical_reason, memory_reason, write_gbps
+from placement.model.physics import (
+    Gang,
+    checkpoint_gb,
+    cost_optimal_interval,
+    efficiency,
+    gang,
+    impractical_reason,
+    memory_reason,
+    wall_ratio,
+    write_gbps,
+)
 from placement.model.physics_data import physics_book
 from placement.model.quotas import QuotaTable
 from placement.model.shapes import Shape, node_plan
@@ -132,6 +145,17 @@ class Candidate:
     interruption_source: str | None = None
     interruptions_per_hour_p90: float = 0.0
     measured: tuple[str, ...] = ()
+    # Why the checkpoint interval (issue 36): physics.Gang.basis (fixed, daly, cost, run, no-write), and the
+    # wall-time optimum it is compared with (0 when the job fixes the interval).
+    checkpoint_interval_basis: str = "daly"
+    daly_interval_minutes: float = 0.0
+    # What the checkpoint lines were priced on (issue 36), so each can be reproduced from the candidate alone:
+    # one checkpoint's GB (0: unknown, not billed), how many the run writes, how many stay current, and the days
+    # a replaced one stays billed on this cloud.
+    checkpoint_gb: float = 0.0
+    checkpoints_written: float = 0.0
+    checkpoint_keep: int = 3
+    checkpoint_retention_days: float = 0.0
 
     @property
     def overhead(self) -> float:
@@ -170,7 +194,8 @@ class Terms:
 
     __slots__ = ("capacity", "order", "nodes", "idle", "run_h", "rate", "overhead", "transfer_h", "ready_h",
                  "eg_in", "eg_out", "eg", "key", "unit", "needed", "headroom", "unknown", "reason", "reservation",
-                 "delay_rate", "mult", "delay", "eff", "gang", "write_h", "late", "nat", "ck_store", "ck_req")
+                 "delay_rate", "mult", "delay", "eff", "gang", "write_h", "late", "nat", "ck_store", "ck_req",
+                 "cost_opt", "cloud", "region")
 
     capacity: str
     order: int
@@ -201,6 +226,16 @@ class Terms:
     nat: float  # USD: NAT processing (placement/model/bill.py); eg includes it
     ck_store: float  # USD: checkpoint storage; eg includes it
     ck_req: float  # USD: checkpoint PUTs; eg includes it
+    cost_opt: bool  # the interval is auto and checkpoints are billed: it depends on each offer's price (issue 36)
+    cloud: str
+    region: str
+
+    def copy(self) -> Terms:
+        """A copy to reprice for one offer (its spot rate, or its price under the cost-optimal interval)."""
+        out = Terms()
+        for name in Terms.__slots__:
+            setattr(out, name, getattr(self, name))
+        return out
 
 
 # A runnable candidate before it becomes a Candidate object: ranking 50,000 offers only materialises the rows
@@ -242,14 +277,17 @@ def spot_overhead(job: JobSpec, rate: float, nodes: int = 1, gpus_per_node: int 
     return _gang(job, nodes, gpus_per_node, rate / max(nodes, 1), run_h, write_h).overhead
 
 
-def _gang(job: JobSpec, nodes: int, gpus_per_node: int, spot_rate: float, run_h: float, write_h: float) -> Gang:
-    """The gang's interruption terms: ``spot_rate`` per node (0 unless spot), the job's restart and interval."""
+def _gang(job: JobSpec, nodes: int, gpus_per_node: int, spot_rate: float, run_h: float, write_h: float,
+          auto_h: float | None = None, daly_h: float | None = None) -> Gang:
+    """The gang's interruption terms: ``spot_rate`` per node (0 unless spot), the job's restart and interval (or,
+    under auto, ``auto_h`` when given: the cost-optimal one)."""
     book = physics_book()
     faults = book.faults_per_gpu_hour if job.faults_per_gpu_hour is None else job.faults_per_gpu_hour
     repl = book.spot_replacement_minutes if job.spot_replacement_minutes is None else job.spot_replacement_minutes
     interval = None if job.checkpoint_interval_minutes is None else job.checkpoint_interval_minutes / 60.0
     return gang(run_h, nodes, gpus_per_node, spot_rate=spot_rate, faults_per_gpu_hour=faults,
-                restart_h=job.restart_minutes / 60.0, replacement_h=repl / 60.0, write_h=write_h, interval_h=interval)
+                restart_h=job.restart_minutes / 60.0, replacement_h=repl / 60.0, write_h=write_h, interval_h=interval,
+                auto_interval_h=auto_h, daly_interval_h=daly_h)
 
 
 def checkpoint_write_hours(job: JobSpec, nodes: int) -> float:
@@ -306,11 +344,17 @@ class _Context:
         self.shapes: dict[int, tuple[int, int, float, str | None, float, float, Gang, Gang] | None] = {}
         self.zones: dict[tuple[str, str], str | None] = {}
         self.gangs: dict[tuple[int, int, float, float, float], Gang] = {}
+        self.cost_gangs: dict[tuple[str, int, int, float, float, float, float], Gang] = {}
+        self.derived: dict[tuple[int, float | None, float], Terms] = {}
         self.phys = physics_book()
         first = job.accelerators[0]
         self.ref_speed = job.speed_of(first)
         self.coef = self.phys.coefficients(job.workload, job.training)
         self.bill = bill_book()
+        size = job.checkpoint_size_gb
+        if size is None and job.parameters_b is not None:
+            size = checkpoint_gb(job.parameters_b, job.training, self.phys)
+        self.ck_gb = size or 0.0  # one checkpoint's GB (0: unknown, its storage not billed)
         ref_gpn = self.phys.reference_gpus_per_node
         self.ref_eff = efficiency(-(-job.gpus // ref_gpn), self.phys.reference_gbps, ref_gpn, self.ref_speed,
                                   self.coef, self.phys.reference_gbps, ref_gpn)
@@ -322,6 +366,97 @@ class _Context:
         if g is None:
             g = self.gangs[key] = _gang(self.job, nodes, gpus_per_node, spot_rate, run_h, write_h)
         return g
+
+    def cost_gang(self, cloud: str, nodes: int, gpus_per_node: int, spot_rate: float, run_h: float, write_h: float,
+                  hourly: float) -> Gang:
+        """The gang at the interval that minimises the job's total on a candidate costing ``hourly`` USD per hour
+        of wall time (issue 36): compute (and the value of delay) over Daly's expected wall time plus the
+        checkpoints' storage (``keep`` current ones over the wall time, each replaced one for the retention) and
+        PUTs. :func:`placement.model.physics.cost_optimal_interval` solves the continuous problem; the exact bill (whole
+        checkpoints, the first ``keep`` kept current) is then priced at it, at Daly's optimum and at the intervals
+        that write a whole number of checkpoints next to it, and the cheapest wins. Memoised per plan."""
+        key = (cloud, nodes, gpus_per_node, spot_rate, run_h, write_h, hourly)
+        g = self.cost_gangs.get(key)
+        if g is None:
+            g = self.cost_gangs[key] = self._cost_gang(cloud, nodes, gpus_per_node, spot_rate, run_h, write_h, hourly)
+        return g
+
+    def _cost_gang(self, cloud: str, nodes: int, gpus_per_node: int, spot_rate: float, run_h: float, write_h: float,
+                   hourly: float) -> Gang:
+        base = self.gang(nodes, gpus_per_node, spot_rate, run_h, write_h)
+        job, book, size = self.job, self.bill, self.ck_gb
+        if (job.checkpoint_interval_minutes is not None or not size or cloud not in book.clouds or write_h <= 0
+                or not 0 < hourly < math.inf or not base.rate > 0 or not 0 < run_h < math.inf
+                or not math.isfinite(base.overhead)):
+            return base
+        keep = book.keep if job.checkpoint_keep is None else job.checkpoint_keep
+        days = book.retention_days(cloud) if job.checkpoint_retention_days is None else job.checkpoint_retention_days
+        per_day = size * book.clouds[cloud].storage_usd_per_gb_month / book.days_per_month
+        delay = job.usd_per_hour_of_delay
+        a = hourly + delay + per_day * keep / 24.0
+        b = per_day * days + put_usd_per_checkpoint(book, cloud, size)  # USD per checkpoint written
+        tau = cost_optimal_interval(base.rate, write_h, base.restart_h, a, b)
+        tries = {min(tau, run_h) if math.isfinite(tau) else run_h}
+        n = run_h / tau if math.isfinite(tau) and tau > 0 else 1.0
+        whole = {max(math.floor(n), 1), max(math.ceil(n), 1), *range(1, min(keep, 8) + 2)}
+        # An interval writing m checkpoints: run/(m - 1/2), the middle of the range that writes m (1/τ between
+        # (m-1)/run and m/run), so the count does not change when the interval is read back rounded.
+        tries |= {min(run_h / (m - 0.5), run_h) for m in whole if m <= max(n, 1.0) + 1}
+        rate, restart = base.rate, base.restart_h
+        put = put_usd_per_checkpoint(book, cloud, size)
+
+        def total(t: float) -> float:
+            # placement.model.bill.checkpoint_usd's lines, inline (the same arithmetic, its constants worked out once)
+            wall = run_h * wall_ratio(rate, t, write_h, restart)
+            written = checkpoints_written(run_h, t)
+            store = per_day * (min(float(keep), written) * wall / 24.0 + max(written - keep, 0.0) * days)
+            return (hourly + delay) * wall + store + written * put
+
+        best_t, best_usd = None, total(base.interval_h)
+        for t in sorted(tries):
+            usd = total(t)
+            if math.isfinite(usd) and usd < best_usd * (1.0 - 1e-9):
+                best_t, best_usd = t, usd
+        if best_t is None:
+            return base
+        return _gang(job, nodes, gpus_per_node, spot_rate, run_h, write_h, auto_h=best_t,
+                     daly_h=base.daly_interval_h)
+
+    def offer_terms(self, t: Terms, cloud: str, per_node: float | None, hourly: float, gpus_per_node: int) -> Terms:
+        """``t`` repriced for one offer: at its own spot rate ``per_node`` (a live or calibrated one), and, when the
+        interval depends on the price (``t.cost_opt``), at the cost-optimal interval for ``hourly``. ``t`` itself
+        when neither changes it."""
+        key = (id(t), per_node, hourly if t.cost_opt else 0.0)
+        d = self.derived.get(key)
+        if d is not None:
+            return d
+        rate = per_node if per_node is not None else (self.job.interruptions_per_hour if t.order == 2 else 0.0)
+        g = self.gang(t.nodes, gpus_per_node, rate, t.run_h, t.write_h)
+        if t.cost_opt:
+            cheap = self.cost_gang(cloud, t.nodes, gpus_per_node, rate, t.run_h, t.write_h, hourly)
+            # The cheapest interval stretches the wall time: where that misses the deadline Daly's (the shortest
+            # wall time) may still meet it, and a candidate that can meet it is not excluded for its interval.
+            if (cheap is not g and self.job.deadline_hours is not None
+                    and deadline_reason(self.job, t.transfer_h + t.run_h * (1.0 + cheap.overhead)) is not None):
+                cheap = g
+            g = cheap
+        if g is t.gang:
+            d = t
+        else:
+            d = t.copy()
+            d.gang, d.overhead = g, g.overhead
+            if per_node is not None:
+                d.rate = t.nodes * per_node
+            d.mult = t.run_h * (1.0 + g.overhead)
+            d.ready_h = t.transfer_h + d.mult
+            d.delay = d.ready_h * t.delay_rate if t.delay_rate else 0.0
+            d.nat, d.ck_store, d.ck_req = self.extras(cloud, t.region, t.run_h, g, d.mult)
+            d.eg = t.eg_in + t.eg_out + d.nat + d.ck_store + d.ck_req
+            if t.reason is None:
+                d.reason = _never(g, t.run_h) or self.time_reason(d.ready_h, t.reservation)
+                d.late = d.reason is not None and d.reason.startswith("ready in ")
+        self.derived[key] = d
+        return d
 
     def region(self, cloud: str, region: str) -> tuple[float, float, float, str | None]:
         """(dataset egress USD, outputs egress USD, transfer hours, not-allowed reason)."""
@@ -374,12 +509,11 @@ class _Context:
         job = self.job
         ds = job.dataset
         nat = 0.0 if ds is None else nat_usd(self.bill, cloud, region, ds.cloud, ds.region, ds.size_gb + job.outputs_gb)
-        size = job.checkpoint_size_gb
-        if size is None and job.parameters_b is not None:
-            size = checkpoint_gb(job.parameters_b, job.training, self.phys)
+        size = self.ck_gb
         if not size or not math.isfinite(run_h):
             return nat, 0.0, 0.0
-        store, req = checkpoint_usd(self.bill, cloud, size, run_h, g.interval_h, wall_h, job.checkpoint_keep)
+        store, req = checkpoint_usd(self.bill, cloud, size, run_h, g.interval_h, wall_h, job.checkpoint_keep,
+                                    job.checkpoint_retention_days)
         return nat, store, req
 
     def zone(self, cloud: str, zone: str) -> str | None:
@@ -399,6 +533,9 @@ class _Context:
         eg_in, eg_out, transfer_h, region_reason = self.region(cloud, region)
         t = Terms()
         t.capacity, t.order, t.nodes, t.idle, t.run_h = capacity, CAPACITY_ORDER[capacity], nodes, idle, run_h
+        t.cloud, t.region = cloud, region
+        t.cost_opt = (job.checkpoint_interval_minutes is None and self.ck_gb > 0 and write_h > 0
+                      and cloud in self.bill.clouds)
         t.eg_in, t.eg_out, t.eg, t.transfer_h = eg_in, eg_out, eg_in + eg_out, transfer_h
         t.reservation = reservation
         t.delay_rate = job.usd_per_hour_of_delay
@@ -497,21 +634,19 @@ def _unbounded(job: JobSpec, run_h: float, transfer_h: float) -> str | None:
 
 
 def _priced(ctx: _Context, offer: Offer, t: Terms, seq: int) -> Row:
-    """The full row of one offer under terms ``t`` (also for excluded ones, when shown)."""
+    """The full row of one offer under terms ``t`` (also for excluded ones, when shown): repriced for the offer
+    when its spot rate is its own (live, calibrated) or the interval follows its price (``t.cost_opt``)."""
     job = ctx.job
     capacity = t.capacity
     price = offer.spot_price if capacity == "spot" else offer.price
+    per_node = offer_spot_rate(job, offer) if capacity == "spot" else None
+    # A row excluded for good (not only by the deadline) is shown, never ranked: its interval stays Daly's.
+    settled = t.reason is not None and not t.late
+    if per_node is not None or (t.cost_opt and price is not None and not settled):
+        t = ctx.offer_terms(t, offer.cloud, per_node, t.nodes * price if price is not None else math.inf,
+                            offer.shape.gpus)
     rate, overhead, mult, ready_h, g = t.rate, t.overhead, t.mult, t.ready_h, t.gang
     reason = t.reason
-    per_node = offer_spot_rate(job, offer) if capacity == "spot" else None
-    if per_node is not None:
-        rate = t.nodes * per_node
-        g = ctx.gang(t.nodes, offer.shape.gpus, per_node, t.run_h, t.write_h)
-        overhead = g.overhead
-        mult = t.run_h * (1.0 + overhead)
-        ready_h = t.transfer_h + mult
-        if reason is None:
-            reason = _never(g, t.run_h) or ctx.time_reason(ready_h, t.reservation)
     if price is None:
         hourly = math.inf
         reason = reason or ctx.zone(offer.cloud, offer.zone) or f"not offered as {capacity} here"
@@ -563,6 +698,12 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
                 add_ex((offer, t))
                 if ordered is not None:
                     ordered.append((offer, t))
+                continue
+            if t.cost_opt:  # the interval follows this offer's price: priced in full (a memo per distinct price)
+                row = _priced(ctx, offer, t, seq)
+                (add_ex if row[17] else add_run)(row)
+                if ordered is not None:
+                    ordered.append(row)
                 continue
             if t.order == 2:  # spot
                 price = offer.spot_price
@@ -634,13 +775,24 @@ def _candidate(job: JobSpec, r: Row) -> Candidate:
                   scaling_efficiency=t.eff, checkpoint_interval_minutes=g.interval_h * 60.0,
                   checkpoint_write_minutes=t.write_h * 60.0,
                   expected_interruptions=g.expected_interruptions if math.isfinite(g.overhead) else math.inf,
-                  checkpoint_interval_capped=g.interval_capped)
+                  checkpoint_interval_capped=g.interval_capped, checkpoint_interval_basis=g.basis,
+                  daly_interval_minutes=g.daly_interval_h * 60.0 if math.isfinite(g.daly_interval_h) else math.inf)
     source, p90 = spot_source(job, offer) if t.capacity == "spot" else (None, 0.0)
     measured = tuple(m for m, key in (("speed", f"speed:{offer.shape.accelerator}"),
                                       ("scaling", f"scaling:{offer.shape.accelerator}x{nodes}"))
                      if key in job.measured)
+    book = bill_book()
+    size = job.checkpoint_size_gb
+    if size is None and job.parameters_b is not None:
+        size = checkpoint_gb(job.parameters_b, job.training, physics_book())
+    retention = (job.checkpoint_retention_days if job.checkpoint_retention_days is not None
+                 else book.retention_days(offer.cloud))
     return Candidate(**{**c.__dict__, "notes": _notes(job, c), "interruption_source": source,
-                        "interruptions_per_hour_p90": nodes * p90, "measured": measured})
+                        "interruptions_per_hour_p90": nodes * p90, "measured": measured,
+                        "checkpoint_gb": size or 0.0,
+                        "checkpoints_written": checkpoints_written(t.run_h, g.interval_h) if size else 0.0,
+                        "checkpoint_keep": book.keep if job.checkpoint_keep is None else job.checkpoint_keep,
+                        "checkpoint_retention_days": retention})
 
 
 def offer_spot_rate(job: JobSpec, offer: Offer) -> float | None:
@@ -767,27 +919,35 @@ class Plan:
 
     def uncertain(self, c: Candidate) -> str | None:
         """What would decide between the chosen candidate and ``c`` when their totals differ by less than the
-        model's measured error band of the job's class (a tie the model cannot break), else None. Two
-        candidates the model predicts alike (same accelerator, node count, node size and fabric) share its
-        error, which then cancels: never a tie on that account."""
+        model's measured error band of the job's curve (a tie the model cannot break), else None.
+
+        Two candidates the model predicts alike share its error, which then cancels: never a tie on that account.
+        Alike: the same accelerator at the same node count, and, when either side has more than one node, the
+        same node size and fabric (on one node the fabric carries no traffic: efficiency is exactly 1 on both).
+        The decider is a measurement the user can make on the two candidates: the job's step time on each GPU
+        (``placement profile`` on one node of each), or NCCL bus bandwidth at the job's node counts."""
         best = self.chosen
         if best is None or c is best:
             return None
         sb, sc = best.offer.shape, c.offer.shape
-        if (sb.accelerator, best.nodes, sb.gpus, sb.fabric_gbps) == (sc.accelerator, c.nodes, sc.gpus, sc.fabric_gbps):
+        multi = max(best.nodes, c.nodes) > 1
+        if sb.accelerator == sc.accelerator and best.nodes == c.nodes and (
+                not multi or (sb.gpus, sb.fabric_gbps) == (sc.gpus, sc.fabric_gbps)):
             return None
         band = physics_book().band(self.job.workload, self.job.training)
         if band <= 0 or abs(c.cost.total_usd - best.cost.total_usd) > band * max(best.cost.compute_usd,
                                                                                c.cost.compute_usd):
             return None
         if sb.accelerator != sc.accelerator:
-            return (f"measure the job's step time on {sb.accelerator} and {sc.accelerator} (`placement profile`, "
-                    "the trainer's --benchmark mode)")
+            return (f"measure the job's step time on both GPUs: `placement profile --config <the job's model "
+                    f"config>` on one {sb.name} node ({sb.accelerator}) and one {sc.name} node ({sc.accelerator}), "
+                    "then plan with the calibration it writes")
         if sb.fabric_gbps != sc.fabric_gbps:
-            return (f"measure NCCL bus bandwidth on both ({sb.fabric_gbps:g} Gbps {sb.name} against "
-                    f"{sc.fabric_gbps:g} Gbps {sc.name}: nccl-tests all_reduce_perf across {max(best.nodes, c.nodes)} "
-                    "nodes)")
-        return f"measure the job's step time at {best.nodes} and {c.nodes} nodes"
+            return (f"measure NCCL bus bandwidth on both at the job's node count: nccl-tests all_reduce_perf across "
+                    f"{best.nodes} {sb.name} nodes ({sb.fabric_gbps:g} Gbps each) and across {c.nodes} {sc.name} "
+                    f"nodes ({sc.fabric_gbps:g} Gbps each)")
+        return (f"measure the scaling: nccl-tests all_reduce_perf across {best.nodes} and across {c.nodes} {sb.name} "
+                "nodes, or the job's step time at both sizes (placement calibrate reads it from the fleet)")
 
     @functools.cached_property
     def cheapest_unhurried(self) -> Candidate | None:
@@ -814,6 +974,18 @@ class Plan:
         if key(cheapest)[0] >= _cents(chosen[14] + chosen[11].eg):
             return None
         return _candidate(job, cheapest)
+
+    def total_at_interval(self, c: Candidate, interval_h: float) -> float:
+        """``c``'s total USD had it checkpointed every ``interval_h`` hours (its other terms as they are): what the
+        plan's choice of interval is compared with (Daly's wall-time optimum, issue 36)."""
+        ctx = self.context or _Context(self.job, None, None, 0.0, None)
+        per_node = c.interruptions_per_hour / c.nodes if c.nodes else 0.0
+        g = _gang(self.job, c.nodes, c.gpus_per_node, per_node, c.hours, c.checkpoint_write_minutes / 60.0,
+                  auto_h=interval_h)
+        mult = c.hours * (1.0 + g.overhead)
+        nat, store, req = ctx.extras(c.offer.cloud, c.offer.region, c.hours, g, mult)
+        delay = (c.transfer_hours + mult) * self.job.usd_per_hour_of_delay
+        return c.usd_per_hour * mult + c.cost.egress_usd + nat + store + req + delay
 
     @property
     def cheaper_unconfirmed(self) -> tuple[int, Candidate] | None:
@@ -875,6 +1047,8 @@ def _notes(job: JobSpec, c: Candidate) -> tuple[str, ...]:
         notes.append(f"reservation {r.id} ({r.count} free, {ends})")
     elif not qc.known:
         notes.append("quota unknown")
+    if c.reservation is None and c.capacity in offer.shape.quota.unverified:
+        notes.append(f"quota key {qc.key} unverified for {offer.instance_type} {c.capacity} (shapes.yaml)")
     if c.idle_gpus > 0:
         notes.append(f"{c.idle_gpus} idle GPUs billed ({c.billed_gpus} for {job.gpus})")
     if c.nodes > 1 and offer.shape.fabric_gbps < physics_book().reference_gbps:
@@ -895,6 +1069,8 @@ def _notes(job: JobSpec, c: Candidate) -> tuple[str, ...]:
         notes.append("inter-region egress")
     if offer.price_source != "catalog" and c.reservation is None:
         notes.append(f"price: {offer.price_source}")
+    if offer.price_flag and c.reservation is None:
+        notes.append("price flagged in the catalog (unverified or an outlier; --json price_flag says why)")
     return tuple(notes)
 
 
@@ -940,24 +1116,14 @@ def why_chosen(p: Plan) -> str:
                 order = "the fixed order cloud, region, zone, instance type, capacity"
             text = head + f" (a tie with rank 2 {_where(runner)}; first by {order})"
         else:
-            parts = [f"${delta:,.2f} less than rank 2 {_where(runner)}"]
-            d_compute = runner.cost.compute_usd - best.cost.compute_usd
-            d_egress = runner.cost.egress_usd - best.cost.egress_usd
-            if d_egress > 0 and d_compute < 0:
-                parts.append(f"its compute is ${-d_compute:,.2f} cheaper but moving the data costs "
-                             f"${d_egress:,.2f} more")
-            elif d_egress < 0 < d_compute:
-                parts.append(f"egress costs ${-d_egress:,.2f} more here, outweighed by ${d_compute:,.2f} cheaper "
-                             "compute")
+            parts = [f"${delta:,.2f} less than rank 2 {_where(runner)}: {difference_text(best, runner)}"]
             if best.feasible and runner.feasible is None:
                 parts.append("and this one's quota is known to fit")
             text = head + " (" + "; ".join(parts) + ")"
     for rank, other in enumerate(p.head(UNCERTAIN_LOOK)[1:], start=2):
         decide = p.uncertain(other)
         if decide is not None:
-            band = physics_book().band(p.job.workload, p.job.training)
-            text += (f"; within the model's measured error (±{band:.0%} for {p.job.workload}"
-                     f"{'/' + p.job.training if p.job.workload == 'llm' else ''}) of rank {rank} {_where(other)}, "
+            text += (f"; within the model's measured error ({band_text(p.job)}) of rank {rank} {_where(other)}, "
                      f"so the model cannot tell them apart: {decide}")
             break
     hurry = hurry_text(p)
@@ -969,6 +1135,50 @@ def why_chosen(p: Plan) -> str:
         text += (f". Rank {rank}, {_where(c)}, would cost ${best.cost.total_usd - c.cost.total_usd:,.2f} less but "
                  f"its quota is unknown: {request_text(c)}")
     return text + "."
+
+
+BILL_LINES = (("compute", "compute_usd"), ("egress", "egress_usd"), ("NAT", "nat_usd"),
+              ("checkpoint storage", "checkpoint_storage_usd"), ("checkpoint requests", "checkpoint_requests_usd"),
+              ("delay", "delay_usd"))  # total = the sum of these (Cost.total_usd)
+
+
+def line_differences(best: Candidate, other: Candidate) -> list[tuple[str, int]]:
+    """``other``'s bill lines minus ``best``'s, in whole cents that add up to the difference of the totals (as
+    both print, to the cent): each line rounded, the rounding left over put on the largest line. Lines that
+    differ by a cent or less are summed into one ("the other lines")."""
+    diffs = [(name, getattr(other.cost, attr) - getattr(best.cost, attr)) for name, attr in BILL_LINES]
+    named = [(n, d) for n, d in diffs if abs(d) > 0.01 + 1e-9]
+    rest = sum(d for n, d in diffs if abs(d) <= 0.01 + 1e-9)
+    total = round(other.cost.total_usd * 100) - round(best.cost.total_usd * 100)
+    cents = [(n, round(d * 100)) for n, d in named]
+    if round(rest * 100):
+        cents.append(("the other lines", round(rest * 100)))
+    left = total - sum(c for _, c in cents)
+    if left and cents:
+        i = max(range(len(cents)), key=lambda k: abs(cents[k][1]))
+        cents[i] = (cents[i][0], cents[i][1] + left)
+    elif left:
+        cents.append(("the other lines", left))
+    return [(n, c) for n, c in cents if c]
+
+
+def difference_text(best: Candidate, other: Candidate) -> str:
+    """``other``'s bill lines against ``best``'s, every line more than a cent apart, adding up to the difference:
+    "compute $2.21 more, NAT $4.95 more, egress $2.20 less" (``more``: ``other`` pays more)."""
+    parts = [f"{name} ${abs(c) / 100:,.2f} {'more' if c > 0 else 'less'}" for name, c in line_differences(best, other)]
+    return "there " + ", ".join(parts) if parts else "the same lines"
+
+
+def band_text(job: JobSpec) -> str:
+    """The job's curve's error band and the evidence behind it: "±26 % for llm-full, the RMS of its 10 held-out
+    points (3 speed ratios, 7 scaling points)"."""
+    from placement.model.physics import curve_name
+
+    book = physics_book()
+    cv = curve_name(job.workload, job.training)
+    speed, scaling = book.evidence.get(cv, (0, 0))
+    return (f"±{book.band(job.workload, job.training):.0%} for {cv}, the RMS of its {speed + scaling} held-out points: "
+            f"{speed} speed ratio{'s' if speed != 1 else ''}, {scaling} scaling point{'s' if scaling != 1 else ''}")
 
 
 def no_gpu_fits(job: JobSpec) -> str | None:
@@ -1015,13 +1225,14 @@ def hurry_text(p: Plan) -> str | None:
     best, cheap = p.chosen, p.cheapest_unhurried
     if best is None or cheap is None:
         return None
-    more = (best.cost.compute_usd + best.cost.egress_usd) - (cheap.cost.compute_usd + cheap.cost.egress_usd)
+    # Every bill line but the value of delay (the total's formula less delay_usd): what the deadline costs in money.
+    more = (best.cost.total_usd - best.cost.delay_usd) - (cheap.cost.total_usd - cheap.cost.delay_usd)
     sooner = cheap.ready_hours - best.ready_hours
     when = f"ready {sooner:,.1f} h sooner" if sooner >= 0.05 else "ready as soon"
     if cheap.excluded:
         return (f"meeting the {p.job.deadline_hours:g} h deadline costs ${more:,.2f} more than the cheapest plan "
                 f"({_where(cheap)}), {when}")
-    return (f"valuing delay at ${p.job.usd_per_hour_of_delay:,.2f}/h picks a plan whose compute and egress cost "
+    return (f"valuing delay at ${p.job.usd_per_hour_of_delay:,.2f}/h picks a plan whose bill (all but the delay) is "
             f"${more:,.2f} more than the cheapest ({_where(cheap)}), {when}")
 
 

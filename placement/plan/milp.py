@@ -1,6 +1,6 @@
 """The HiGHS helpers every solver of :mod:`placement.plan` shares (batch, schedule, portfolio): a silent solver, a
 run within what is left of a time budget, a solution checked against its own cost, the tier-by-tier count phase,
-and the status and gap a plan reports.
+a dive (an integer solution from an LP optimum), and the status and gap a plan reports.
 
 A time budget is a deadline on :func:`time.monotonic` (seconds), set once by the command (``--time-limit``) and
 spent by every solve of a plan in turn: each run gets what is left, never less than :data:`MIN_RUN_S`.
@@ -153,3 +153,49 @@ def count_tiers(h: Any, n: int, tiers: Sequence[Sequence[int]], warm: list[float
         else:
             h.addRow(-inf, count, len(members), list(members), [1.0] * len(members))
     return TierCounts(warm=warm, status=status, unproven=tuple(unproven), failed=failed)
+
+
+def dive(relax: Any, integer: Sequence[int], y: Sequence[float], deadline: float,
+         rounds: int = 40) -> list[float] | None:
+    """An integer solution by diving from the LP optimum ``y`` of ``relax`` (an LP whose column bounds it
+    changes): every round fixes the integer columns that are whole at their value and a quarter of the others,
+    nearest to whole first, at their rounding, and re-solves from the last basis. None when a re-solve has no
+    solution or the deadline passes. A few warm-started LPs where a branch and bound's root can take many times
+    as long; the caller proves the answer against its own bound."""
+    fixed: dict[int, float] = {}
+    x = list(y)
+    for _ in range(rounds):
+        free = [i for i in integer if i not in fixed]
+        frac = sorted((i for i in free if abs(x[i] - round(x[i])) > 1e-6), key=lambda i: abs(x[i] - round(x[i])))
+        for i in free:
+            if abs(x[i] - round(x[i])) <= 1e-6:
+                fixed[i] = float(round(x[i]))
+        if not frac:
+            return x
+        for i in frac[:max(1, len(frac) // 4)]:
+            fixed[i] = float(round(x[i]))
+        if time.monotonic() > deadline:
+            return None
+        idx = list(fixed)
+        vals = [fixed[i] for i in idx]
+        relax.changeColsBounds(len(idx), idx, vals, vals)
+        run_until(relax, deadline)
+        if not relax.getSolution().value_valid:
+            return None
+        x = list(relax.getSolution().col_value)
+    return None
+
+
+def relative_gap(cost: float, bound: float) -> float:
+    """``(cost − bound) / cost``: how far a solution of ``cost`` may be from the optimum a ``bound`` proves."""
+    return max(cost - bound, 0.0) / max(abs(cost), 1e-9)
+
+
+def status_text(status: str, gap: float, time_limited: bool, asked: float) -> str:
+    """A solve's status as a reader needs it beside a figure: optimal within the gap asked, or stopped at the time
+    limit with the gap it reached."""
+    if time_limited:
+        return f"time limit reached, gap {gap:.2%} (asked {asked:.0%})"
+    if status == "Optimal":
+        return f"optimal, gap {gap:.2%}"
+    return f"{status.lower()}, gap {gap:.2%}"

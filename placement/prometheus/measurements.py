@@ -23,7 +23,7 @@ import math
 import operator
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from placement.errors import InputError, shown
@@ -68,7 +68,8 @@ def from_prometheus(url: str, start: dt.datetime, end: dt.datetime, *,
     tokens = q("trainer tokens", f"sum by ({jl}) (increase(gpufleet_trainer_tokens_total[{window}]))")
     samples = q("trainer samples", f"sum by ({jl}) (increase(gpufleet_trainer_samples_total[{window}]))")
     steps = q("trainer step seconds", f"max by ({jl}) (increase(gpufleet_trainer_step_seconds_sum[{window}]))")
-    speed = _speed_rows(tokens, samples, steps, labels := [])
+    labels: list[str] = []
+    speed = _speed_rows(tokens, samples, steps, labels)
     warnings += [f"--prometheus: {line}" for line in labels]
     ck_by = "destination, tier"
     w_sum = q("checkpoint write seconds",
@@ -129,8 +130,8 @@ def _spot_rows(hours: Iterable[tuple[Mapping[str, str], float]],
     return tuple(rows)
 
 
-def _speed_rows(tokens: list[tuple[Mapping[str, str], float]], samples: list[tuple[Mapping[str, str], float]],
-                steps: list[tuple[Mapping[str, str], float]],
+def _speed_rows(tokens: Sequence[tuple[Mapping[str, str], float]], samples: Sequence[tuple[Mapping[str, str], float]],
+                steps: Sequence[tuple[Mapping[str, str], float]],
                 problems: list[str] | None = None) -> tuple[SpeedRow, ...]:
     """Measured per-GPU speed rows; a run whose ``nodes`` or ``gpus`` label is no whole count is left out and,
     when ``problems`` is given, named there (job and label)."""
@@ -164,8 +165,8 @@ def _count(label: str) -> int | None:
     return int(n) if n.is_integer() and 1 <= n <= 100_000 else None
 
 
-def _checkpoint_rows(sums: list[tuple[Mapping[str, str], float]], counts: list[tuple[Mapping[str, str], float]],
-                     size: list[tuple[Mapping[str, str], float]]) -> tuple[CheckpointRow, ...]:
+def _checkpoint_rows(sums: Sequence[tuple[Mapping[str, str], float]], counts: Sequence[tuple[Mapping[str, str], float]],
+                     size: Sequence[tuple[Mapping[str, str], float]]) -> tuple[CheckpointRow, ...]:
     names = ("destination", "tier")
     total = {_key(m, names): v for m, v in sums}
     gb = {_key(m, names): v / 1e9 for m, v in size}

@@ -1,11 +1,20 @@
 """``python -m placement.trainer``: parse, build the run's parts, train (or benchmark), exit with the code
-the contract asks for. Bad input: one line naming the option or variable, exit 2."""
+the contract asks for. Bad input: one line naming the option or variable, exit 2, before anything is written.
+
+Every process of a gang keeps the same order: settings and ranks (placement.trainer.settings.ranks), the model
+configuration, the extra's modules, the model (the process group under torchrun), the metrics, then the
+checkpoint home (checked, and claimed by the writer, global rank 0), then training. Under the launcher each
+process records its outcome for it (placement.trainer.outcome).
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import importlib.util
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -13,7 +22,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from placement.trainer.settings import ModelConfig, SettingsError, TrainerEnv, from_env, model_config
+from placement.errors import shown
+from placement.trainer.notice import NOTICE, install
+from placement.trainer.outcome import ENV as OUTCOME_ENV
+from placement.trainer.outcome import Recorder
+from placement.trainer.settings import (
+    DEFAULT_RETRY_EXIT_CODE,
+    ModelConfig,
+    SettingsError,
+    TrainerEnv,
+    from_env,
+    model_config,
+    one_blas_thread,
+)
+
+# How a checkout's .venv (the README's set-up: uv, scripts/_env.sh) gets the trainer extra, and an image.
+ADD_TRAINER_EXTRA = "bash scripts/_env.sh trainer"
+MAX_CONFIG_BYTES = 1 << 20
 
 BENCHMARK_SCHEMA = "gpufleet.trainer-benchmark/v1"
 
@@ -44,27 +69,45 @@ def load_config(path: Path | None) -> ModelConfig:
         return ModelConfig()
     import yaml
 
+    from placement.files import safe
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SettingsError(f"--config {path}: cannot be read ({exc.strerror}); give a YAML file") from None
+        text = safe.read_text(path, MAX_CONFIG_BYTES)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise SettingsError(f"--config {shown(str(path), 80)}: cannot be read ({why}); give a YAML file") from None
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SettingsError(f"--config {path}: not YAML{where}; fix the file") from None
     return model_config(data, f"--config {path}")
 
 
-def build_model(backend: str, cfg: ModelConfig, seed: int) -> Any:
+def missing_extra(backend: str, env: TrainerEnv) -> str | None:
+    """One line naming the extra a run needs and the command that adds it, when one of its modules is
+    missing; None when everything is there."""
+    needed = ["numpy", "fsspec", "prometheus_client"]
+    for uri in (env.checkpoint_dir, env.checkpoint_cache_dir):
+        scheme = uri.partition("://")[0] if "://" in uri else ""
+        needed += {"s3": ["s3fs"], "gs": ["gcsfs"], "gcs": ["gcsfs"]}.get(scheme, [])
+    for module in needed:
+        if importlib.util.find_spec(module) is None:
+            return (f"the reference trainer needs the trainer extra (no module named {module}); add it with "
+                    f"`{ADD_TRAINER_EXTRA}` in a checkout (the README's .venv), or pip install 'gpufleet[trainer]' "
+                    "in an image")
+    if backend == "torch" and importlib.util.find_spec("torch") is None:
+        return ("--backend torch: PyTorch is not installed here (the torch extra); `scripts/torch_env` makes "
+                ".venv-torch with the CPU wheel in a checkout, pip install torch in an image; or use --backend numpy")
+    return None
+
+
+def build_model(backend: str, cfg: ModelConfig, seed: int, env: TrainerEnv | None = None) -> Any:
     if backend == "torch":
-        try:
-            from placement.trainer.torch_model import TorchModel
-        except ImportError:
-            raise SettingsError("--backend torch: PyTorch is not installed; pip install 'gpufleet[torch]' "
-                                "or use --backend numpy") from None
-        return TorchModel(cfg, seed)
+        from placement.trainer.torch_model import TorchModel
+
+        return TorchModel(cfg, seed, env)
     from placement.trainer.numpy_model import NumpyModel
 
     return NumpyModel(cfg, seed)
@@ -101,41 +144,106 @@ _PRINT = threading.Lock()  # lines from the writer thread and the loop never int
 
 
 def run(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """Parse, check, train (or benchmark); the exit code. Under the launcher the outcome is recorded for it
+    (``GPUFLEET_OUTCOME_DIR``), an unexpected exception's too (as exit 1) before it propagates."""
+    os.environ.update(one_blas_thread(os.environ))  # before NumPy or PyTorch loads its BLAS
     args = parser().parse_args(argv)
     env_vars = os.environ if environ is None else environ
+    recorder = Recorder(env_vars.get(OUTCOME_ENV, "").strip())
+    code, retry = 1, DEFAULT_RETRY_EXIT_CODE
     try:
-        if args.steps < 0:
-            raise SettingsError(f"--steps {args.steps}: must be >= 0; give the step to train until")
-        for flag, value in (("--checkpoint-every", args.checkpoint_every), ("--log-every", args.log_every)):
-            if value is not None and value < 0 or (flag == "--checkpoint-every" and value == 0):
-                raise SettingsError(f"{flag} {value}: must be a positive number of steps")
-        env = from_env(env_vars)
-        cfg = load_config(args.config)
-        model = build_model(args.backend, cfg, args.seed)
+        try:
+            if args.steps < 0:
+                raise SettingsError(f"--steps {args.steps}: must be >= 0; give the step to train until")
+            for flag, value in (("--checkpoint-every", args.checkpoint_every), ("--log-every", args.log_every)):
+                if value is not None and value < 0 or (flag == "--checkpoint-every" and value == 0):
+                    raise SettingsError(f"{flag} {value}: must be a positive number of steps")
+            env = from_env(env_vars)
+            retry = env.retry_exit_code
+            recorder.rank, recorder.local_rank, recorder.local_world = env.rank, env.local_rank, env.local_world
+            recorder.write("running")
+            if env.world > 1:  # one write: the ranks of a node share the stream
+                sys.stderr.write(f"trainer: rank {env.rank} of {env.world} (local rank {env.local_rank} of "
+                                 f"{env.local_world}, node {env.node_rank} of {env.nodes}; from {env.rank_source}), "
+                                 f"pid {os.getpid()}\n")
+                sys.stderr.flush()
+            cfg = load_config(args.config)
+            missing = missing_extra(args.backend, env)
+            if missing:
+                raise SettingsError(missing)
+            if env.finished_file and not os.path.isdir(os.path.dirname(env.finished_file) or "."):
+                raise SettingsError(f"GPUFLEET_FINISHED_FILE={shown(env.finished_file, 80)}: its folder does not "
+                                    "exist; give a path in an existing folder (the launcher sets it), or unset it")
+        except SettingsError as exc:
+            print(f"trainer: {exc}", file=sys.stderr)
+            code = 2
+            return code
+        code = _run(args, env, cfg)
+        return code
+    finally:
+        recorder.ended(code, retry)
+
+
+def _run(args: argparse.Namespace, env: TrainerEnv, cfg: ModelConfig) -> int:
+    from placement.trainer.loop import PeerLost
+
+    try:
+        model = build_model(args.backend, cfg, args.seed, env)
     except SettingsError as exc:
         print(f"trainer: {exc}", file=sys.stderr)
         return 2
+    except PeerLost as exc:  # the rendezvous or process group: the peers are not there (yet)
+        print(f"trainer: cannot join the gang: {exc}; exit {env.retry_exit_code} (retry)", file=sys.stderr)
+        return env.retry_exit_code
     if args.benchmark:
         _say(json.dumps(benchmark(model, env, cfg, args.steps)))
         return 0
     return _train(args, env, cfg, model)
 
 
+def _metrics(env: TrainerEnv, model: Any, gpus: int) -> Any:
+    """The metrics of this process, served by local rank 0 for the whole node (placement.trainer.metrics);
+    None when off. Raises SettingsError for an address that does not resolve; a port that cannot be bound is
+    one line and no metrics: no rank fails to start because of them."""
+    from placement.trainer import metrics as m
+
+    multiproc = None
+    try:
+        multiproc = m.multiprocess_dir(env)
+    except OSError as exc:
+        print(f"trainer: cannot make the metrics folder ({exc.strerror}); only local rank 0's metrics are served",
+              file=sys.stderr)
+    if multiproc:
+        os.environ[m.MULTIPROC_ENV] = multiproc  # read when prometheus-client is imported (next)
+    elif env.local_rank > 0:
+        return None
+    metrics = m.Metrics(env, env.accelerator or model.accelerator, gpus, multiproc)
+    if env.local_rank > 0:
+        return metrics  # local rank 0 serves them
+    try:
+        metrics.serve(env.metrics_port, env.metrics_addr)
+    except OSError as exc:
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            reason = exc.strerror or str(exc)
+            raise SettingsError(f"GPUFLEET_METRICS_ADDR={shown(env.metrics_addr, 80)}: not an address of this "
+                                f"host ({reason}); set an IP address, or 0.0.0.0 for all") from None
+        print(f"trainer: GPUFLEET_METRICS_PORT={env.metrics_port}: cannot listen on {env.metrics_addr} "
+              f"({exc.strerror}); training goes on without metrics (set a free port, or 0 to turn them off)",
+              file=sys.stderr)
+    return metrics
+
+
 def _train(args: argparse.Namespace, env: TrainerEnv, cfg: ModelConfig, model: Any) -> int:
-    from placement.trainer.checkpoint import Checkpointer, Store, Written
+    from placement.trainer.checkpoint import Checkpointer, HomeError, Store, StoreUnreachable, Written
     from placement.trainer.loop import PeerLost, Run, train
 
-    gpus = env.nodes * env.gpus_per_node if env.gpus_per_node else env.nodes * max(getattr(model, "world", 1), 1)
+    gpus = env.nodes * env.gpus_per_node if env.gpus_per_node else max(env.world, getattr(model, "world", 1), 1)
     metrics = None
-    if env.metrics_port:  # every pod serves its own; Prometheus tells them apart by instance
-        from placement.trainer.metrics import Metrics
-
-        metrics = Metrics(env, env.accelerator or model.accelerator, gpus)
+    if env.metrics_port:
         try:
-            metrics.serve(env.metrics_port, env.metrics_addr)
-        except OSError as exc:
-            print(f"trainer: GPUFLEET_METRICS_PORT={env.metrics_port}: cannot listen ({exc.strerror}); "
-                  "set a free port, or 0 to turn the metrics off", file=sys.stderr)
+            metrics = _metrics(env, model, gpus)
+        except SettingsError as exc:
+            print(f"trainer: {exc}", file=sys.stderr)
             return 2
 
     def on_written(w: Written) -> None:
@@ -150,17 +258,34 @@ def _train(args: argparse.Namespace, env: TrainerEnv, cfg: ModelConfig, model: A
             home = Store(env.checkpoint_dir, env.job)
             cache = Store(env.checkpoint_cache_dir, env.job) if env.checkpoint_cache_dir else None
         except (ImportError, ValueError) as exc:
-            print(f"trainer: GPUFLEET_CHECKPOINT_DIR={env.checkpoint_dir}: {exc}; install the trainer extra "
-                  "(s3fs, gcsfs) or give a path", file=sys.stderr)
+            print(f"trainer: GPUFLEET_CHECKPOINT_DIR={shown(env.checkpoint_dir, 80)}: {str(exc)[:200]}; install "
+                  "the trainer extra (s3fs, gcsfs) or give a path", file=sys.stderr)
             return 2
-        # Only rank 0 writes (every rank holds the same state); every rank resumes from the same checkpoint.
-        ckpt = Checkpointer(home=home, cache=cache if env.rank == 0 else None, keep=env.keep,
+        # One home, one job: the writer claims it; every rank refuses another job's. Before anything is written.
+        for var, where in (("GPUFLEET_CHECKPOINT_DIR", home), ("GPUFLEET_CHECKPOINT_CACHE_DIR", cache)):
+            if where is None:
+                continue
+            try:
+                where.prepare(create=env.writer)
+                if env.writer:
+                    where.claim()
+                elif (why := where.conflict()) is not None:
+                    raise HomeError(f"{why}; give job {env.job} its own checkpoint home")
+            except HomeError as exc:
+                print(f"trainer: {var}={shown(where.uri, 80)} {exc}", file=sys.stderr)
+                return 2
+            except Exception as exc:  # noqa: BLE001 - any client's error: the store cannot be reached now
+                print(f"trainer: cannot read {where.uri}: {StoreUnreachable(f'{type(exc).__name__}: {exc}')}; "
+                      f"exit {env.retry_exit_code} (retry)", file=sys.stderr)
+                return env.retry_exit_code
+        # Only global rank 0 writes (every rank holds the same state); every rank resumes from the same one.
+        ckpt = Checkpointer(home=home, cache=cache if env.writer else None, keep=env.keep,
                             on_written=on_written, on_error=lambda msg: _say(f"trainer: {msg}", sys.stderr))
-        if env.nodes > 1 and model.name == "numpy":
+        if env.world > 1 and model.name == "numpy":
             from placement.trainer.peers import Heartbeat
 
             try:
-                heartbeat = Heartbeat(env.checkpoint_dir, env.rank, env.nodes, env.peer_timeout_s).start()
+                heartbeat = Heartbeat(env.checkpoint_dir, env.rank, env.world, env.peer_timeout_s).start()
             except Exception as exc:  # noqa: BLE001 - any client's error: the home cannot be written now
                 print(f"trainer: cannot write heartbeats under {env.checkpoint_dir}: {type(exc).__name__}: {exc}; "
                       f"exit {env.retry_exit_code} (retry)", file=sys.stderr)
@@ -183,11 +308,12 @@ def _train(args: argparse.Namespace, env: TrainerEnv, cfg: ModelConfig, model: A
             heartbeat.stop("finished" if state == "finished" else "stopped")
 
     # Ranks other than 0 resume from the home but never write: rank 0 does, for the gang.
-    store: Any = ckpt if env.rank == 0 or ckpt is None else _ReadOnly(ckpt)
+    store: Any = ckpt if env.writer or ckpt is None else _ReadOnly(ckpt)
     the_run = Run(env=env, model=model, steps=args.steps, checkpoints=store,
                   every_steps=args.checkpoint_every, log_every=args.log_every, peer_errors=peer_errors,
                   check_peers=(lambda: heartbeat.lost) if heartbeat is not None else (lambda: None),
-                  on_step=on_step, on_exit=on_exit, agree_stop=getattr(model, "agree_stop", lambda mine: mine))
+                  on_step=on_step, on_exit=on_exit, agree_stop=getattr(model, "agree_stop", lambda mine: mine),
+                  notice=NOTICE)
     try:
         return train(the_run)
     finally:
@@ -223,4 +349,13 @@ class _NoWrite:
 
 
 def main() -> None:
-    sys.exit(run())
+    install()  # idempotent: `python -m placement.trainer` did it before its imports
+    code = run()
+    if "torch" in sys.modules:
+        # With PyTorch loaded, the interpreter's own shutdown takes seconds (collecting torch's module graph, a
+        # process group's destructor waiting on peers that are gone) that the grace period cannot spare: the
+        # outcome is recorded and the checkpoint durable, so end here.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

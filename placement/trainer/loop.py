@@ -4,15 +4,15 @@ docs/trainer-contract.md (generated from this file by scripts/docs_examples.py).
 from __future__ import annotations
 
 import math
-import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from placement.files import safe
 from placement.trainer.checkpoint import Checkpointer, FileWriter, Snapshot
+from placement.trainer.notice import Notice, install
 from placement.trainer.settings import TrainerEnv
 
 # Seconds kept back from GPUFLEET_GRACE_SECONDS for the process to exit before the kubelet's SIGKILL.
@@ -29,11 +29,14 @@ class Model(Protocol):
 
     def snapshot(self) -> tuple[dict[str, FileWriter], dict[str, Any]]: ...
 
-    def restore(self, files: Mapping[str, bytes], state: Mapping[str, Any]) -> None: ...
+    def restore(self, files: Mapping[str, bytes], state: Mapping[str, Any]) -> None:
+        """Load a checkpoint; ValueError, KeyError or TypeError when it does not fit this run (another model,
+        another --seed, a malformed state)."""
 
 
 class PeerLost(Exception):
-    """A peer of the gang is gone (the NumPy backend's heartbeats, placement.trainer.peers)."""
+    """A peer of the gang is gone: the NumPy backend's heartbeats (placement.trainer.peers), a collective that
+    failed or timed out (placement.trainer.torch_model)."""
 
 
 @dataclass
@@ -53,18 +56,23 @@ class Run:
     on_exit: Callable[[str], None] = lambda state: None  # "finished" | "stopped" | "lost": heartbeats
     # Whether the gang stops now, given whether this rank got SIGTERM (PyTorch: an all-reduce of the flag).
     agree_stop: Callable[[bool], bool] = lambda mine: mine
+    # SIGTERM/SIGINT: the CLI passes the one it installed when the process started (placement.trainer.notice).
+    notice: Notice = field(default_factory=Notice)
+
+
+def _wait(ckpt: Checkpointer, notice: Notice, grace_s: float) -> bool:
+    """Wait for the write in flight; once SIGTERM has come, only until the grace period's end less the exit
+    margin. True when nothing is in flight any more."""
+    while not ckpt.wait(0.2):
+        if notice.first is not None and time.monotonic() >= notice.first + grace_s - EXIT_MARGIN_S:
+            return False
+    return True
 
 
 def train(run: Run) -> int:
     """Train to ``run.steps`` and return the exit code the contract asks for (docs/trainer-contract.md)."""
     env, model, ckpt = run.env, run.model, run.checkpoints
-    notice: list[float] = []  # when SIGTERM came (monotonic seconds)
-
-    def on_sigterm(signum: int, frame: Any) -> None:  # the reclaim notice: finish this step, save, exit
-        notice.append(time.monotonic())
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    signal.signal(signal.SIGINT, on_sigterm)
+    notice = install(run.notice)  # SIGTERM only records the notice (idempotent): finish this step, save, exit
 
     step, loss = 0, math.nan
     try:
@@ -76,9 +84,9 @@ def train(run: Run) -> int:
     if resumed is not None:
         try:
             model.restore(resumed.files, resumed.state)  # parameters, optimizer, RNG and data order
-        except (KeyError, ValueError) as exc:  # another model's checkpoint: a configuration error, not a retry
-            print(f"trainer: {resumed.uri} does not fit this model ({exc}); use its configuration or another "
-                  "GPUFLEET_CHECKPOINT_DIR", file=sys.stderr)
+        except (KeyError, ValueError, TypeError) as exc:  # another model's or seed's: a configuration error
+            print(f"trainer: {resumed.uri} does not fit this model ({str(exc)[:300]}); run with its configuration "
+                  "and --seed, or give another GPUFLEET_CHECKPOINT_DIR", file=sys.stderr)
             return 2
         step, loss = resumed.step, float(resumed.state["loss"])
         print(f"trainer: resumed from {resumed.uri} at step {step}", file=sys.stderr)
@@ -94,8 +102,8 @@ def train(run: Run) -> int:
             loss = model.train_step()  # with PyTorch, collectives raise DistError when a peer is gone
             step += 1
             run.on_step(step, time.monotonic() - started)
-            if run.log_every and step % run.log_every == 0:
-                print(f"trainer: step {step} loss {loss:.6f}", file=sys.stderr)
+            if run.log_every and step % run.log_every == 0 and env.local_rank == 0:  # one line per node
+                print(f"trainer: step {step} loss {loss:.6f}", file=sys.stderr, flush=True)
             lost = run.check_peers()
             if lost:
                 raise PeerLost(lost)
@@ -104,12 +112,15 @@ def train(run: Run) -> int:
                 ckpt.save_async(snapshot("interval"))  # returns at once: training goes on while it writes
                 last = time.monotonic()
     except run.peer_errors as exc:  # a peer is gone: restart the gang from its last checkpoint
-        print(f"trainer: lost a peer at step {step}: {exc}; exit {env.retry_exit_code} (retry)", file=sys.stderr)
+        if ckpt:  # a write in flight may still finish (within the grace period)
+            ckpt.wait(max(env.grace_s - EXIT_MARGIN_S, 0.0))
+        print(f"trainer: lost a peer at step {step}: {str(exc)[:300]}; exit {env.retry_exit_code} (retry)",
+              file=sys.stderr)
         run.on_exit("lost")
         return env.retry_exit_code
 
     if step < run.steps:  # SIGTERM: an emergency checkpoint within the grace period, then retry
-        deadline = (notice[0] if notice else time.monotonic()) + env.grace_s - EXIT_MARGIN_S
+        deadline = (notice.first or time.monotonic()) + env.grace_s - EXIT_MARGIN_S
 
         def left() -> float:
             return max(deadline - time.monotonic(), 0.0)
@@ -117,19 +128,32 @@ def train(run: Run) -> int:
         ok = ckpt is not None and ckpt.wait(left()) and (
             ckpt.durable_step == step or ckpt.save(snapshot("emergency"), timeout=left()))
         saved = "durable" if ok else "not durable within the grace period" if ckpt else "not written (no home)"
+        if ckpt and not env.writer:
+            saved = "left to rank 0"
         print(f"trainer: {'SIGTERM' if notice else 'a peer got SIGTERM'} at step {step}: checkpoint of step {step} "
               f"{saved}; exit {env.retry_exit_code} (retry)", file=sys.stderr)
         run.on_exit("stopped")
         return env.retry_exit_code  # never 0: exit 0 would end the Job as Succeeded
 
-    if ckpt and not (ckpt.wait() and (ckpt.durable_step == step or ckpt.save(snapshot("final")))):
-        print(f"trainer: the final checkpoint of step {step} failed; exit {env.retry_exit_code} (retry)",
-              file=sys.stderr)
-        return env.retry_exit_code
-    if ckpt:
+    if ckpt:  # the final checkpoint; a SIGTERM meanwhile bounds the wait by the grace period
+        ok = _wait(ckpt, notice, env.grace_s)
+        if ok and ckpt.durable_step != step:
+            ckpt.save_async(snapshot("final"))
+            ok = _wait(ckpt, notice, env.grace_s) and ckpt.durable_step == step
+        if not ok:
+            why = "not durable within the grace period after SIGTERM" if notice else "failed"
+            print(f"trainer: the final checkpoint of step {step} {why}; exit {env.retry_exit_code} (retry)",
+                  file=sys.stderr)
+            run.on_exit("stopped")
+            return env.retry_exit_code
         ckpt.home.write_finished(step, loss)
     if env.finished_file:  # the launcher's "finished" marker: this exit 0 is a real finish
-        Path(env.finished_file).write_text(f"{step}\n", encoding="utf-8")
+        try:
+            safe.write_atomic(env.finished_file, f"{step}\n".encode())  # never through a FIFO or link there
+        except OSError as exc:
+            print(f"trainer: cannot write GPUFLEET_FINISHED_FILE={env.finished_file} ({exc.strerror})",
+                  file=sys.stderr)
     run.on_exit("finished")
-    print(f"final loss {loss!r}", flush=True)
+    if env.writer:  # one line per gang: every rank ends at the same loss
+        print(f"final loss {loss!r}", flush=True)
     return 0

@@ -40,6 +40,7 @@ class NumpyModel:
 
         self.np = np
         self.cfg = cfg
+        self.seed = seed
         init = np.random.default_rng([seed, 1])
         h, v = cfg.hidden, cfg.vocab
         params: dict[str, Any] = {"embed": init.normal(0, 1.0, (v, h)).astype(np.float32)}
@@ -118,21 +119,41 @@ class NumpyModel:
                 fmt.write_array_header_2_0(f, fmt.header_data_from_array_1_0(a))
                 f.write(memoryview(self.np.ascontiguousarray(a)).cast("B"))
 
-        state = {"adam_t": self.t, "data_rng": self.data.bit_generator.state, "arrays": list(arrays)}
+        state = {"adam_t": self.t, "data_rng": self.data.bit_generator.state, "arrays": list(arrays),
+                 "seed": self.seed}
         return {STATE_FILE: write}, state
 
     def restore(self, files: Mapping[str, bytes], state: Mapping[str, Any]) -> None:
+        """Load a checkpoint of this model; ValueError (or KeyError, TypeError) when it does not fit: another
+        configuration, another seed (its corpus is another), a malformed state."""
         np = self.np
+        check_seed(state, self.seed)
+        names = state["arrays"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError("the checkpoint's state.arrays is not a list of names")
         stream = io.BytesIO(files[STATE_FILE])
-        arrays = {name: np.lib.format.read_array(stream, allow_pickle=False) for name in state["arrays"]}
+        arrays = {name: np.lib.format.read_array(stream, allow_pickle=False) for name in names}
         for prefix, target in (("param/", self.params), ("adam_m/", self.m), ("adam_v/", self.v)):
             for k in list(target):
                 a = arrays.get(prefix + k)
                 if a is None or a.shape != target[k].shape:
                     raise ValueError(f"the checkpoint's {prefix}{k} does not fit this model configuration")
                 target[k] = a
-        self.t = int(state["adam_t"])
+        t = state["adam_t"]
+        if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+            raise ValueError("the checkpoint's state.adam_t is not a step count")
+        self.t = t
         self.data.bit_generator.state = state["data_rng"]
+
+
+def check_seed(state: Mapping[str, Any], seed: int) -> None:
+    """ValueError when the checkpoint was trained with another ``--seed``: the seed draws the corpus and the
+    data order, so resuming it with another would train one seed's state on another's data. (A checkpoint
+    from before the seed was recorded is taken as it is.)"""
+    got = state.get("seed", seed)
+    if got != seed:
+        raise ValueError(f"it was trained with --seed {str(got)[:40]}, this run has --seed {seed}; resume with "
+                         f"--seed {str(got)[:40]}")
 
 
 def corpus(vocab: int, seed: int) -> Any:

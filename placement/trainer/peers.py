@@ -2,34 +2,42 @@
 
 PyTorch notices a lost peer itself (a collective or the rendezvous store raises ``torch.distributed``'s
 ``DistError``), and the trainer turns that into the retry exit code. The NumPy backend has no collectives, so
-in a gang (``NNODES`` > 1) each rank runs a :class:`Heartbeat` thread that, every ``timeout / 4`` seconds,
-writes ``<home>/_peers/rank-<NODE_RANK>.json`` (a counter, its step, and its state: ``running``, ``stopped``
-or ``finished``) and reads the others'. A peer is lost when its file has not changed for
-``GPUFLEET_PEER_TIMEOUT_SECONDS`` (default 60) of this rank's own clock (no clock is compared across nodes,
-and a gang that restarts together overwrites the old files within the timeout), or when it says ``stopped``
-(it got SIGTERM). The trainer then exits with ``GPUFLEET_RETRY_EXIT_CODE``, and the gang restarts.
+in a gang (more than one process: ``NNODES`` > 1, or ``torchrun``'s ``WORLD_SIZE``) each process runs a
+:class:`Heartbeat` thread that, every ``timeout / 4`` seconds, writes ``<home>/_peers/rank-<RANK>.json`` (its
+global rank; a counter, its step, and its state: ``running``, ``stopped`` or ``finished``) and reads the
+others'. Locally, through :mod:`placement.files.safe`: a FIFO or a link left in ``_peers/`` is neither waited
+on nor written through (a peer whose file cannot be read sends no heartbeat). A peer is lost when its file has
+not changed for ``GPUFLEET_PEER_TIMEOUT_SECONDS`` (default 60) of this rank's own clock (no clock is compared
+across nodes, and a gang that restarts together overwrites the old files within the timeout), or when it says
+``stopped`` (it got SIGTERM). The trainer then exits with ``GPUFLEET_RETRY_EXIT_CODE``, and the gang restarts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from typing import Any
 
+from placement.files import safe
+
 PEER_DIR = "_peers"
+MAX_BYTES = 64 << 10
 
 
 class Heartbeat:
     """Write this rank's heartbeat and watch the others' (see the module docstring)."""
 
-    def __init__(self, home_uri: str, rank: int, nodes: int, timeout_s: float) -> None:
+    def __init__(self, home_uri: str, rank: int, world: int, timeout_s: float) -> None:
         from fsspec.core import url_to_fs
 
         self.fs, root = url_to_fs(home_uri.rstrip("/") + "/" + PEER_DIR)
         self.root = root.rstrip("/")
-        self.rank, self.nodes, self.timeout_s = rank, nodes, timeout_s
+        protocol = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        self.local = "file" in protocol
+        self.rank, self.world, self.timeout_s = rank, world, timeout_s
         self.step = 0
         self.state = "running"
         self.lost: str | None = None  # why a peer is lost; read by the training loop
@@ -43,23 +51,33 @@ class Heartbeat:
 
     def start(self) -> Heartbeat:
         now = time.monotonic()
-        self._seen = {r: (self._read(r), now) for r in range(self.nodes) if r != self.rank}
-        self.fs.makedirs(self.root, exist_ok=True)
+        self._seen = {r: (self._read(r), now) for r in range(self.world) if r != self.rank}
+        if self.local:
+            os.makedirs(self.root, exist_ok=True)
+        else:
+            self.fs.makedirs(self.root, exist_ok=True)
         self.beat()
         self._thread.start()
         return self
 
     def beat(self) -> None:
         self._beats += 1
-        data = json.dumps({"rank": self.rank, "beat": self._beats, "step": self.step, "state": self.state})
+        data = json.dumps({"rank": self.rank, "beat": self._beats, "step": self.step, "state": self.state}).encode()
+        if self.local:
+            safe.write_atomic(self._path(self.rank), data)
+            return
         with self.fs.open(self._path(self.rank), "wb") as f:
-            f.write(data.encode())
+            f.write(data)
 
     def _read(self, rank: int) -> Any:
         try:
-            with self.fs.open(self._path(rank), "rb") as f:
-                return json.loads(f.read())
-        except (FileNotFoundError, ValueError):
+            if self.local:
+                data = safe.read_bytes(self._path(rank), MAX_BYTES)
+            else:
+                with self.fs.open(self._path(rank), "rb") as f:
+                    data = f.read(MAX_BYTES + 1)
+            return json.loads(data) if len(data) <= MAX_BYTES else None
+        except (FileNotFoundError, safe.UnsafeFile, IsADirectoryError, ValueError, RecursionError):
             return None
 
     def check(self) -> str | None:

@@ -460,9 +460,14 @@ def test_bucket_is_kms_encrypted_versioned_private_and_tls_only(stack: tuple[Sta
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
     lifecycle = _for_bucket(run, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
-    days = [int(r["noncurrentVersionExpiration"]["noncurrentDays"]) for r in lifecycle.inputs["rules"]
-            if r.get("noncurrentVersionExpiration")]
-    assert days == [cfg.checkpoint.noncurrent_version_days]
+    days = {r["filter"]["prefix"]: int(r["noncurrentVersionExpiration"]["noncurrentDays"])
+            for r in lifecycle.inputs["rules"] if r.get("noncurrentVersionExpiration")}
+    # The bucket keeps checkpoint.noncurrentVersionDays; the homes under the prefix the short time the plans
+    # bill (placement/data/bill.yaml: the stacks set what the bill charges, issue 36).
+    from placement.model.bill import bill_book
+
+    assert bill_book().noncurrent_version_days == 1
+    assert days == {"": cfg.checkpoint.noncurrent_version_days, f"{cfg.checkpoint.prefix}/": 1}
 
     bucket_name = _bucket(run).inputs["bucket"]
     assert run.outputs["checkpointUri"] == f"s3://{bucket_name}/{cfg.checkpoint.prefix}"

@@ -243,7 +243,7 @@ def test_fsx_capacity_follows_the_persistent_2_ssd_sizes(gb, ok):
 
 
 def test_fsx_capacity_rules_per_ssd_deployment_type():
-    from infra.config import fsx_capacity_valid
+    from infra.config.storage import fsx_capacity_valid
 
     for kind in ("PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"):
         assert [g for g in range(1200, 12001, 1200) if fsx_capacity_valid(kind, g)] == [1200, 2400, 4800, 7200,

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from infra import mockrun
-from infra.config import MAX_POOL_NODES, ConfigError, load_stack_file, parse
+from infra.config import ConfigError, load_stack_file, parse
+from infra.config.pools import MAX_POOL_NODES
 from placement.model.catalog import embedded_catalog
 from placement.model.zones import is_aws_zone_id
 

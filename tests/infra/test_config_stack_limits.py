@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-import infra.config as config
+import infra.config.cluster as cluster_config
 from infra.aws.autoscaler import RELEASES
-from infra.config import EKS_API_SG_INBOUND_RULES, ConfigError, eks_versions, parse
+from infra.config import ConfigError, load_stack_file, parse
+from infra.config.cluster import EKS_API_SG_INBOUND_RULES, eks_versions
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 ISSUE_DAY = datetime.date(2026, 11, 26)
@@ -47,7 +48,7 @@ def refused(raw: dict[str, Any], key: str) -> str:
 
 @pytest.fixture
 def on_issue_day(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(config, "today", lambda: ISSUE_DAY)
+    monkeypatch.setattr(cluster_config, "today", lambda: ISSUE_DAY)
 
 
 # ------------------------------------------------------------------------------------- EKS versions
@@ -59,9 +60,9 @@ def test_a_version_past_standard_support_is_refused_with_its_date(on_issue_day: 
 
 def test_a_version_is_refused_the_day_after_its_standard_support_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     end = eks_versions()["1.34"].standard_end
-    monkeypatch.setattr(config, "today", lambda: end)
+    monkeypatch.setattr(cluster_config, "today", lambda: end)
     assert parse(with_cluster(AWS, kubernetesVersion="1.34"), stack="t").cluster.kubernetes_version == "1.34"
-    monkeypatch.setattr(config, "today", lambda: end + datetime.timedelta(days=1))
+    monkeypatch.setattr(cluster_config, "today", lambda: end + datetime.timedelta(days=1))
     assert end.isoformat() in refused(with_cluster(AWS, kubernetesVersion="1.34"), "cluster.kubernetesVersion")
 
 
@@ -76,7 +77,7 @@ def test_gke_stacks_do_not_judge_the_eks_table(on_issue_day: None) -> None:
 def test_default_and_example_stacks_are_in_standard_support_with_an_autoscaler(on_issue_day: None) -> None:
     table = eks_versions()
     versions = {parse({k: v for k, v in AWS.items() if k != "cluster"}, stack="t").cluster.kubernetes_version}
-    versions |= {config.load_stack_file(str(p)).cluster.kubernetes_version for p in STACKS.glob("Pulumi.aws-*.yaml")}
+    versions |= {load_stack_file(str(p)).cluster.kubernetes_version for p in STACKS.glob("Pulumi.aws-*.yaml")}
     for version in versions:
         assert table[version].standard_end >= ISSUE_DAY, version
         assert version in RELEASES, version  # the autoscaler's image is matched to the minor

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import ConfigError, DispatchConfig, parse
+from infra.config import ConfigError, parse
+from infra.config.dispatch import DispatchConfig
 from infra.k8s.dispatch_image import DOCKERFILE, DOCKERIGNORE
 from infra.k8s.dispatcher import deployment_spec
 

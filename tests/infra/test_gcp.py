@@ -487,6 +487,18 @@ def test_checkpoint_bucket_is_private_uniform_and_versioned(stack: tuple[StackCo
     assert "encryption" not in b
     delete = [r for r in b["lifecycleRules"] if r["action"]["type"] == "Delete"]
     assert delete[0]["condition"]["daysSinceNoncurrentTime"] == cfg.checkpoint.noncurrent_version_days
+    # The homes under the prefix: the short time the plans bill, and soft delete's days billed after it
+    # (placement/data/bill.yaml: the stacks set what the bill charges, issue 36).
+    from placement.model.bill import bill_book
+
+    book = bill_book()
+    (homes,) = [r["condition"] for r in delete if r["condition"].get("matchesPrefixes")]
+    assert homes == {"daysSinceNoncurrentTime": 1, "withState": "ARCHIVED",
+                     "matchesPrefixes": [f"{cfg.checkpoint.prefix}/"]}
+    from infra.config.storage import CheckpointConfig
+
+    assert book.noncurrent_version_days == 1
+    assert book.clouds["gcp"].soft_delete_days == CheckpointConfig().soft_delete_days
     assert result.outputs["checkpointUri"] == f"gs://{b['name']}/{cfg.checkpoint.prefix}"
     assert result.outputs["checkpointFilesystem"] is None
 

@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from infra import mockrun
-from infra.config import StackConfig, is_private_cidr, linked_ranges, load_stack_file
+from infra.config import StackConfig, load_stack_file
+from infra.config.network import is_private_cidr
+from infra.config.stack import linked_ranges
 from infra.hub_link import with_hub_egress
 from infra.k8s import addons, dispatcher
 from infra.k8s import kueue_objects as ko
@@ -760,7 +762,7 @@ def test_every_example_worker_authorises_the_example_hub(hub_cfg: StackConfig,
 
 
 def test_example_hub_and_workers_have_disjoint_ranges(hub_cfg: StackConfig, workers: dict[str, StackConfig]) -> None:
-    from infra.config import range_overlaps
+    from infra.config.stack import range_overlaps
 
     assert range_overlaps({"hub": hub_cfg, **workers}) == []
 

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from infra import mockrun
-from infra.config import ConfigError, load_stack_file, parse, range_overlaps
+from infra.config import ConfigError, load_stack_file, parse
+from infra.config.stack import range_overlaps
 from infra.hub_link import egress_cidrs, with_hub_egress
 from infra.outputs import public_endpoint_cidrs
 

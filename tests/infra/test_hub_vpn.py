@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import config as config_mod
 from infra import mockrun
 from infra.config import ConfigError, StackConfig, load_stack_file, parse
+from infra.config import stack as config_stack
 from infra.hub_link import with_hub_egress
 from infra.k8s import kueue_objects as ko
 from infra.outputs import api_access_output, hub_link_output, node_pool_output
@@ -84,7 +84,7 @@ def fabricate(cfg: StackConfig, hub_egress: tuple[str, ...]) -> dict[str, Any]:
 def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, StackConfig, dict[str, StackConfig]]]:
     stacks = write_example(tmp_path_factory.mktemp("vpn"))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config_mod, "_this_project", lambda: (stacks, "gpufleet"))
+        mp.setattr(config_stack, "_this_project", lambda: (stacks, "gpufleet"))
         hub = load_stack_file(str(stacks / "Pulumi.hub.yaml"))
         workers = {ref: load_stack_file(str(stacks / f"Pulumi.{ref.rsplit('/', 1)[-1]}.yaml"))
                    for ref in hub.hub.workers}
@@ -97,7 +97,7 @@ def run_hub(stacks: Path, hub: StackConfig, workers: dict[str, StackConfig],
     mockrun.STACK_REFERENCE_OUTPUTS.update({ref: fabricate(w, hub.hub.egress_cidrs) for ref, w in workers.items()})
     try:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(config_mod, "_this_project", lambda: (stacks, "gpufleet"))
+            mp.setattr(config_stack, "_this_project", lambda: (stacks, "gpufleet"))
             return mockrun.run_stack(str(stacks / "Pulumi.hub.yaml"), config_override=override)
     finally:
         mockrun.STACK_REFERENCE_OUTPUTS.clear()
@@ -238,14 +238,14 @@ def test_the_hub_refuses_a_vpn_its_worker_does_not_take(tmp_path: Path) -> None:
     doc["config"]["gpufleet:cluster"]["hubPrivateLink"] = "none"
     worker.write_text(yaml.safe_dump(doc))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config_mod, "_this_project", lambda: (stacks, "gpufleet"))
+        mp.setattr(config_stack, "_this_project", lambda: (stacks, "gpufleet"))
         with pytest.raises(ConfigError, match=r"^gpufleet:hub\.workers\[4\]: gpufleet:hub\.vpn links worker stack "
                                               r"'gcp-euw4-a3high', whose gpufleet:cluster\.hubPrivateLink is none"):
             load_stack_file(str(stacks / "Pulumi.hub.yaml"))
     # A VPN path needs a private egress range on the hub.
     stacks = write_example(tmp_path / "public-only", hub_changes={"egressCidrs": ["203.0.113.10/32"]})
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config_mod, "_this_project", lambda: (stacks, "gpufleet"))
+        mp.setattr(config_stack, "_this_project", lambda: (stacks, "gpufleet"))
         with pytest.raises(ConfigError, match=r"reached over a private link \(vpn\) but gpufleet:hub\.egressCidrs "
                                               r"lists no private range"):
             load_stack_file(str(stacks / "Pulumi.hub.yaml"))

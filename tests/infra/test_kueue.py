@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import NodePoolConfig, StackConfig, parse
+from infra.config import StackConfig, parse
+from infra.config.pools import NodePoolConfig
 from infra.k8s import kueue_objects as ko
 from infra.k8s.crd_validate import CRDValidator
 from placement.model import kueue as pk

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,3 +37,34 @@ def test_profile_refuses_a_missing_config_in_one_line(tmp_path: Path, capsys: py
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--config" in err[0]
     assert not (tmp_path / "c.yaml").exists()
+
+
+@pytest.mark.parametrize("timeout", ["1e300", "inf", "nan", "0", "-5"])
+def test_profile_timeout_out_of_range_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  timeout: str) -> None:
+    assert main(["profile", "--timeout", timeout, "--output", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--timeout" in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "c.yaml").exists()
+
+
+def test_profile_runs_the_trainer_with_one_blas_thread_unless_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    from placement.trainer.settings import BLAS_THREAD_VARS
+
+    for name in BLAS_THREAD_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    seen: list[dict[str, str]] = []
+    real = subprocess.run
+
+    def spy(cmd: list[str], **kw: Any) -> Any:
+        seen.append(dict(kw["env"]))
+        return real(cmd, **kw)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    assert main(["profile", "--steps", "1", "--runs", "1", "--output", str(tmp_path / "c.yaml")]) == 0
+    assert seen and {n: seen[0][n] for n in BLAS_THREAD_VARS} == {n: "3" if n == "OMP_NUM_THREADS" else "1"
+                                                                  for n in BLAS_THREAD_VARS}

@@ -88,9 +88,13 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+# The trainer contract's command: the launcher around torchrun (submit warns about any other).
+COMMAND = ["python", "-m", "placement.trainer.launch", "--", "torchrun", "train.py"]
+
+
 def job_file(tmp_path: Path, **fields: Any) -> tuple[str, dict[str, Any]]:
     doc: dict[str, Any] = {"name": "llm-ft", "accelerator": "H100", "gpus": 16, "hours": 24, "priority": "burst",
-                           "team": "team-a", "command": ["torchrun", "train.py"]}
+                           "team": "team-a", "command": COMMAND}
     doc.update(fields)
     return write(tmp_path, "job.yaml", yaml.safe_dump(doc)), doc
 
@@ -160,7 +164,7 @@ def test_multi_node_aws_renders_jobset_with_efa_fsx_and_queue(tmp_path, capsys):
     assert pool_cfg.min_nodes == 0 and not ko.uses_topology(pool_cfg)
     assert manifests.PREFERRED_TOPOLOGY not in pod["metadata"].get("annotations", {})
     (container,) = pod["spec"]["containers"]
-    assert container["command"] == ["torchrun", "train.py"]
+    assert container["command"] == COMMAND
     res = container["resources"]
     p5 = shape_book().get("p5.48xlarge")
     assert p5 is not None and p5.fabric_nics == 32
@@ -293,7 +297,7 @@ def test_gke_a3mega_gets_gpudirect_tcpxo_networks_and_gcs_fuse(tmp_path, capsys)
     assert daemon["image"] == tcpxo.rxdm_image
     assert env["NCCL_LIB_DIR"] == "/usr/local/nvidia/lib64" == env["LD_LIBRARY_PATH"]
     shell, flag, prelude, argv0, *user = container["command"]
-    assert (shell, flag, argv0, user) == ("/bin/bash", "-c", "trainer", ["torchrun", "train.py"])
+    assert (shell, flag, argv0, user) == ("/bin/bash", "-c", "trainer", COMMAND)
     assert prelude.startswith('source "/usr/local/nvidia/lib64/nccl-env-profile.sh" && ')
     assert prelude.endswith('exec "$@"')
     # Checkpoints: the bucket through the GCS FUSE CSI driver (Workload Identity), at the stack's prefix.
@@ -321,7 +325,7 @@ def test_gke_a4_rdma_pod_sources_set_nccl_env_before_the_command(tmp_path, capsy
     rdma = gpudirect.fabric("rdma")
     assert env["NCCL_LIB_DIR"] == rdma.nccl_lib_dir == "/usr/local/nvidia/lib64"
     assert container["command"] == ["/bin/bash", "-c", 'source "/usr/local/gib/scripts/set_nccl_env.sh" && exec "$@"',
-                                    "trainer", "torchrun", "train.py"]
+                                    "trainer", *COMMAND]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {"/usr/local/gib", "/usr/local/nvidia"} <= mounts  # where the script and NCCL_LIB_DIR live
     assert not [w for w in result["warnings"] if "no command" in w]

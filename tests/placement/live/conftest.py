@@ -51,6 +51,7 @@ AWS_ROWS = [("p5.48xlarge", 8, 192, 2048, 98.32, 40.0)]
 GCP_ROWS = [("a3-highgpu-8g", 8, 208, 1872, 88.25, 30.0), ("a3-megagpu-8g", 8, 208, 1872, 92.21, 31.0)]
 GCP_UNIT_PRICES = {"nvidia-h100-80gb": (9.8, 2.9)}  # keep in step with test_live_cli.py
 GCP_HOST_PRICES = {"A3 Instance": (0.03, 0.01, 0.004, 0.001)}
+GCP_SSD_PRICES = (0.08, 0.032)  # Local SSD, USD per GiB-month (on-demand, spot); a3-highgpu-8g bundles 6000 GiB
 # Scores by zone ID for p5.48xlarge (moto's zone IDs): a low one and a high one.
 SCORES = {"use1-az1": 2, "use1-az2": 9, "usw2-az1": 6}
 JOB = """name: live-test
@@ -99,7 +100,7 @@ def gcp_fake() -> Iterator[Any]:
     quotas = {r: {"NVIDIA_H100_GPUS": (64.0, 0.0), "PREEMPTIBLE_NVIDIA_H100_GPUS": (64.0, 0.0),
                   "NVIDIA_H100_MEGA_GPUS": (64.0, 0.0), "PREEMPTIBLE_NVIDIA_H100_MEGA_GPUS": (64.0, 0.0)}
               for r in GCP_REGIONS}
-    skus = fakes.gcp_skus(list(GCP_REGIONS), GCP_UNIT_PRICES, GCP_HOST_PRICES)
+    skus = fakes.gcp_skus(list(GCP_REGIONS), GCP_UNIT_PRICES, GCP_HOST_PRICES, GCP_SSD_PRICES)
     fake = fakes.GcpFake(PROJECT, zones, quotas, skus, sku_page_size=4, hang_s=4.0).start()
     yield fake
     fake.stop()

@@ -42,7 +42,8 @@ GPU_SKU_TEXT = {
     "nvidia-a100-80gb": "Nvidia Tesla A100 80GB GPU",
     "nvidia-h100-80gb": "Nvidia H100 80GB GPU",
     "nvidia-h100-mega-80gb": "Nvidia H100 80GB Mega GPU",
-    "nvidia-h200-141gb": "Nvidia H200 141GB GPU",
+    "nvidia-h200-141gb": "H200 141GB GPU",
+    "nvidia-b200": "A4 Nvidia B200 (1 gpu slice)",
     "nvidia-l4": "Nvidia L4 GPU",
 }
 
@@ -315,10 +316,22 @@ def sku(sku_id: str, description: str, group: str, usage: str, regions: list[str
 
 
 def gcp_skus(regions: list[str], gpu_prices: dict[str, tuple[float, float]],
-             host_prices: dict[str, tuple[float, float, float, float]]) -> list[dict[str, Any]]:
+             host_prices: dict[str, tuple[float, float, float, float]],
+             ssd_prices: tuple[float, float] | None = None) -> list[dict[str, Any]]:
     """SKUs for ``regions``: GPU (on-demand, spot) per GPU type, and per host stem (core od, core spot,
-    ram od, ram spot); plus a few SKUs that must be ignored (commitment, other families)."""
+    ram od, ram spot), the Local SSD (GiB-month on-demand, spot) when given; plus a few SKUs that must be
+    ignored (commitment, other families). Descriptions, groups and units as the Cloud Billing Catalog names them
+    (e.g. "SSD backed Local Storage running in Americas", Storage/LocalSSD, GiBy.mo)."""
     out: list[dict[str, Any]] = []
+    if ssd_prices is not None:
+        for sku_id, text, usage, usd in (
+                ("S000-OD", "SSD backed Local Storage running in Americas", "OnDemand", ssd_prices[0]),
+                ("S000-SP", "SSD backed Local Storage attached to Spot Preemptible VMs running in Americas",
+                 "Preemptible", ssd_prices[1]),
+                ("S000-CM", "Commitment v1: Local SSD In Americas for 1 Year", "Commit1Yr", ssd_prices[0] / 2)):
+            doc = sku(sku_id, text, "LocalSSD", usage, regions, usd, "GiBy.mo")
+            doc["category"]["resourceFamily"] = "Storage"
+            out.append(doc)
     n = 0
     for gpu, (od, spot) in sorted(gpu_prices.items()):
         text = GPU_SKU_TEXT[gpu]

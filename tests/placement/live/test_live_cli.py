@@ -18,6 +18,7 @@ from placement.model.catalog import parse_catalog_json
 
 GCP_UNIT_PRICES = {"nvidia-h100-80gb": (9.8, 2.9)}  # the GCP fake's SKUs (conftest)
 GCP_HOST_PRICES = {"A3 Instance": (0.03, 0.01, 0.004, 0.001)}
+A3_SSD_OD = 6000 * 0.08 / 730  # the bundled Local SSD of a3-highgpu-8g at the fake's GiB-month price
 PROJECT = "fake-project"
 
 
@@ -73,7 +74,8 @@ def test_live_plan_uses_live_quota_prices_offerings_and_scores(live_env: dict[st
     gpu_od, gpu_spot = GCP_UNIT_PRICES["nvidia-h100-80gb"]
     core_od, core_spot, ram_od, ram_spot = GCP_HOST_PRICES["A3 Instance"]
     a3 = cands(doc, region="us-central1", zone="us-central1-a", instance_type="a3-highgpu-8g", capacity="on-demand")
-    assert a3[0]["usd_per_hour"] == pytest.approx(2 * (8 * gpu_od + 208 * core_od + 1872 * ram_od), rel=1e-3)
+    assert a3[0]["usd_per_hour"] == pytest.approx(2 * (8 * gpu_od + 208 * core_od + 1872 * ram_od + A3_SSD_OD),
+                                                  rel=1e-3)
     mega = cands(doc, region="us-central1", instance_type="a3-megagpu-8g", capacity="on-demand")
     assert mega and all(c["price_source"] == "catalog" for c in mega)  # no "A3 Mega" SKUs: catalog stays
     # The job's own spot.interruptions_per_hour (0.02) wins over the placement scores (issue 26): 2 (use1-az1)
@@ -197,7 +199,8 @@ def test_refresh_writes_catalog_atomically(live_env: dict[str, Any], tmp_path: P
     central = [o for o in cat.offers if o.zone == "us-central1-f" and o.instance_type == "a3-highgpu-8g"]
     gpu_od = GCP_UNIT_PRICES["nvidia-h100-80gb"][0]
     core_od, _, ram_od, _ = GCP_HOST_PRICES["A3 Instance"]
-    assert central and central[0].price == pytest.approx(8 * gpu_od + 208 * core_od + 1872 * ram_od, rel=1e-3)
+    assert central and central[0].price == pytest.approx(8 * gpu_od + 208 * core_od + 1872 * ram_od + A3_SSD_OD,
+                                                         rel=1e-3)
     assert any(o.cloud == "aws" for o in cat.offers)  # AWS kept from the embedded catalog
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp file left
 
@@ -301,7 +304,8 @@ def test_live_reservations_from_both_clouds(live_env: dict[str, Any]) -> None:
     assert a3["reservation"]["count"] == 3 and a3["nodes"] == 2  # 4 reserved, 1 in use
     gpu_od = GCP_UNIT_PRICES["nvidia-h100-80gb"][0]
     core_od, _, ram_od, _ = GCP_HOST_PRICES["A3 Instance"]
-    assert a3["usd_per_hour"] == pytest.approx(2 * (8 * gpu_od + 208 * core_od + 1872 * ram_od), rel=1e-3)
+    assert a3["usd_per_hour"] == pytest.approx(2 * (8 * gpu_od + 208 * core_od + 1872 * ram_od + A3_SSD_OD),
+                                               rel=1e-3)
     assert reserved["us-central1-a/committed"]["usd_per_hour"] == 0  # attached to a commitment: paid either way
     assert doc["chosen"]["capacity"] == "reserved" and doc["chosen"]["usd_per_hour"] == 0
     # the same Capacity Block, planned two hours later, ends before this job is ready

@@ -170,3 +170,41 @@ def test_a_corrupt_refreshed_catalog_is_a_one_line_error(live_env: dict[str, Any
     (tmp_path / "d" / "catalog.json").write_text('{"schema": "gpufleet.catalog/v1", "offers": [{"cloud"')
     code, out, err = run(["plan", live_env["job"], "--json"])
     assert code == 2 and out == "" and err.count("\n") == 1 and "placement refresh" in err
+
+
+def test_refresh_names_each_rows_source_and_date_and_flags_a_suspect_row(gcp_everywhere: dict[str, Any]) -> None:
+    """Issue 36: a refreshed row names where its prices came from and when; one the clouds' own figures make
+    suspect (here a spot GPU price above the on-demand one) carries a flag, so a plan that picks it says so."""
+    import datetime as dt
+
+    env = gcp_everywhere
+    gcp = env["gcp"]
+    saved = copy.deepcopy(gcp.skus)
+    for sku in gcp.skus:
+        if sku["description"].startswith("Nvidia H100 80GB GPU attached to Spot"):
+            sku["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"].update(units="20", nanos=0)
+    out = env["tmp"] / "catalog.json"
+    try:
+        code, _, err = refresh("--output", str(out))
+    finally:
+        gcp.skus[:] = saved
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    today = dt.date.today().isoformat()
+    assert "Cloud Billing Catalog API" in doc["row_sources"]["refresh-gcp"]
+    live = [r for r in doc["offers"] if r.get("source") == "refresh-gcp"]
+    assert live and all(r["as_of"] == today for r in live)
+    a3 = [r for r in live if r["instance_type"] == "a3-highgpu-8g"]
+    assert a3 and all(r["spot_price"] > r["price"] and r["flag"].startswith(f"placement refresh {today}: spot $")
+                      for r in a3)
+    kept = [r for r in doc["offers"] if r["cloud"] == "aws"]
+    assert kept and all(r["source"] in doc["row_sources"] for r in kept)  # kept rows keep theirs
+    flagged = parse_catalog_json_doc(doc)
+    assert {o.price_flag is not None for o in flagged.offers
+            if o.instance_type == "a3-highgpu-8g" and o.price_ref == "refresh-gcp"} == {True}
+
+
+def parse_catalog_json_doc(doc: dict[str, Any]) -> Any:
+    from placement.model.catalog import parse_catalog_json
+
+    return parse_catalog_json(doc, source="refresh")

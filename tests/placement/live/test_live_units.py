@@ -315,3 +315,71 @@ def test_live_usage_above_the_limit_is_zero_headroom_with_a_warning() -> None:
     assert q.get("aws", "us-east-1", "L-417A185B").headroom == 0.0  # type: ignore[union-attr]
     assert q.get("gcp", "us-central1", "NVIDIA_H100_GPUS").headroom == 0.0  # type: ignore[union-attr]
     assert len(q.warnings) == 2 and all("above its limit" in w and "headroom 0" in w for w in q.warnings)
+
+
+# ----------------------------------------------------------------------------- GCP machine prices (issue 36)
+
+
+def _units(**extra: Any) -> dict[str, Any]:
+    units: dict[str, Any] = {"gpu": {"nvidia-h100-80gb": {"us-central1": [9.8, 2.9]}},
+                             "core": {"A3 Instance": {"us-central1": [0.03, 0.01]}},
+                             "ram": {"A3 Instance": {"us-central1": [0.004, 0.001]}},
+                             "ssd": {"local": {"us-central1": [0.08 / 730, 0.032 / 730]}}}
+    units.update(extra)
+    return units
+
+
+def test_a_gcp_machine_price_is_its_billing_skus_gpus_and_bundled_local_ssd_included() -> None:
+    from placement.live.overlay import gcp_machine_price
+
+    a3 = shape_book().get("a3-highgpu-8g")
+    assert a3 is not None and a3.local_ssds == 16
+    want = 8 * 9.8 + 208 * 0.03 + 1872 * 0.004 + 16 * 375 * 0.08 / 730
+    assert gcp_machine_price(a3, "us-central1", _units(), 0) == pytest.approx(want, abs=1e-4)
+    spot = 8 * 2.9 + 208 * 0.01 + 1872 * 0.001 + 16 * 375 * 0.032 / 730
+    assert gcp_machine_price(a3, "us-central1", _units(), 1) == pytest.approx(spot, abs=1e-4)
+    # Any part missing (here the Local SSD, or the GPU): no price, never a machine priced without it.
+    assert gcp_machine_price(a3, "us-central1", _units(ssd={}), 0) is None
+    assert gcp_machine_price(a3, "us-central1", _units(gpu={}), 0) is None
+    a2 = shape_book().get("a2-highgpu-8g")  # no local SSD: none needed
+    assert a2 is not None and a2.local_ssds == 0
+    units = _units(gpu={"nvidia-tesla-a100": {"us-central1": [2.93, 1.0]}},
+                   core={"A2 Instance": {"us-central1": [0.031611, 0.01]}},
+                   ram={"A2 Instance": {"us-central1": [0.004237, 0.001]}}, ssd={})
+    assert gcp_machine_price(a2, "us-central1", units, 0) == pytest.approx(8 * 2.93 + 96 * 0.031611 + 680 * 0.004237,
+                                                                           abs=1e-4)
+
+
+def test_a4_is_priced_by_its_gpu_slices_alone() -> None:
+    from placement.live.overlay import gcp_machine_price
+
+    a4 = shape_book().get("a4-highgpu-8g")
+    assert a4 is not None
+    units = _units(gpu={"nvidia-b200": {"us-central1": [16.11, 5.0]}})
+    assert gcp_machine_price(a4, "us-central1", units, 0) == pytest.approx(8 * 16.11)
+
+
+@pytest.mark.parametrize(("description", "group", "kind"), [
+    ("SSD backed Local Storage running in Americas", "LocalSSD", ("ssd", "local")),
+    ("SSD backed Local Storage attached to Spot Preemptible VMs running in Belgium", "LocalSSD", ("ssd", "local")),
+    ("Commitment v1: Local SSD In Americas for 1 Year", "LocalSSD", None),
+    ("A4 Nvidia B200 (1 gpu slice) running in Americas", "GPU", ("gpu", "nvidia-b200")),
+    ("H200 141GB GPU running in Belgium", "GPU", ("gpu", "nvidia-h200-141gb")),
+    ("Nvidia H100 80GB GPU running in Americas", "GPU", ("gpu", "nvidia-h100-80gb")),
+    ("Spot Preemptible A3 Instance Core running in Americas", "CPU", ("core", "A3 Instance")),
+])
+def test_billing_skus_are_classified_by_their_catalogue_names(description: str, group: str,
+                                                              kind: tuple[str, str] | None) -> None:
+    from placement.live.gcp import classify_sku
+
+    assert classify_sku(description, group) == kind
+
+
+def test_the_sku_check_keeps_local_ssd_prices_and_reads_older_answers_without_them() -> None:
+    from placement.live.checks import check_answer
+
+    answer = {"gpu": {"nvidia-h100-80gb": {"us-central1": [9.8, 2.9]}}, "core": {}, "ram": {},
+              "ssd": {"local": {"us-central1": [0.0001096, 0.0000438]}}}
+    assert check_answer("skus", answer).data["ssd"] == {"local": {"us-central1": [0.0001096, 0.0000438]}}
+    older = {k: v for k, v in answer.items() if k != "ssd"}
+    assert check_answer("skus", older).data["ssd"] == {}

@@ -140,3 +140,75 @@ def test_an_unclosed_quote_is_named_at_the_line_it_opens():
     message = refused(P5 + 'p5.48xlarge,H100,8,192,2048,"98.32,40.1,us-east-1,use1-az6\n' + P5)
     assert message.startswith("c.csv: line 3: a quoted cell runs on to line 4") and "close the quote" in message
 
+
+
+# ----------------------------------------------------------------------------- prices and their sources (issue 36)
+
+
+def _embedded_doc() -> dict:
+    return json.loads(resources.files("placement.data").joinpath("catalog.json").read_text(encoding="utf-8"))
+
+
+def test_every_embedded_row_names_its_source_and_date():
+    doc = _embedded_doc()
+    refs = doc["row_sources"]
+    for i, row in enumerate(doc["offers"]):
+        assert row.get("source") in refs, f"offers[{i}] names no source of row_sources"
+        assert len(row.get("as_of", "")) == 10, f"offers[{i}] has no date"
+    for ref, text in refs.items():
+        assert "20" in text and ("commit" in text or "API" in text), f"row source {ref} says neither when nor what"
+    flagged = [o for o in embedded_catalog().offers if o.price_flag]
+    assert flagged and all(o.price_ref == "gcp-skypilot" for o in flagged)  # only the unverified ones
+
+
+# Billing-catalogue prices (Cloud Billing Catalog, 2026-07-30; issue 36's figures), USD per node-hour.
+BILLING = {("a3-highgpu-8g", "us-central1"): 88.49, ("a3-highgpu-8g", "asia-northeast1"): 126.64,
+           ("a3-megagpu-8g", "us-east5"): 94.07, ("a2-ultragpu-8g", "us-central1"): 40.55,
+           ("a2-highgpu-8g", "europe-west4"): 29.98}
+
+
+@pytest.mark.parametrize("machine, region", sorted(BILLING))
+def test_gcp_prices_are_the_billing_catalogues_gpus_included(machine, region):
+    prices = {o.price for o in embedded_catalog().offers if (o.instance_type, o.region) == (machine, region)}
+    assert len(prices) == 1 and abs(prices.pop() / BILLING[(machine, region)] - 1) < 0.01
+
+
+def test_the_embedded_catalog_is_internally_consistent():
+    from placement.model.catalog import machine_medians, price_problem
+
+    offers = embedded_catalog().offers
+    medians = machine_medians(offers)
+    assert [o for o in offers if not o.price_flag and price_problem(o, medians.get((o.cloud, o.instance_type)))] == []
+
+
+def _two_regions(**row):
+    rows = [{"cloud": "gcp", "region": r, "zone": f"{r}-a", "instance_type": "a3-highgpu-8g", "price": p,
+             "spot_price": s} for r, p, s in (("us-east4", 88.56, 36.3), ("europe-west4", 112.54, 44.1),
+                                              ("us-central1", 88.49, 50.6))]
+    rows[2].update(row)
+    return {"schema": "gpufleet.catalog/v1", "offers": rows}
+
+
+@pytest.mark.parametrize("row, problem", [({"price": 43.07, "spot_price": 47.87}, "spot $47.87/h is above on-demand"),
+                                          ({"price": 43.07, "spot_price": 20.0}, "0.49x the median $88.56/h"),
+                                          ({"price": 200.0}, "1.78x the median $112.5/h")])
+def test_the_embedded_check_refuses_a_suspect_row_without_a_flag(row, problem):
+    with pytest.raises(InputError) as err:
+        parse_catalog_json(_two_regions(**row), "embedded")
+    assert str(err.value).startswith("embedded: offers[2]: gcp a3-highgpu-8g in us-central1-a: ")
+    assert problem in str(err.value) and "give the row a flag" in str(err.value)
+    flagged = parse_catalog_json(_two_regions(**row, flag="unverified: a test row"), "embedded")
+    assert flagged.offers[2].price_flag == "unverified: a test row"
+
+
+def test_a_refreshed_catalog_from_before_the_check_is_flagged_not_refused():
+    cat = parse_catalog_json(_two_regions(price=43.07, spot_price=20.0), "refresh")
+    assert cat.offers[2].price_flag.startswith("flagged on load: on-demand $43.07/h is 0.49x")
+    assert [o.price_flag for o in cat.offers[:2]] == [None, None]
+
+
+def test_a_row_naming_a_source_the_document_does_not_list_is_refused():
+    doc = _two_regions(source="nowhere")
+    doc["row_sources"] = {"gcp-billing": "the Cloud Billing Catalog, 2026-07-30"}
+    with pytest.raises(InputError, match=r"offers\[2\]\.source: 'nowhere' is not an id of row_sources"):
+        parse_catalog_json(doc, "x")

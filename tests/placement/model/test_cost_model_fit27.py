@@ -125,7 +125,11 @@ def test_a_pick_inside_the_models_band_is_a_tie_with_what_would_decide_it():
     assert p.uncertain(runner) is not None and "NCCL bus bandwidth" in p.uncertain(runner)
     assert "cannot tell them apart" in why_chosen(p) and "NCCL bus bandwidth" in why_chosen(p)
     doc = _doc(p)
-    assert doc["model_error"] == {"curve": "llm-adapter", "band": physics_book().bands["llm-adapter"]}
+    book = physics_book()
+    assert doc["model_error"] == {"curve": "llm-adapter", "band": book.bands["llm-adapter"],
+                                  "speed_band": book.speed_bands["llm-adapter"], "speed_points": 3,
+                                  "scaling_band": book.scaling_bands["llm-adapter"], "scaling_points": 14}
+    assert doc["candidates"][1]["uncertainty_band"] == book.bands["llm-adapter"]
     assert doc["candidates"][1]["within_uncertainty_of"] == 1
     assert "within_uncertainty_of" not in doc["candidates"][0]
 
@@ -191,7 +195,7 @@ def test_a_fixed_interval_longer_than_the_run_is_capped_and_said():
 
 
 def test_the_lustre_defaults_are_filesystems_our_stacks_build():
-    from infra.config import FSX_DEPLOYMENT_TYPE, fsx_capacity_valid
+    from infra.config.storage import FSX_DEPLOYMENT_TYPE, fsx_capacity_valid
     from infra.gcp.plan import LUSTRE_TIERS
 
     lustre = physics_book().lustre
@@ -253,10 +257,13 @@ def test_nat_processing_is_its_own_line_for_cross_region_s3():
 
 
 def test_checkpoint_storage_and_requests_are_counted_over_the_run():
-    # 98 GB every 1.5 min for 342 h into a versioned bucket that keeps old versions 30 days.
+    # 98 GB every 1.5 min for 342 h into a versioned bucket whose homes keep old versions 1 day (issue 36).
     store, req = checkpoint_usd(bill_book(), "aws", 98, 342, 1.5 / 60, 342)
     n = math.ceil(342 / (1.5 / 60))
-    assert store == pytest.approx(98 * (3 * 342 / 24 + (n - 3) * 30) / 30.4375 * 0.023)
+    assert store == pytest.approx(98 * (3 * 342 / 24 + (n - 3) * 1) / 30.4375 * 0.023)
+    # A user's own retention (checkpoint.retention_days) replaces the stacks'.
+    old, _ = checkpoint_usd(bill_book(), "aws", 98, 342, 1.5 / 60, 342, retention_days=30)
+    assert old == pytest.approx(98 * (3 * 342 / 24 + (n - 3) * 30) / 30.4375 * 0.023)
     assert req > 0
     c = plan(job(capacity="on-demand", checkpoint={"size_gb": 98, "interval_minutes": 1.5}),
              [offer("p5.48xlarge", "us-east-1")]).chosen

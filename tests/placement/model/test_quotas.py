@@ -50,3 +50,14 @@ def test_usage_above_the_limit_is_zero_headroom_with_a_warning_not_bad_input():
     (warning,) = table.warnings
     assert warning.startswith("q.csv: usage (row 1): quota L-417A185B in aws us-east-1: usage 384 is above its limit")
     assert "headroom 0" in warning and "\n" not in warning
+
+
+def test_every_shape_sold_as_spot_has_its_quota_key():
+    """Issue 36: a full quota file can confirm every spot candidate (p6-b200 had no AWS spot key); a key read
+    from disagreeing sources is marked unverified and the plan notes it."""
+    from placement.model.catalog import embedded_catalog
+
+    spot = {o.shape for o in embedded_catalog().offers if o.spot_price is not None}
+    assert spot and [s.name for s in spot if s.quota.spot is None] == []
+    p6 = next(s for s in spot if s.name == "p6-b200.48xlarge")
+    assert p6.quota.spot == "L-C4BD4855" and p6.quota.unverified == frozenset({"spot"})

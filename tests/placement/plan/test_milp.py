@@ -96,3 +96,31 @@ def test_count_tiers_keeps_a_start_that_places_a_tier_whole_without_solving():
     h.run = lambda: runs.append(1)  # type: ignore[method-assign]
     out = count_tiers(h, n, [[3, 4], [5]], warm, time.monotonic() + 10, stop_on_failure=True)
     assert out.warm == warm and runs == []
+
+
+def test_dive_turns_an_lp_optimum_into_a_whole_solution_within_the_bound():
+    """max 5a + 4b s.t. 6a + 4b <= 24, a + 2b <= 6, integer: LP optimum (3, 1.5), value 21; the dive lands on a
+    whole point the LP re-solves keep feasible, worth at most the bound."""
+    from placement.plan.milp import dive, relative_gap
+
+    inf = highspy.kHighsInf
+    h = new_highs()
+    h.addCols(2, [-5.0, -4.0], [0.0, 0.0], [inf, inf], 0, [], [], [])
+    h.addRows(2, [-inf, -inf], [24.0, 6.0], 4, [0, 2], [0, 1, 0, 1], [6.0, 4.0, 1.0, 2.0])
+    h.run()
+    y = list(h.getSolution().col_value)
+    bound = h.getInfo().objective_function_value
+    assert y == [3.0, 1.5] and bound == -21.0
+    x = dive(h, [0, 1], y, time.monotonic() + 5)
+    assert x is not None and all(abs(v - round(v)) < 1e-9 for v in x)
+    assert 6 * x[0] + 4 * x[1] <= 24 + 1e-9 and x[0] + 2 * x[1] <= 6 + 1e-9
+    cost = -5 * x[0] - 4 * x[1]
+    assert cost >= bound and relative_gap(cost, bound) >= 0.0
+    assert dive(h, [0, 1], y, time.monotonic() - 1) is None  # past its deadline: nothing
+
+
+def test_status_text_says_optimal_or_stopped_with_the_gap():
+    from placement.plan.milp import status_text
+
+    assert status_text("Optimal", 0.0049, False, 0.01) == "optimal, gap 0.49%"
+    assert status_text("Time limit reached", 0.032, True, 0.01) == "time limit reached, gap 3.20% (asked 1%)"

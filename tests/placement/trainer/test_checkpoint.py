@@ -4,12 +4,26 @@ writes are asynchronous with at most one in flight, and a cache is synced to the
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
 from typing import IO
 
-from placement.trainer.checkpoint import CLAIM, MANIFEST, Checkpointer, Snapshot, Store, Written, step_name
+import pytest
+
+from placement.trainer.checkpoint import (
+    CLAIM,
+    HOME_OWNER,
+    MANIFEST,
+    Checkpointer,
+    HomeError,
+    Loaded,
+    Snapshot,
+    Store,
+    Written,
+    step_name,
+)
 
 
 def snap(step: int, payload: bytes = b"x" * 100, kind: str = "interval") -> Snapshot:
@@ -119,3 +133,107 @@ def test_a_cache_is_written_first_and_synced_to_the_home(tmp_path: Path) -> None
     # the home alone (a new node: the cache is gone) resumes from the same checkpoint
     loaded = Checkpointer(home=Store(str(home), "j")).latest()
     assert loaded is not None and loaded.step == 3 and loaded.files["state.bin"] == bytes([3]) * 10
+
+
+def test_retention_never_deletes_outside_the_home_by_a_name_in_a_manifest_or_claim(tmp_path: Path) -> None:
+    home = tmp_path / "a" / "home"
+    victims = [tmp_path / "victim", tmp_path / "a" / "victim"]
+    for v in victims:
+        v.parent.mkdir(parents=True, exist_ok=True)
+        v.write_text("not the trainer's", encoding="utf-8")
+    ck = Checkpointer(home=Store(str(home), "job-a"), keep=1)
+    assert ck.save(snap(10)) and ck.save(snap(20))
+    # An older checkpoint of ours whose manifest, and another whose claim, name files outside the home.
+    for step, name in ((5, MANIFEST), (6, CLAIM)):
+        d = home / step_name(step)
+        d.mkdir()
+        doc = {"schema": "gpufleet.checkpoint/v1", "writer": "gpufleet.reference-trainer", "job": "job-a",
+               "step": step, "state": {"loss": 1.0}}
+        files = ["../../victim", "../../../victim", str(victims[0])]
+        doc["files"] = {f: {"bytes": 1, "sha256": "0" * 64} for f in files} if name == MANIFEST else files
+        (d / name).write_text(json.dumps(doc), encoding="utf-8")
+        (d / CLAIM).write_text(json.dumps({**doc, "files": files}), encoding="utf-8")
+    assert ck.save(snap(30))
+    assert all(v.read_text(encoding="utf-8") == "not the trainer's" for v in victims)
+    assert not (home / step_name(5)).exists() and not (home / step_name(6)).exists()  # our own files went
+
+
+def test_a_step_directory_linked_into_the_home_keeps_its_files(tmp_path: Path) -> None:
+    home, archive = tmp_path / "home", tmp_path / "archive"
+    ck = Checkpointer(home=Store(str(home), "job-a"), keep=1)
+    assert ck.save(snap(1))
+    (home / step_name(1)).rename(archive)  # archived, then linked back into the home
+    (home / step_name(1)).symlink_to(archive)
+    for step in (2, 3, 4):
+        assert ck.save(snap(step))
+    assert sorted(p.name for p in archive.iterdir()) == [CLAIM, MANIFEST, "state.bin"]
+    assert (home / step_name(1)).is_symlink()
+    assert sorted(p.name for p in home.iterdir()) == [step_name(1), step_name(4)]
+
+
+def test_a_checkpoint_that_fails_verification_never_counts_toward_keep(tmp_path: Path) -> None:
+    ck = Checkpointer(home=Store(str(tmp_path), "job-a"), keep=3)
+    for step in (10, 20, 30):
+        assert ck.save(snap(step))
+    (tmp_path / step_name(30) / "state.bin").write_bytes(b"y" * 100)  # the newest is corrupt
+    ck = Checkpointer(home=Store(str(tmp_path), "job-a"), keep=3)  # the next run resumes from 20
+    loaded = ck.latest()
+    assert loaded is not None and loaded.step == 20
+    assert ck.save(snap(40))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [step_name(10), step_name(20), step_name(40)]
+
+
+def test_a_fifo_or_a_huge_file_in_a_checkpoint_neither_blocks_nor_is_read(tmp_path: Path) -> None:
+    ck = Checkpointer(home=Store(str(tmp_path), "job-a"), keep=5)
+    for step in (10, 20, 30):
+        assert ck.save(snap(step))
+    (tmp_path / step_name(30) / MANIFEST).unlink()
+    os.mkfifo(tmp_path / step_name(30) / MANIFEST)  # nobody will ever write it
+    data = tmp_path / step_name(20) / "state.bin"
+    data.unlink()
+    with open(data, "wb") as f:  # 3 GiB where the manifest says 100 bytes
+        f.truncate(3 << 30)
+    found: list[object] = []
+    t = threading.Thread(target=lambda: found.append(Checkpointer(home=Store(str(tmp_path), "job-a")).latest()),
+                         daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "blocked on the FIFO"
+    assert time.monotonic() - t0 < 5  # the 3 GiB file is refused by its size, not read
+    loaded = found[0]
+    assert isinstance(loaded, Loaded) and loaded.step == 10
+
+
+def test_a_malformed_manifest_field_is_a_torn_checkpoint(tmp_path: Path) -> None:
+    ck = Checkpointer(home=Store(str(tmp_path), "job-a"))
+    assert ck.save(snap(10)) and ck.save(snap(20))
+    path = tmp_path / step_name(20) / MANIFEST
+    good = json.loads(path.read_text(encoding="utf-8"))
+    for bad in ({"bytes": "100"}, {"bytes": -1}, {"sha256": None}, {"bytes": True}, "100 bytes", ["x"]):
+        doc = json.loads(json.dumps(good))
+        if isinstance(bad, dict):
+            doc["files"]["state.bin"].update(bad)
+        else:  # the entry itself is not a mapping
+            doc["files"]["state.bin"] = bad
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        loaded = Checkpointer(home=Store(str(tmp_path), "job-a")).latest()
+        assert loaded is not None and loaded.step == 10
+
+
+def test_one_home_one_job(tmp_path: Path) -> None:
+    a = Store(str(tmp_path), "job-a")
+    a.prepare(create=True)
+    a.claim()
+    Checkpointer(home=a).save(snap(10))
+    a.claim()  # the same job again: a resume
+    b = Store(str(tmp_path), "job-b")
+    with pytest.raises(HomeError, match="job-a"):
+        b.claim()
+    (tmp_path / HOME_OWNER).unlink()  # a home from before the owner file: its checkpoints name the job
+    with pytest.raises(HomeError, match="job-a"):
+        b.claim()
+    file_home = tmp_path / "file"
+    file_home.write_text("x", encoding="utf-8")
+    with pytest.raises(HomeError, match="file"):
+        Store(str(file_home), "job-a").prepare(create=True)

@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import ROOT, base_env, free_port, trainer
 
-LABELS = {"job", "team", "workload", "accelerator", "nodes", "gpus"}
+LABELS = {"job", "team", "workload", "accelerator", "nodes", "gpus", "rank"}
 METRICS = {
     "gpufleet_trainer_samples_total": LABELS, "gpufleet_trainer_tokens_total": LABELS,
     "gpufleet_trainer_step_seconds_bucket": LABELS | {"le"}, "gpufleet_trainer_step": LABELS,
@@ -77,6 +77,35 @@ def test_metrics_have_the_shared_names_and_labels(tmp_path: Path, small_config: 
     assert samples["gpufleet_trainer_tokens_total"][0][1] == 8 * samples["gpufleet_trainer_samples_total"][0][1]
     assert samples["gpufleet_trainer_checkpoint_bytes"][0][1] > 0
     assert proc.returncode == 75
+
+
+def test_local_ranks_share_one_port_and_say_which_rank(tmp_path: Path, small_config: Path) -> None:
+    """Two processes of one node (torchrun's variables) on one metrics port: neither fails to start, local rank 0
+    serves both, each series labelled with its rank."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "placement.trainer", "--steps", "1000000", "--config",
+                               str(small_config)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=base_env(GPUFLEET_METRICS_PORT=str(port), GPUFLEET_METRICS_ADDR="127.0.0.1",
+                                           GPUFLEET_OUTCOME_DIR=str(tmp_path), RANK=str(r), WORLD_SIZE="2",
+                                           LOCAL_RANK=str(r), LOCAL_WORLD_SIZE="2", **JOB_ENV))
+             for r in (0, 1)]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert all(p.poll() is None for p in procs), [p.communicate()[1] for p in procs]
+            try:
+                ranks = {got["rank"] for got, v in scrape(port).get("gpufleet_trainer_samples_total", []) if v > 0}
+            except OSError:
+                ranks = set()
+            if ranks == {"0", "1"}:
+                break
+            assert time.monotonic() < deadline, f"ranks served: {ranks}"
+            time.sleep(0.2)
+    finally:
+        for p in procs:
+            p.terminate()
+        errs = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [75, 75], errs
 
 
 def test_benchmark_prints_the_json_line(tmp_path: Path, small_config: Path) -> None:
