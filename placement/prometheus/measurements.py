@@ -203,7 +203,7 @@ def _increase(values: Any, lo: float, hi: float) -> tuple[float, float, float]:
 
 def sample_time(value: Any) -> float:
     """A sample's time as Unix seconds: a finite number between 1970 and the year 9999, else ValueError."""
-    t = float(value)
+    t = float(value) if not isinstance(value, bool) else math.nan  # true is no time, though float(True) is 1
     if not 0.0 <= t <= MAX_TIMESTAMP:
         raise ValueError(f"sample time {shown(value)} is not a Unix time between 1970 and 9999")
     return t
@@ -380,7 +380,7 @@ def _windowed(fast: list[tuple[dict[str, str], float, float, float, int, int]], 
         else:
             try:
                 yield metric, json.loads(b"[" + raw[start:end] + b"]")
-            except ValueError:
+            except (ValueError, RecursionError):
                 yield metric, None  # reported by the caller as the series' bad values
 
 
@@ -411,6 +411,6 @@ def _documents(text: str, path: str) -> list[Any]:
                 return out
             obj, i = decoder.raw_decode(text, i)
             out.append(obj)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested past the parser's depth
         raise InputError("samples", f"is not JSON ({exc.__class__.__name__}: {str(exc)[:80]}); export with "
                                     "/api/v1/query_range", source=path) from None
