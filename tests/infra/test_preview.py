@@ -241,6 +241,25 @@ def test_broken_stack_program_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert "Traceback" not in captured.err
 
 
+
+@pytest.mark.parametrize("text", ["config: [1, 2]\n", "- a list\n", "config:\n  gpufleet:region: [\n",
+                                  "config: &a [*a]\n", "\x00\xff\n"])
+def test_a_malformed_stack_file_fails_that_stack_alone_with_exit_2(tmp_path: Path, text: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: a malformed stack file is bad input (exit 2, not 1, the policy code), one line naming the file,
+    no traceback; the other stacks are still previewed."""
+    good = worker_stack(ROOT)
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")  # the worker's stack reference reads the hub's file
+    (tmp_path / "stacks" / "Pulumi.bad.yaml").write_bytes(text.encode("latin-1"))
+    assert pv.main(["--root", str(tmp_path), "--format", "json", "--stack", good, "--stack", "bad"]) == 2
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["stacks"][good]["error"] is None and doc["stacks"][good]["pools"]
+    assert "Pulumi.bad.yaml" in doc["stacks"]["bad"]["error"]
+    assert "Traceback" not in captured.err and captured.err.strip().splitlines() == \
+        [f"preview: stack bad failed: {doc['stacks']['bad']['error']}"]
+
+
 # ----------------------------------------------------------------------------------------------- --base
 
 
@@ -334,6 +353,33 @@ def test_failing_base_preview_is_exit_2_and_the_worktree_is_removed(history: dic
     err = capsys.readouterr().err
     assert "preview crashed in the base" in err and err.strip().count("\n") == 0
     assert worktrees(repo) == [f"worktree {repo}"]
+
+
+
+def test_a_base_whose_only_fault_is_a_malformed_stack_file_is_still_a_baseline(
+        history: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: the base's stack file is malformed, the new one is fixed: the preview is the new stack's, with
+    no baseline for it, exit 0 (it failed whole before). The base commit is made without touching the work tree."""
+    import os
+
+    repo, stack = history["repo"], history["stack"]
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "index")}
+
+    def plumb(*args: str, stdin: str | None = None) -> str:
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                              input=stdin, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+    plumb("read-tree", "HEAD~1")
+    blob = plumb("hash-object", "-w", "--stdin", stdin="config: [not, a, mapping]\n")
+    plumb("update-index", "--cacheinfo", f"100644,{blob},stacks/Pulumi.{stack}.yaml")
+    base = plumb("commit-tree", plumb("write-tree"), "-p", "HEAD~1", "-m", "a malformed stack file")
+    code = pv.main(["--root", str(repo), "--stack", stack, "--base", base, "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc = json.loads(captured.out)
+    assert f"Pulumi.{stack}.yaml" in doc["base"]["stacks"][stack]["error"]
+    assert doc["stacks"][stack]["error"] is None and doc["stacks"][stack]["pools"]
+    assert "Traceback" not in captured.err and worktrees(repo) == [f"worktree {repo}"]
 
 
 # ----------------------------------------------------------------------------------------------- workflow
