@@ -149,8 +149,11 @@ def trust(catalog: Catalog, now: dt.datetime) -> None:
 
 
 def warn(lines: Sequence[str]) -> None:
+    """Each line as a warning on stderr, credentials in any URL it holds cut (as every error line's are)."""
+    from placement.errors import redact_url
+
     for line in lines:
-        print(f"placement: warning: {line}", file=sys.stderr)
+        print(f"placement: warning: {redact_url(line)}", file=sys.stderr)
 
 
 def plan_time(args: argparse.Namespace) -> dt.datetime:
