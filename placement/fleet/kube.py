@@ -216,9 +216,11 @@ def api_message(exc: Any) -> str:
     except (TypeError, ValueError, RecursionError):
         body = {}
     message = body.get("message") if isinstance(body, dict) else None
+    from placement.errors import printable, redact_url
     from placement.fleet.redact import redact
 
-    return redact((str(message or exc.reason or "error").splitlines() or ["error"])[0])[:500]
+    # The server's text: its first line, no escape sequences or control characters (placement.errors.printable).
+    return printable(redact_url(redact((str(message or exc.reason or "error").splitlines() or ["error"])[0])), 500)
 
 
 def is_unreachable(exc: BaseException) -> bool:
