@@ -1,0 +1,99 @@
+"""Issue 38's command-line cases not covered beside their code: output paths and extras checked before any work
+(plan-batch and report --chart), the calibration in force said with what of it applied, and calibrate's window
+the samples' own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from factories import run
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "placement" / "examples"
+BURST = [str(EXAMPLES / "burst.yaml"), "--quotas", str(EXAMPLES / "burst-quotas.csv"), "--now",
+         "2026-11-30T00:00:00Z"]
+
+
+def _no_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    import placement.plan.batch as batch
+    import placement.plan.schedule as schedule
+
+    for module in (batch, schedule):
+        monkeypatch.setattr(module, "solve", lambda *a, **k: pytest.fail("solved before the chart path was checked"))
+
+
+@pytest.mark.parametrize("where", ["in a missing folder", "a folder", "not a .png", "the batch file"])
+def test_plan_batch_chart_is_checked_before_the_solve(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a missing folder failed after the solve, with the whole schedule already printed."""
+    _no_solve(monkeypatch)
+    chart = {"in a missing folder": tmp_path / "nope" / "g.png", "a folder": tmp_path,
+             "not a .png": tmp_path / "g.svg", "the batch file": EXAMPLES / "burst.yaml"}[where]
+    code, out, err = run(capsys, "plan-batch", *BURST, "--chart", str(chart))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--chart" in err
+
+
+def test_a_chart_without_its_extra_names_the_one_command_that_adds_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    _no_solve(monkeypatch)
+    code, out, err = run(capsys, "plan-batch", *BURST, "--chart", str(tmp_path / "g.png"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "'charts' extra" in err and "scripts/extra charts" in err and "pip install 'gpufleet" not in err
+
+
+def test_report_chart_is_checked_before_the_hub_is_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "report", "--kubeconfig", str(tmp_path / "none"), "--chart",
+                         str(tmp_path / "nope" / "c.png"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--chart" in err
+
+
+def _calibration(tmp_path: Path, spot: list[dict[str, Any]], speed: list[dict[str, Any]]) -> str:
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"schema": "gpufleet.calibration/v1",
+                                "measured": {"from": "2026-11-01T00:00:00Z", "to": "2026-11-20T00:00:00Z"},
+                                "spot": spot, "speed": speed, "checkpoint_write": []}))
+    return str(path)
+
+
+def test_a_calibration_whose_rows_do_not_apply_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the plan's last line named the file even when none of its rows applied (a CPU speed row)."""
+    cal = _calibration(tmp_path, [], [{"workload": "llm", "accelerator": "CPU", "nodes": 1, "unit": "tokens/s",
+                                       "per_gpu": 100.0, "runs": 5}])
+    code, out, _ = run(capsys, "plan", str(EXAMPLES / "job.yaml"), "--top", "1", "--calibration", cal)
+    assert code == 0
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("calibration: ") and "does not apply" in last and "model's" in last
+    code, out, _ = run(capsys, "plan", str(EXAMPLES / "job.yaml"), "--top", "1", "--calibration", cal, "--json")
+    doc = json.loads(out)["calibration"]
+    assert doc["path"] == cal and doc["speed_rows"] == 1 and doc["applied"]["any"] is False
+
+
+def test_the_calibration_in_force_says_how_many_rows_applied_and_its_window(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    cal = _calibration(tmp_path, [{"cloud": "aws", "region": "eu-south-2", "zone": "eus2-az2",
+                                   "instance_type": "p5en.48xlarge", "node_hours": 500, "reclaims": 1}], [])
+    code, out, _ = run(capsys, "plan", str(EXAMPLES / "job.yaml"), "--top", "1", "--calibration", cal)
+    last = out.strip().splitlines()[-1]
+    assert code == 0 and "1 of 1 spot rows" in last and "19.0 days" in last
+
+
+def test_calibrate_says_the_window_of_its_samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: two minutes of data were written as a 30-day window."""
+    t0 = 1793491200.0
+    labels = {"__name__": "gpufleet_spot_node_seconds_total", "cloud": "gcp", "region": "us-central1",
+              "zone": "us-central1-a", "instance_type": "a3-highgpu-8g"}
+    samples = tmp_path / "s.json"
+    samples.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": labels, "values": [[t0, "0"], [t0 + 120, "120"]]}]}}))
+    code, out, _ = run(capsys, "calibrate", "--samples", str(samples), "-o", str(tmp_path / "c.json"))
+    assert code == 0 and "to 2026-11-01T00:02:00Z (2.0 min of samples)" in out
+    written = json.loads((tmp_path / "c.json").read_text())
+    assert written["measured"] == {"from": "2026-11-01T00:00:00Z", "to": "2026-11-01T00:02:00Z"}
