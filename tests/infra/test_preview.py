@@ -337,6 +337,22 @@ def test_diff_against_a_ref_shows_the_added_pool_and_its_cost(history: dict[str,
     assert "| preview-added |" in md and "| added |" in md
 
 
+def test_the_text_says_zero_replacements_and_the_fleet_total(history: dict[str, Any],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: a diff that replaces nothing says so ("replacements: 0"), and every preview ends with the fleet's
+    total (text, markdown and JSON), against the baseline when there is one."""
+    repo, stack = history["repo"], history["stack"]
+    assert pv.main(["--root", str(repo), "--stack", stack, "--base", "HEAD~1", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    text, md = pv.render_text(doc, doc["base"]), pv.render_markdown(doc, doc["base"])
+    assert "  replacements: 0 (pulumi up replaces or deletes nothing in this stack)" in text
+    assert "== fleet total: 1 stack(s)" in text and "### gpufleet preview: fleet total" in md
+    total = doc["total"]
+    assert total["stacks"] == 1
+    assert total["cost"]["max.hour"] == pytest.approx(doc["stacks"][stack]["cost"]["max"]["hour"], abs=0.01)
+    assert total["change"]["max.hour"] == pytest.approx(doc["diff"][stack]["cost"]["max.hour"]["change"], abs=0.01)
+
+
 def test_base_without_scripts_preview_has_no_stacks(history: dict[str, Any],
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     repo, stack = history["repo"], history["stack"]
