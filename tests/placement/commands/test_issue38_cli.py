@@ -97,3 +97,29 @@ def test_calibrate_says_the_window_of_its_samples(tmp_path: Path, monkeypatch: p
     assert code == 0 and "to 2026-11-01T00:02:00Z (2.0 min of samples)" in out
     written = json.loads((tmp_path / "c.json").read_text())
     assert written["measured"] == {"from": "2026-11-01T00:00:00Z", "to": "2026-11-01T00:02:00Z"}
+
+
+def test_report_without_the_kubernetes_client_is_one_line_naming_the_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a traceback (ModuleNotFoundError: kubernetes)."""
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kubernetes" else real(name, *a))
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
+    code, out, err = run(capsys, "report", "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "'submit' extra" in err and "scripts/extra submit" in err and "Traceback" not in err
+
+
+def test_a_samples_export_over_the_cap_is_refused_before_a_byte_is_read(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: a 3 GiB export was read whole. A sparse file: no disk is used."""
+    from placement.prometheus.measurements import MAX_SAMPLES_BYTES
+
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(MAX_SAMPLES_BYTES + 1)
+    code, _, err = run(capsys, "calibrate", "--samples", str(big), "-o", str(tmp_path / "c.json"))
+    assert code == 2 and "--samples" in err and len(err.strip().splitlines()) == 1
