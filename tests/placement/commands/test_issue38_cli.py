@@ -123,3 +123,47 @@ def test_a_samples_export_over_the_cap_is_refused_before_a_byte_is_read(tmp_path
         fh.truncate(MAX_SAMPLES_BYTES + 1)
     code, _, err = run(capsys, "calibrate", "--samples", str(big), "-o", str(tmp_path / "c.json"))
     assert code == 2 and "--samples" in err and len(err.strip().splitlines()) == 1
+
+
+def _spot(nh: float, rc: float) -> dict[str, Any]:
+    return {"cloud": "aws", "region": "eu-south-2", "zone": "eus2-az2", "instance_type": "p5en.48xlarge",
+            "node_hours": nh, "reclaims": rc}
+
+
+def _speed(acc: str, per_gpu: float, **kw: Any) -> dict[str, Any]:
+    return {"workload": "llm", "accelerator": acc, "nodes": 1, "unit": "tokens/s", "per_gpu": per_gpu, "runs": 5,
+            **kw}
+
+
+# (case, spot rows, speed rows, prior_node_hours, the field the one error line names, or None: it plans)
+FIGURES = [
+    ("node_hours 1e300", [_spot(1e300, 0)], [], None, "spot[0].node_hours"),
+    ("reclaims 1e300", [_spot(1, 1e300)], [], None, "spot[0].reclaims"),
+    ("prior_node_hours 1e300", [_spot(10, 1)], [], 1e300, "calibration.prior_node_hours"),
+    ("prior_node_hours 1e-300", [_spot(10, 1)], [], 1e-300, "calibration.prior_node_hours"),
+    ("per_gpu 1e300 and 1e-300", [], [_speed("H100", 1e300), _speed("H200", 1e-300)], None, "speed[0].per_gpu"),
+    ("node_hours 1e-300 with reclaims", [_spot(1e-300, 5)], [], None, None),
+    ("the bounds' edges: rates", [_spot(1e9, 0), _spot(1e-9, 1e9)], [], 1e-3, None),
+    ("the bounds' edges: speeds 1e15 apart", [], [_speed("H100", 1e9), _speed("H200", 1e-6)], None, None),
+    ("the bounds' edges: scaling", [], [_speed("H100", 1e-6, runs=10**9), _speed("H100", 1e9, nodes=100_000)], None,
+     None),
+]
+
+
+@pytest.mark.parametrize("spot, speed, prior, field", [f[1:] for f in FIGURES], ids=[f[0] for f in FIGURES])
+def test_calibration_figures_past_what_the_arithmetic_takes_are_refused_by_field(
+        spot: list[dict[str, Any]], speed: list[dict[str, Any]], prior: float | None, field: str | None,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ZeroDivisionError in the Gamma quantile and the speed ratios. A figure out of range is one line
+    naming it (exit 2); one at the edge of the range plans (exit 0); never a traceback."""
+    path = Path(_calibration(tmp_path, spot, speed))
+    if prior is not None:
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "calibration": {"prior_node_hours": prior}}))
+    code, out, err = run(capsys, "plan", str(EXAMPLES / "job.yaml"), "--top", "1", "--calibration", str(path))
+    assert "Traceback" not in err
+    if field is None:
+        assert code == 0 and out.strip().splitlines()[-1].startswith("calibration: ")
+    else:
+        errors = [line for line in err.splitlines() if "error" in line]
+        assert code == 2 and len(errors) == 1 and field in errors[0]
