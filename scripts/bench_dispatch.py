@@ -5,7 +5,8 @@ A pass = snapshots from the Kueue objects (hub Workloads with their owners' job 
 ClusterQueue/LocalQueues/Workloads/ResourceFlavors) + the decision (every worker scored with the placement
 engine's cost and the price of waiting, the burst ordered and spread). Fleets are generated from the
 embedded catalog's H100 offers (each worker: a spot and an on-demand pool of one shape in one zone, some
-work admitted and some queued); Workloads ask 8-32 GPUs with datasets in different clouds and regions.
+work admitted and some queued); Workloads ask 8-32 GPUs with datasets in different clouds and regions, their owners
+carrying what ``submit --via-hub`` writes (job spec, fabric group, workers, checkpoint home; the size on half).
 Prints the median of ``--runs`` runs (in a fresh memo each: no cost is reused between runs) per fleet size,
 and the time a new leader takes to rebuild its memory of every Workload from the Events the pass recorded
 (``recall s``: parsing the listed Events, not the LIST itself).
@@ -50,8 +51,8 @@ from placement.dispatch.controller import COMPONENT  # noqa: E402
 from placement.dispatch.decide import UNREADABLE, decide  # noqa: E402
 from placement.dispatch.gcsettings import tune_gc  # noqa: E402
 from placement.dispatch.model import Pricing  # noqa: E402
-from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION  # noqa: E402
 from placement.fleet.stacks import ClusterStack, Pool  # noqa: E402
+from placement.model import contract  # noqa: E402
 from placement.model import kueue as ko  # noqa: E402
 from placement.model.catalog import embedded_catalog  # noqa: E402
 
@@ -59,6 +60,10 @@ NS, QUEUE = "team-a", "all-workers"
 NOW = time.time()
 DATASETS = (("s3://d/x", "us-east-1"), ("s3://d/x", "us-west-2"), ("gs://d/x", "us-central1"),
             ("gs://d/x", "europe-west4"), ("s3://d/x", "eu-west-1"), ("gs://d/x", "asia-southeast1"))
+
+
+JOB_SPEC_ANNOTATION = contract.JOB_SPEC
+HOMES = (("s3://ckpt-a/checkpoints", "aws", "us-east-1"), ("gs://ckpt-b/checkpoints", "gcp", "us-central1"))
 
 
 def rfc3339(t: float) -> str:
@@ -128,8 +133,13 @@ def hub(n: int, keys: list[str], rng: random.Random) -> tuple[list[dict[str, Any
         uri, region = rng.choice(DATASETS)
         spec = {"name": f"j{i}", "accelerator": "H100", "gpus": gpus, "hours": rng.choice((2, 6, 12, 24)),
                 "data": {"dataset": {"uri": uri, "region": region, "size_gb": rng.choice((50, 500, 2000))}}}
+        # What submit --via-hub writes (placement.model.contract): the spec, the group and its workers, the
+        # checkpoint home in the planned worker's region, and its size only when the spec gives one (every other).
+        home = HOMES[i % len(HOMES)]
         owners[("Job", NS, f"j{i}")] = {"metadata": {"annotations": {
-            JOB_SPEC_ANNOTATION: json.dumps(spec), GROUP_ANNOTATION: "efa" if gpus > 8 else "single-node"}}}
+            JOB_SPEC_ANNOTATION: contract.job_spec_text(spec),
+            contract.FABRIC_GROUP: "efa" if gpus > 8 else "single-node", contract.WORKERS: contract.workers_text(keys),
+            **contract.checkpoint_annotations(f"{home[0]}/j{i}", home[1], home[2], 140.0 if i % 2 else None)}}}
         nodes = gpus // 8
         workloads.append({
             "metadata": {"name": f"job-j{i}", "namespace": NS, "uid": f"uid-{i}", "resourceVersion": str(i),

@@ -9,7 +9,13 @@ manager owned and left out, unless another manager owns them too), and Kueue v0.
 rules (``clusterName`` immutable, exclusive with ``nominatedClusterNames``, and set only to a nominated
 cluster). Faults are injected per request (:meth:`FakeApi.fail`) and watches can be cut after N events.
 
-:class:`FakeKueue` plays Kueue on a hub and its workers: MultiKueue copies a hub Workload to the workers in
+:class:`FakeApi` can validate what is created as the API server does (``validate``: :func:`metadata_problems` for
+every object, the pinned CRDs' schemas for custom resources; a refusal is 422 Invalid).
+
+:class:`FakeKueue` plays Kueue on a hub and its workers: its job framework makes the Workload of each suspended
+Job/JobSet with a queue-name label as Kueue v0.19.2 does (:func:`kueue_workload`: pod sets from the job's
+template, priority from its WorkloadPriorityClass, maximum execution time from its label) and reserves hub quota
+for it; MultiKueue copies a hub Workload to the workers in
 its ``nominatedClusterNames``, each worker admits Workloads when its ClusterQueue's quota fits (priority,
 then arrival; flavors in order), and the hub then records the admitting worker with its own
 ``kueue-admission`` apply (which clears the nomination only if that manager owns it), or evicts.
@@ -21,11 +27,12 @@ import base64
 import contextlib
 import copy
 import json
+import re
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -171,8 +178,10 @@ class _Owned:
 class FakeApi:
     """One fake API server (one cluster)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, validate: Callable[[GVP, dict[str, Any]], list[str]] | None = None) -> None:
         self.name = name
+        # What the API server checks on a create (field validation Strict, CRD schemas): problems refuse it (422).
+        self.validate = validate
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.rv = 1000
@@ -382,6 +391,11 @@ class FakeApi:
             meta.setdefault("generation", 1)
             obj.setdefault("kind", KINDS.get(gvp[2], gvp[2]))
             obj.setdefault("apiVersion", f"{gvp[0]}/{gvp[1]}" if gvp[0] else gvp[1])
+            problems = self.validate(gvp, obj) if self.validate is not None else []
+            if problems:
+                raise ApiError(422, "Invalid", f'{obj["kind"]}.{gvp[0] or "core"} "{meta["name"]}" is invalid: '
+                                               + "; ".join(problems[:5]),
+                               [{"reason": "FieldValueInvalid", "message": p} for p in problems[:5]])
             return self._commit(gvp, obj, "ADDED")
 
     def delete(self, gvp: GVP, ns: str, name: str) -> None:
@@ -644,7 +658,157 @@ class FakeApi:
             handler.close_connection = True
 
 
+# ------------------------------------------------------------------------------- what the API server validates
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+TOTAL_ANNOTATION_BYTES = 256 * 1024  # apimachinery ValidateAnnotations: TotalAnnotationSizeLimitB
+
+
+def _qualified_name_problem(key: str) -> str | None:
+    """apimachinery validation.IsQualifiedName: an optional DNS-1123 subdomain prefix and ``/``, then a name of
+    at most 63 characters."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return f"prefix of {key!r} is not a DNS-1123 subdomain"
+    if not name or len(name) > 63 or not _QUALIFIED.fullmatch(name):
+        return f"name part of {key!r} is not a qualified name"
+    return None
+
+
+def metadata_problems(obj: Mapping[str, Any]) -> list[str]:
+    """What the API server refuses in any object's metadata (apimachinery ``ValidateObjectMeta``): a name that is
+    not a DNS-1123 subdomain, annotation keys that are not qualified names, non-string annotation values and more
+    than 256 KiB of them in all, label keys and values that are not valid."""
+    meta = obj.get("metadata") or {}
+    problems = []
+    name = meta.get("name")
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        problems.append(f"metadata.name: {str(name)[:60]!r} is not a DNS-1123 subdomain")
+    annotations = meta.get("annotations") or {}
+    total = 0
+    for key, value in annotations.items():
+        if (why := _qualified_name_problem(str(key))) is not None:
+            problems.append(f"metadata.annotations: {why}")
+        if not isinstance(value, str):
+            problems.append(f"metadata.annotations[{key}]: must be a string")
+            continue
+        total += len(str(key)) + len(value.encode())
+    if total > TOTAL_ANNOTATION_BYTES:
+        problems.append(f"metadata.annotations: Too long: must have at most {TOTAL_ANNOTATION_BYTES} bytes")
+    for key, value in (meta.get("labels") or {}).items():
+        if (why := _qualified_name_problem(str(key))) is not None:
+            problems.append(f"metadata.labels: {why}")
+        if not isinstance(value, str) or (value and (len(value) > 63 or not _QUALIFIED.fullmatch(value))):
+            problems.append(f"metadata.labels[{key}]: {str(value)[:70]!r} is not a valid label value")
+    return problems
+
+
 # ---------------------------------------------------------------------------------------------- Kueue
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOBS: GVP = ("batch", "v1", "jobs")
+JOBSETS: GVP = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+PRIORITY_CLASSES: GVP = ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses")
+
+
+def _pods_per_job(spec: Mapping[str, Any]) -> int:
+    """A Job's pods at once: parallelism (default 1), at most completions (Kueue's podsCount)."""
+    parallelism = int(spec.get("parallelism", 1))
+    completions = spec.get("completions")
+    return min(parallelism, int(completions)) if completions is not None else parallelism
+
+
+def _topology_request(template: Mapping[str, Any], replicas: int | None) -> dict[str, Any] | None:
+    preferred = ((template.get("metadata") or {}).get("annotations") or {}).get(PREFERRED_TOPOLOGY)
+    if not preferred:
+        return None
+    request: dict[str, Any] = {"preferred": preferred, "podIndexLabel": COMPLETION_INDEX}
+    if replicas is not None:
+        request.update(subGroupIndexLabel="jobset.sigs.k8s.io/job-index", subGroupCount=replicas)
+    return request
+
+
+def kueue_workload(job: Mapping[str, Any], priorities: Mapping[str, int]) -> dict[str, Any]:
+    """The Workload Kueue v0.19.2's job framework makes for a Job or JobSet (``pkg/controller/jobs/job``,
+    ``jobs/jobset``, ``jobframework.ConstructWorkload``): one pod set ``main`` of parallelism (at most completions)
+    pods for a Job, one per replicated job of replicas × that for a JobSet, each with the job's pod template; the
+    queue from the ``queue-name`` label, the priority from the WorkloadPriorityClass its ``priority-class`` label
+    names (``priorities``: name -> value), the maximum execution time from its label, owned by the job. Named
+    ``<kind>-<job>`` (Kueue adds a hash of the job's uid, left out so tests can name it)."""
+    meta = job["metadata"]
+    labels = meta.get("labels") or {}
+    kind, spec = job["kind"], job["spec"]
+    if kind == "Job":
+        sets = [{"name": "main", "count": _pods_per_job(spec), "template": copy.deepcopy(spec["template"])}]
+        if (tr := _topology_request(spec["template"], None)) is not None:
+            sets[0]["topologyRequest"] = tr
+    else:
+        sets = []
+        for rj in spec["replicatedJobs"]:
+            template = rj["template"]["spec"]["template"]
+            ps = {"name": rj["name"], "count": int(rj.get("replicas", 1)) * _pods_per_job(rj["template"]["spec"]),
+                  "template": copy.deepcopy(template)}
+            if (tr := _topology_request(template, int(rj.get("replicas", 1)))) is not None:
+                ps["topologyRequest"] = tr
+            sets.append(ps)
+    wl_spec: dict[str, Any] = {"queueName": labels.get(QUEUE_LABEL, ""), "podSets": sets, "active": True}
+    if labels.get(PRIORITY_CLASS_LABEL):
+        name = labels[PRIORITY_CLASS_LABEL]
+        wl_spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": name}
+        wl_spec["priority"] = int(priorities[name])
+    if labels.get(MAX_EXEC_LABEL):
+        wl_spec["maximumExecutionTimeSeconds"] = int(labels[MAX_EXEC_LABEL])
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"{kind.lower()}-{meta['name']}", "namespace": meta["namespace"],
+                         "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+                         "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": kind, "name": meta["name"],
+                                              "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+            "spec": wl_spec}
+
+
+_REFERENCE = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+
+
+def expand(text: str, defined: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion of an env value (``third_party/forked/golang/expansion``): a variable
+    defined before is replaced, ``$$`` is ``$``, an undefined reference is left as it is."""
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return defined.get(m.group(1), m.group(0))
+
+    return _REFERENCE.sub(one, text)
+
+
+def container_env(container: Mapping[str, Any], config_maps: Mapping[str, Mapping[str, str]],
+                  pod_annotations: Mapping[str, str]) -> dict[str, str]:
+    """The environment the kubelet gives ``container``: its ``envFrom`` ConfigMaps first (``config_maps``: name ->
+    data; an optional one that is missing adds nothing), then ``env`` in order, each value ``$(VAR)``-expanded
+    against what is defined so far, ``fieldRef`` of ``metadata.annotations['...']`` read from
+    ``pod_annotations`` (a JobSet pod's completion index)."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom") or []:
+        ref = source.get("configMapRef") or {}
+        data = config_maps.get(ref.get("name", ""))
+        if data is None:
+            assert ref.get("optional"), f"ConfigMap {ref.get('name')} is missing and not optional"
+            continue
+        env.update({str(k): str(v) for k, v in data.items()})
+    for var in container.get("env") or []:
+        if "value" in var:
+            env[var["name"]] = expand(str(var["value"]), env)
+            continue
+        path = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
+        m = re.fullmatch(r"metadata\.annotations\['([^']+)'\]", path)
+        assert m, f"{var['name']}: valueFrom {var.get('valueFrom')} is not modelled here"
+        env[var["name"]] = pod_annotations.get(m.group(1), "")
+    return env
 
 
 def _cond(kind: str, status: str, reason: str, message: str = "", t: float | None = None) -> dict[str, Any]:
@@ -667,6 +831,25 @@ def pod_gpus(template: dict[str, Any]) -> int:
                for c in (template.get("spec") or {}).get("containers") or [])
 
 
+def reserved_status(wl: Mapping[str, Any], cluster_queue: str, flavor: str, check: str) -> dict[str, Any]:
+    """A Workload's status once its quota is reserved in ``cluster_queue`` on ``flavor`` with admission check
+    ``check`` Pending: what a hub Workload waiting for the dispatcher's nomination holds."""
+    sets = []
+    for ps in wl["spec"]["podSets"]:
+        tmpl = ps["template"]
+        req = ((tmpl["spec"]["containers"][0].get("resources") or {}).get("requests") or {})
+        usage = {k: str(int(_quantity(v) * ps["count"] * (1000 if k == "cpu" else 1))) + ("m" if k == "cpu" else "")
+                 for k, v in req.items() if k != "memory"}
+        if "memory" in req:
+            usage["memory"] = f"{int(_quantity(req['memory']) * ps['count'] / 2**20)}Mi"
+        sets.append({"name": ps["name"], "count": ps["count"], "resourceUsage": usage,
+                     "flavors": {k: flavor for k in req}})
+    return {"admission": {"clusterQueue": cluster_queue, "podSetAssignments": sets},
+            "conditions": [_cond("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in {cluster_queue}")],
+            "admissionChecks": [{"name": check, "state": "Pending", "message": "",
+                                 "lastTransitionTime": now_rfc3339()}]}
+
+
 class FakeKueue:
     """Kueue on ``hub`` and ``workers`` (key -> FakeApi), stepped by a background thread."""
 
@@ -677,6 +860,8 @@ class FakeKueue:
         self.admit: dict[str, bool] = {k: True for k in workers}  # False: the worker never admits
         self.failures: list[str] = []  # hub applies the API server refused (e.g. the nomination it cannot clear)
         self.admissions: list[tuple[str, str]] = []  # (workload, worker) in the order the hub recorded them
+        self.flavor = "aws-use1-p5-spot"  # the hub flavor its quota is reserved in
+        self._jobs_lock = threading.Lock()
         self._stop = threading.Event()
         self._kick = threading.Event()
         for api in (hub, *workers.values()):
@@ -704,23 +889,30 @@ class FakeKueue:
 
     # ---------------------------------------------------------------- hub
 
+    def workload_for(self, job: Mapping[str, Any]) -> str:
+        """Kueue's job reconciler for a suspended Job/JobSet on the hub that names a queue: its Workload
+        (:func:`kueue_workload`) created and its hub quota reserved, once; the Workload's name."""
+        meta = job["metadata"]
+        name = f"{job['kind'].lower()}-{meta['name']}"
+        with self._jobs_lock:
+            if self.hub.get(WORKLOADS, meta["namespace"], name) is not None:
+                return name
+            priorities = {str(p["metadata"]["name"]): int(p["value"]) for p in self.hub.list(PRIORITY_CLASSES)}
+            wl = self.hub.create(WORKLOADS, kueue_workload(job, priorities))
+            self.reserve(wl, self.flavor)
+        return name
+
+    def _reconcile_jobs(self) -> None:
+        for gvp in (JOBS, JOBSETS):
+            for job in self.hub.list(gvp):
+                if QUEUE_LABEL in ((job.get("metadata") or {}).get("labels") or {}) and (job.get("spec") or {}).get(
+                        "suspend"):
+                    self.workload_for(job)
+
     def reserve(self, wl: dict[str, Any], flavor: str) -> None:
         """The hub reserves quota for a new Workload (as the scheduler does, field manager kueue-admission)."""
         meta = wl["metadata"]
-        sets = []
-        for ps in wl["spec"]["podSets"]:
-            tmpl = ps["template"]
-            req = ((tmpl["spec"]["containers"][0].get("resources") or {}).get("requests") or {})
-            usage = {k: str(int(_quantity(v) * ps["count"] * (1000 if k == "cpu" else 1))) + ("m" if k == "cpu" else "")
-                     for k, v in req.items() if k != "memory"}
-            if "memory" in req:
-                usage["memory"] = f"{int(_quantity(req['memory']) * ps['count'] / 2**20)}Mi"
-            sets.append({"name": ps["name"], "count": ps["count"], "resourceUsage": usage,
-                         "flavors": {k: flavor for k in req}})
-        status = {"admission": {"clusterQueue": self.check, "podSetAssignments": sets},
-                  "conditions": [_cond("QuotaReserved", "True", "QuotaReserved", f"Quota reserved in {self.check}")],
-                  "admissionChecks": [{"name": self.check, "state": "Pending", "message": "",
-                                       "lastTransitionTime": now_rfc3339()}]}
+        status = reserved_status(wl, self.check, flavor, self.check)
         self.hub.apply_status(WORKLOADS, meta["namespace"], meta["name"], {"status": status}, KUEUE_ADMISSION, True)
 
     def _admission_apply(self, wl: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> bool:
@@ -761,6 +953,7 @@ class FakeKueue:
         self._admission_apply(wl, change)
 
     def step(self) -> None:
+        self._reconcile_jobs()
         for wl in self.hub.list(WORKLOADS):
             st = wl.get("status") or {}
             meta = wl["metadata"]

@@ -245,6 +245,9 @@ def _print_once(controller: Any, result: Any, args: argparse.Namespace) -> None:
     print(f"prices: {prices['source']}{age}" + (f" ({regions})" if regions else ""), file=sys.stderr)
     for problem in worker_problems(controller):
         print(f"worker {problem}", file=sys.stderr)
+    for r in rows:  # an annotation of the job read as unknown (never a reason to wait): one line each
+        for warning in r["warnings"]:
+            print(f"placement: warning: {r['workload']}: {warning}", file=sys.stderr)
     if not written:
         why = "--dry-run" if args.dry_run else f"Lease {args.lease} is held by another replica"
         print(f"nothing written ({why})", file=sys.stderr)

@@ -1,7 +1,8 @@
 """``placement report``: unit economics per team and workload class over a window (issue 26), from the hub's Kueue
 Workloads and the trainer's Prometheus metrics.
 
-Per run (a hub Workload whose Job/JobSet carries ``gpufleet.io/job-spec``, written by ``placement submit``):
+Per run (a Workload whose Job/JobSet carries ``gpufleet.io/job-spec``, which ``placement submit`` writes on every job,
+direct or through the hub: :mod:`placement.model.contract`; :func:`read_run` reads it):
 
 - GPU-hours admitted: the Workload's GPUs (its pod sets) × the hours it was admitted within the window: from
   its ``Admitted`` condition's transition to True until its ``Finished`` condition's transition (or the window's
@@ -213,11 +214,32 @@ def _admitted_hours(wl: Mapping[str, Any], lo: float, hi: float) -> float:
     return max(0.0, min(end, hi) - max(start, lo)) / 3600.0
 
 
+def read_run(wl: Mapping[str, Any], owner: Mapping[str, Any] | None) -> tuple[tuple[Any, int, str] | None, str | None]:
+    """``((job spec, GPUs, job spec text), None)`` for a Workload and its owner Job/JobSet as ``placement submit``
+    wrote it (:data:`placement.model.contract.JOB_SPEC`), or ``(None, why it is skipped)``. The GPUs are the
+    Workload's pod sets' (the job spec's when it has none). Only the job spec is required: every other annotation
+    is the dispatcher's, never a reason to skip a run."""
+    from placement.dispatch.snapshot import needs, read_job_spec
+    from placement.model import contract
+
+    meta = (owner or {}).get("metadata") or {}
+    ann = meta.get("annotations") if isinstance(meta, Mapping) else None
+    text = ann.get(contract.JOB_SPEC) if isinstance(ann, Mapping) else None
+    if text is None or text == "":
+        return None, f"no {contract.JOB_SPEC} on its Job/JobSet (not submitted by placement submit)"
+    parsed, why = read_job_spec(text)
+    if parsed is None:
+        return None, why
+    _, job = parsed
+    gpus = sum(n.count * n.per_pod.gpus for n in needs(wl)) or job.gpus
+    return (job, gpus, str(text)), None
+
+
 def collect(api: Any, prometheus: str | None, start: dt.datetime, end: dt.datetime, calibration: Any,
             offers: Sequence[Any], timeout_s: float = 10.0) -> tuple[list[Run], list[str]]:
     """Runs of the window from the hub's API (``api``) and Prometheus; and one line per Workload skipped or
     Prometheus answer partly left out."""
-    from placement.dispatch.snapshot import needs, owner_key, read_job_spec
+    from placement.dispatch.snapshot import owner_key
     from placement.fleet.kube import Resource, list_objects
     from placement.model.calibration import calibrated_job
     from placement.model.kueue import API_GROUP
@@ -244,16 +266,11 @@ def collect(api: Any, prometheus: str | None, start: dt.datetime, end: dt.dateti
             if hours <= 0:
                 continue
             key = owner_key(wl)
-            owner = owners.get(key) if key else None
-            ann = ((owner or {}).get("metadata") or {}).get("annotations") or {}
-            parsed, why = read_job_spec(ann.get("gpufleet.io/job-spec")) if ann.get("gpufleet.io/job-spec") \
-                else (None, "no gpufleet.io/job-spec on its Job/JobSet (not submitted by placement submit)")
-            if parsed is None:
+            read, why = read_run(wl, owners.get(key) if key else None)
+            if read is None:
                 skipped.append(f"skipped {where}: {why}")
                 continue
-            _, job = parsed
-            gpus = sum(n.count * n.per_pod.gpus for n in needs(wl)) or job.gpus
-            text = ann["gpufleet.io/job-spec"]
+            job, gpus, text = read
             if text not in plans:
                 p = plan(calibrated_job(calibration, job), offers).chosen
                 plans[text] = ((p.usd_per_hour / max(p.billed_gpus, 1), p.cost.compute_usd + p.cost.egress_usd,

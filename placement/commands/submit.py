@@ -332,7 +332,7 @@ def _run(args: argparse.Namespace) -> int:
         existing = choice.existing[i]
         assert existing is not None
         target = Target(job=job, candidate=choice.ranked[i], existing=existing, via_hub=args.via_hub,
-                        now=_submission_time(args))
+                        now=_submission_time(args), job_doc=job_doc)
         if args.via_hub:
             group = portable_group(job, target.candidate, existing, stacks.clusters, hub)
             target, choice = _priced_for_hub(target, choice, group, catalog.offers)

@@ -51,7 +51,16 @@ from placement.dispatch import memory as remembered
 from placement.dispatch import snapshot
 from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, UNREADABLE, decide
 from placement.dispatch.leader import Elector
-from placement.dispatch.model import Decision, HubWorkload, Memory, PassResult, Pricing, Settings, WorkerState
+from placement.dispatch.model import (
+    CheckpointHome,
+    Decision,
+    HubWorkload,
+    Memory,
+    PassResult,
+    Pricing,
+    Settings,
+    WorkerState,
+)
 from placement.dispatch.observe import NodeTally, SpotNode, observe_nodes, queue_events, spot_node, spot_nodes
 from placement.dispatch.telemetry import Metrics
 from placement.fleet.errors import FleetError
@@ -865,6 +874,15 @@ def _num(x: float, digits: int) -> float | None:
     return round(x, digits) if math.isfinite(x) else None
 
 
+def _checkpoint_row(home: CheckpointHome | None) -> dict[str, Any] | None:
+    """The job's checkpoint home as ``--once --json`` says it: ``gb`` null when unknown, ``gb_from`` the
+    annotation, ``checkpoint.size_gb`` or ``model.parameters_b`` (an upper bound), null when unknown."""
+    if home is None:
+        return None
+    return {"home": home.uri, "region": home.where, "gb": home.gb,
+            "gb_from": home.gb_from if home.gb is not None else None}
+
+
 def _rows(result: PassResult) -> list[dict[str, Any]]:
     rows = []
     for d in result.decisions:
@@ -872,13 +890,16 @@ def _rows(result: PassResult) -> list[dict[str, Any]]:
         rows.append({"workload": d.workload.key, "action": d.action, "reason": d.reason, "clusters": list(d.clusters),
                      "usd": _num(best.usd, 2) if best else None,
                      "wait_hours": _num(best.wait_hours, 3) if best else None, "message": d.message,
+                     "checkpoint": _checkpoint_row(d.workload.checkpoint), "warnings": list(d.workload.warnings),
                      "scores": [{"worker": s.worker, "fits": s.fits, "usd": _num(s.usd, 2) if s.fits else None,
                                  "cost_usd": _num(s.cost_usd, 2) if s.fits else None,
                                  "wait_hours": _num(s.wait_hours, 3) if s.fits else None,
                                  "ready_hours": _num(s.ready_hours, 3) if s.fits else None,
                                  "meets_deadline": not s.late if s.fits else None,
-                                 "move_usd": _num(s.move_usd, 2) if s.fits else None,
-                                 "move_hours": _num(s.move_hours, 3) if s.fits else None,
+                                 # null when the move is priced as unknown (the checkpoint's size is): not counted
+                                 "move_usd": _num(s.move_usd, 2) if s.fits and s.move_known else None,
+                                 "move_hours": _num(s.move_hours, 3) if s.fits and s.move_known else None,
+                                 "move_known": s.move_known if s.fits else None,
                                  "restarts_from_step_0": s.restarts if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows

@@ -59,8 +59,9 @@ from placement.dispatch.model import (
     WorkerScore,
     WorkerState,
 )
-from placement.dispatch.move import NO_MOVE, Move, move
+from placement.dispatch.move import FROM_ANNOTATION, NO_MOVE, Move, move
 from placement.fleet.choose import SINGLE_NODE
+from placement.fleet.durable import SIZE_FROM_MODEL
 from placement.fleet.stacks import Pool
 from placement.model.bill import bill_book, nat_usd
 from placement.model.catalog import Offer
@@ -862,7 +863,8 @@ class _Pass:
         if m is not NO_MOVE:
             cost, ready = cost + m.usd, ready + m.hours
         return WorkerScore.fitting(worker, fit.pool, fit.capacity, cost, wait, wait * price, ready,
-                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts)
+                                   deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts,
+                                   m.known)
 
 
 class _Tally:
@@ -938,17 +940,38 @@ def _explain(best: WorkerScore, ranked: Sequence[WorkerScore], wl: HubWorkload, 
     return text
 
 
+def checkpoint_text(home: CheckpointHome) -> str:
+    """``its 140 GB checkpoint`` as the Event says it, naming where an unannotated size comes from."""
+    if home.gb is None:
+        return "its checkpoint (of unknown size)"
+    if home.gb_from == SIZE_FROM_MODEL:
+        return f"its checkpoint (at most {home.gb:g} GB, the training state of the job spec's {home.gb_from})"
+    if home.gb_from != FROM_ANNOTATION:
+        return f"its {home.gb:g} GB checkpoint (the job spec's {home.gb_from})"
+    return f"its {home.gb:g} GB checkpoint"
+
+
 def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) -> str:
     """What moving the job's progress to ``best`` costs (in its score), or that it resumes where it ran."""
     if best.worker in ran_on:
-        return f"resumes where it ran (its {home.gb:g} GB checkpoint is there and in {home.where}): no move"
+        return f"resumes where it ran ({checkpoint_text(home)} is there and in {home.where}): no move"
     ran = f"it ran on {', '.join(sorted(ran_on))}" if ran_on else "it ran on a worker not known here"
-    text = (f"re-route move: {ran}; its {home.gb:g} GB checkpoint from {home.where} ({home.uri[:200]}) costs "
-            f"${best.move_usd:,.2f} egress and {best.move_hours:.2f} h here, in the cost and the ready time")
+    text = f"re-route move: {ran}; {checkpoint_text(home)} from {home.where} ({home.uri[:200]}) "
+    if best.move_known:
+        text += (f"costs ${best.move_usd:,.2f} egress and {best.move_hours:.2f} h here, in the cost and the ready "
+                 "time")
+    else:
+        text += (f"is priced as unknown: no {FROM_ANNOTATION}, and neither checkpoint.size_gb nor "
+                 "model.parameters_b in its job spec, so the move's egress and time are not counted here")
     if best.restarts:
         text += (f"; {best.worker} is in another cloud than the home, which no stack grants it: the job restarts "
                  "from step 0 there unless its training identity was granted access (docs/kueue-hub.md)")
     return text
+
+
+def _warnings_text(wl: HubWorkload) -> str:
+    """The annotations of ``wl``'s job read as unknown, for its Event (empty when none)."""
+    return "".join(f"; warning: {w}" for w in wl.warnings)
 
 
 def _no_fit(scores: Sequence[WorkerScore], wl: HubWorkload) -> str:
@@ -1103,7 +1126,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 decisions.append(Decision(wl, "hold", current, DEADLINE, message, scores, event, new))
                 ps_add = current
             else:
-                message = "no worker fits: " + _no_fit(scores, wl)
+                message = "no worker fits: " + _no_fit(scores, wl) + _warnings_text(wl)
                 noted = note(NO_FIT, message)
                 new = Memory(nominated=(), since=now, tried=frozenset(tried), first_at=0.0,
                              evictions=wl.evictions, noted=noted, ran_on=_ran(mem))
@@ -1114,10 +1137,12 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
                 ps.add_virtual(wl, n)
             continue
         body = _explain(best, ranked, wl, settings, ran_on)
-        message = f"{lead}; nominated {body}" if lead else f"nominated {body}"
+        message = (f"{lead}; nominated {body}" if lead else f"nominated {body}") + _warnings_text(wl)
         new = Memory(nominated=(best.worker,), since=now, tried=frozenset(tried | {best.worker}), first_at=first_at,
                      evictions=wl.evictions, ran_on=_ran(mem))
+        # A Warning when an annotation of its job could not be read (read as unknown): said on the Workload.
+        kind = "Warning" if reason == DEADLINE or wl.warnings else "Normal"
         decisions.append(Decision(wl, "nominate", (best.worker,), reason, message, scores,
-                                  EventOut("Warning" if reason == DEADLINE else "Normal", reason, message), new))
+                                  EventOut(kind, reason, message), new))
         ps.add_virtual(wl, best.worker)
     return PassResult(decisions=tuple(decisions), admitted=tuple(admitted), keep=frozenset(keep))

@@ -46,12 +46,15 @@ class Need:
 @dataclass(frozen=True)
 class CheckpointHome:
     """Where a job's checkpoints live (``placement submit``'s ``gpufleet.io/checkpoint-*`` annotations,
-    :mod:`placement.dispatch.move`): ``uri`` in ``cloud``/``region``, ``gb`` GB (10^9 bytes) each."""
+    :mod:`placement.dispatch.move`): ``uri`` in ``cloud``/``region``, ``gb`` GB (10^9 bytes) each, None when
+    unknown; ``gb_from`` what the size comes from: the annotation (``gpufleet.io/checkpoint-gb``), the job spec's
+    ``checkpoint.size_gb`` or its ``model.parameters_b`` (an upper bound: the training state), "" when unknown."""
 
     uri: str
     cloud: str
     region: str
-    gb: float
+    gb: float | None
+    gb_from: str = "gpufleet.io/checkpoint-gb"
 
     @property
     def where(self) -> str:
@@ -95,6 +98,9 @@ class HubWorkload:
     problem: str | None = None
     # The job's checkpoint home, when its owner names one: a job with progress is priced for moving it.
     checkpoint: CheckpointHome | None = None
+    # What its owner's optional annotations held that could not be read (each read as unknown, never refused):
+    # said on the Workload's Event and in `--once --json`, each starting with the annotation's name.
+    warnings: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -250,6 +256,9 @@ class WorkerScore:
     # its user granted that worker's training identity access to the home (docs/kueue-hub.md). Not priced: the
     # Workload does not say how far the job got.
     restarts: bool = False
+    # False: the job has progress to move here but its checkpoint's size is unknown, so the move is not counted
+    # (``move_usd`` and ``move_hours`` are 0, not its price).
+    move_known: bool = True
 
     @property
     def usd(self) -> float:
@@ -258,14 +267,15 @@ class WorkerScore:
     @classmethod
     def fitting(cls, worker: str, pool: str, capacity: str, cost_usd: float, wait_hours: float, wait_usd: float,
                 ready_hours: float, late: bool, borrowed_gpus: int, move_usd: float, move_hours: float,
-                restarts: bool) -> WorkerScore:
+                restarts: bool, move_known: bool = True) -> WorkerScore:
         """A score of a worker that fits: ``WorkerScore(worker, True, "", pool, ...)`` without the frozen
         dataclass's ``__init__`` (one ``object.__setattr__`` per field; the dispatcher makes one per Workload and
         worker): the same fields in the same instance ``__dict__``, so equal and hashed alike."""
         s = object.__new__(cls)
         s.__dict__.update(worker=worker, fits=True, reason="", pool=pool, capacity=capacity, cost_usd=cost_usd,
                           wait_hours=wait_hours, wait_usd=wait_usd, ready_hours=ready_hours, late=late,
-                          borrowed_gpus=borrowed_gpus, move_usd=move_usd, move_hours=move_hours, restarts=restarts)
+                          borrowed_gpus=borrowed_gpus, move_usd=move_usd, move_hours=move_hours, restarts=restarts,
+                          move_known=move_known)
         return s
 
 

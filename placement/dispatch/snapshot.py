@@ -27,15 +27,18 @@ from placement.dispatch.model import (
     QueuedWorkload,
     WorkerState,
 )
-from placement.dispatch.move import checkpoint_home
+from placement.dispatch.move import home_of
 from placement.errors import InputError
-from placement.fleet.manifests import GROUP_ANNOTATION, JOB_SPEC_ANNOTATION, WORKERS_ANNOTATION
 from placement.fleet.stacks import ClusterStack
+from placement.model import contract
 from placement.model import kueue as ko
 from placement.model.jobspec import JOB_FIELDS, JobSpec, parse_job
 from placement.model.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.model.kueue import Allocatable
 from placement.model.shapes import shape_book
+from placement.model.zones import known_regions
+
+JOB_SPEC_ANNOTATION = contract.JOB_SPEC
 
 KUEUE_ADMISSION = "kueue-admission"  # Kueue's field manager for admission status (constants.AdmissionName)
 # Conditions Kueue's admission patch carries (patching.admissionManagedConditions in v0.19.2).
@@ -318,18 +321,16 @@ def forget_parsed_job_specs() -> None:
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
     """``((document, job spec), None)`` from the ``gpufleet.io/job-spec`` annotation, or ``(None, why not)``: not
-    JSON, not a mapping, a field this version does not know (a newer ``placement submit`` wrote it: never
-    guessed), or a value ``parse_job`` refuses."""
-    if not isinstance(text, str):
-        return None, f"{JOB_SPEC_ANNOTATION}: not a string"
-    try:
-        doc = json.loads(text)
-    except RecursionError:
-        return None, f"{JOB_SPEC_ANNOTATION}: nested too deeply to read"
-    except ValueError as exc:
-        return None, f"{JOB_SPEC_ANNOTATION}: not JSON ({str(exc)[:80]})"
-    if not isinstance(doc, dict):
-        return None, f"{JOB_SPEC_ANNOTATION}: not a JSON object"
+    JSON, not a mapping (:func:`placement.model.contract.read_job_spec_text`), a field this version does not know
+    (a newer ``placement submit`` wrote it: never guessed), or a value ``parse_job`` refuses."""
+    doc, why = contract.read_job_spec_text(text)
+    if doc is None:
+        return None, why
+    return job_spec_of(doc)
+
+
+def job_spec_of(doc: dict[str, Any]) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
+    """:func:`read_job_spec` of a document already read from its JSON."""
     unknown = sorted(str(k)[:40] for k in doc if k not in JOB_FIELDS)
     if unknown:
         return None, (f"{JOB_SPEC_ANNOTATION}: field {', '.join(unknown[:3])} is unknown to this dispatcher "
@@ -351,27 +352,23 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     check = next((n for n in states if n in checks), None)
     if check is None or cq is None or check not in cq_checks.get(str(cq), frozenset()):
         return None
-    ann = ((owner or {}).get("metadata") or {}).get("annotations") or {}
-    if not isinstance(ann, Mapping):
-        ann = {}
+    owner_meta = (owner or {}).get("metadata") or {}
+    # What submit wrote on the owner, read as placement.model.contract says: an unreadable job spec is an error (the
+    # Workload waits: its job is never guessed); any other annotation that cannot be read is a warning, read as
+    # unknown (a checkpoint home without a size is valid: its move is priced as unknown).
+    annotations = owner_meta.get("annotations") if type(owner_meta) is dict or isinstance(owner_meta, Mapping) else None
+    read = contract.read_annotations(annotations, known_regions())
     job = None
-    job_error = None
+    job_error = read.job_spec_error
     delay = None
-    if JOB_SPEC_ANNOTATION in ann:
-        parsed, job_error = read_job_spec(ann[JOB_SPEC_ANNOTATION])
+    if read.job_spec is not None:
+        parsed, job_error = job_spec_of(read.job_spec)
         if parsed is not None:
             doc, job = parsed
             # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
-    workers = ann.get(WORKERS_ANNOTATION)
-    if workers is not None and not isinstance(workers, str):
-        workers = None
-        job_error = job_error or f"{WORKERS_ANNOTATION}: not a string"
-    group = ann.get(GROUP_ANNOTATION)
-    # Its checkpoint home (a tenant writes it): a bad one is reported on the Workload, which waits, never guessed.
-    home, home_error = checkpoint_home(ann)
-    job_error = job_error or home_error
+    home = home_of(read.checkpoint, job)
     nominated = status.get("nominatedClusterNames") or []
     if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):
         raise ValueError("status.nominatedClusterNames is not a list of cluster names")
@@ -388,9 +385,8 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         nominated=tuple(nominated), nominated_since=nominated_since(wl),
         cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
         evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
-        needs=needs(wl), job=job, job_error=job_error, group=group if isinstance(group, str) and group else None,
-        group_workers=tuple(w for w in workers.split(",") if w) if workers else None,
-        delay_usd_per_hour=delay, checkpoint=home)
+        needs=needs(wl), job=job, job_error=job_error, group=read.group, group_workers=read.workers,
+        delay_usd_per_hour=delay, checkpoint=home, warnings=read.warnings)
 
 
 def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:

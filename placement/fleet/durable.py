@@ -6,7 +6,8 @@ filesystem, where the pod mounts one, is a cache synced to that home: FSx for Lu
 association (files under ``/checkpoints`` are exported to ``s3://<bucket>/checkpoints/`` and imported back), GKE
 Managed Lustre through the stack's export CronJob (docs/gcp.md). The pod learns both (``GPUFLEET_CHECKPOINT_DIR``,
 ``GPUFLEET_CHECKPOINT_CACHE_DIR``) and the hub dispatcher reads the home, its region and one checkpoint's size from
-the job's annotations to price moving it (:data:`HOME_ANNOTATION`, :data:`REGION_ANNOTATION`, :data:`GB_ANNOTATION`).
+the job's annotations to price moving it (:data:`HOME_ANNOTATION`, :data:`REGION_ANNOTATION`, :data:`GB_ANNOTATION`:
+the names, forms and "unknown" of :mod:`placement.model.contract`, which both sides use).
 
 What the pod writes to (:func:`destination`) is also what the plan must price: the interval, the write time and
 the overhead come from that destination (:func:`priced_job`), not from the job spec's default object store.
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from placement.model import contract
 from placement.model.physics import checkpoint_gb
 from placement.model.physics_data import physics_book
 
@@ -29,11 +31,11 @@ if TYPE_CHECKING:
     from placement.model.jobspec import JobSpec
     from placement.plan.job import Candidate
 
-HOME_ANNOTATION = "gpufleet.io/checkpoint-home"
-REGION_ANNOTATION = "gpufleet.io/checkpoint-region"
-GB_ANNOTATION = "gpufleet.io/checkpoint-gb"
-DEFAULT_KEEP = 3  # GPUFLEET_CHECKPOINT_KEEP: checkpoints the trainer keeps
-METRICS_PORT = 9400  # GPUFLEET_METRICS_PORT: the trainer's Prometheus port
+HOME_ANNOTATION = contract.CHECKPOINT_HOME
+REGION_ANNOTATION = contract.CHECKPOINT_REGION
+GB_ANNOTATION = contract.CHECKPOINT_GB
+DEFAULT_KEEP = contract.DEFAULT_CHECKPOINT_KEEP  # GPUFLEET_CHECKPOINT_KEEP: checkpoints the trainer keeps
+METRICS_PORT = contract.DEFAULT_METRICS_PORT  # GPUFLEET_METRICS_PORT: the trainer's Prometheus port
 MOUNT_PATH = "/checkpoints"  # where a checkpoint volume is mounted in the pod
 
 # A stack's checkpointFilesystem kind -> (GPUFLEET_CHECKPOINT_DESTINATION, the engine's checkpoint destination).
@@ -98,16 +100,28 @@ def home(cl: ClusterStack, job_name: str) -> str | None:
 
 def home_region(cl: ClusterStack) -> str:
     """``aws:us-east-1`` / ``gcp:us-central1``: where the home bucket is (the stack's region)."""
-    return f"{cl.cloud}:{cl.region}"
+    return contract.region_text(cl.cloud, cl.region)
+
+
+SIZE_FROM_SPEC = "checkpoint.size_gb"
+SIZE_FROM_MODEL = "model.parameters_b"
+
+
+def checkpoint_size(job: JobSpec) -> tuple[float, str] | None:
+    """One checkpoint's size in GB and what it comes from: the job's ``checkpoint.size_gb`` (:data:`SIZE_FROM_SPEC`),
+    else the model's training state (:data:`SIZE_FROM_MODEL`: weights and, for full training, the optimizer: an
+    upper bound of what a checkpoint holds); None when the job spec says neither (the size is unknown)."""
+    if job.checkpoint_size_gb is not None:
+        return float(job.checkpoint_size_gb), SIZE_FROM_SPEC
+    if job.parameters_b is not None:
+        return float(checkpoint_gb(job.parameters_b, job.training, physics_book())), SIZE_FROM_MODEL
+    return None
 
 
 def checkpoint_size_gb(job: JobSpec) -> float | None:
-    """One checkpoint's size in GB: the job's ``checkpoint.size_gb``, else from ``model.parameters_b``."""
-    if job.checkpoint_size_gb is not None:
-        return float(job.checkpoint_size_gb)
-    if job.parameters_b is not None:
-        return float(checkpoint_gb(job.parameters_b, job.training, physics_book()))
-    return None
+    """One checkpoint's size in GB (:func:`checkpoint_size`), None when unknown."""
+    size = checkpoint_size(job)
+    return size[0] if size is not None else None
 
 
 def priced_job(job: JobSpec, dest: Destination) -> JobSpec:

@@ -7,7 +7,9 @@ the MultiKueue hub may land on (``placement submit --via-hub``): no pool node se
 affinity on the group's pool names, instance types and fabric, requests that fit the smallest node of the
 group, the group's fabric settings, and the job spec and the group recorded as annotations for ``placement dispatch``.
 
-The Kueue naming scheme and per-node resources come from :mod:`placement.model.kueue`.
+The Kueue naming scheme and per-node resources come from :mod:`placement.model.kueue`. The annotations and
+environment a job carries for the dispatcher, ``placement report`` and the trainer (names, forms, what "unknown"
+looks like) are :mod:`placement.model.contract`'s, which every reader uses too.
 
 How the job runs to its end (:class:`Lifecycle`, docs/trainer-contract.md): node disruptions and lost peers
 restart it within a budget sized from the plan's expected interruptions (:func:`restart_budget`), any
@@ -31,6 +33,7 @@ from placement.fleet import durable
 from placement.fleet.choose import Existing, Group, gke_networks
 from placement.fleet.stacks import ClusterStack, whole
 from placement.model import checkpoint_volumes as cv
+from placement.model import contract
 from placement.model import kueue as ko
 from placement.model.jobspec import JobSpec
 from placement.model.k8snames import job_name_problem, jobset_name_problem
@@ -43,14 +46,15 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-JOB_LABEL = "gpufleet.io/job"
+JOB_LABEL = contract.JOB_LABEL
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet"}
 
-# What `submit --via-hub` records on the job for `placement dispatch` (it reads them from the Workload's owner).
-JOB_SPEC_ANNOTATION = "gpufleet.io/job-spec"  # the job's YAML mapping, as JSON
-GROUP_ANNOTATION = "gpufleet.io/fabric-group"  # efa | tcpx | tcpxo | rdma | single-node
-WORKERS_ANNOTATION = "gpufleet.io/workers"  # comma-separated MultiKueueCluster names of the group
-CLUSTER_ANNOTATION = "gpufleet.io/cluster"  # on storage objects: the worker they are created on
+# What submit records on the job for `placement dispatch` and `placement report` (they read them from the
+# Workload's owner): placement.model.contract's names.
+JOB_SPEC_ANNOTATION = contract.JOB_SPEC  # the job's YAML mapping, as JSON (every job)
+GROUP_ANNOTATION = contract.FABRIC_GROUP  # efa | tcpx | tcpxo | rdma | single-node (--via-hub)
+WORKERS_ANNOTATION = contract.WORKERS  # comma-separated MultiKueueCluster names of the group (--via-hub)
+CLUSTER_ANNOTATION = contract.CLUSTER  # on storage objects: the worker they are created on
 
 CONTAINER = "trainer"
 REPLICATED_JOB = "node"  # JobSet pods are <jobset>-node-0-<rank>; rank 0 is the rendezvous host
@@ -76,7 +80,7 @@ MIN_RESTARTS = 3
 RESTART_COVERAGE = 0.99
 # The trainer's "a peer is gone, restart the gang" exit code (EX_TEMPFAIL of sysexits.h). Any other non-zero
 # exit of the trainer is an application failure and fails the job at once.
-RETRY_EXIT_CODE = 75
+RETRY_EXIT_CODE = contract.RETRY_EXIT_CODE
 DISRUPTION_CONDITION = "DisruptionTarget"  # set by eviction, preemption, node shutdown, taint eviction, pod GC
 JOBSET_RESTART_RULE = "NodeDisruptionOrLostPeer"  # JobSet rule names: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 JOBSET_FAIL_RULE = "ApplicationFailure"
@@ -110,6 +114,9 @@ class Target:
     candidate: Candidate
     existing: Existing
     via_hub: bool = False
+    # The job spec's YAML mapping as the user wrote it: recorded on the job (gpufleet.io/job-spec) for
+    # `placement report`; None: not recorded.
+    job_doc: Mapping[str, Any] | None = None
     now: dt.datetime | None = None  # submission time (aware): fixes GPUFLEET_DEADLINE
     # Through the hub: the interruptions the restart budget is sized for (the most interruption-prone capacity
     # the job's affinity admits, placement.fleet.durable.hub_budget) and which pool that is; None: the candidate's.
@@ -163,7 +170,7 @@ class Lifecycle:
     """
 
     restarts: int = MIN_RESTARTS
-    checkpoint_interval_s: int = 1800
+    checkpoint_interval_s: int = contract.DEFAULT_INTERVAL_SECONDS
     deadline: str | None = None
     max_exec_seconds: int | None = None
     grace_s: int = min(GRACE_SECONDS.values())
@@ -201,12 +208,12 @@ def restart_budget(expected: float, coverage: float = RESTART_COVERAGE) -> int:
 def planned_interval_seconds(job: JobSpec, candidate: Candidate) -> int:
     """The checkpoint interval the plan priced (seconds): the candidate's own (``Candidate.
     checkpoint_interval_minutes``, the optimum under ``auto``), else the job's ``checkpoint.interval_minutes``,
-    else 30 minutes."""
+    else the contract's default (30 minutes)."""
     minutes: float | None = candidate.checkpoint_interval_minutes
     if not (minutes is not None and math.isfinite(minutes) and minutes > 0):
         minutes = job.checkpoint_interval_minutes
     if not (minutes is not None and math.isfinite(minutes) and minutes > 0):
-        minutes = 30.0
+        minutes = contract.DEFAULT_INTERVAL_SECONDS / 60
     return max(1, round(float(minutes) * 60))
 
 
@@ -221,8 +228,7 @@ def lifecycle(job: JobSpec, candidate: Candidate, clouds: Sequence[str], now: dt
         # Kueue counts admitted time, never more than the time since submission: past it the deadline is missed.
         max_exec = max(1, math.ceil(job.deadline_hours * 3600))
         if now is not None:
-            due = now.astimezone(dt.UTC) + dt.timedelta(hours=job.deadline_hours)
-            deadline = due.strftime("%Y-%m-%dT%H:%M:%SZ")
+            deadline = contract.deadline_text(now + dt.timedelta(hours=job.deadline_hours))
     grace = min((GRACE_SECONDS[c] for c in clouds if c in GRACE_SECONDS), default=min(GRACE_SECONDS.values()))
     planned = planned_interruptions(candidate) if expected is None else max(0.0, float(expected))
     return Lifecycle(restarts=restart_budget(planned),
@@ -270,37 +276,39 @@ def jobset_failure_policy(restarts: int) -> dict[str, Any]:
 
 
 def job_env(plan: PodPlan) -> list[dict[str, Any]]:
-    """What the trainer is told about its job (docs/trainer-contract.md): ``GPUFLEET_DATASET_URI``,
-    ``GPUFLEET_CHECKPOINT_DIR``, ``GPUFLEET_CHECKPOINT_INTERVAL_SECONDS``, ``GPUFLEET_DEADLINE``,
-    ``GPUFLEET_GRACE_SECONDS``, ``GPUFLEET_RETRY_EXIT_CODE`` and ``GPUFLEET_MAX_RESTARTS``."""
+    """What the trainer is told about its job (docs/trainer-contract.md; the names and forms are
+    :mod:`placement.model.contract`'s): ``GPUFLEET_DATASET_URI``, ``GPUFLEET_CHECKPOINT_DIR``,
+    ``GPUFLEET_CHECKPOINT_INTERVAL_SECONDS``, ``GPUFLEET_DEADLINE``, ``GPUFLEET_GRACE_SECONDS``,
+    ``GPUFLEET_RETRY_EXIT_CODE`` and ``GPUFLEET_MAX_RESTARTS``. What is unknown is left out."""
+    c = contract
     job, life = plan.job, plan.lifecycle
     env: list[dict[str, Any]] = [
-        {"name": "GPUFLEET_TEAM", "value": job.team or plan.namespace},
-        {"name": "GPUFLEET_WORKLOAD", "value": job.workload},
-        {"name": "GPUFLEET_ACCELERATOR", "value": plan.accelerator or "/".join(job.accelerators)},
-        {"name": "GPUFLEET_NODES", "value": str(plan.nodes)},
-        {"name": "GPUFLEET_GPUS_PER_NODE", "value": str(plan.gpus_per_node)},
+        {"name": c.ENV_TEAM, "value": job.team or plan.namespace},
+        {"name": c.ENV_WORKLOAD, "value": job.workload},
+        {"name": c.ENV_ACCELERATOR, "value": plan.accelerator or "/".join(job.accelerators)},
+        {"name": c.ENV_NODES, "value": str(plan.nodes)},
+        {"name": c.ENV_GPUS_PER_NODE, "value": str(plan.gpus_per_node)},
     ]
     if job.dataset is not None:
-        env.append({"name": "GPUFLEET_DATASET_URI", "value": job.dataset.uri})
+        env.append({"name": c.ENV_DATASET_URI, "value": job.dataset.uri})
     ckpt = _checkpoint_dir(plan)
     if ckpt is not None:
-        env.append({"name": "GPUFLEET_CHECKPOINT_DIR", "value": ckpt})
+        env.append({"name": c.ENV_CHECKPOINT_DIR, "value": ckpt})
     ck = plan.checkpoints
     if ck is not None:
         if ck.cache_dir:
-            env.append({"name": "GPUFLEET_CHECKPOINT_CACHE_DIR", "value": ck.cache_dir})
-        env += [{"name": "GPUFLEET_CHECKPOINT_DESTINATION", "value": ck.destination.kind},
-                {"name": "GPUFLEET_CHECKPOINT_TIER",
-                 "value": f"{ck.destination.tier:g}" if ck.destination.tier is not None else ""}]
-    env += [{"name": "GPUFLEET_CHECKPOINT_KEEP", "value": str(durable.DEFAULT_KEEP)},
-            {"name": "GPUFLEET_METRICS_PORT", "value": str(durable.METRICS_PORT)}]
-    env.append({"name": "GPUFLEET_CHECKPOINT_INTERVAL_SECONDS", "value": str(life.checkpoint_interval_s)})
+            env.append({"name": c.ENV_CHECKPOINT_CACHE_DIR, "value": ck.cache_dir})
+        env.append({"name": c.ENV_CHECKPOINT_DESTINATION, "value": ck.destination.kind})
+        if ck.destination.tier is not None:  # unknown (no filesystem): left out
+            env.append({"name": c.ENV_CHECKPOINT_TIER, "value": c.tier_text(ck.destination.tier)})
+    env += [{"name": c.ENV_CHECKPOINT_KEEP, "value": str(c.DEFAULT_CHECKPOINT_KEEP)},
+            {"name": c.ENV_METRICS_PORT, "value": str(c.DEFAULT_METRICS_PORT)}]
+    env.append({"name": c.ENV_CHECKPOINT_INTERVAL_SECONDS, "value": str(life.checkpoint_interval_s)})
     if life.deadline is not None:
-        env.append({"name": "GPUFLEET_DEADLINE", "value": life.deadline})
-    env += [{"name": "GPUFLEET_GRACE_SECONDS", "value": str(life.grace_s)},
-            {"name": "GPUFLEET_RETRY_EXIT_CODE", "value": str(RETRY_EXIT_CODE)},
-            {"name": "GPUFLEET_MAX_RESTARTS", "value": str(life.restarts)}]
+        env.append({"name": c.ENV_DEADLINE, "value": life.deadline})
+    env += [{"name": c.ENV_GRACE_SECONDS, "value": str(life.grace_s)},
+            {"name": c.ENV_RETRY_EXIT_CODE, "value": str(c.RETRY_EXIT_CODE)},
+            {"name": c.ENV_MAX_RESTARTS, "value": str(life.restarts)}]
     return env
 
 
@@ -313,11 +321,11 @@ def _checkpoint_dir(plan: PodPlan) -> str | None:
         return plan.checkpoints.home  # the durable home, the same wherever the job lands
     if plan.storage.volume is not None:
         return f"{CHECKPOINT_DIR}/{name}"
-    uri = next((e.get("value") for e in plan.storage.env if e.get("name") == "CHECKPOINT_URI"), None)
+    uri = next((e.get("value") for e in plan.storage.env if e.get("name") == contract.ENV_CHECKPOINT_URI), None)
     if uri:
         return f"{str(uri).rstrip('/')}/{name}"
     if plan.storage.env_from:
-        return f"$(CHECKPOINT_URI)/{name}"
+        return f"$({contract.ENV_CHECKPOINT_URI})/{name}"
     return None
 
 
@@ -325,24 +333,21 @@ def _checkpoint_dir(plan: PodPlan) -> str | None:
 class Checkpoints:
     """The job's checkpoint home and what its pods write to (:mod:`placement.fleet.durable`): ``home`` the durable
     URI (None: the worker exports no checkpointUri), ``cache_dir`` the mounted filesystem path synced to it (None:
-    none), ``destination`` what the pod writes to, ``region`` where the home is, ``size_gb`` one checkpoint's size
-    (None: unknown)."""
+    none), ``destination`` what the pod writes to, ``cloud``/``region`` where the home is, ``size_gb`` one
+    checkpoint's size (None: unknown)."""
 
     home: str | None
     cache_dir: str | None
     destination: durable.Destination
+    cloud: str
     region: str
     size_gb: float | None = None
 
     def annotations(self) -> dict[str, str]:
-        """The job object's ``gpufleet.io/checkpoint-*`` annotations (the hub dispatcher prices a move from them)."""
-        out: dict[str, str] = {}
-        if self.home:
-            out[durable.HOME_ANNOTATION] = self.home
-            out[durable.REGION_ANNOTATION] = self.region
-        if self.size_gb is not None:
-            out[durable.GB_ANNOTATION] = f"{self.size_gb:g}"
-        return out
+        """The job object's ``gpufleet.io/checkpoint-*`` annotations (the hub dispatcher prices a move from them):
+        none without a home; the size only when it is known (:func:`placement.model.contract.
+        checkpoint_annotations`)."""
+        return contract.checkpoint_annotations(self.home, self.cloud, self.region, self.size_gb)
 
 
 def checkpoints_of(job: JobSpec, home_cluster: ClusterStack, dest: durable.Destination) -> Checkpoints:
@@ -350,7 +355,7 @@ def checkpoints_of(job: JobSpec, home_cluster: ClusterStack, dest: durable.Desti
     the job's directory on the mounted filesystem, whose data repository holds the home."""
     return Checkpoints(home=durable.home(home_cluster, job.name),
                        cache_dir=f"{CHECKPOINT_DIR}/{job.name}" if dest.mounted else None,
-                       destination=dest, region=durable.home_region(home_cluster),
+                       destination=dest, cloud=home_cluster.cloud, region=home_cluster.region,
                        size_gb=durable.checkpoint_size_gb(job))
 
 
@@ -529,7 +534,7 @@ def checkpoint_storage(cl: ClusterStack, ns: str) -> Storage:
     """
     fs = cl.filesystem or {}
     warnings: list[str] = []
-    env = ({"name": "CHECKPOINT_URI", "value": cl.checkpoint_uri},) if cl.checkpoint_uri else ()
+    env = ({"name": contract.ENV_CHECKPOINT_URI, "value": cl.checkpoint_uri},) if cl.checkpoint_uri else ()
     claim = _claim(cl, ns)
     if claim:
         volume = {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
@@ -554,17 +559,18 @@ def checkpoint_storage(cl: ClusterStack, ns: str) -> Storage:
 
 def _env(plan: PodPlan) -> list[dict[str, Any]]:
     name, nodes = plan.name, plan.nodes
-    env: list[dict[str, Any]] = [{"name": "GPUFLEET_JOB", "value": plan.job.name}, *plan.storage.env]
+    c = contract
+    env: list[dict[str, Any]] = [{"name": c.ENV_JOB, "value": plan.job.name}, *plan.storage.env]
     if plan.storage.volume is not None:
-        env.append({"name": "CHECKPOINT_DIR", "value": CHECKPOINT_DIR})
+        env.append({"name": c.ENV_MOUNTED_CHECKPOINT_DIR, "value": CHECKPOINT_DIR})
     # torchrun-style rendezvous: rank 0's stable DNS name through the JobSet's headless service.
     master = f"{name}-{REPLICATED_JOB}-0-0.{name}" if nodes > 1 else "127.0.0.1"
     rank: dict[str, Any] = ({"valueFrom": {"fieldRef": {
         "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
         if nodes > 1 else {"value": "0"})
-    env += [{"name": "MASTER_ADDR", "value": master}, {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
-            {"name": "NNODES", "value": str(nodes)}, {"name": "NODE_RANK", **rank},
-            {"name": "NPROC_PER_NODE", "value": str(plan.gpus_per_node)}]
+    env += [{"name": c.ENV_MASTER_ADDR, "value": master}, {"name": c.ENV_MASTER_PORT, "value": str(MASTER_PORT)},
+            {"name": c.ENV_NNODES, "value": str(nodes)}, {"name": c.ENV_NODE_RANK, **rank},
+            {"name": c.ENV_NPROC_PER_NODE, "value": str(plan.gpus_per_node)}]
     env += torchrun_env(master, nodes, plan.gpus_per_node, rank)
     env += efa_env(plan.fabric, plan.efa_rdma_read)
     return env
@@ -645,8 +651,8 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
     container.update(resources=_resources(plan), volumeMounts=mounts)
     # The trainer's Prometheus metrics (docs/trainer-contract.md#metrics): a named port, and the pod annotations a
     # Prometheus's conventional `kubernetes-pods` job scrapes (the prometheus-community chart's default).
-    container["ports"] = [{"name": "metrics", "containerPort": durable.METRICS_PORT, "protocol": "TCP"}]
-    annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(durable.METRICS_PORT),
+    container["ports"] = [{"name": "metrics", "containerPort": contract.DEFAULT_METRICS_PORT, "protocol": "TCP"}]
+    annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(contract.DEFAULT_METRICS_PORT),
                         "prometheus.io/path": "/metrics"})
     # The trainer's SIGTERM -> emergency checkpoint window, within the reclaim notice of every cloud it may land on.
     pod_spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": plan.lifecycle.grace_s}
@@ -753,9 +759,10 @@ def render(target: Target) -> tuple[list[dict[str, Any]], list[str]]:
     o = target.candidate.offer
     meta = {"name": name, "namespace": ns,
             "labels": {QUEUE_LABEL: ex.queue, PRIORITY_LABEL: job.priority, JOB_LABEL: name, **MANAGED_BY},
-            "annotations": {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/"
-                                                     f"{target.candidate.capacity}",
-                            "gpufleet.io/stack": cl.stack, "gpufleet.io/pool": ex.pool.name,
+            "annotations": {contract.PLACEMENT: f"{o.cloud}/{o.zone}/{o.instance_type}/{target.candidate.capacity}",
+                            contract.STACK: cl.stack, contract.POOL: ex.pool.name,
+                            **({contract.JOB_SPEC: job_spec_annotation(target.job_doc)}
+                               if target.job_doc is not None else {}),
                             **(plan.checkpoints.annotations() if plan.checkpoints else {})}}
     obj = _job_object(plan, meta, pod_annotations)
     if job.gpus % shape.gpus and multi:
@@ -810,7 +817,7 @@ def _portable_storage(group: Group, ns: str) -> tuple[Storage, dict[str, list[di
         if m.cluster.checkpoint_uri:
             objs.append({"apiVersion": "v1", "kind": "ConfigMap",
                          "metadata": {"name": CHECKPOINT_CONFIGMAP, "namespace": ns, "labels": dict(MANAGED_BY)},
-                         "data": {"CHECKPOINT_URI": m.cluster.checkpoint_uri}})
+                         "data": {contract.ENV_CHECKPOINT_URI: m.cluster.checkpoint_uri}})
         else:
             warnings.append(f"{m.key} exports no checkpointUri: a job that lands there gets no checkpoint location")
         if m.key in mounted:
@@ -832,7 +839,7 @@ def _portable_storage(group: Group, ns: str) -> tuple[Storage, dict[str, list[di
 
 def job_spec_annotation(job_doc: Mapping[str, Any]) -> str:
     """The job's YAML mapping as compact JSON (fields this version does not know travel along)."""
-    return json.dumps(job_doc, sort_keys=True, separators=(",", ":"), default=str)
+    return contract.job_spec_text(job_doc)
 
 
 def portable_affinity(group: Group, fabric: str) -> dict[str, Any]:
@@ -894,9 +901,9 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
         warnings += _account_warnings(m.cluster, ns)
     warnings += _nccl_warnings(fabric, job)
     o = candidate.offer
-    annotations = {"gpufleet.io/placement": f"{o.cloud}/{o.zone}/{o.instance_type}/{candidate.capacity}",
-                   JOB_SPEC_ANNOTATION: job_spec_annotation(job_doc), GROUP_ANNOTATION: group.name,
-                   WORKERS_ANNOTATION: ",".join(group.keys)}
+    annotations = {contract.PLACEMENT: f"{o.cloud}/{o.zone}/{o.instance_type}/{candidate.capacity}",
+                   contract.JOB_SPEC: job_spec_annotation(job_doc), contract.FABRIC_GROUP: group.name,
+                   contract.WORKERS: contract.workers_text(group.keys)}
     assert plan.checkpoints is not None
     annotations.update(plan.checkpoints.annotations())
     meta = {"name": job.name, "namespace": ns,

@@ -14,13 +14,14 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from placement.errors import shown
+from placement.model import contract as c
 
 # The contract's defaults (docs/trainer-contract.md), used when a variable is absent (a local run).
-DEFAULT_RETRY_EXIT_CODE = 75  # EX_TEMPFAIL: placement.fleet.manifests.RETRY_EXIT_CODE
-DEFAULT_GRACE_SECONDS = 15.0  # the shortest grace submit renders (GCP Spot)
-DEFAULT_INTERVAL_SECONDS = 1800.0
-DEFAULT_KEEP = 3
-DEFAULT_METRICS_PORT = 9400
+DEFAULT_RETRY_EXIT_CODE = c.RETRY_EXIT_CODE  # EX_TEMPFAIL
+DEFAULT_GRACE_SECONDS = float(c.DEFAULT_GRACE_SECONDS)  # the shortest grace submit renders (GCP Spot)
+DEFAULT_INTERVAL_SECONDS = float(c.DEFAULT_INTERVAL_SECONDS)
+DEFAULT_KEEP = c.DEFAULT_CHECKPOINT_KEEP
+DEFAULT_METRICS_PORT = c.DEFAULT_METRICS_PORT
 DEFAULT_PEER_TIMEOUT_SECONDS = 60.0
 # The longest grace period or peer timeout taken (115 days): every wait on it stays far below
 # threading.TIMEOUT_MAX, and a timedelta of it is valid for torch.distributed.
@@ -30,7 +31,7 @@ MAX_SECONDS = 1e7
 # take 0.7 s with one thread (issue 38), which skews `placement profile` too.
 BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-WORKLOADS = ("llm", "diffusion", "vision", "recommendation")
+WORKLOADS = c.WORKLOADS
 
 
 class SettingsError(ValueError):

@@ -107,7 +107,7 @@ def test_without_a_filesystem_the_home_is_the_bucket_and_there_is_no_cache(tmp_p
     env = _env(result)
     assert env["GPUFLEET_CHECKPOINT_DIR"] == f"{out['checkpointUri']}/lora-70b"
     assert "GPUFLEET_CHECKPOINT_CACHE_DIR" not in env
-    assert env["GPUFLEET_CHECKPOINT_DESTINATION"] == "s3" and env["GPUFLEET_CHECKPOINT_TIER"] == ""
+    assert env["GPUFLEET_CHECKPOINT_DESTINATION"] == "s3" and "GPUFLEET_CHECKPOINT_TIER" not in env
     assert result["chosen"]["run"]["checkpoint"]["priced_as"] == "object-store"
 
 

@@ -165,7 +165,7 @@ def test_a_4_node_job_is_dispatched_to_and_admitted_by_a_worker_that_borrows_its
     fits only with the idle serving node lent by the worker's inference queue, as Kueue admits it."""
     fleet.kueue.start()
     fleet.controller("solo", lease=None).start()
-    name = fleet.submit("big", gpus=32, nodes=4)
+    name = fleet.submit("big", gpus=32, clouds={"allow": ["aws"]})
     assert wait_for(lambda: fleet.cluster_of(name), timeout=20) == "aws-use1-p5"  # the only EFA worker
     (event,) = wait_for(lambda: fleet.events("Nominated"))  # recorded right after the nomination
     assert "borrows 8 GPUs" in event["message"]
@@ -359,7 +359,8 @@ def test_the_rbac_allows_every_call_the_controller_makes_and_grants_nothing_it_d
     assert not hub.allows(Attributes("get", "", "secrets", "team-a", "gpufleet-dispatch-aws-use1-p5"))
 
     worker = Authorizer(dp.worker_reader_rules(), {})
-    worker_calls = [a for api in fleet.workers.values() for a in calls(list(api.requests))]
+    # The dispatcher's calls (its Secrets' tokens), not those of `placement submit` creating the job's storage.
+    worker_calls = [a for k in fleet.workers for a in calls(fleet.worker_requests(k))]
     assert worker_calls and all(worker.allows(a) for a in worker_calls)
     assert {a.kind for a in worker_calls} == worker.granted()
 
@@ -411,9 +412,9 @@ def test_workers_are_read_through_their_secrets_and_healthz_and_metrics_answer(f
         wait_for(lambda: fleet.cluster_of(name), timeout=10)
         assert c.workers["aws-use1-p5"].source == "gpufleet-dispatch-aws-use1-p5"
         assert c.workers["gcp-euw4-a3high"].source == "multikueue-gcp-euw4-a3high"  # no own Secret: MultiKueue's
-        worker_gets = {r.headers.get("authorization") for api in fleet.workers.values() for r in api.requests}
+        worker_gets = {r.headers.get("authorization") for k in fleet.workers for r in fleet.worker_requests(k)}
         assert worker_gets == {f"Bearer {k}-token" for k in KEYS}
-        assert all(r.method == "GET" for api in fleet.workers.values() for r in api.requests)  # read-only
+        assert all(r.method == "GET" for k in fleet.workers for r in fleet.worker_requests(k))  # read-only
         health = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5)
         assert health.status == 200
         def scrape() -> str | None:
@@ -458,3 +459,38 @@ def test_dispatch_command_exit_codes(fleet, tmp_path, capsys):
 
 def test_metrics_registry_is_per_controller():
     assert Metrics().registry is not Metrics().registry
+
+
+def test_a_job_submitted_without_a_checkpoint_size_is_nominated_and_its_move_priced_as_unknown(fleet, capsys):
+    """Issue 39: what `submit --via-hub` renders for a job spec without a model or checkpoint.size_gb (a home, no
+    size) is nominated, with progress too (the move priced as unknown); a size annotation a tenant broke is a
+    warning on that Workload, read as unknown (the job spec's model then bounds it), never Unreadable."""
+    from kubefake import JOBS
+
+    name = fleet.submit("nosize")
+    ann = fleet.hub.get(JOBS, NS, "nosize")["metadata"]["annotations"]
+    assert "gpufleet.io/checkpoint-home" in ann and "gpufleet.io/checkpoint-gb" not in ann
+    wl = fleet.hub.get(WORKLOADS, NS, name)
+    status = dict(wl["status"], schedulingStats={"evictions": [{"reason": "Preempted", "underlyingCause": "",
+                                                                "count": 1}]})
+    fleet.hub.apply_status(WORKLOADS, NS, name, {"status": status}, "kueue-admission", True)  # it ran somewhere
+    broken = fleet.submit("broken", model={"parameters_b": 7, "training": "full"})
+    with fleet.hub.lock:
+        fleet.hub.objects[JOBS][(NS, "broken")]["metadata"]["annotations"]["gpufleet.io/checkpoint-gb"] = "lots"
+    argv = ["dispatch", "--once", "--dry-run", "--kubeconfig", str(fleet.hub_kubeconfig), "--fleet",
+            str(fleet.fleet_file), "--metrics-port", "0"]
+    assert main([*argv, "--json"]) == 0
+    rows = {d["workload"]: d for d in json.loads(capsys.readouterr().out)["decisions"]}
+    d = rows[f"{NS}/{name}"]
+    assert d["action"] == "nominate" and d["warnings"] == []
+    assert d["checkpoint"]["gb"] is None and d["checkpoint"]["home"] == ann["gpufleet.io/checkpoint-home"]
+    fits = [s for s in d["scores"] if s["fits"]]
+    assert fits and all(s["move_known"] is False and s["move_usd"] is None for s in fits)
+    assert "of unknown size" in d["message"] and "not counted" in d["message"]
+    b = rows[f"{NS}/{broken}"]
+    assert b["action"] == "nominate" and b["reason"] == "Nominated"
+    assert b["warnings"] and b["warnings"][0].startswith("gpufleet.io/checkpoint-gb: 'lots'")
+    assert b["checkpoint"]["gb"] == 98 and b["checkpoint"]["gb_from"] == "model.parameters_b"
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"placement: warning: {NS}/{broken}: gpufleet.io/checkpoint-gb: 'lots'" in err

@@ -147,7 +147,7 @@ def test_a_worker_secret_with_an_exec_plugin_or_a_token_file_is_refused_and_neve
     c.run_once()
     assert not marker.exists()  # the command never ran
     for key in (key_exec, key_file):  # nothing reached the worker: not its queues, not the hub's token
-        assert not fleet.workers[key].requests
+        assert not fleet.worker_requests(key)
     problems = "\n".join(worker_problems(c))
     assert "user.exec runs a command" in problems and "user.tokenFile reads a file" in problems
     events = {e["involvedObject"]["name"]: e["message"] for e in fleet.events("WorkerUnreadable")}

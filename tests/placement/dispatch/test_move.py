@@ -1,7 +1,8 @@
 """Re-routing a job with progress (issue 25, item 2, the dispatcher's part): the move of its newest checkpoint from
 its home to each other worker is priced (egress of the path + transfer time, in that worker's cost and ready time),
 changes the pick where it should, is said in the Nominated Event, and the tenant-written annotations are hostile
-input (a bad one reported on that Workload only)."""
+input (issue 39: a missing or malformed one is read as unknown with a warning on that Workload, never refused; an
+unknown size prices the move as unknown and the job is still nominated)."""
 
 from __future__ import annotations
 
@@ -120,16 +121,25 @@ def test_where_it_ran_is_remembered_on_admission_and_survives_a_restart_in_the_e
     ({CHECKPOINT_HOME: ""}, CHECKPOINT_HOME), ({CHECKPOINT_HOME: "s3://a\nb"}, CHECKPOINT_HOME),
     ({CHECKPOINT_HOME: {"uri": 1}}, CHECKPOINT_HOME), ({CHECKPOINT_HOME: None}, CHECKPOINT_HOME),
 ])
-def test_hostile_checkpoint_annotations_are_refused_naming_the_annotation(change: dict[str, Any], named: str) -> None:
-    home, why = checkpoint_home({**GOOD, **change})
-    assert home is None and why is not None and why.startswith(named)
+def test_hostile_checkpoint_annotations_are_read_as_unknown_naming_the_annotation(change: dict[str, Any],
+                                                                                 named: str) -> None:
+    home, warnings = checkpoint_home({**GOOD, **change})
+    (why,) = warnings
+    assert why.startswith(named) and "9" * 100 not in why
+    if named == CHECKPOINT_GB:  # the size is unknown; the home is still the home
+        assert home == replace(HOME, gb=None, gb_from="")
+    else:  # the home and its region are required together
+        assert home is None
 
 
 def test_a_missing_annotation_is_named_and_none_at_all_is_no_home() -> None:
-    assert checkpoint_home({}) == (None, None)
-    assert checkpoint_home(GOOD) == (replace(HOME), None)
-    home, why = checkpoint_home({CHECKPOINT_HOME: HOME.uri})
-    assert home is None and why is not None and why.startswith(CHECKPOINT_REGION)
+    assert checkpoint_home({}) == (None, ())
+    assert checkpoint_home(GOOD) == (replace(HOME), ())
+    home, (why,) = checkpoint_home({CHECKPOINT_HOME: HOME.uri})
+    assert home is None and why.startswith(CHECKPOINT_REGION)
+    # No size: valid (submit writes none when it does not know it), no warning.
+    assert checkpoint_home({CHECKPOINT_HOME: HOME.uri, CHECKPOINT_REGION: "aws:us-east-1"}) == (
+        replace(HOME, gb=None, gb_from=""), ())
 
 
 def _raw(name: str, annotations: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -148,19 +158,58 @@ def _raw(name: str, annotations: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     return wl, owner
 
 
-def test_one_bad_annotation_is_reported_on_its_workload_and_never_stops_the_others() -> None:
+def test_a_bad_annotation_is_a_warning_on_its_workload_which_is_still_nominated() -> None:
     checks, configs, cq_checks = {QUEUE: QUEUE}, {QUEUE: ("a", "b", "c")}, {QUEUE: frozenset({QUEUE})}
     wls = [snapshot.hub_workload(*_raw(n, ann), checks, configs, cq_checks)
-           for n, ann in (("bad", {**GOOD, CHECKPOINT_GB: "1e400"}), ("good", GOOD))]
+           for n, ann in (("bad", {**GOOD, CHECKPOINT_GB: "1e400"}), ("good", GOOD),
+                          ("region", {**GOOD, CHECKPOINT_REGION: "aws:mars-1"}))]
     assert all(w is not None for w in wls)
-    bad, good = wls
-    assert bad is not None and bad.job_error is not None and bad.job_error.startswith(CHECKPOINT_GB)
-    assert good is not None and good.checkpoint == HOME and good.job_error is None
+    bad, good, region = wls
+    assert bad is not None and bad.job_error is None and bad.warnings[0].startswith(CHECKPOINT_GB)
+    assert bad.checkpoint is not None and bad.checkpoint.gb is None
+    assert region is not None and region.checkpoint is None and region.warnings[0].startswith(CHECKPOINT_REGION)
+    assert good is not None and good.checkpoint == HOME and good.job_error is None and good.warnings == ()
     workers, prices = _fleet()
-    result = {d.workload.name: d for d in decide([bad, good], workers, prices, NOW).decisions}
-    assert result["job-bad"].reason == "Unreadable" and result["job-bad"].event is not None
-    assert CHECKPOINT_GB in result["job-bad"].event.message
-    assert result["job-good"].action == "nominate"
+    result = {d.workload.name: d for d in decide([bad, good, region], workers, prices, NOW).decisions}
+    for name in ("job-bad", "job-region"):
+        d = result[name]
+        assert d.action == "nominate" and d.event is not None and d.event.type == "Warning"
+        assert "warning: " in d.event.message and ("1e400" in d.event.message or "mars-1" in d.event.message)
+    assert result["job-good"].action == "nominate" and result["job-good"].event.type == "Normal"
+
+
+def test_an_unknown_size_prices_the_move_as_unknown_and_still_nominates() -> None:
+    workers, prices = _fleet()
+    plain, mem = _evicted()
+    (without,) = decide([plain], workers, prices, NOW, memory=mem).decisions
+    unknown, mem = _evicted(checkpoint=replace(HOME, gb=None, gb_from=""))
+    (d,) = decide([unknown], workers, prices, NOW, memory=mem).decisions
+    assert d.action == "nominate" and d.clusters == without.clusters  # nothing counted: the cheaper worker
+    scores = {s.worker: s for s in d.scores}
+    assert not scores["b"].move_known and scores["b"].move_usd == 0 and scores["b"].move_hours == 0
+    assert scores["b"].cost_usd == pytest.approx({s.worker: s for s in without.scores}["b"].cost_usd)
+    assert scores["a"].move_known  # where it ran: no move at all
+    assert d.event is not None and "of unknown size" in d.event.message
+    assert "priced as unknown" in d.event.message and "not counted" in d.event.message
+
+
+def test_without_an_annotated_size_the_job_specs_model_bounds_the_move() -> None:
+    checks, configs, cq_checks = {QUEUE: QUEUE}, {QUEUE: ("a", "b", "c")}, {QUEUE: frozenset({QUEUE})}
+    wl, owner = _raw("llm", {CHECKPOINT_HOME: HOME.uri, CHECKPOINT_REGION: "aws:us-east-1"})
+    spec = json.loads(owner["metadata"]["annotations"][JOB_SPEC_ANNOTATION])
+    owner["metadata"]["annotations"][JOB_SPEC_ANNOTATION] = json.dumps(
+        {**spec, "model": {"parameters_b": 7, "training": "full"}})
+    hw = snapshot.hub_workload(wl, owner, checks, configs, cq_checks)
+    assert hw is not None and hw.checkpoint is not None and hw.warnings == ()
+    assert hw.checkpoint.gb == pytest.approx(98.0) and hw.checkpoint.gb_from == "model.parameters_b"
+    workers, prices = _fleet()
+    moving = replace(hw, evictions=1)
+    mem = {hw.uid: Memory(nominated=("a",), since=NOW - 3000, tried=frozenset({"a"}), first_at=NOW - 3000)}
+    (d,) = decide([moving], workers, prices, NOW, memory=mem).decisions
+    scores = {s.worker: s for s in d.scores}
+    egress = transfer_usd(egress_book(), "aws", "us-east-1", "aws", "us-west-2", 98.0)
+    assert scores["b"].move_known and scores["b"].move_usd == pytest.approx(egress)
+    assert d.event is not None and "at most 98 GB" in d.event.message
 
 
 def test_a_worker_in_another_cloud_than_the_home_is_told_the_job_restarts_there() -> None:

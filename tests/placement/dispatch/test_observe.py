@@ -146,8 +146,10 @@ def test_spot_node_hours_and_reclaims_on_a_worker_whose_spot_nodes_come_and_go(f
     since = time.time()
     wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
           "metadata": {"name": "stuck", "namespace": "team-a"},
-          "spec": {"queueName": "gpu", "podSets": []},
+          "spec": {"queueName": "gpu", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+              "containers": [{"name": "trainer", "image": "trainer"}]}}}]},
           "status": {"conditions": [{"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
+                                     "message": "Exceeded the PodsReady timeout",
                                      "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                          time.gmtime(since + 5))}]}}
     clock = Clock()
