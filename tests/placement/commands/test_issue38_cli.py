@@ -167,3 +167,19 @@ def test_calibration_figures_past_what_the_arithmetic_takes_are_refused_by_field
     else:
         errors = [line for line in err.splitlines() if "error" in line]
         assert code == 2 and len(errors) == 1 and field in errors[0]
+
+
+def test_the_newest_calibration_in_force_by_default_says_so_and_how_to_leave_it_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the newest calibration file applied to every plan silently."""
+    folder = tmp_path / "data" / "calibration"
+    folder.mkdir(parents=True)
+    cal = Path(_calibration(tmp_path, [{"cloud": "aws", "region": "eu-south-2", "zone": "eus2-az2",
+                                        "instance_type": "p5en.48xlarge", "node_hours": 500, "reclaims": 1}], []))
+    cal.rename(folder / "calibration-20261120T000000Z.json")
+    monkeypatch.setenv("GPUFLEET_DATA_DIR", str(tmp_path / "data"))
+    code, out, _ = run(capsys, "plan", str(EXAMPLES / "job.yaml"), "--top", "1")
+    last = out.strip().splitlines()[-1]
+    assert code == 0 and "calibration-20261120T000000Z.json (the newest" in last and "--no-calibration" in last
+    code, out, _ = run(capsys, "plan", str(EXAMPLES / "job.yaml"), "--top", "1", "--no-calibration")
+    assert code == 0 and "calibration:" not in out
