@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infra.replace import replacements
 
 SCHEMA = "gpufleet.preview/v1"
@@ -70,11 +68,32 @@ def select_stacks(root: Path, names: Sequence[str]) -> dict[str, Path]:
 
 
 def _raw_config(path: Path) -> dict[str, Any]:
-    """The ``gpufleet:`` keys of a stack file, without the prefix."""
-    with path.open(encoding="utf-8") as fh:
-        doc = yaml.safe_load(fh) or {}
+    """The ``gpufleet:`` keys of a stack file, without the prefix. The file is read by the CLI's bounded YAML
+    loader (a size cap, nesting and alias limits, duplicate keys refused); one that is not a mapping with a
+    ``config:`` mapping is a :class:`PreviewError` naming the file, which fails that stack alone (exit 2)."""
+    from placement.errors import InputError, UsageError
+    from placement.files.readers import load_yaml
+
+    where = f"{path.parent.name}/{path.name}"
+    try:
+        doc = load_yaml(str(path), where)
+    except (UsageError, InputError) as exc:
+        raise PreviewError(str(exc)) from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, Mapping):
+        raise PreviewError(f"{where}: must be a YAML mapping with a config: mapping of gpufleet:* keys, got "
+                           f"{_kind(doc)}; fix the stack file")
     config = doc.get("config") or {}
+    if not isinstance(config, Mapping):
+        raise PreviewError(f"{where}: config: must be a mapping of gpufleet:* keys, got {_kind(config)}; fix the "
+                           "stack file")
     return {k.split(":", 1)[1]: v for k, v in config.items() if isinstance(k, str) and k.startswith("gpufleet:")}
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false"}.get(
+        type(value), type(value).__name__)
 
 
 # --------------------------------------------------------------------------------------------- pricing
@@ -207,7 +226,10 @@ class StackRunner:
     def _run(self, path: Path) -> Any:
         from infra import mockrun
 
-        raw = _raw_config(path)
+        try:
+            raw = _raw_config(path)
+        except PreviewError as exc:
+            return exc
         references: dict[str, dict[str, Any]] = {}
         hub = raw.get("hub")
         for worker in _strings(hub.get("workers") if isinstance(hub, Mapping) else None):
@@ -242,10 +264,11 @@ def preview_stack(name: str, path: Path, catalog: Any, runner: StackRunner | Non
     from infra.policy import checks
     from infra.replace import fingerprint, uncovered
 
-    raw = _raw_config(path)
-    doc: dict[str, Any] = {"stack": name, "file": f"stacks/{path.name}", "cloud": raw.get("cloud"),
-                           "region": raw.get("region"), "error": None}
+    doc: dict[str, Any] = {"stack": name, "file": f"stacks/{path.name}", "cloud": None, "region": None,
+                           "error": None}
     try:
+        raw = _raw_config(path)
+        doc.update(cloud=raw.get("cloud"), region=raw.get("region"))
         run = (runner or StackRunner()).run(path)
     except PreviewError as exc:
         doc["error"] = str(exc)
@@ -355,17 +378,37 @@ def run_base(root: Path, ref: str, names: Sequence[str] | None) -> dict[str, Any
         cmd = [sys.executable, str(script), "--format", "json"]
         for name in wanted:
             cmd += ["--stack", name]
-        done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
-        try:
-            doc = json.loads(done.stdout)
-        except ValueError:
-            doc = None
-        # The base may violate policies (exit 1) or have a broken stack (exit 2 with JSON): still a baseline.
-        if not isinstance(doc, dict) or not isinstance(doc.get("stacks"), dict):
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise PreviewError(f"preview of base {ref} ({commit[:12]}) failed with exit code {done.returncode}: {last}")
+        doc, failure = _base_preview(cmd, tree, env)
+        if doc is None and len(wanted) > 1:
+            # An older preview fails whole on one bad stack file (a traceback, no JSON): preview the base's stacks
+            # one by one, so only the broken one has no baseline.
+            docs = {name: _base_preview([*cmd[:4], "--stack", name], tree, env) for name in wanted}
+            good = [d for d, _ in docs.values() if d is not None]
+            if good:
+                doc = {**good[0], "stacks": {}}
+                for name, (one, why) in docs.items():
+                    doc["stacks"][name] = (one or {}).get("stacks", {}).get(name) or \
+                        {"stack": name, "cloud": None, "region": None, "error": f"baseline preview failed: {why}"}
+        if doc is None:
+            raise PreviewError(f"preview of base {ref} ({commit[:12]}) failed: {failure}")
         doc["ref"], doc["commit"] = ref, commit
         return doc
+
+
+def _base_preview(cmd: list[str], tree: Path, env: Mapping[str, str]) -> tuple[dict[str, Any] | None, str]:
+    """(the base's preview document, "") or (None, why it failed: its exit code and last line). The base may
+    violate policies (exit 1) or have a broken stack (exit 2 with JSON): still a baseline."""
+    from placement.errors import printable
+
+    done = subprocess.run(cmd, cwd=tree, env=dict(env), capture_output=True, text=True, check=False)
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("stacks"), dict):
+        return doc, ""
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return None, f"exit code {done.returncode}: {printable(last)}"
 
 
 # --------------------------------------------------------------------------------------------- diff
@@ -460,6 +503,48 @@ def diff(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     return {n: diff_stack((base.get("stacks") or {}).get(n), (new.get("stacks") or {}).get(n)) for n in names}
 
 
+def _sums(stacks: Mapping[str, Any]) -> dict[str, Any]:
+    ok = [d for d in stacks.values() if isinstance(d, Mapping) and not d.get("error")]
+    return {"gpus": {scale: sum(int((d.get("gpus") or {}).get(scale, 0)) for d in ok) for scale in ("min", "max")},
+            "cost": {key: round(sum(_cost(d, *key.split(".")) for d in ok), 2) for _, key in COST_ROWS}}
+
+
+def fleet_total(new: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole fleet: GPUs and GPU-node cost summed over the stacks that previewed (a failed stack is counted
+    in ``failed``, not in the sums); with ``base``, its sums and the change (the JSON document's ``total``)."""
+    stacks = new.get("stacks") or {}
+    total: dict[str, Any] = {"stacks": len(stacks), "failed": sorted(n for n, d in stacks.items() if d.get("error")),
+                             **_sums(stacks)}
+    if base is not None:
+        before = _sums(base.get("stacks") or {})
+        total["baseline"] = before
+        total["change"] = {key: round(total["cost"][key] - before["cost"][key], 2) for _, key in COST_ROWS}
+    return total
+
+
+def _total_lines(total: Mapping[str, Any], markdown: bool) -> list[str]:
+    failed = f" ({len(total['failed'])} failed, not counted: {', '.join(total['failed'])})" if total["failed"] else ""
+    head = (f"{total['stacks']} stack(s){failed}, {total['gpus']['min']}–{total['gpus']['max']} GPUs")
+    base = total.get("baseline")
+    if markdown:
+        out = ["<!-- gpufleet-preview:fleet-total -->", "### gpufleet preview: fleet total", "", head, ""]
+        out += ["| GPU nodes, all stacks | baseline | new | change |", "|---|---:|---:|---:|"] if base else \
+               ["| GPU nodes, all stacks | estimate |", "|---|---:|"]
+        for label, key in COST_ROWS:
+            new = usd(total["cost"][key])
+            out.append(f"| {label} | {usd(base['cost'][key])} | {new} | {usd_change(total['change'][key])} |"
+                       if base else f"| {label} | {new} |")
+        return [*out, ""]
+    out = ["", f"== fleet total: {head}"]
+    if base:
+        out.append(f"  {'':22s} {'baseline':>14s} {'new':>14s} {'change':>14s}")
+    for label, key in COST_ROWS:
+        out.append(f"  {label:22s} {usd(base['cost'][key]):>14s} {usd(total['cost'][key]):>14s} "
+                   f"{usd_change(total['change'][key]):>14s}" if base else
+                   f"  {label:22s} {usd(total['cost'][key]):>14s}")
+    return out
+
+
 # --------------------------------------------------------------------------------------------- rendering
 
 
@@ -512,7 +597,8 @@ def render_text(new: Mapping[str, Any], base: Mapping[str, Any] | None = None) -
     for name in sorted(set(new["stacks"]) | set(diffs or {})):
         doc = new["stacks"].get(name)
         lines.append("")
-        lines.append(f"== stack {name}" + (f" ({doc['cloud']} {doc['region']})" if doc else " (removed)"))
+        lines.append(f"== stack {name}" + ((f" ({doc['cloud']} {doc['region']})" if doc.get("cloud") else "")
+                                            if doc else " (removed)"))
         if doc and doc.get("error"):
             lines.append(f"  ERROR: {doc['error']}")
             continue
@@ -562,10 +648,13 @@ def render_text(new: Mapping[str, Any], base: Mapping[str, Any] | None = None) -
                              "(not in infra/data/force_new.yaml)")
             for r in d["replacements"]:
                 lines.append(f"  {r['action'].upper()} {r['name']} ({r['type']}): {'; '.join(r['reasons'])}")
+            if d["replacementsKnown"] and not d["replacements"] and d["status"] == "present":
+                lines.append("  replacements: 0 (pulumi up replaces or deletes nothing in this stack)")
         if doc:
             found = _violation_lines(doc)
             lines.append("  policy: " + ("all mandatory policies pass" if not found else f"{len(found)} violation(s)"))
             lines += [f"    {v}" for v in found]
+    lines += _total_lines(fleet_total(new, base), markdown=False)
     return "\n".join(lines) + "\n"
 
 
@@ -662,6 +751,9 @@ def render_markdown(new: Mapping[str, Any], base: Mapping[str, Any] | None = Non
             out += [f"| **{r['action'].upper()}** | `{_md_escape(r['name'])}` | `{r['type']}` | "
                     f"{_md_escape('; '.join(r['reasons']))} |" for r in d["replacements"]]
             out.append("")
+        if base is not None and d["status"] == "present" and d["replacementsKnown"] and not d["replacements"]:
+            out.append("0 replacements: `pulumi up` replaces or deletes nothing in this stack.")
+            out.append("")
         if base is not None and d["resources"] and d["status"] == "present":
             out.append("<details><summary>Resource changes by type</summary>")
             out.append("")
@@ -689,6 +781,7 @@ def render_markdown(new: Mapping[str, Any], base: Mapping[str, Any] | None = Non
                 out += [f"- `{v['rule']}` on `{_md_escape(v['resource'])}` ({v['type']}): {_md_escape(v['message'])}"
                         for v in found]
             out.append("")
+    out += _total_lines(fleet_total(new, base), markdown=True)
     out.append(f"<sub>GPU nodes only, priced from the {new['catalog']['source']} catalog as of "
                f"{new['catalog']['asOf']} (spot pools at spot prices; on-demand, capacity blocks and reservations at "
                f"on-demand prices), {HOURS_PER_MONTH} h/month. Control planes, NAT, storage and egress are not "
@@ -734,6 +827,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if base is not None:
             doc["base"] = base
             doc["diff"] = diff(base, new)
+        doc["total"] = fleet_total(new, base)
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(new, base))

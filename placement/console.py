@@ -48,3 +48,41 @@ def paused_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def extra_command(extra: str) -> str:
+    """The one command that adds the optional extra ``extra`` to the environment this process runs in: in a
+    checkout's uv-made ``.venv`` (the README's set-up), ``scripts/extra EXTRA`` (it installs the locked versions
+    with uv; the venv has no pip); in any other environment, pip on this interpreter."""
+    import shlex
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[1]  # the checkout (or site-packages) holding the package
+    script = here / "scripts" / "extra"
+    venv = Path(sys.prefix).resolve()
+    if script.is_file() and venv == here / ".venv":
+        try:
+            shown = os.path.relpath(script) if Path.cwd().resolve() == here else str(script)
+        except (OSError, ValueError):
+            shown = str(script)
+        return f"{shlex.quote(shown if shown.startswith(('/', '.')) else './' + shown)} {extra}"
+    project = f"{here}[{extra}]" if (here / "pyproject.toml").is_file() else f"gpufleet[{extra}]"
+    return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(project)}"
+
+
+def require_extra(extra: str, modules: tuple[str, ...], what: str) -> None:
+    """Stop before any work when a module of the optional extra ``extra`` cannot be imported: a one-line
+    :class:`~placement.errors.UsageError` saying ``what`` needs it and the exact command that adds it
+    (:func:`extra_command`). Only looks the modules up (``importlib.util.find_spec``): nothing heavy is imported."""
+    import importlib.util
+
+    from placement.errors import UsageError
+
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"{what} needs the '{extra}' extra ({name} is not installed); add it with: "
+                             f"{extra_command(extra)}")

@@ -6,6 +6,7 @@ The bottom floor of ``placement``: imports nothing from the package, so every mo
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,3 +50,44 @@ def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     except Exception:  # noqa: BLE001 - a value's repr must never turn a one-line error into a traceback
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+MAX_REMOTE_TEXT = 200  # characters of a server's own error text shown in a message
+
+# ANSI escape sequences: CSI (colours, cursor moves, screen clears), OSC (window titles, hyperlinks) ended by BEL or
+# ESC \\, and the two-character ones. Removed whole: their parameters are not text either.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]?")
+
+
+def printable(text: Any, limit: int = MAX_REMOTE_TEXT) -> str:
+    """Text a server (or any other process) wrote, made safe to print on one terminal line: escape sequences
+    removed, runs of line breaks and tabs as one space, every other control or format character (C0, C1, DEL,
+    bidirectional overrides) as ``\\xNN``/``\\uNNNN``, cut to ``limit`` characters. For the text of an answer;
+    a user's own value is quoted with :func:`shown`."""
+    s = text if isinstance(text, str) else (text.decode("utf-8", "replace") if isinstance(text, bytes | bytearray)
+                                            else str(text))
+    s = _ANSI.sub("", s[: limit * 8])  # no more than the limit's worth of escapes is ever scanned
+    out: list[str] = []
+    for ch in s:
+        if ch.isprintable():
+            out.append(ch)
+        elif ch in "\t\n\r\v\f":
+            if out and out[-1] != " ":
+                out.append(" ")
+        else:
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+    shown_text = "".join(out).strip()
+    return shown_text if len(shown_text) <= limit else shown_text[: limit - 3] + "..."
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
+_SECRET_PARAM = re.compile(r"(?i)([?&;](?:[a-z0-9_.-]*(?:token|password|passwd|secret|key|signature|auth|credential)"
+                           r"[a-z0-9_.-]*)=)[^&;#\s]*")
+
+
+def redact_url(text: Any) -> str:
+    """``text`` (a URL, or a message holding URLs) with credentials cut: the user-info part
+    (``http://user:pass@host`` becomes ``http://***@host``) and the values of query parameters named like
+    credentials (``?token=``, ``&X-Amz-Signature=``...). Every message that prints a URL passes it here."""
+    s = text if isinstance(text, str) else str(text)
+    return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1***@", s))

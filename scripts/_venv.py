@@ -42,7 +42,7 @@ def ensure(*modules: str, extra: str = "dev") -> None:
     missing = ", ".join(m for m in modules if not _importable((m,)))
     where = ".venv" if VENV_PYTHON.exists() else "this Python (there is no .venv yet)"
     fix = "`./scripts/demo` (the CLI) or `./scripts/test` (every extra)" if not extra else \
-        f"`./scripts/test` (every extra) or `bash scripts/_env.sh {extra}` (the {extra} extra)"
+        f"`./scripts/test` (every extra) or `./scripts/extra {extra}` (the {extra} extra)"
     print(f"{Path(sys.argv[0]).name}: {missing} not importable in {where}; set .venv up from uv.lock with {fix}",
           file=sys.stderr)
     sys.exit(2)

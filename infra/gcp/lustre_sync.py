@@ -35,7 +35,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from infra.gcp import lustre_export
+import infra.gcp.lustre_export as lustre_export
 from infra.gcp.plan import service_account_id
 from infra.protect import stateful_names
 from placement.model.checkpoint_volumes import volume_objects

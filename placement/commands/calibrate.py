@@ -7,27 +7,19 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InputError, UsageError, shown
+from placement.errors import InputError, UsageError, redact_url
 from placement.files.calibrations import default_output, write_calibration
-from placement.model.calibration import (
-    Calibration,
-)
-from placement.prometheus.client import PromError
-from placement.prometheus.measurements import from_prometheus, from_samples
+from placement.model.calibration import SCHEMA, Calibration
 
 MAX_WINDOW_DAYS = 400  # a longer window than any retention: a mistyped --from
 
 
-
-
 def add_arguments(k: argparse.ArgumentParser) -> None:
+    from placement.commands.common import seconds
+
     k.description = ("Read spot node-hours and reclaims (placement dispatch's metrics) and the "
                      "trainer's throughput and checkpoint writes from a Prometheus server, or from exported "
                      "samples, and write a gpufleet.calibration/v1 file (docs/calibration.md). plan, plan-batch, "
@@ -40,12 +32,14 @@ def add_arguments(k: argparse.ArgumentParser) -> None:
     k.add_argument("--to", dest="end", metavar="TIME", help="window end, ISO-8601 (default: now; with --samples: "
                                                             "the last sample)")
     k.add_argument("--output", "-o", metavar="PATH", help="where to write (default: a new file in the user data "
-                                                           "directory's calibration/ folder)")
+                                                           "directory's calibration/ folder); an existing file is "
+                                                           "replaced only when it is a calibration file")
     k.add_argument("--prior-node-hours", type=float, metavar="N",
                    help="weight of the prior spot rate in node-hours, written as calibration.prior_node_hours "
                         "(default: plans use 100)")
-    k.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="per-request timeout for Prometheus (default 10; 2 retries, 60 s in all per query)")
+    k.add_argument("--timeout", type=seconds(), default=10.0, metavar="SECONDS",
+                   help="per-request timeout for Prometheus, wall time (default 10, at most 3600; 2 retries, 60 s in "
+                        "all per query)")
     k.add_argument("--json", action="store_true", help="print the written document as JSON")
 
 
@@ -71,47 +65,91 @@ def window(args: Any, now: dt.datetime, default_days: float = 30.0) -> tuple[dt.
     return start, end
 
 
+def is_calibration_text(head: bytes) -> bool:
+    """Whether the start of a file is a calibration document (what ``calibrate`` and ``profile`` write): the
+    only kind of existing file ``--output`` may replace."""
+    return b'"schema"' in head[:200] and SCHEMA.encode() in head[:200]
+
+
 def run_calibrate(args: Any) -> int:
     """``placement calibrate``: 0 written, 1 nothing measured (nothing written) or Prometheus unreachable, 2 bad
-    input."""
+    input. The flags and the output path are checked before Prometheus or the samples are read."""
     import sys
+
+    from placement.commands.common import warn
+    from placement.model.calibration import MAX_NODE_HOURS, MIN_PRIOR_NODE_HOURS, without_bad_rows
+    from placement.prometheus.client import PromError, server_url
 
     now = dt.datetime.now(dt.UTC)
     start, end = window(args, now)
-    if args.prior_node_hours is not None and not 0 < args.prior_node_hours < math.inf:
-        raise UsageError("--prior-node-hours: must be a positive number of node-hours")
-    if not 0 < args.timeout < math.inf:
-        raise UsageError("--timeout: must be a positive number of seconds")
+    if args.prior_node_hours is not None and not MIN_PRIOR_NODE_HOURS <= args.prior_node_hours <= MAX_NODE_HOURS:
+        raise UsageError(f"--prior-node-hours: must be a number of node-hours from {MIN_PRIOR_NODE_HOURS:g} to "
+                         f"{MAX_NODE_HOURS:g}")
     if args.prometheus:
-        if urllib.parse.urlsplit(args.prometheus).scheme not in ("http", "https"):
-            raise UsageError(f"--prometheus: {shown(args.prometheus)} is not an http(s) URL, e.g. "
-                             "http://localhost:9090")
+        server_url(args.prometheus)  # a malformed URL is named, without its credentials, before any request
+    path = _output(args, now)
+    if args.prometheus:
         end = end or now
         start = start or end - dt.timedelta(days=30)
         try:
-            cal = from_prometheus(args.prometheus, start, end, timeout_s=args.timeout)
+            from placement.prometheus.measurements import from_prometheus
+
+            cal, warnings = from_prometheus(args.prometheus, start, end, timeout_s=args.timeout)
         except PromError as exc:
-            print(f"placement: error: --prometheus: {exc}", file=sys.stderr)
+            print(f"placement: error: --prometheus: {redact_url(exc)}", file=sys.stderr)
             return 1
+        cal, problems = without_bad_rows(cal)  # a server's bad row is left out, and said
+        warn(warnings + [f"--prometheus: left out {p}" for p in problems])
     else:
+        from placement.prometheus.measurements import from_samples
+
         cal = from_samples(args.samples, start, end)
         if cal.measured_to > now:
             raise InputError("samples", f"end at {cal.measured_to:%Y-%m-%dT%H:%M:%SZ}, in the future: refused; "
                                         "check the exporting machine's clock", source=args.samples)
+        _, problems = without_bad_rows(cal)
+        if problems:  # the user's own file: refused, naming the first bad row
+            raise InputError("samples", f"{problems[0]} (from the series with those labels); check the export",
+                             source=args.samples)
     if args.prior_node_hours is not None:
         cal = Calibration(**{**cal.__dict__, "prior_node_hours": float(args.prior_node_hours)})
     if not (cal.spot or cal.speed or cal.checkpoint_write):
         print("placement: error: nothing measured in the window (no spot node-hours, trainer throughput or "
               "checkpoint writes); nothing written", file=sys.stderr)
         return 1
-    path = Path(args.output) if args.output else default_output(now)
     write_calibration(cal, path)
     if args.json:
         from placement.model.calibration import calibration_doc
 
-        sys.stdout.write(json.dumps({**calibration_doc(cal), "path": str(path)}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({**calibration_doc(cal), "path": str(path)}, indent=2, allow_nan=False) + "\n")
     else:
         sys.stdout.write(f"wrote {path}: {len(cal.spot)} spot, {len(cal.speed)} speed and "
                          f"{len(cal.checkpoint_write)} checkpoint rows measured "
-                         f"{cal.measured_from:%Y-%m-%dT%H:%M:%SZ} to {cal.measured_to:%Y-%m-%dT%H:%M:%SZ}\n")
+                         f"{cal.measured_from:%Y-%m-%dT%H:%M:%SZ} to {cal.measured_to:%Y-%m-%dT%H:%M:%SZ}"
+                         f"{_span(cal)}\n")
     return 0
+
+
+def _span(cal: Calibration) -> str:
+    """`` (2 min of samples)``: how long the measured window is, so a short one is seen as short."""
+    from placement.commands.render import duration_text
+
+    minutes = (cal.measured_to - cal.measured_from).total_seconds() / 60.0
+    return f" ({duration_text(minutes) if minutes < 2880 else f'{minutes / 1440:,.1f} days'} of samples)"
+
+
+def _output(args: Any, now: dt.datetime) -> Path:
+    """Where to write, checked before any work: ``--output`` (never the samples file, never an existing file that
+    is not a calibration), else a new file in the user data directory (created)."""
+    from placement.files.outputs import output_path
+
+    if args.output is not None:
+        return output_path(args.output, "--output", inputs=[args.samples] if args.samples else [],
+                           replaceable=is_calibration_text, kind="calibration file")
+    path = default_output(now)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the calibration folder {path.parent} ({exc.strerror or exc}); pass "
+                         "--output PATH or set GPUFLEET_DATA_DIR") from None
+    return path

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from placement.errors import UsageError
+from placement.errors import UsageError, shown
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -20,6 +20,37 @@ if TYPE_CHECKING:
     from placement.model.catalog import Catalog
     from placement.model.quotas import QuotaTable
     from placement.model.reservations import Reservation
+
+
+MAX_TIMEOUT_S = 3600.0  # a per-request timeout longer than an hour is a typo; the arithmetic on it stays finite
+
+
+def seconds(maximum: float = MAX_TIMEOUT_S) -> Callable[[str], float]:
+    """An argparse ``type`` for a timeout flag: a number of seconds above 0 and at most ``maximum`` (``nan``,
+    ``inf``, ``0``, ``-1`` and ``1e300`` are refused in one line naming the flag)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {shown(text)}") from None
+        if not 0 < value <= maximum:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be more than 0 and at most {maximum:g} seconds, got "
+                                             f"{shown(text)}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def check_chart(path: str | None, inputs: Sequence[str] = ()) -> None:
+    """``--chart``'s path and extra, checked before any work (shared by ``report`` and ``plan-batch``)."""
+    if path is None:
+        return
+    from placement.console import require_extra
+    from placement.files.outputs import output_path
+
+    output_path(path, "--chart", suffix=".png", inputs=inputs, kind="chart")
+    require_extra("charts", ("matplotlib",), "--chart")
 
 
 def add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
@@ -40,7 +71,7 @@ def add_data_flags(p: argparse.ArgumentParser, *, live: bool = True) -> None:
         g.add_argument("--aws-profile", metavar="NAME", help="AWS profile (default: the standard credential chain)")
         g.add_argument("--gcp-project", metavar="ID", help="GCP project (default: from Application Default "
                                                            "Credentials / GOOGLE_CLOUD_PROJECT)")
-        g.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+        g.add_argument("--timeout", type=seconds(), default=5.0, metavar="SECONDS",
                        help="per-call timeout for live queries (default 5)")
         g.add_argument("--allow-catalog-fallback", action="store_true",
                        help="with --live: when no cloud has credentials, answer from the catalog (with a warning) "
@@ -118,8 +149,11 @@ def trust(catalog: Catalog, now: dt.datetime) -> None:
 
 
 def warn(lines: Sequence[str]) -> None:
+    """Each line as a warning on stderr, credentials in any URL it holds cut (as every error line's are)."""
+    from placement.errors import redact_url
+
     for line in lines:
-        print(f"placement: warning: {line}", file=sys.stderr)
+        print(f"placement: warning: {redact_url(line)}", file=sys.stderr)
 
 
 def plan_time(args: argparse.Namespace) -> dt.datetime:

@@ -133,8 +133,10 @@ def _check(args: argparse.Namespace) -> None:
 
 def run_dispatch(args: argparse.Namespace) -> int:
     """``placement dispatch``: 0 ok, 1 hub unreachable, 2 bad flags/config."""
+    from placement.console import require_extra
     from placement.fleet.redact import redact
 
+    require_extra("dispatch", ("kubernetes", "prometheus_client"), "placement dispatch")
     try:
         return _run(args)
     except FleetError as exc:

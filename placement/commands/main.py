@@ -134,11 +134,8 @@ def _main(argv: list[str], named: str | None) -> int:
         code = command(args)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not as a traceback at exit
         return code
-    except UsageError as exc:
-        print(f"placement: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except InputError as exc:
-        print(f"placement: error: {exc}", file=sys.stderr)
+    except (UsageError, InputError) as exc:
+        _error(str(exc))
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
@@ -149,9 +146,17 @@ def _main(argv: list[str], named: str | None) -> int:
     except OSError as exc:
         # Writing the output failed (a full disk: `> /dev/full`), or a path the checks above did not name.
         what = shown(str(exc.filename))[1:-1] if exc.filename else "cannot write the output"
-        print(f"placement: error: {what}: {exc.strerror or exc}", file=sys.stderr)
+        _error(f"{what}: {exc.strerror or exc}")
         _drop_stdout()
         return EXIT_BAD_INPUT
+
+
+def _error(message: str) -> None:
+    """The one line every failure ends with: credentials in any URL it holds cut (a URL the user typed as a
+    path or a stray argument, or one a file named), so none reaches a terminal or a CI log."""
+    from placement.errors import redact_url
+
+    print(f"placement: error: {redact_url(message)}", file=sys.stderr)
 
 
 def _drop_stdout() -> None:

@@ -66,21 +66,23 @@ def run_plan(args: argparse.Namespace) -> int:
                    reservations=reserved)
     text = "" if args.json else plan_text(result, catalog, top=args.top, all_candidates=args.all_candidates,
                                           sources=sources, width=output_width(), reservations=reserved)
-    doc, text = _decides(result, offers, cal, doc, text)
+    doc, text = _decides(result, offers, cal, doc, text, args, job)
     emit(doc, text, args.json)
     return EXIT_OK if result.chosen else EXIT_NOTHING_FEASIBLE
 
 
-def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any],
-             text: str) -> tuple[dict[str, Any], str]:
-    """Add what decides the plan: the break-even spot rate, the warnings on the pick and the calibration used."""
-    from placement.files.calibrations import info
+def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any], text: str,
+             args: argparse.Namespace, job: Any) -> tuple[dict[str, Any], str]:
+    """Add what decides the plan: the break-even spot rate, the warnings on the pick, a flag on the pick's price
+    and the calibration in force (its file, window and how many of its rows applied)."""
+    from placement.files.calibrations import applied, calibration_line, info
     from placement.plan.decides import break_even, break_even_text, price_flag, price_flag_text, warnings
 
     rate = break_even(result)
     found = warnings(result, offers)
     warn(found)
-    doc = {**doc, "break_even_interruptions_per_hour": rate, "warnings": found, "calibration": info(cal)}
+    used = applied(cal, offers, [job])
+    doc = {**doc, "break_even_interruptions_per_hour": rate, "warnings": found, "calibration": info(cal, used)}
     flag = price_flag(result.chosen, offers)
     if flag and doc.get("chosen") is not None:
         doc["chosen"] = {**doc["chosen"], "price_flag": flag}
@@ -90,9 +92,8 @@ def _decides(result: Any, offers: Sequence[Any], cal: Any, doc: dict[str, Any],
         lines = [break_even_text(rate, result.chosen)] if result.rows else []
         if flag and result.chosen is not None:
             lines.append(price_flag_text(result.chosen, flag))
-        if cal is not None:
-            lines.append(f"calibration: {cal.source} (measured {cal.measured_from:%Y-%m-%d} to "
-                         f"{cal.measured_to:%Y-%m-%d})")
+        if cal is not None and used is not None:
+            lines.append(calibration_line(cal, used, chosen_by_default=not getattr(args, "calibration", None)))
         text += "".join("\n" + wrap(line, output_width(), "  ") for line in lines)
     return doc, text
 

@@ -11,6 +11,7 @@ from placement.commands.common import (
     add_calibration_flags,
     add_data_flags,
     add_plan_flags,
+    check_chart,
     emit,
     live_overlay,
     load_reserved,
@@ -55,6 +56,10 @@ def run_plan_batch(args: argparse.Namespace) -> int:
         jobs = parse_batch(load_yaml(args.jobs, "batch file"))
     if not 0 < args.time_limit < float("inf"):  # also refuses nan
         raise UsageError("--time-limit: must be a positive number of seconds")
+    if args.chart is not None:  # the path and the extra, before anything is solved or printed
+        if args.no_schedule:
+            raise UsageError("--chart: draws the schedule; drop --no-schedule to have one")
+        check_chart(args.chart, inputs=[args.jobs])
     now = plan_time(args)
     catalog = load_catalog(args.catalog)
     quotas = load_quotas(args.quotas)
@@ -74,17 +79,33 @@ def run_plan_batch(args: argparse.Namespace) -> int:
 
     cal, offers, _ = apply_calibration(args, now, catalog.offers)
     jobs = tuple(calibrated_job(cal, j) for j in jobs)
+    in_force = _calibration(args, cal, offers, jobs)
     # --time-limit bounds candidate generation and solving together; candidates are generated once for both.
     ready = prepare(jobs, offers, quotas, reservations=reserved, now=now, time_limit_s=args.time_limit)
     result = solve(jobs, offers, quotas, reservations=reserved, now=now, prepared=ready)
     if not args.no_schedule:  # over time (placement.plan.schedule), compared with this all-at-once placement
-        return run_schedule(args, jobs, catalog, quotas, reserved, sources, now, result, ready, offers=offers)
+        return run_schedule(args, jobs, catalog, quotas, reserved, sources, now, result, ready, offers=offers,
+                            in_force=in_force)
     base = None if args.no_greedy else greedy(jobs, offers, quotas, reservations=reserved, now=now,
                                               prepared=ready)
-    text = "" if args.json else batch_text(result, catalog, base, output_width())
-    emit(batch_doc(result, catalog, base, sources, now), text, args.json)
+    text = "" if args.json else batch_text(result, catalog, base, output_width()) + in_force[1]
+    emit({**batch_doc(result, catalog, base, sources, now), "calibration": in_force[0]}, text, args.json)
     # 0 only when every job is placed: a partial plan is shown, but a script must not take it for success.
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE
+
+
+def _calibration(args: argparse.Namespace, cal: Any, offers: Sequence[Offer],
+                 jobs: Sequence[JobSpec]) -> tuple[dict[str, Any] | None, str]:
+    """The calibration in force: its JSON object and its text line (with a leading newline; "" without one)."""
+    from placement.commands.render import wrap
+    from placement.console import output_width
+    from placement.files.calibrations import applied, calibration_line, info
+
+    used = applied(cal, offers, jobs)
+    if cal is None or used is None:
+        return None, ""
+    line = calibration_line(cal, used, chosen_by_default=not getattr(args, "calibration", None))
+    return info(cal, used), "\n" + wrap(line, output_width(), "  ")
 
 
 def add_schedule_flags(p: argparse.ArgumentParser) -> None:
@@ -102,23 +123,23 @@ def add_schedule_flags(p: argparse.ArgumentParser) -> None:
 def check_input(args: argparse.Namespace, jobs: Sequence[JobSpec], reserved: Sequence[Reservation],
                 now: dt.datetime) -> None:
     """The flags, every job's earliest_start and the reservation windows (one-line errors, exit 2)."""
-    from placement.errors import UsageError
     from placement.plan.schedule import check_windows, earliest_hours, grid
 
     g = grid(now, args.horizon_hours, args.slot_hours)
     for i, job in enumerate(jobs):
         earliest_hours(job, g, f"jobs[{i}].")
     check_windows(reserved, g)
-    if args.chart is not None and not args.chart.lower().endswith(".png"):
-        raise UsageError(f"--chart: {args.chart!r} must name a .png file")
 
 
 def run_schedule(args: argparse.Namespace, jobs: Sequence[JobSpec], catalog: Catalog, quotas: QuotaTable,
                  reserved: Sequence[Reservation], sources: list[dict[str, Any]], now: dt.datetime,
                  at_once: BatchResult, ready: Prepared | None = None,
-                 offers: Sequence[Offer] | None = None) -> int:
+                 offers: Sequence[Offer] | None = None,
+                 in_force: tuple[dict[str, Any] | None, str] = (None, "")) -> int:
     """Schedule the burst, print it (table or JSON) with what it saves against ``at_once``, write the chart.
-    ``offers``: the catalog's offers as priced (with a calibration applied); default the catalog's own."""
+    ``offers``: the catalog's offers as priced (with a calibration applied); default the catalog's own.
+    ``in_force``: the calibration's JSON object and text line. The chart is written before anything is printed
+    (its path and extra were checked before the solve)."""
     import sys
 
     from placement.commands.schedule_render import schedule_doc, schedule_text, write_chart
@@ -128,6 +149,8 @@ def run_schedule(args: argparse.Namespace, jobs: Sequence[JobSpec], catalog: Cat
     priced = catalog.offers if offers is None else offers
     result = solve(jobs, priced, quotas, reservations=reserved, now=now, horizon_h=args.horizon_hours,
                    slot_h=args.slot_hours, time_limit_s=args.time_limit)
+    if args.chart is not None:
+        write_chart(result, args.chart)
     if args.json:
         import json
 
@@ -135,10 +158,8 @@ def run_schedule(args: argparse.Namespace, jobs: Sequence[JobSpec], catalog: Cat
 
         base = None if args.no_greedy else greedy(jobs, priced, quotas, reservations=reserved, now=now,
                                                   prepared=ready)
-        sys.stdout.write(json.dumps(schedule_doc(result, catalog, at_once, sources, now, base), indent=2,
-                                    allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps({**schedule_doc(result, catalog, at_once, sources, now, base),
+                                     "calibration": in_force[0]}, indent=2, allow_nan=False) + "\n")
     else:
-        sys.stdout.write(schedule_text(result, catalog, at_once, output_width()) + "\n")
-    if args.chart is not None:
-        write_chart(result, args.chart)
+        sys.stdout.write(schedule_text(result, catalog, at_once, output_width()) + in_force[1] + "\n")
     return EXIT_OK if result.placed == len(jobs) else EXIT_NOTHING_FEASIBLE

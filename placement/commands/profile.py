@@ -32,6 +32,8 @@ MAX_TIMEOUT_S = 7 * 86400.0  # a week per run: the most --timeout takes (subproc
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from placement.commands.common import seconds
+
     p.add_argument("--steps", type=int, default=20, metavar="N", help="benchmark steps per run (default 20)")
     p.add_argument("--runs", type=int, default=3, metavar="K",
                    help="benchmark runs; the row holds their median (default 3, the runs a plan needs to use it)")
@@ -42,8 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", metavar="PATH",
                    help="merge the row into this calibration file (default: a new file in the user data "
                         "directory holding the newest calibration and this row)")
-    p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
-                   help="per run (default 3600)")
+    p.add_argument("--timeout", type=seconds(MAX_TIMEOUT_S), default=TIMEOUT_S, metavar="SECONDS",
+                   help="per run (default 3600, at most a week)")
     p.add_argument("--json", action="store_true", help="print the row and the trainer's results as JSON")
 
 
@@ -90,10 +92,20 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError("--steps: must be at least 1")
     if args.runs < 1:
         raise UsageError("--runs: must be at least 1")
-    if not 0 < args.timeout <= MAX_TIMEOUT_S:
-        raise UsageError(f"--timeout: must be a positive number of seconds, at most {MAX_TIMEOUT_S:.0f} (a week)")
     if args.config and not Path(args.config).is_file():
         raise UsageError(f"--config: {shown(args.config)} is not a file")
+    from placement.console import require_extra
+
+    # Before the benchmark runs: the extra it needs, and where it writes (a folder, a missing folder, a FIFO or
+    # the model configuration itself are refused by the rule every output path follows).
+    require_extra("trainer", ("numpy", "fsspec", "prometheus_client"), "placement profile (it runs the reference "
+                  "trainer)")
+    if args.output:
+        from placement.files.outputs import output_path
+        from placement.model.calibration import SCHEMA
+
+        output_path(args.output, "--output", inputs=[args.config] if args.config else [],
+                    replaceable=lambda head: SCHEMA.encode() in head, kind="calibration file")
     now = dt.datetime.now(dt.UTC)
     base: Calibration | None = None
     if args.output and Path(args.output).exists():

@@ -99,8 +99,10 @@ def add_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--aws-profile", metavar="NAME", help="AWS profile (default: the standard credential chain)")
     r.add_argument("--gcp-project", metavar="ID", help="GCP project (default: from Application Default "
                                                        "Credentials / GOOGLE_CLOUD_PROJECT)")
-    r.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="per-call timeout for the live queries (default 10)")
+    from placement.commands.common import seconds
+
+    r.add_argument("--timeout", type=seconds(), default=10.0, metavar="SECONDS",
+                   help="per-call timeout for the live queries (default 10, at most 3600)")
 
 
 def default_output() -> Path:
@@ -136,16 +138,19 @@ def shrinkage(old: Catalog, new: Catalog, clouds: set[str]) -> dict[str, tuple[i
 
 
 def _output(args: argparse.Namespace) -> Path | int:
+    """Where to write, checked before any cloud is asked: ``--output`` by the rule every output path follows
+    (:func:`placement.files.outputs.output_path`: a file in a folder that exists, replacing only a catalog),
+    else the user data directory's catalog file."""
     if getattr(args, "output", None):
-        out = Path(args.output)
+        from placement.errors import UsageError
+        from placement.files.outputs import output_path
+        from placement.model.catalog import CATALOG_SCHEMA
+
         try:
-            if out.is_dir():
-                return _fail(f"--output: {out} is a directory; give a file path")
-            if not out.parent.is_dir():
-                return _fail(f"--output: directory {out.parent} does not exist")
-        except OSError as exc:
-            return _fail(f"--output: cannot use {args.output!r} ({exc.__class__.__name__})")
-        return out
+            return output_path(args.output, "--output", replaceable=lambda head: CATALOG_SCHEMA.encode() in head,
+                               kind="catalog")
+        except UsageError as exc:
+            return _fail(str(exc))
     out = default_output()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -363,7 +363,7 @@ PLAN_HEADERS = (
     "compute $",
     "egress $",
     "total $",
-    "ready h",
+    "ready in h",
     "quota need/headroom",
     "nat $",
     "ckpt store $",
@@ -420,7 +420,7 @@ def candidate_row(c: Candidate, rank: str, said: Sequence[str] = ()) -> list[str
 
 # At 80 columns a table keeps where (cloud, region) and what it costs (total): zone IDs go first.
 # The bill's other lines (issue 27) are hidden first: the total already counts them, --json has each.
-PLAN_DROP = ("ckpt every", "nat $", "ckpt store $", "ckpt req $", "zone", "compute $", "egress $", "ready h",
+PLAN_DROP = ("ckpt every", "nat $", "ckpt store $", "ckpt req $", "zone", "compute $", "egress $", "ready in h",
              "quota need/headroom", "$/h")
 
 
@@ -440,8 +440,8 @@ def plan_text(
     hurried = p.job.deadline_hours is not None or p.job.usd_per_hour_of_delay > 0
     if p.job.usd_per_hour_of_delay > 0:  # the delay in a column of its own, so "total $" stays narrow
         headers, rows = _delay_column(shown + (list(p.excluded) if all_candidates else []), rows)
-    if hurried:  # when the job has a deadline or prices delay, "ready h" is the last column hidden
-        drop = (*(d for d in PLAN_DROP if d != "ready h"), "delay $", "ready h")
+    if hurried:  # when the job has a deadline or prices delay, "ready in h" is the last column hidden
+        drop = (*(d for d in PLAN_DROP if d != "ready in h"), "delay $", "ready in h")
     out = [wrap(
         f"job {p.job.name}: {p.job.gpus} x {'/'.join(p.job.accelerators)}, {p.job.hours:g} h on "
         f"{p.job.accelerators[0]}, capacity {p.job.capacity}{job_terms(p.job)} (catalog: {catalog_text(catalog)})",
@@ -472,7 +472,8 @@ def plan_text(
     return "\n".join(x for x in out if x)
 
 
-_RIGHT = {"#", "$/h", "compute $", "egress $", "delay $", "total $", "ready h", "nat $", "ckpt store $", "ckpt req $"}
+_RIGHT = {"#", "$/h", "compute $", "egress $", "delay $", "total $", "ready in h", "nat $", "ckpt store $",
+          "ckpt req $"}
 
 
 def _delay_column(cands: Sequence[Candidate], rows: list[list[str]]) -> tuple[tuple[str, ...], list[list[str]]]:
@@ -636,14 +637,14 @@ def batch_text(result: BatchResult, catalog: Catalog, greedy: BatchResult | None
                      *([_usd(c.cost.delay_usd)] if delay else []), _usd(c.cost.total_usd), _h(c.ready_hours),
                      *deadline, _headroom(c), text])
     headers = ("job", *(["priority"] if priorities else []), "cloud", "region", "zone", "instance x nodes",
-               "capacity", "$/h", "compute $", "egress $", *(["delay $"] if delay else []), "total $", "ready h",
+               "capacity", "$/h", "compute $", "egress $", *(["delay $"] if delay else []), "total $", "ready in h",
                *(["due h"] if deadlines else []), "quota need/headroom", "notes")
     right = {i for i, h in enumerate(headers) if h in _RIGHT or h in ("priority", "due h")}
     hurried = delay or deadlines
     drop = ("zone", "compute $", "egress $", "delay $", "quota need/headroom", "$/h",
-            *(("due h", "ready h") if hurried else ()))
+            *(("due h", "ready in h") if hurried else ()))
     if not hurried:
-        drop = ("zone", "compute $", "egress $", "ready h", "quota need/headroom", "$/h")
+        drop = ("zone", "compute $", "egress $", "ready in h", "quota need/headroom", "$/h")
     out = [wrap("every job: " + ", ".join(said), width, "    ")] if said else []
     out.append(fit_table(headers, rows, right=right, width=width, drop=drop))
     out += [wrap(line, width, "       ") for line in batch_quota_lines(result)]

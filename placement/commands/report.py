@@ -91,7 +91,7 @@ class Group:
 
 
 def add_arguments(rp: argparse.ArgumentParser) -> None:
-    from placement.commands.common import add_calibration_flags
+    from placement.commands.common import add_calibration_flags, seconds
 
     rp.add_argument("--kubeconfig", metavar="PATH", help="the hub's kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     rp.add_argument("--prometheus", metavar="URL", help="the Prometheus server with the trainer's metrics "
@@ -102,7 +102,8 @@ def add_arguments(rp: argparse.ArgumentParser) -> None:
                                                          "charts extra: matplotlib)")
     rp.add_argument("--catalog", action="append", default=[], metavar="CLOUD=PATH",
                     help="price the plans with a SkyPilot-format vms.csv for CLOUD instead of the embedded catalog")
-    rp.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default 10)")
+    rp.add_argument("--timeout", type=seconds(), default=10.0, metavar="SECONDS",
+                    help="per request, wall time (default 10; at most 3600)")
     rp.add_argument("--json", action="store_true", help="print one gpufleet.report/v1 JSON document")
     add_calibration_flags(rp)
 
@@ -160,13 +161,13 @@ def report_text(doc: Mapping[str, Any]) -> str:
 
 
 def chart(doc: Mapping[str, Any], path: str) -> None:
-    """A PNG of planned against measured cost per run, per team and workload class (matplotlib, Agg)."""
-    try:
-        import matplotlib
-    except ImportError:
-        from placement.errors import UsageError
+    """A PNG of planned against measured cost per run, per team and workload class (matplotlib, Agg), written
+    whole or not at all (:func:`placement.files.outputs.written`). The path and the extra were checked before the
+    report was made (:func:`check_chart`)."""
+    import matplotlib
 
-        raise UsageError("--chart: needs matplotlib (pip install 'gpufleet[charts]')") from None
+    from placement.files.outputs import written
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -183,8 +184,12 @@ def chart(doc: Mapping[str, Any], path: str) -> None:
     ax.set_title(f"Planned vs measured cost per run, {doc['window']['from'][:10]} to {doc['window']['to'][:10]}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
+    try:
+        with written(path) as fh:
+            fig.savefig(fh, format="png")
+    finally:
+        plt.close(fig)
+
 
 
 # ----------------------------------------------------------------------------- adapters (Kubernetes, Prometheus)
@@ -232,7 +237,8 @@ def read_run(wl: Mapping[str, Any], owner: Mapping[str, Any] | None) -> tuple[tu
 
 def collect(api: Any, prometheus: str | None, start: dt.datetime, end: dt.datetime, calibration: Any,
             offers: Sequence[Any], timeout_s: float = 10.0) -> tuple[list[Run], list[str]]:
-    """Runs of the window from the hub's API (``api``) and Prometheus; and one line per Workload skipped."""
+    """Runs of the window from the hub's API (``api``) and Prometheus; and one line per Workload skipped or
+    Prometheus answer partly left out."""
     from placement.dispatch.snapshot import owner_key
     from placement.fleet.kube import Resource, list_objects
     from placement.model.calibration import calibrated_job
@@ -248,9 +254,9 @@ def collect(api: Any, prometheus: str | None, start: dt.datetime, end: dt.dateti
             m = o.get("metadata") or {}
             owners[(kind, str(m.get("namespace") or ""), str(m.get("name") or ""))] = o
     lo, hi = start.timestamp(), end.timestamp()
-    progress = _progress(prometheus, start, end, timeout_s) if prometheus else {}
     runs: list[Run] = []
     skipped: list[str] = []
+    progress = _progress(prometheus, start, end, timeout_s, skipped) if prometheus else {}
     plans: dict[str, tuple[float | None, float | None, str]] = {}
     for wl in workloads:
         meta = wl.get("metadata") or {}
@@ -262,7 +268,7 @@ def collect(api: Any, prometheus: str | None, start: dt.datetime, end: dt.dateti
             key = owner_key(wl)
             read, why = read_run(wl, owners.get(key) if key else None)
             if read is None:
-                skipped.append(f"{where}: {why}")
+                skipped.append(f"skipped {where}: {why}")
                 continue
             job, gpus, text = read
             if text not in plans:
@@ -282,7 +288,7 @@ def collect(api: Any, prometheus: str | None, start: dt.datetime, end: dt.dateti
         except Exception as exc:  # noqa: BLE001 - one unreadable Workload is reported, never stops the report
             from placement.dispatch.snapshot import problem_text
 
-            skipped.append(f"{where}: {problem_text(exc)}")
+            skipped.append(f"skipped {where}: {problem_text(exc)}")
     return runs, skipped
 
 
@@ -302,7 +308,10 @@ def _planned_rate(cal: Any, workload: str, accelerator: str, unit: str) -> float
     return max(rows, key=lambda r: (r.nodes == 1, r.runs)).per_gpu
 
 
-def _progress(url: str, start: dt.datetime, end: dt.datetime, timeout_s: float) -> dict[str, dict[str, float]]:
+def _progress(url: str, start: dt.datetime, end: dt.datetime, timeout_s: float,
+              warnings: list[str]) -> dict[str, dict[str, float]]:
+    """Tokens, samples and steps per training job (the ``job`` label) over the window. Samples the server
+    answered malformed, or without a finite number, are left out with a line in ``warnings`` per query."""
     from placement.prometheus.client import query
 
     window = f"{max(1, int((end - start).total_seconds()))}s"
@@ -311,40 +320,55 @@ def _progress(url: str, start: dt.datetime, end: dt.datetime, timeout_s: float) 
                         ("samples", f"sum by (job) (increase(gpufleet_trainer_samples_total[{window}]))"),
                         ("steps", f"max by (job) (max_over_time(gpufleet_trainer_step[{window}]) - "
                                   f"min_over_time(gpufleet_trainer_step[{window}]))")):
-        for s in query(url, promql, end, timeout_s=timeout_s):
-            name = str((s.get("metric") or {}).get("job") or "")
-            v = float(s["value"][1])
-            if name and math.isfinite(v):
+        answer = query(url, promql, end, timeout_s=timeout_s)
+        dropped = dict(answer.dropped)
+        for metric, v in answer.samples:
+            name = metric.get("job", "")
+            if not name:
+                dropped["without a job label"] = dropped.get("without a job label", 0) + 1
+            elif not 0 <= v < math.inf:
+                dropped["with a value that is not a finite count"] = dropped.get(
+                    "with a value that is not a finite count", 0) + 1
+            else:
                 out[name][key] = v
+        if dropped:
+            text = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
+            warnings.append(f"--prometheus: {key}: left out {text} (those runs' progress is unknown)")
     return out
 
 
 def run_report(args: Any) -> int:
-    """``placement report``: 0 shown, 1 the hub or Prometheus unreachable, 2 bad input."""
+    """``placement report``: 0 shown, 1 the hub or Prometheus unreachable, 2 bad input. The flags, the files, the
+    output path and the extras are checked before the hub is asked anything."""
     import json
     import sys
 
     from placement.commands.calibrate import window
+    from placement.console import require_extra
+    from placement.errors import redact_url
     from placement.files.calibrations import resolve
     from placement.files.inputs import load_catalog
-    from placement.fleet.kube import Unreadable, api_client, is_unreachable
-    from placement.prometheus.client import PromError
+    from placement.prometheus.client import PromError, server_url
 
     now = dt.datetime.now(dt.UTC)
     start, end = window(args, now)
     end = end or now
     start = start or end - dt.timedelta(days=7)
+    if args.prometheus:
+        server_url(args.prometheus)  # a malformed URL is named (without its credentials) before any work
+    from placement.commands.common import check_chart
+
+    check_chart(args.chart)
+    require_extra("submit", ("kubernetes",), "placement report (it reads the hub's Workloads)")
     cal = resolve(args)
     offers = load_catalog(args.catalog).offers
-    if args.chart and not args.chart.lower().endswith(".png"):
-        from placement.errors import UsageError
+    from placement.fleet.kube import Unreadable, api_client, is_unreachable
 
-        raise UsageError(f"--chart: {args.chart!r} must name a .png file")
     try:
         api = api_client(path=args.kubeconfig, what="--kubeconfig", default=not args.kubeconfig)
         runs, skipped = collect(api, args.prometheus, start, end, cal, offers, args.timeout)
     except PromError as exc:
-        print(f"placement: error: --prometheus: {exc}", file=sys.stderr)
+        print(f"placement: error: --prometheus: {redact_url(exc)}", file=sys.stderr)
         return 1
     except Unreadable as exc:
         print(f"placement: error: hub API: {exc}", file=sys.stderr)
@@ -355,9 +379,9 @@ def run_report(args: Any) -> int:
         print(f"placement: error: cannot reach the hub's API server ({exc.__class__.__name__})", file=sys.stderr)
         return 1
     for line in skipped:
-        print(f"placement: warning: skipped {line}", file=sys.stderr)
+        print(f"placement: warning: {line}", file=sys.stderr)
     doc = report_doc(runs, start, end)
     if args.chart:
         chart(doc, args.chart)
-    sys.stdout.write((json.dumps(doc, indent=2) if args.json else report_text(doc)) + "\n")
+    sys.stdout.write((json.dumps(doc, indent=2, allow_nan=False) if args.json else report_text(doc)) + "\n")
     return 0

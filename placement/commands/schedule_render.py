@@ -85,15 +85,15 @@ def schedule_text(s: Schedule, catalog: Catalog, at_once: BatchResult | None = N
                      _usd(cost.egress_usd + cost.extra_usd), _usd(cost.delay_usd + x.wait_usd), _usd(x.total_usd),
                      due, _headroom(c), ""])
     headers = ("job", *(["priority"] if priorities else []), "where", "instance x nodes", "capacity", "start h",
-               "ready h", "wait h", "compute $", "egress $", "delay $", "total $", "due h", "quota need/headroom",
+               "ready at h", "wait h", "compute $", "egress $", "delay $", "total $", "due h", "quota need/headroom",
                "notes")
-    numeric = {"priority", "start h", "ready h", "wait h", "compute $", "egress $", "delay $", "total $", "due h"}
+    numeric = {"priority", "start h", "ready at h", "wait h", "compute $", "egress $", "delay $", "total $", "due h"}
     right = {i for i, h in enumerate(headers) if h in numeric}
-    # Narrow terminals lose the split first, then the quota; "ready h" and "due h" stay while a job has a deadline.
+    # Narrow terminals lose the split first, then the quota; "ready at h" and "due h" stay while a job has a deadline.
     drop = ("compute $", "egress $", "delay $", "quota need/headroom", "wait h", "capacity", "start h",
             *(() if deadlines else ("due h",)))
     out = [wrap(f"schedule from {s.grid.now:%Y-%m-%d %H:%M}Z (hours from --now; {s.grid.horizon_h:g} h horizon, "
-                f"{s.grid.slot_h:g} h slots; ready h: when the job's results are home)", width, "    ")]
+                f"{s.grid.slot_h:g} h slots; ready at h: when the job's results are home)", width, "    ")]
     out.append(fit_table(headers, rows, right=right, width=width, drop=drop))
     out += [wrap(line, width, "       ") for line in batch_quota_lines(s.as_batch())]
     out.extend(usage_bars(s, min(CHART_WIDTH, max(20, (width or 120) - 60))))
@@ -134,13 +134,13 @@ def schedule_doc(s: Schedule, catalog: Catalog, at_once: BatchResult | None = No
 
 
 def write_chart(s: Schedule, path: str) -> None:
-    """A Gantt chart of the schedule (one bar per placed job, coloured by where it runs) as a PNG at ``path``."""
-    try:
-        import matplotlib
-    except ImportError:
-        from placement.errors import UsageError
+    """A Gantt chart of the schedule (one bar per placed job, coloured by where it runs) as a PNG at ``path``,
+    written whole or not at all. Its path and the charts extra were checked before the solve
+    (:func:`placement.commands.common.check_chart`)."""
+    import matplotlib
 
-        raise UsageError("--chart: needs matplotlib (pip install 'gpufleet[charts]')") from None
+    from placement.files.outputs import written
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -165,5 +165,8 @@ def write_chart(s: Schedule, path: str) -> None:
     if colours:
         ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
+    try:
+        with written(path) as fh:
+            fig.savefig(fh, format="png")
+    finally:
+        plt.close(fig)

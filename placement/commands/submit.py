@@ -241,6 +241,10 @@ def _pick_hub(stacks: Stacks) -> HubStack | None:
 
 def run_submit(args: argparse.Namespace) -> int:
     """``placement submit``: exit 0 placed (or printed), 1 no existing cluster / cluster error, 2 bad input."""
+    if not getattr(args, "dry_run", False):  # --dry-run prints the manifests: no cluster, no client
+        from placement.console import require_extra
+
+        require_extra("submit", ("kubernetes",), "placement submit (without --dry-run)")
     try:
         return _run(args)
     except FleetError as exc:

@@ -10,6 +10,7 @@ deletes a file it did not write, except the one the user names.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -108,10 +109,18 @@ def _well_packed(count: Any, packed: Any) -> bool:
     return total == count
 
 
+CACHE_MAX_BYTES = 256 * 2**20  # an entry is ~100 bytes a row: far above the largest calibration file's
+
+
 def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
+    """The parsed rows of ``path`` from its cache entry, or None (then the file is parsed). The entry is a file
+    another process could have replaced or rewritten: it is opened only when it is a regular file (not a link, a
+    FIFO or a device) under :data:`CACHE_MAX_BYTES` (:mod:`placement.files.safe`), and what it holds is checked
+    with the same rules as the file itself (:func:`_checked`) before it is trusted."""
     import marshal
 
-    from placement.model.calibration import FUTURE_SKEW, Calibration, CheckpointRow, SpeedRow, SpotColumns
+    from placement.files.safe import read_bytes
+    from placement.model.calibration import FUTURE_SKEW
 
     entry = _cache_entry(path)
     if entry is None:
@@ -122,28 +131,42 @@ def _cached(path: str, now: dt.datetime | None) -> Calibration | None:
             return None  # parsed again: the error names the field
         return recent
     try:
-        with open(entry[0], "rb") as fh:
-            key, payload = marshal.loads(fh.read())  # one read: load(fh) reads piece by piece, 5x slower
+        key, payload = marshal.loads(read_bytes(entry[0], CACHE_MAX_BYTES))  # one read: 5x faster than load(fh)
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if key != entry[1]:
         return None
-    try:
-        start, end, prior, (count, packed), speed, ckpt = payload
-    except (TypeError, ValueError):
+    cal = _checked(payload, str(path), now)
+    if cal is None:
         return None
-    if not _well_packed(count, packed):
-        return None
-    cal = Calibration(measured_from=dt.datetime.fromtimestamp(start, dt.UTC),
-                      measured_to=dt.datetime.fromtimestamp(end, dt.UTC), spot=SpotColumns(count, packed),
-                      speed=tuple(SpeedRow(*r) for r in speed), checkpoint_write=tuple(CheckpointRow(*r) for r in ckpt),
-                      prior_node_hours=prior, source=str(path))
-    if cal.measured_to > (now or dt.datetime.now(dt.UTC)) + FUTURE_SKEW:
-        return None  # parsed again: the error names the field
     if len(_RECENT) >= _RECENT_MAX:
         _RECENT.clear()  # a few files at most: start over (no eviction order to keep across threads)
     _RECENT[entry] = cal
     return cal
+
+
+def _checked(payload: Any, source: str, now: dt.datetime | None) -> Calibration | None:
+    """The calibration a cache entry's payload holds when it passes the checks a calibration file passes, else
+    None: the window, prior weight, speed and checkpoint rows go through :func:`parse_calibration` itself (a few
+    rows), the packed spot rows through :func:`placement.model.calibration.packed_spot_ok` (the same rules, on
+    whole columns)."""
+    from placement.model.calibration import SCHEMA, SpotColumns, packed_spot_ok, parse_calibration
+
+    try:
+        start, end, prior, (count, packed), speed, ckpt = payload
+        if not _well_packed(count, packed) or not packed_spot_ok(packed):
+            return None
+        stamps = [dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") for t in (start, end)]
+        doc = {"schema": SCHEMA, "measured": {"from": stamps[0], "to": stamps[1]},
+               **({} if prior is None else {"calibration": {"prior_node_hours": prior}}),
+               "speed": [dict(zip(("workload", "accelerator", "nodes", "per_gpu", "unit", "runs"), r, strict=True))
+                         for r in speed],
+               "checkpoint_write": [dict(zip(("destination", "tier", "gb", "seconds", "runs"), r, strict=True))
+                                    for r in ckpt]}
+        rows = parse_calibration(doc, source=source, now=now)
+    except (TypeError, ValueError, OverflowError, OSError):  # InputError is a ValueError: a rewritten entry
+        return None
+    return dataclasses.replace(rows, spot=SpotColumns(count, packed))
 
 
 def _remember(path: str, cal: Calibration) -> None:
@@ -252,10 +275,63 @@ def write_calibration(cal: Calibration, path: Path) -> Path:
     return path
 
 
-def info(cal: Calibration | None) -> dict[str, Any] | None:
-    """The ``calibration`` object of a plan document: which file, its window and its rows."""
+def applied(cal: Calibration | None, offers: Sequence[Any], jobs: Sequence[Any] = ()) -> dict[str, Any] | None:
+    """What of ``cal`` a plan used: ``offers`` as priced (:func:`apply_calibration`'s) and the calibrated
+    ``jobs``. Spot rows count when they are of an instance type the plan has a spot offer of (the rows its offers'
+    rates are drawn from); speed and scaling rows when they replaced a model figure of a job (``job.measured``);
+    checkpoint rows are recorded, never used by plans."""
     if cal is None:
         return None
-    return {"path": cal.source, "from": f"{cal.measured_from:%Y-%m-%dT%H:%M:%SZ}",
-            "to": f"{cal.measured_to:%Y-%m-%dT%H:%M:%SZ}", "spot_rows": len(cal.spot), "speed_rows": len(cal.speed),
-            "prior_node_hours": cal.prior_weight}
+    calibrated = [o for o in offers if getattr(o, "calibrated_rate", None) is not None]
+    types = {o.shape.name for o in calibrated}
+    from placement.model.calibration import SpotColumns
+
+    if isinstance(cal.spot, SpotColumns):
+        spot_rows = sum(len(cal.spot.packed[t][5]) // 8 for t in types if t in cal.spot.packed)
+    else:
+        spot_rows = sum(1 for r in cal.spot if r.instance_type in types)
+    measured = sorted({m for job in jobs for m in getattr(job, "measured", ())})
+    speed = [m.split(":", 1)[1] for m in measured if m.startswith("speed:")]
+    scaling = [m.split(":", 1)[1] for m in measured if m.startswith("scaling:")]
+    return {"spot_rows": spot_rows, "spot_offers": len(calibrated), "speed": speed, "scaling": scaling,
+            "any": bool(spot_rows or speed or scaling)}
+
+
+def info(cal: Calibration | None, used: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The ``calibration`` object of a plan document: which file, its window and its rows, and (``used``, from
+    :func:`applied`) how many of them the plan used: ``applied`` (fields only added)."""
+    if cal is None:
+        return None
+    doc: dict[str, Any] = {
+        "path": cal.source, "from": f"{cal.measured_from:%Y-%m-%dT%H:%M:%SZ}",
+        "to": f"{cal.measured_to:%Y-%m-%dT%H:%M:%SZ}", "spot_rows": len(cal.spot), "speed_rows": len(cal.speed),
+        "prior_node_hours": cal.prior_weight, "checkpoint_rows": len(cal.checkpoint_write),
+        "window_hours": round((cal.measured_to - cal.measured_from).total_seconds() / 3600.0, 4)}
+    if used is not None:
+        doc["applied"] = used
+    return doc
+
+
+def calibration_line(cal: Calibration, used: dict[str, Any], chosen_by_default: bool) -> str:
+    """The plan's line on the calibration in force: the file, its window, and how many of its rows applied,
+    or that none did (then the plan is the model's alone)."""
+    hours = (cal.measured_to - cal.measured_from).total_seconds() / 3600.0
+    span = f"{hours / 24:,.1f} days" if hours >= 48 else (f"{hours:,.1f} h" if hours >= 1 else
+                                                         f"{hours * 60:,.0f} min")
+    default = " (the newest calibrate wrote; --no-calibration ignores it)" if chosen_by_default else ""
+    head = (f"calibration: {cal.source}{default}, measured {cal.measured_from:%Y-%m-%d %H:%M} to "
+            f"{cal.measured_to:%Y-%m-%d %H:%M}Z ({span})")
+    total = len(cal.spot) + len(cal.speed) + len(cal.checkpoint_write)
+    if not used["any"]:
+        rows = "its one row does not" if total == 1 else f"none of its {total:,} rows"
+        return (f"{head}: {rows} apply to this plan (no spot row of its instance types, no speed measured on "
+                "enough runs for its workload); figures are the model's")
+    parts = []
+    if used["spot_rows"]:
+        parts.append(f"{used['spot_rows']:,} of {len(cal.spot):,} spot rows priced {used['spot_offers']:,} spot "
+                     "offers")
+    if used["speed"]:
+        parts.append(f"measured speed on {', '.join(used['speed'])}")
+    if used["scaling"]:
+        parts.append(f"measured scaling {', '.join(used['scaling'])}")
+    return f"{head}: {'; '.join(parts)}"

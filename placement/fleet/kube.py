@@ -173,6 +173,9 @@ def api_client(kubeconfig: Any = None, path: str | None = None, what: str = "kub
     ``~/.kube/config``), without touching the process-wide default configuration. ``static``: the
     kubeconfig is data from someone else (a worker's Secret): only :func:`static_kubeconfig`'s form is
     loaded. Every credential loaded is registered with the redaction layer (:mod:`placement.fleet.redact`)."""
+    from placement.console import require_extra
+
+    require_extra("submit", ("kubernetes",), "talking to a Kubernetes API server")  # a command checks first
     from kubernetes import client, config
 
     from placement.fleet.redact import redact, remember, remember_kubeconfig
@@ -216,9 +219,11 @@ def api_message(exc: Any) -> str:
     except (TypeError, ValueError, RecursionError):
         body = {}
     message = body.get("message") if isinstance(body, dict) else None
+    from placement.errors import printable, redact_url
     from placement.fleet.redact import redact
 
-    return redact((str(message or exc.reason or "error").splitlines() or ["error"])[0])[:500]
+    # The server's text: its first line, no escape sequences or control characters (placement.errors.printable).
+    return printable(redact_url(redact((str(message or exc.reason or "error").splitlines() or ["error"])[0])), 500)
 
 
 def is_unreachable(exc: BaseException) -> bool:

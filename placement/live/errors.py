@@ -98,5 +98,7 @@ def classify(exc: BaseException) -> tuple[str, str]:
     if any(type(e).__name__ == "RetryError" for e in chain):
         return "timeout", scrub(f"gave up after retries: {exc}")
     if isinstance(exc, ModuleNotFoundError):
-        return "error", f"{exc.name} is not installed: pip install 'gpufleet[live]'"
+        from placement.console import extra_command
+
+        return "error", f"{exc.name} is not installed: add the 'live' extra with {extra_command('live')}"
     return "error", scrub(f"{type(exc).__name__}: {exc}")

@@ -46,6 +46,16 @@ SCHEMA = "gpufleet.calibration/v1"
 MIN_RUNS = 3  # a speed row replaces the model's figure from this many runs: fewer is one noisy benchmark
 FUTURE_SKEW = dt.timedelta(minutes=5)  # clocks disagree a little; a file further ahead than this is refused
 UNITS = ("tokens/s", "samples/s")
+# Bounds on what a file may hold, so the arithmetic on it stays finite (the Gamma quantile, speed ratios): far
+# beyond any fleet (a billion node-hours is 114,000 node-years), far below a float's overflow.
+MAX_NODE_HOURS = 1e9  # node_hours, reclaims, calibration.prior_node_hours
+MIN_PRIOR_NODE_HOURS = 1e-3  # the prior's weight: below it the prior is gone and one reclaim is the whole rate
+MIN_PER_GPU, MAX_PER_GPU = 1e-6, 1e9  # per-GPU tokens or samples a second: their ratios stay within 1e15
+MAX_GB = 1e9
+MAX_SECONDS = 1e9
+MAX_TIER = 1e6  # MB/s per TiB
+MAX_RUNS = 10**9
+MAX_NODES = 100_000
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
 
 
@@ -84,6 +94,31 @@ def pack_spot(rows: Sequence[SpotRow]) -> dict[str, PackedSpot] | None:
         out[t] = (clouds, regions, zones, array.array("d", [r.node_hours for r in block]).tobytes(),
                   array.array("d", [r.reclaims for r in block]).tobytes(), array.array("q", at).tobytes())
     return out
+
+
+def packed_spot_ok(packed: Mapping[str, PackedSpot]) -> bool:
+    """Whether packed spot rows hold only what :func:`parse_calibration` accepts (the rule of :func:`_fast_spot`):
+    names non-empty and stripped, clouds in lower case, node-hours in (0, MAX_NODE_HOURS], reclaims in
+    [0, MAX_NODE_HOURS]. For rows read back from a cache entry another process could have rewritten; the
+    numbers are checked as whole arrays (C speed), the names as whole joined strings."""
+    import array
+
+    for t, (clouds, regions, zones, hours, reclaims, _) in packed.items():
+        if not t or t != t.strip() or clouds != clouds.lower():
+            return False
+        if any(_PADDED.search(text) for text in (clouds, regions, zones)) or \
+                _EMPTY.search(clouds) or _EMPTY.search(regions):
+            return False
+        h, r = array.array("d", hours), array.array("d", reclaims)
+        th, tr = sum(h), sum(r)  # NaN anywhere makes the sum NaN, which min and max can miss
+        if not (th == th and tr == tr and min(h) > 0.0 and max(h) <= MAX_NODE_HOURS and min(r) >= 0.0
+                and max(r) <= MAX_NODE_HOURS):
+            return False
+    return True
+
+
+_PADDED = re.compile(r"(?:^|\0)\s|\s(?:\0|$)")  # a NUL-joined name with white space at either end
+_EMPTY = re.compile(r"(?:^|\0)(?:\0|$)")  # an empty name among NUL-joined names
 
 
 class SpotColumns(Sequence[SpotRow]):
@@ -201,7 +236,8 @@ def _time(value: Any, field: str, source: str) -> dt.datetime:
 
 
 def _num(row: Mapping[str, Any], key: str, field: str, source: str, *, positive: bool = False,
-         integer: bool = False, optional: bool = False) -> float | None:
+         integer: bool = False, optional: bool = False, minimum: float = 0.0,
+         maximum: float = MAX_NODE_HOURS) -> float | None:
     value = row.get(key)
     if value is None and optional:
         return None
@@ -214,6 +250,9 @@ def _num(row: Mapping[str, Any], key: str, field: str, source: str, *, positive:
                                 "measurement; drop the row", source=source)
     if value < 0:
         raise InputError(field, f"must be 0 or more, got {shown(value)}", source=source)
+    if value > maximum or (value and value < minimum):
+        raise InputError(field, f"must be between {minimum:g} and {maximum:g}, got {shown(value)}: no fleet "
+                                "measures that; fix or drop it", source=source)
     return float(value)
 
 
@@ -266,40 +305,75 @@ def parse_calibration(doc: Any, *, source: str = "", now: dt.datetime | None = N
         if not isinstance(settings, Mapping):
             raise InputError("calibration", "must be a mapping {prior_node_hours: N}", source=source)
         prior = _num(settings, "prior_node_hours", "calibration.prior_node_hours", source, positive=True,
-                     optional=True)
+                     optional=True, minimum=MIN_PRIOR_NODE_HOURS)
     spot = _fast_spot(doc.get("spot"))
     for where, row in ([] if spot is not None else _rows(doc, "spot", source)):
         spot = spot or []
-        spot.append(SpotRow(
-            cloud=_str(row, "cloud", f"{where}.cloud", source).lower(),
-            region=_str(row, "region", f"{where}.region", source),
-            zone=_str(row, "zone", f"{where}.zone", source, optional=True),
-            instance_type=_str(row, "instance_type", f"{where}.instance_type", source),
-            node_hours=_num(row, "node_hours", f"{where}.node_hours", source, positive=True) or 0.0,
-            reclaims=_num(row, "reclaims", f"{where}.reclaims", source) or 0.0))
-    speed = []
-    for where, row in _rows(doc, "speed", source):
-        unit = _str(row, "unit", f"{where}.unit", source)
-        if unit not in UNITS:
-            raise InputError(f"{where}.unit", f"must be one of {', '.join(UNITS)}, got {shown(unit)}", source=source)
-        speed.append(SpeedRow(
-            workload=_str(row, "workload", f"{where}.workload", source),
-            accelerator=_str(row, "accelerator", f"{where}.accelerator", source),
-            nodes=int(_num(row, "nodes", f"{where}.nodes", source, positive=True, integer=True) or 1),
-            per_gpu=_num(row, "per_gpu", f"{where}.per_gpu", source, positive=True) or 0.0,
-            unit=unit,
-            runs=int(_num(row, "runs", f"{where}.runs", source, positive=True, integer=True) or 1)))
-    checkpoints = []
-    for where, row in _rows(doc, "checkpoint_write", source):
-        tier = row.get("tier")
-        checkpoints.append(CheckpointRow(
-            destination=_str(row, "destination", f"{where}.destination", source),
-            tier=None if tier in (None, "") else _num(row, "tier", f"{where}.tier", source, positive=True),
-            gb=_num(row, "gb", f"{where}.gb", source, positive=True) or 0.0,
-            seconds=_num(row, "seconds", f"{where}.seconds", source, positive=True) or 0.0,
-            runs=int(_num(row, "runs", f"{where}.runs", source, positive=True, integer=True) or 1)))
+        spot.append(_spot_row(row, where, source))
+    speed = [_speed_row(row, where, source) for where, row in _rows(doc, "speed", source)]
+    checkpoints = [_checkpoint_row(row, where, source) for where, row in _rows(doc, "checkpoint_write", source)]
     return Calibration(measured_from=start, measured_to=end, spot=tuple(spot or ()), speed=tuple(speed),
                        checkpoint_write=tuple(checkpoints), prior_node_hours=prior, source=source)
+
+
+def _spot_row(row: Mapping[str, Any], where: str, source: str) -> SpotRow:
+    return SpotRow(
+        cloud=_str(row, "cloud", f"{where}.cloud", source).lower(),
+        region=_str(row, "region", f"{where}.region", source),
+        zone=_str(row, "zone", f"{where}.zone", source, optional=True),
+        instance_type=_str(row, "instance_type", f"{where}.instance_type", source),
+        node_hours=_num(row, "node_hours", f"{where}.node_hours", source, positive=True) or 0.0,
+        reclaims=_num(row, "reclaims", f"{where}.reclaims", source) or 0.0)
+
+
+def _speed_row(row: Mapping[str, Any], where: str, source: str) -> SpeedRow:
+    unit = _str(row, "unit", f"{where}.unit", source)
+    if unit not in UNITS:
+        raise InputError(f"{where}.unit", f"must be one of {', '.join(UNITS)}, got {shown(unit)}", source=source)
+    return SpeedRow(
+        workload=_str(row, "workload", f"{where}.workload", source),
+        accelerator=_str(row, "accelerator", f"{where}.accelerator", source),
+        nodes=int(_num(row, "nodes", f"{where}.nodes", source, positive=True, integer=True,
+                       maximum=MAX_NODES) or 1),
+        per_gpu=_num(row, "per_gpu", f"{where}.per_gpu", source, positive=True, minimum=MIN_PER_GPU,
+                     maximum=MAX_PER_GPU) or 0.0,
+        unit=unit,
+        runs=int(_num(row, "runs", f"{where}.runs", source, positive=True, integer=True, maximum=MAX_RUNS) or 1))
+
+
+def _checkpoint_row(row: Mapping[str, Any], where: str, source: str) -> CheckpointRow:
+    tier = row.get("tier")
+    return CheckpointRow(
+        destination=_str(row, "destination", f"{where}.destination", source),
+        tier=None if tier in (None, "") else _num(row, "tier", f"{where}.tier", source, positive=True,
+                                                  maximum=MAX_TIER),
+        gb=_num(row, "gb", f"{where}.gb", source, positive=True, maximum=MAX_GB) or 0.0,
+        seconds=_num(row, "seconds", f"{where}.seconds", source, positive=True, maximum=MAX_SECONDS) or 0.0,
+        runs=int(_num(row, "runs", f"{where}.runs", source, positive=True, integer=True, maximum=MAX_RUNS) or 1))
+
+
+def without_bad_rows(cal: Calibration) -> tuple[Calibration, list[str]]:
+    """``cal`` without the rows :func:`parse_calibration` would refuse (measured figures out of range: a counter
+    gone wrong, an absurd label), and one line per row left out naming it and the field, for a calibration made
+    from measurements before it is written (a written file always reads back)."""
+    problems: list[str] = []
+    kept: dict[str, list[Any]] = {"spot": [], "speed": [], "checkpoint_write": []}
+    checks = (("spot", cal.spot, _spot_row, lambda r: f"{r.cloud}/{r.region}/{r.zone or '-'}/{r.instance_type}"),
+              ("speed", cal.speed, _speed_row, lambda r: f"{r.workload}/{r.accelerator}/{r.nodes} nodes"),
+              ("checkpoint_write", cal.checkpoint_write, _checkpoint_row, lambda r: f"{r.destination}/{r.tier}"))
+    for key, rows, parse_row, name in checks:
+        for r in rows:
+            fields = r._asdict() if isinstance(r, tuple) else dataclasses.asdict(r)
+            try:
+                parse_row(fields, f"{key} row {name(r)}", "")
+            except InputError as exc:
+                problems.append(str(exc))
+                continue
+            kept[key].append(r)
+    if not problems:
+        return cal, []
+    return dataclasses.replace(cal, spot=tuple(kept["spot"]), speed=tuple(kept["speed"]),
+                               checkpoint_write=tuple(kept["checkpoint_write"])), problems
 
 
 def _fast_spot(rows: Any) -> list[SpotRow] | None:
@@ -309,7 +383,6 @@ def _fast_spot(rows: Any) -> list[SpotRow] | None:
         return None
     out = []
     new = tuple.__new__
-    inf = math.inf
     try:
         for r in rows:
             c, rg, it, nh, rc = r["cloud"], r["region"], r["instance_type"], r["node_hours"], r["reclaims"]
@@ -317,7 +390,7 @@ def _fast_spot(rows: Any) -> list[SpotRow] | None:
             if not (type(c) is str and type(rg) is str and type(it) is str and type(z) is str  # noqa: E721
                     and c and rg and it and c == c.strip().lower() and rg == rg.strip() and it == it.strip()
                     and z == z.strip() and type(nh) in (int, float) and type(rc) in (int, float)
-                    and 0 < nh < inf and 0 <= rc < inf):
+                    and 0 < nh <= MAX_NODE_HOURS and 0 <= rc <= MAX_NODE_HOURS):
                 return None
             out.append(new(SpotRow, (c, rg, z, it, float(nh), float(rc))))
     except (KeyError, TypeError, AttributeError):

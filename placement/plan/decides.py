@@ -25,7 +25,11 @@ if TYPE_CHECKING:
 
 MAX_GANG_INTERRUPTIONS = 50.0  # the chosen candidate expects more: warn
 MAX_OVERHEAD = 0.25  # expected extra run time over 25 %: warn
-OUTLIER_SHARE = 0.5  # a spot price below half the median of the same shape's other zones: warn
+OUTLIER_SHARE = 0.5  # a spot price below half the median of the same shape's other zones: warn, when ...
+# ... it is also below what a spot discount reaches: AWS ("up to 90% off On-Demand prices", aws.amazon.com/ec2/spot,
+# read 2026-11) and GCP ("60-91% off", cloud.google.com/spot-vms, read 2026-11). Spot prices spread 2-5x across
+# zones (the embedded catalog's p5en.48xlarge: $8.66-$43.04/h), so a low one within the discount is a price.
+SPOT_FLOOR_SHARE = 0.09
 RATE_LO, RATE_HI = 1e-7, 100.0  # per node-hour: the bracket searched (100/h never finishes a checkpoint)
 
 
@@ -197,7 +201,8 @@ def price_flag_text(c: Candidate, flag: str) -> str:
 def warnings(p: Plan, offers: Sequence[Offer]) -> list[str]:
     """Warnings on the chosen candidate: a flagged price (:func:`price_flag`), over 50 expected gang
     interruptions, over 25 % overhead, a spot price below half the median spot price of the same shape in the
-    catalog's other zones."""
+    catalog's other zones and below the deepest spot discount the clouds give (:data:`SPOT_FLOOR_SHARE` of the
+    row's on-demand price, when it has one)."""
     c = p.chosen
     if c is None:
         return []
@@ -215,7 +220,9 @@ def warnings(p: Plan, offers: Sequence[Offer]) -> list[str]:
                    f"(more than {MAX_OVERHEAD:.0%})")
     if c.capacity == "spot" and c.offer.spot_price is not None:
         median = _median_other_zones(c, offers)
-        if median is not None and c.offer.spot_price < OUTLIER_SHARE * median:
+        floor = None if c.offer.price is None else SPOT_FLOOR_SHARE * c.offer.price
+        if median is not None and c.offer.spot_price < OUTLIER_SHARE * median and \
+                (floor is None or c.offer.spot_price < floor):
             out.append(f"the chosen {where}'s spot price ${c.offer.spot_price:,.4f}/h is below half the median "
                        f"${median:,.4f}/h of {c.offer.instance_type} in the catalog's other zones: a stale or wrong "
                        "price? check it (placement refresh, or --live)")

@@ -23,17 +23,17 @@ import math
 import operator
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from placement.errors import InputError, UsageError, shown
+from placement.errors import InputError, shown
 from placement.model.calibration import (
     Calibration,
     CheckpointRow,
     SpeedRow,
     SpotRow,
 )
-from placement.prometheus.client import query
+from placement.prometheus.client import finite, query
 
 NODE_SECONDS = "gpufleet_spot_node_seconds_total"
 RECLAIMS = "gpufleet_spot_reclaims_total"
@@ -43,37 +43,67 @@ JOB_LABELS = ("job", "workload", "accelerator", "nodes", "gpus")
 
 
 
-def _value(sample: Mapping[str, Any]) -> float:
-    v = float(sample["value"][1])
-    return v if math.isfinite(v) else 0.0
+def from_prometheus(url: str, start: dt.datetime, end: dt.datetime, *,
+                    timeout_s: float = 10.0) -> tuple[Calibration, list[str]]:
+    """A calibration from a Prometheus server's metrics over [start, end], and one warning per query whose answer
+    held samples that were left out (malformed). The calibration's window is the samples' own: from the first
+    sample of the fleet's metrics in [start, end] to the last (to within a thousandth of the window), never the
+    window asked for when the data covers less of it."""
+    seconds = max(1, int((end - start).total_seconds()))
+    window = f"{seconds}s"
+    step = f"{max(1, seconds // 1000)}s"  # subqueries: a thousand evaluations over the window
+    warnings: list[str] = []
 
-
-def from_prometheus(url: str, start: dt.datetime, end: dt.datetime, *, timeout_s: float = 10.0,
-                    opener: Callable[..., Any] | None = None) -> Calibration:
-    """A calibration from a Prometheus server's metrics over [start, end]."""
-    window = f"{max(1, int((end - start).total_seconds()))}s"
-
-    def q(promql: str) -> list[dict[str, Any]]:
-        return query(url, promql, end, timeout_s=timeout_s, opener=opener)
+    def q(what: str, promql: str) -> list[tuple[dict[str, str], float]]:
+        answer = query(url, promql, end, timeout_s=timeout_s)
+        if answer.dropped:
+            warnings.append(f"--prometheus: {what}: left out {answer.dropped_text()}")
+        return finite(answer)
 
     by = ", ".join(SPOT_LABELS)
-    hours = q(f"sum by ({by}) (increase({NODE_SECONDS}[{window}]))")
-    reclaims = q(f"sum by ({by}) (increase({RECLAIMS}[{window}]))")
-    spot = _spot_rows(((s["metric"], _value(s) / 3600.0) for s in hours),
-                      ((s["metric"], _value(s)) for s in reclaims))
+    hours = q("spot node-hours", f"sum by ({by}) (increase({NODE_SECONDS}[{window}]))")
+    reclaims = q("spot reclaims", f"sum by ({by}) (increase({RECLAIMS}[{window}]))")
+    spot = _spot_rows(((m, v / 3600.0) for m, v in hours), reclaims)
     jl = ", ".join(JOB_LABELS)
-    tokens = q(f"sum by ({jl}) (increase(gpufleet_trainer_tokens_total[{window}]))")
-    samples = q(f"sum by ({jl}) (increase(gpufleet_trainer_samples_total[{window}]))")
-    steps = q(f"max by ({jl}) (increase(gpufleet_trainer_step_seconds_sum[{window}]))")
-    speed = _speed_rows([(s["metric"], _value(s)) for s in tokens], [(s["metric"], _value(s)) for s in samples],
-                        [(s["metric"], _value(s)) for s in steps])
+    tokens = q("trainer tokens", f"sum by ({jl}) (increase(gpufleet_trainer_tokens_total[{window}]))")
+    samples = q("trainer samples", f"sum by ({jl}) (increase(gpufleet_trainer_samples_total[{window}]))")
+    steps = q("trainer step seconds", f"max by ({jl}) (increase(gpufleet_trainer_step_seconds_sum[{window}]))")
+    labels: list[str] = []
+    speed = _speed_rows(tokens, samples, steps, labels)
+    warnings += [f"--prometheus: {line}" for line in labels]
     ck_by = "destination, tier"
-    w_sum = q(f"sum by ({ck_by}) (increase(gpufleet_trainer_checkpoint_write_seconds_sum[{window}]))")
-    w_count = q(f"sum by ({ck_by}) (increase(gpufleet_trainer_checkpoint_write_seconds_count[{window}]))")
-    size = q(f"avg by ({ck_by}) (avg_over_time(gpufleet_trainer_checkpoint_bytes[{window}]))")
-    ckpt = _checkpoint_rows([(s["metric"], _value(s)) for s in w_sum], [(s["metric"], _value(s)) for s in w_count],
-                            [(s["metric"], _value(s)) for s in size])
-    return Calibration(measured_from=start, measured_to=end, spot=spot, speed=speed, checkpoint_write=ckpt)
+    w_sum = q("checkpoint write seconds",
+              f"sum by ({ck_by}) (increase(gpufleet_trainer_checkpoint_write_seconds_sum[{window}]))")
+    w_count = q("checkpoint writes",
+                f"sum by ({ck_by}) (increase(gpufleet_trainer_checkpoint_write_seconds_count[{window}]))")
+    # The size gauge reads 0 until a job's first checkpoint: only the samples after it are a checkpoint's size.
+    size = q("checkpoint bytes",
+             f"avg by ({ck_by}) (avg_over_time((gpufleet_trainer_checkpoint_bytes > 0)[{window}:{step}]))")
+    ckpt = _checkpoint_rows(w_sum, w_count, size)
+    first, last = start, end
+    if spot or speed or ckpt:
+        series = "{__name__=~\"" + "|".join(MEASURED) + "\"}"
+        lo = q("first sample", f"min(min_over_time(timestamp({series})[{window}:{step}]))")
+        hi = q("last sample", f"max(max_over_time(timestamp({series})[{window}:{step}]))")
+        first = max(start, _stamp_or(lo, start))
+        last = max(first, min(end, _stamp_or(hi, end)))
+    return Calibration(measured_from=first, measured_to=last, spot=spot, speed=speed,
+                       checkpoint_write=ckpt), warnings
+
+
+MAX_TIMESTAMP = 253_402_300_799.0  # 9999-12-31T23:59:59Z: the last second a datetime holds
+
+
+# The series whose samples a calibration measures: their first and last times are its window.
+MEASURED = (NODE_SECONDS, "gpufleet_trainer_step_seconds_count", "gpufleet_trainer_checkpoint_write_seconds_count")
+
+
+def _stamp_or(answer: list[tuple[dict[str, str], float]], default: dt.datetime) -> dt.datetime:
+    """The time of a ``timestamp()`` query's one sample (Unix seconds), or ``default``."""
+    for _, v in answer:
+        if 0 < v < MAX_TIMESTAMP:
+            return dt.datetime.fromtimestamp(v, dt.UTC)
+    return default
 
 
 def _key(labels: Mapping[str, str], names: Iterable[str]) -> tuple[str, ...]:
@@ -100,30 +130,43 @@ def _spot_rows(hours: Iterable[tuple[Mapping[str, str], float]],
     return tuple(rows)
 
 
-def _speed_rows(tokens: list[tuple[Mapping[str, str], float]], samples: list[tuple[Mapping[str, str], float]],
-                steps: list[tuple[Mapping[str, str], float]]) -> tuple[SpeedRow, ...]:
+def _speed_rows(tokens: Sequence[tuple[Mapping[str, str], float]], samples: Sequence[tuple[Mapping[str, str], float]],
+                steps: Sequence[tuple[Mapping[str, str], float]],
+                problems: list[str] | None = None) -> tuple[SpeedRow, ...]:
+    """Measured per-GPU speed rows; a run whose ``nodes`` or ``gpus`` label is no whole count is left out and,
+    when ``problems`` is given, named there (job and label)."""
     secs = {_key(m, JOB_LABELS): v for m, v in steps}
     tok = {_key(m, JOB_LABELS): v for m, v in tokens}
     smp = {_key(m, JOB_LABELS): v for m, v in samples}
     per: dict[tuple[str, str, int, str], list[float]] = defaultdict(list)
     for key, s in secs.items():
         _job, workload, accel, nodes, gpus = key
-        try:
-            n, g = int(float(nodes)), int(float(gpus))
-        except ValueError:
-            continue
-        if s <= 0 or g <= 0 or n <= 0 or not workload or not accel:
+        n, g = _count(nodes), _count(gpus)
+        if (n is None or g is None) and problems is not None:
+            label, text = ("nodes", nodes) if n is None else ("gpus", gpus)
+            problems.append(f"job {shown(_job)}: label {label}={shown(text)} is not a whole number from 1 to "
+                            f"100,000 (a count the trainer labels its metrics with); its speed is left out")
+        if n is None or g is None or not s > 0 or not workload or not accel:
             continue
         amount, unit = (tok[key], "tokens/s") if tok.get(key, 0.0) > 0 else (smp.get(key, 0.0), "samples/s")
-        if amount <= 0:
+        if not 0 < amount < math.inf:
             continue
         per[(workload, accel, n, unit)].append(amount / s / g)
     return tuple(SpeedRow(workload=w, accelerator=a, nodes=n, per_gpu=round(statistics.median(v), 6), unit=u,
                           runs=len(v)) for (w, a, n, u), v in sorted(per.items()))
 
 
-def _checkpoint_rows(sums: list[tuple[Mapping[str, str], float]], counts: list[tuple[Mapping[str, str], float]],
-                     size: list[tuple[Mapping[str, str], float]]) -> tuple[CheckpointRow, ...]:
+def _count(label: str) -> int | None:
+    """A ``nodes`` or ``gpus`` label as a whole number from 1 to 100,000, else None."""
+    try:
+        n = float(label)
+    except ValueError:
+        return None
+    return int(n) if n.is_integer() and 1 <= n <= 100_000 else None
+
+
+def _checkpoint_rows(sums: Sequence[tuple[Mapping[str, str], float]], counts: Sequence[tuple[Mapping[str, str], float]],
+                     size: Sequence[tuple[Mapping[str, str], float]]) -> tuple[CheckpointRow, ...]:
     names = ("destination", "tier")
     total = {_key(m, names): v for m, v in sums}
     gb = {_key(m, names): v / 1e9 for m, v in size}
@@ -137,21 +180,33 @@ def _checkpoint_rows(sums: list[tuple[Mapping[str, str], float]], counts: list[t
             tier = float(key[1]) if key[1] else None
         except ValueError:
             tier = None
-        rows.append(CheckpointRow(destination=key[0], tier=tier if tier and tier > 0 else None,
+        rows.append(CheckpointRow(destination=key[0], tier=tier if tier and 0 < tier < math.inf else None,
                                   gb=round(gb[key], 6), seconds=round(total[key] / n, 6), runs=runs))
     return tuple(sorted(rows, key=lambda r: (r.destination, r.tier or 0.0)))
 
 
-def _increase(values: Any, lo: float, hi: float) -> float:
-    """A counter's increase over the samples in [lo, hi] (seconds): the sum of its rises, a drop being a reset
-    (the value after it counts from 0). Samples outside the window are ignored; no extrapolation. ``values``:
-    ``[[t, "v"], ...]`` (times and values as JSON numbers or strings)."""
+def _increase(values: Any, lo: float, hi: float) -> tuple[float, float, float]:
+    """(a counter's increase over the samples in [lo, hi] (seconds), the first and the last of their times; NaN
+    times when none is inside): the sum of its rises, a drop being a reset (the value after it counts from 0).
+    Samples outside the window are ignored; no extrapolation. ``values``: ``[[t, "v"], ...]`` (times and values as
+    JSON numbers or strings). A time that is not a Unix time (:func:`sample_time`) is a ValueError."""
     kept = []
+    first = last = math.nan
     for t, v in values:
-        t, v = float(t), float(v)
+        t, v = sample_time(t), float(v)
         if lo <= t <= hi:
             kept.append(v)
-    return _rise(kept)
+            first = t if first != first else first
+            last = t
+    return _rise(kept), first, last
+
+
+def sample_time(value: Any) -> float:
+    """A sample's time as Unix seconds: a finite number between 1970 and the year 9999, else ValueError."""
+    t = float(value) if not isinstance(value, bool) else math.nan  # true is no time, though float(True) is 1
+    if not 0.0 <= t <= MAX_TIMESTAMP:
+        raise ValueError(f"sample time {shown(value)} is not a Unix time between 1970 and 9999")
+    return t
 
 
 def _rise(v: list[float]) -> float:
@@ -163,7 +218,10 @@ def _rise(v: list[float]) -> float:
     if len(v) < 2:
         return 0.0
     drops = list(itertools.compress(v, map(operator.gt, v, itertools.islice(v, 1, None))))  # a > the next
-    return math.fsum([v[-1], -v[0], *drops])
+    try:
+        return math.fsum([v[-1], -v[0], *drops])
+    except OverflowError:  # values near a float's limit: no counter of ours; left out as a non-finite increase
+        return math.inf
 
 
 def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) -> Calibration:
@@ -171,11 +229,9 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
     concatenated, one per line, or in a JSON list, e.g. ``curl -sG URL/api/v1/query_range --data-urlencode
     query=gpufleet_spot_node_seconds_total -d start=... -d end=... -d step=1h``. The window defaults to the
     samples' first and last times."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise UsageError(f"--samples: cannot read {shown(path)} ({exc.strerror or exc.__class__.__name__})") from None
+    from placement.files.readers import read_bytes
+
+    raw = read_bytes(path, "--samples", MAX_SAMPLES_BYTES)
     fast = _fast_series(raw)
     series: list[tuple[dict[str, str], Any]] = []
     text = ""
@@ -195,9 +251,26 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
             metric, values = (s.get("metric"), s.get("values")) if isinstance(s, Mapping) else (None, None)
             if not isinstance(metric, Mapping) or not isinstance(values, list):
                 raise InputError(f"document {i + 1} result[{j}]", "needs metric and values", source=path)
-            series.append((dict(metric), values))
-    times = [float(values[k][0]) for _, values in series if len(values) for k in (0, -1)]
-    times += [t for s in fast or () for t in s[1:3] if not math.isnan(t)]
+            series.append(({str(k): str(v) for k, v in metric.items()}, values))
+
+    def bad(j: int, metric: Mapping[str, str], why: str) -> InputError:
+        return InputError(f"series {j + 1} ({shown(metric.get('__name__'))})",
+                          f"{why}; values must be [unix time, \"number\"] pairs (export with /api/v1/query_range)",
+                          source=path)
+
+    times: list[float] = []
+    for j, (metric, values) in enumerate(series):
+        try:
+            times += [sample_time(values[k][0]) for k in (0, -1)] if values else []
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            raise bad(j, metric, str(exc) if isinstance(exc, ValueError) and "sample time" in str(exc)
+                      else "a sample is not a pair") from None
+    for j, (metric, t0, t1, *_) in enumerate(fast or ()):
+        if not math.isnan(t0):
+            try:
+                times += [sample_time(t0), sample_time(t1)]
+            except ValueError as exc:
+                raise bad(j, metric, str(exc)) from None
     if not times:
         raise InputError("samples", "holds no samples; export the gpufleet_* metrics over the window", source=path)
     lo = start.timestamp() if start else min(times)
@@ -205,12 +278,17 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
     hours: list[tuple[Mapping[str, str], float]] = []
     reclaims: list[tuple[Mapping[str, str], float]] = []
     by_name: dict[str, list[tuple[Mapping[str, str], float]]] = defaultdict(list)
+    first, last = math.inf, -math.inf  # the samples' own times inside the window
     for j, (metric, values) in enumerate(_windowed(fast, raw, lo, hi) if fast is not None else series):
         try:
-            inc = values if isinstance(values, float) else _increase(values, lo, hi)
-        except (ValueError, TypeError, IndexError):
-            raise InputError(f"series {j + 1} ({shown(metric.get('__name__'))})",
-                             "values must be [time, \"number\"] pairs", source=path) from None
+            inc, t0, t1 = values if isinstance(values, tuple) else _increase(values, lo, hi)
+        except (ValueError, TypeError, IndexError) as exc:
+            why = str(exc) if isinstance(exc, ValueError) and "sample time" in str(exc) else "a value is not a number"
+            raise bad(j, metric, why) from None
+        if t0 == t0:
+            first, last = min(first, t0), max(last, t1)
+        if not math.isfinite(inc):
+            continue
         name = metric.get("__name__", "")
         if name == NODE_SECONDS:
             hours.append((metric, inc / 3600.0))
@@ -218,12 +296,26 @@ def from_samples(path: str, start: dt.datetime | None, end: dt.datetime | None) 
             reclaims.append((metric, inc))
         else:
             by_name[name].append((metric, inc))
+    if first > last:
+        raise InputError("samples", f"holds no samples between {_iso(lo)} and {_iso(hi)} (--from/--to); widen the "
+                                    "window or export the metrics over it", source=path)
+    labels: list[str] = []
     speed = _speed_rows(_summed(by_name["gpufleet_trainer_tokens_total"]),
                         _summed(by_name["gpufleet_trainer_samples_total"]),
-                        _summed(by_name["gpufleet_trainer_step_seconds_sum"], max))
-    return Calibration(measured_from=dt.datetime.fromtimestamp(lo, dt.UTC),
-                       measured_to=dt.datetime.fromtimestamp(hi, dt.UTC), spot=_spot_rows(hours, reclaims),
+                        _summed(by_name["gpufleet_trainer_step_seconds_sum"], max), labels)
+    if labels:
+        raise InputError("samples", f"{labels[0].replace('; its speed is left out', '')}; fix the label or drop "
+                                    "the series from the export", source=path)
+    return Calibration(measured_from=dt.datetime.fromtimestamp(first, dt.UTC),
+                       measured_to=dt.datetime.fromtimestamp(last, dt.UTC), spot=_spot_rows(hours, reclaims),
                        speed=speed)
+
+
+MAX_SAMPLES_BYTES = 512 * 2**20  # an export of 90 days of a 40-worker fleet, hourly, is about 83 MB
+
+
+def _iso(t: float) -> str:
+    return f"{dt.datetime.fromtimestamp(t, dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 def _fast_series(raw: bytes) -> list[tuple[dict[str, str], float, float, float, int, int]] | None:
@@ -265,6 +357,8 @@ def _fast_series(raw: bytes) -> list[tuple[dict[str, str], float, float, float, 
                 first = chunk[chunk.index(b"[") + 1:chunk.index(b",")]
                 last = chunk[chunk.rindex(b"[") + 1:chunk.rindex(b",")]
                 t0, t1 = float(first), float(last)
+                if t0 != t0 or t1 != t1:  # a NaN time (NaN marks a series without samples here): the json path
+                    return None
             else:
                 t0 = t1 = math.nan
             out.append(({str(a): str(b) for a, b in metric.items()}, t0, t1, _rise(list(map(float, parts[1::2]))),
@@ -277,15 +371,16 @@ def _fast_series(raw: bytes) -> list[tuple[dict[str, str], float, float, float, 
 
 def _windowed(fast: list[tuple[dict[str, str], float, float, float, int, int]], raw: bytes, lo: float,
               hi: float) -> Iterable[tuple[dict[str, str], Any]]:
-    """(labels, increase or the samples) of each fast-read series: a series wholly inside [lo, hi] has its
-    increase; one the window cuts has its text (``raw[start:end]``) read by the json module, times and all."""
+    """(labels, (increase, first time, last time) or the samples) of each fast-read series: a series wholly
+    inside [lo, hi] has its increase; one the window cuts has its text (``raw[start:end]``) read by the json
+    module, times and all."""
     for metric, t0, t1, rise, start, end in fast:
         if math.isnan(t0) or (t0 >= lo and t1 <= hi):
-            yield metric, rise
+            yield metric, (rise, t0, t1)
         else:
             try:
                 yield metric, json.loads(b"[" + raw[start:end] + b"]")
-            except ValueError:
+            except (ValueError, RecursionError):
                 yield metric, None  # reported by the caller as the series' bad values
 
 
@@ -316,6 +411,6 @@ def _documents(text: str, path: str) -> list[Any]:
                 return out
             obj, i = decoder.raw_decode(text, i)
             out.append(obj)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested past the parser's depth
         raise InputError("samples", f"is not JSON ({exc.__class__.__name__}: {str(exc)[:80]}); export with "
                                     "/api/v1/query_range", source=path) from None

@@ -36,8 +36,6 @@ from placement.trainer.settings import (
     one_blas_thread,
 )
 
-# How a checkout's .venv (the README's set-up: uv, scripts/_env.sh) gets the trainer extra, and an image.
-ADD_TRAINER_EXTRA = "bash scripts/_env.sh trainer"
 MAX_CONFIG_BYTES = 1 << 20
 
 BENCHMARK_SCHEMA = "gpufleet.trainer-benchmark/v1"
@@ -94,9 +92,10 @@ def missing_extra(backend: str, env: TrainerEnv) -> str | None:
         needed += {"s3": ["s3fs"], "gs": ["gcsfs"], "gcs": ["gcsfs"]}.get(scheme, [])
     for module in needed:
         if importlib.util.find_spec(module) is None:
-            return (f"the reference trainer needs the trainer extra (no module named {module}); add it with "
-                    f"`{ADD_TRAINER_EXTRA}` in a checkout (the README's .venv), or pip install 'gpufleet[trainer]' "
-                    "in an image")
+            from placement.console import extra_command  # the one command per extra the CLI's hints name
+
+            return (f"the reference trainer needs the trainer extra (no module named {module}); add it with: "
+                    f"{extra_command('trainer')}")
     if backend == "torch" and importlib.util.find_spec("torch") is None:
         return ("--backend torch: PyTorch is not installed here (the torch extra); `scripts/torch_env` makes "
                 ".venv-torch with the CPU wheel in a checkout, pip install torch in an image; or use --backend numpy")

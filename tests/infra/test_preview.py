@@ -244,6 +244,25 @@ def test_broken_stack_program_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert "Traceback" not in captured.err
 
 
+
+@pytest.mark.parametrize("text", ["config: [1, 2]\n", "- a list\n", "config:\n  gpufleet:region: [\n",
+                                  "config: &a [*a]\n", "\x00\xff\n"])
+def test_a_malformed_stack_file_fails_that_stack_alone_with_exit_2(tmp_path: Path, text: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: a malformed stack file is bad input (exit 2, not 1, the policy code), one line naming the file,
+    no traceback; the other stacks are still previewed."""
+    good = worker_stack(ROOT)
+    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")  # the worker's stack reference reads the hub's file
+    (tmp_path / "stacks" / "Pulumi.bad.yaml").write_bytes(text.encode("latin-1"))
+    assert pv.main(["--root", str(tmp_path), "--format", "json", "--stack", good, "--stack", "bad"]) == 2
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["stacks"][good]["error"] is None and doc["stacks"][good]["pools"]
+    assert "Pulumi.bad.yaml" in doc["stacks"]["bad"]["error"]
+    assert "Traceback" not in captured.err and captured.err.strip().splitlines() == \
+        [f"preview: stack bad failed: {doc['stacks']['bad']['error']}"]
+
+
 # ----------------------------------------------------------------------------------------------- --base
 
 
@@ -321,6 +340,22 @@ def test_diff_against_a_ref_shows_the_added_pool_and_its_cost(history: dict[str,
     assert "| preview-added |" in md and "| added |" in md
 
 
+def test_the_text_says_zero_replacements_and_the_fleet_total(history: dict[str, Any],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: a diff that replaces nothing says so ("replacements: 0"), and every preview ends with the fleet's
+    total (text, markdown and JSON), against the baseline when there is one."""
+    repo, stack = history["repo"], history["stack"]
+    assert pv.main(["--root", str(repo), "--stack", stack, "--base", "HEAD~1", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    text, md = pv.render_text(doc, doc["base"]), pv.render_markdown(doc, doc["base"])
+    assert "  replacements: 0 (pulumi up replaces or deletes nothing in this stack)" in text
+    assert "== fleet total: 1 stack(s)" in text and "### gpufleet preview: fleet total" in md
+    total = doc["total"]
+    assert total["stacks"] == 1
+    assert total["cost"]["max.hour"] == pytest.approx(doc["stacks"][stack]["cost"]["max"]["hour"], abs=0.01)
+    assert total["change"]["max.hour"] == pytest.approx(doc["diff"][stack]["cost"]["max.hour"]["change"], abs=0.01)
+
+
 def test_base_without_scripts_preview_has_no_stacks(history: dict[str, Any],
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     repo, stack = history["repo"], history["stack"]
@@ -337,6 +372,33 @@ def test_failing_base_preview_is_exit_2_and_the_worktree_is_removed(history: dic
     err = capsys.readouterr().err
     assert "preview crashed in the base" in err and err.strip().count("\n") == 0
     assert worktrees(repo) == [f"worktree {repo}"]
+
+
+
+def test_a_base_whose_only_fault_is_a_malformed_stack_file_is_still_a_baseline(
+        history: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: the base's stack file is malformed, the new one is fixed: the preview is the new stack's, with
+    no baseline for it, exit 0 (it failed whole before). The base commit is made without touching the work tree."""
+    import os
+
+    repo, stack = history["repo"], history["stack"]
+    env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "index")}
+
+    def plumb(*args: str, stdin: str | None = None) -> str:
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                              input=stdin, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+    plumb("read-tree", "HEAD~1")
+    blob = plumb("hash-object", "-w", "--stdin", stdin="config: [not, a, mapping]\n")
+    plumb("update-index", "--cacheinfo", f"100644,{blob},stacks/Pulumi.{stack}.yaml")
+    base = plumb("commit-tree", plumb("write-tree"), "-p", "HEAD~1", "-m", "a malformed stack file")
+    code = pv.main(["--root", str(repo), "--stack", stack, "--base", base, "--format", "json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc = json.loads(captured.out)
+    assert f"Pulumi.{stack}.yaml" in doc["base"]["stacks"][stack]["error"]
+    assert doc["stacks"][stack]["error"] is None and doc["stacks"][stack]["pools"]
+    assert "Traceback" not in captured.err and worktrees(repo) == [f"worktree {repo}"]
 
 
 # ----------------------------------------------------------------------------------------------- workflow

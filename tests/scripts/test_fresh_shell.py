@@ -41,5 +41,5 @@ def test_missing_setup_names_the_command_that_fixes_it(tmp_path: Path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "gpufleet_no_such_module not importable" in proc.stderr
-    assert "`./scripts/test`" in proc.stderr and "`bash scripts/_env.sh infra`" in proc.stderr
+    assert "`./scripts/test`" in proc.stderr and "`./scripts/extra infra`" in proc.stderr
     assert proc.stderr.count("\n") == 1

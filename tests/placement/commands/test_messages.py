@@ -134,3 +134,26 @@ def test_a_missed_deadline_reads_later_than_the_deadline_at_one_precision(ready:
     assert float(shown_ready) > float(shown_deadline), reason
     decimals = [len(x.split(".")[1]) if "." in x else 0 for x in (shown_ready, shown_deadline)]
     assert decimals[1] in (0, decimals[0]), reason  # a whole deadline as written, else the same decimals
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "placement/examples/job.yaml", "http://alice:s3cr3t@host:9090"],
+    ["calibrate", "--samples", "https://alice:s3cr3t@host/export.json"],
+    ["plan", "https://host/job.yaml?token=s3cr3t"],
+])
+def test_no_error_line_prints_a_credential_of_a_url(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: every error line passes through one printer that cuts credentials from URLs, wherever the URL
+    came from (a stray argument, a path the user typed)."""
+    from placement.commands.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "s3cr3t" not in err and "***" in err and "Traceback" not in err
+
+
+def test_a_warning_never_prints_a_credential_of_a_url(capsys: pytest.CaptureFixture[str]) -> None:
+    from placement.commands.common import warn
+
+    warn(["live: gcp billing: no answer from https://bob:s3cr3t@proxy:3128/v1?key=abc"])
+    err = capsys.readouterr().err
+    assert "s3cr3t" not in err and "abc" not in err and err.count("\n") == 1

@@ -68,3 +68,42 @@ def test_profile_runs_the_trainer_with_one_blas_thread_unless_set(tmp_path: Path
     assert main(["profile", "--steps", "1", "--runs", "1", "--output", str(tmp_path / "c.yaml")]) == 0
     assert seen and {n: seen[0][n] for n in BLAS_THREAD_VARS} == {n: "3" if n == "OMP_NUM_THREADS" else "1"
                                                                   for n in BLAS_THREAD_VARS}
+
+
+@pytest.mark.parametrize("where", ["a folder", "in a missing folder", "a FIFO", "not a calibration", "the config"])
+def test_profile_checks_its_output_before_the_benchmark_runs(where: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: --output naming a folder named a temporary file, and a missing folder was created after the
+    benchmark had run; now every output path is checked by one rule (placement.files.outputs) before any work."""
+    import os
+
+    import placement.commands.profile as profile
+
+    monkeypatch.setattr(profile, "_bench", lambda args: pytest.fail("the benchmark ran"))
+    config = tmp_path / "model.yaml"
+    config.write_text("layers: 2\n")
+    other = tmp_path / "notes.yaml"
+    other.write_text("mine: true\n")
+    os.mkfifo(tmp_path / "fifo")
+    out = {"a folder": tmp_path, "in a missing folder": tmp_path / "nope" / "c.json", "a FIFO": tmp_path / "fifo",
+           "not a calibration": other, "the config": config}[where]
+    assert main(["profile", "--config", str(config), "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--output" in err[0] and "Traceback" not in err[0]
+    assert other.read_text() == "mine: true\n" and not (tmp_path / "nope").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_profile_without_the_trainer_extra_names_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    import placement.commands.profile as profile
+
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "numpy" else object())
+    monkeypatch.setattr(profile, "_bench", lambda args: pytest.fail("the benchmark ran"))
+    assert main(["profile", "--output", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'trainer' extra" in err[0] and "scripts/extra trainer" in err[0]

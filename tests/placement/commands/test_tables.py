@@ -51,7 +51,7 @@ def test_at_80_columns_ready_hours_stay_when_the_job_has_a_deadline_or_prices_de
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = run(capsys, "plan", write(tmp_path, "j.yaml", {**JOB, **extra}))
     header = next(x for x in out.splitlines() if x.lstrip().startswith("#"))
-    assert code == 0 and "ready h" in header and max(map(len, out.splitlines())) <= 80, out
+    assert code == 0 and "ready in h" in header and max(map(len, out.splitlines())) <= 80, out
 
 
 def test_plan_batch_splits_compute_egress_and_delay_and_shows_ready_hours_and_deadlines(
@@ -62,7 +62,7 @@ def test_plan_batch_splits_compute_egress_and_delay_and_shows_ready_hours_and_de
                                                  "usd_per_hour_of_delay": 50}]})
     code, out, _ = run(capsys, "plan-batch", batch)
     header = next(x for x in out.splitlines() if x.startswith("job "))
-    for column in ("compute $", "egress $", "delay $", "total $", "ready h", "due h"):
+    for column in ("compute $", "egress $", "delay $", "total $", "ready at h", "due h"):
         assert column in header, header
     row = next(x for x in out.splitlines() if x.startswith("train-7b "))
     assert "30.0" in row
@@ -70,7 +70,7 @@ def test_plan_batch_splits_compute_egress_and_delay_and_shows_ready_hours_and_de
     run(capsys, "plan-batch", batch)
     code, out, _ = run(capsys, "plan-batch", batch)
     header = next(x for x in out.splitlines() if x.startswith("job "))
-    assert "ready h" in header and max(map(len, out.splitlines())) <= 80, out
+    assert "ready at h" in header and max(map(len, out.splitlines())) <= 80, out
 
 
 def test_a_spot_price_not_below_on_demand_is_never_called_the_lowest(tmp_path: Path,

@@ -165,7 +165,7 @@ def test_calibrate_reads_samples_without_numpy(tmp_path: Path, monkeypatch: pyte
 def test_a_counters_increase_is_its_rises_with_resets_counted_from_zero() -> None:
     assert measurements._rise([0.0, 5.0, 5.0, 2.0, 7.0, math.nan, 1.0, math.inf]) == 5.0 + 7.0 + 1.0
     assert measurements._rise([3.0]) == 0.0 and measurements._rise([]) == 0.0
-    assert measurements._increase([[0, "1"], [10, "4"], [20, "2"], [30, "9"]], 5, 25) == 2.0
+    assert measurements._increase([[0, "1"], [10, "4"], [20, "2"], [30, "9"]], 5, 25) == (2.0, 10.0, 20.0)
 
 
 def test_a_file_read_again_in_one_process_is_read_anew_once_it_changes(tmp_path: Path) -> None:
@@ -216,3 +216,43 @@ def test_the_gamma_quantile_is_the_full_bisections_float() -> None:
         assert gamma_quantile.__wrapped__(q, shape, rate) == _quantile_bisection(q, shape, rate), (q, shape, rate)
         confirmed += _quantile_bracket(q, shape, rate) is not None
     assert confirmed > 0.9 * len(cases)  # the quick path, not the fallback, is what was compared
+
+
+def _entry_rewritten(path: Path, change: str) -> Path:
+    """The cache entry of ``path`` after another process rewrote it (same key): one reclaim count set to -1000, or
+    replaced by a FIFO or by a link to /dev/zero."""
+    import array
+    import marshal
+
+    calibrations.read_calibration(path)
+    entry = calibrations._cache_entry(str(path))
+    assert entry is not None and entry[0].exists()
+    key, payload = marshal.loads(entry[0].read_bytes())
+    if change == "reclaims -1000":
+        count, packed = payload[3]
+        t = next(iter(packed))
+        reclaims = array.array("d", packed[t][4])
+        reclaims[0] = -1000.0
+        packed[t] = (*packed[t][:4], reclaims.tobytes(), packed[t][5])
+        entry[0].write_bytes(marshal.dumps((key, (*payload[:3], (count, packed), *payload[4:]))))
+    else:
+        entry[0].unlink()
+        if change == "a FIFO":
+            os.mkfifo(entry[0])
+        else:
+            entry[0].symlink_to("/dev/zero")
+    calibrations._RECENT.clear()  # another process: nothing remembered in memory
+    return entry[0]
+
+
+@pytest.mark.parametrize("change", ["reclaims -1000", "a FIFO", "a link to /dev/zero"])
+def test_a_rewritten_or_replaced_cache_entry_is_never_trusted_nor_waited_on(tmp_path: Path, change: str) -> None:
+    """Issue 38: an entry rewritten with the same key is checked by the file's own rules; a FIFO (which would
+    block open()) or a link to /dev/zero (read whole, forever) is refused before a byte is read."""
+    want = big_calibration()
+    path = tmp_path / "cal.json"
+    path.write_text(calibration_text(want))
+    _entry_rewritten(path, change)
+    assert calibrations._cached(str(path), None) is None  # returns at once, in every case
+    got = calibrations.read_calibration(path)
+    assert tuple(got.spot) == want.spot and min(r.reclaims for r in got.spot) >= 0

@@ -208,3 +208,20 @@ def parse_catalog_json_doc(doc: dict[str, Any]) -> Any:
     from placement.model.catalog import parse_catalog_json
 
     return parse_catalog_json(doc, source="refresh")
+
+
+@pytest.mark.parametrize("where", ["a folder", "in a missing folder", "the user's own file"])
+def test_refresh_checks_its_output_before_asking_a_cloud(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: one rule for every output path: refresh --output never replaces a file that is not a catalog
+    (before, any file was), and a bad path is one line before any cloud is asked."""
+    import placement.live.runner as runner
+
+    monkeypatch.setattr(runner, "fetch", lambda *a, **k: pytest.fail("a cloud was asked"))
+    mine = tmp_path / "job.yaml"
+    mine.write_text("name: mine\n")
+    out = {"a folder": tmp_path, "in a missing folder": tmp_path / "nope" / "c.json",
+           "the user's own file": mine}[where]
+    assert main(["refresh", "--output", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--output" in err[0] and mine.read_text() == "name: mine\n"

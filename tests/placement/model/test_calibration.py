@@ -261,9 +261,9 @@ def test_plan_json_has_break_even_sources_and_a_text_line(capsys: pytest.Capture
 
 def test_warnings_on_many_interruptions_high_overhead_and_an_outlier_price() -> None:
     j = job(gpus=128, hours=240, capacity="spot", spot={"interruptions_per_hour": 0.05})
-    offers = [offer("p5.48xlarge", "us-east-1", "use1-az1", spot=10.0),
-              offer("p5.48xlarge", "us-east-1", "use1-az2", spot=40.0),
-              offer("p5.48xlarge", "us-west-2", "usw2-az1", spot=44.0)]
+    offers = [offer("p5.48xlarge", "us-east-1", "use1-az1", price=120.0, spot=10.0),
+              offer("p5.48xlarge", "us-east-1", "use1-az2", price=120.0, spot=40.0),
+              offer("p5.48xlarge", "us-west-2", "usw2-az1", price=120.0, spot=44.0)]
     p = plan(j, offers)
     assert p.chosen is not None and p.chosen.offer.zone == "use1-az1"
     found = warnings(p, offers)
@@ -272,6 +272,21 @@ def test_warnings_on_many_interruptions_high_overhead_and_an_outlier_price() -> 
     assert any("below half the median" in w for w in found)
     calm = plan(job(capacity="on-demand"), offers)
     assert warnings(calm, offers) == []
+
+
+def test_a_low_spot_price_within_the_clouds_discount_is_no_outlier() -> None:
+    """Issue 38: the demo's own pick (p5en.48xlarge in eus2-az2, spot $8.66/h of $68.36/h on demand, 13 %) was
+    called "a stale or wrong price?": spot prices spread 2-5x across zones; only one below the deepest discount
+    the clouds give (91 % off) is suspect."""
+    j = job(gpus=128, hours=240, capacity="spot", spot={"interruptions_per_hour": 0.001})
+    offers = [offer("p5.48xlarge", "us-east-1", "use1-az1", price=68.36, spot=8.66),
+              offer("p5.48xlarge", "us-east-1", "use1-az2", price=68.36, spot=17.82),
+              offer("p5.48xlarge", "us-west-2", "usw2-az1", price=68.36, spot=19.38)]
+    p = plan(j, offers)
+    assert p.chosen is not None and p.chosen.offer.zone == "use1-az1"
+    assert not any("median" in w for w in warnings(p, offers))
+    lower = [dataclasses.replace(offers[0], spot_price=5.0), *offers[1:]]
+    assert any("below half the median" in w for w in warnings(plan(j, lower), lower))
 
 
 # ----------------------------------------------------------------------------- which file

@@ -36,7 +36,7 @@ class Fleet:
     """A worker's dispatcher and a trainer, as Prometheus sees them: counters on one loopback exporter."""
 
     def __init__(self) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
         self.registry = CollectorRegistry()
         self.node_seconds = Counter("gpufleet_spot_node_seconds", "spot node-seconds observed", SPOT,
@@ -46,6 +46,14 @@ class Fleet:
         self.samples = Counter("gpufleet_trainer_samples", "samples", TRAINER, registry=self.registry)
         self.steps = Histogram("gpufleet_trainer_step_seconds", "step seconds", TRAINER, registry=self.registry,
                                buckets=(1, 10, 100))
+        ckpt = ("destination", "tier")
+        # The trainer's size gauge reads 0 until its first checkpoint (issue 38: those samples are no size).
+        self.ckpt_bytes = Gauge("gpufleet_trainer_checkpoint_bytes", "bytes", ckpt, registry=self.registry)
+        self.ckpt_write = Histogram("gpufleet_trainer_checkpoint_write_seconds", "write seconds", ckpt,
+                                    registry=self.registry, buckets=(1, 10, 100))
+        self.ckpt = {"destination": "s3", "tier": ""}
+        self.ckpt_bytes.labels(**self.ckpt).set(0)
+        self.ckpt_write.labels(**self.ckpt)
         self.labels = {"worker": "aws-use1", "cloud": "aws", "region": "us-east-1", "zone": "use1-az6",
                        "instance_type": "p5.48xlarge"}
         self.idle = {**self.labels, "zone": "use1-az4"}
@@ -67,6 +75,8 @@ class Fleet:
         self.tokens.labels(**self.job).inc(8e6)
         self.samples.labels(**self.job).inc(4000)
         self.steps.labels(**self.job).observe(100.0)
+        self.ckpt_bytes.labels(**self.ckpt).set(3e9)
+        self.ckpt_write.labels(**self.ckpt).observe(6.0)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -116,8 +126,8 @@ def _scrapes(url: str, metric: str, n: int, timeout_s: float = 20.0) -> None:
     """Wait until Prometheus holds ``n`` samples of ``metric``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        got = query(url, f"count_over_time({metric}[1h])", dt.datetime.now(dt.UTC))
-        if got and min(float(s["value"][1]) for s in got) >= n:
+        got = query(url, f"count_over_time({metric}[1h])", dt.datetime.now(dt.UTC)).samples
+        if got and min(v for _, v in got) >= n:
             return
         time.sleep(0.2)
     pytest.fail(f"prometheus did not scrape {metric} {n} times")
@@ -145,6 +155,8 @@ def test_calibrate_reads_a_real_prometheus(prometheus: tuple[str, Fleet], tmp_pa
     assert (speed.workload, speed.accelerator, speed.nodes, speed.unit, speed.runs) == ("llm", "H100", 1,
                                                                                         "tokens/s", 1)
     assert speed.per_gpu == pytest.approx(10_000, rel=1e-5)
+    (ckpt,) = cal.checkpoint_write  # 3 GB: the samples before the first checkpoint (gauge 0) are left out
+    assert (ckpt.destination, ckpt.gb, ckpt.runs) == ("s3", 3.0, 1) and ckpt.seconds == pytest.approx(6.0)
 
 
 def test_calibrate_with_prometheus_down_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -126,7 +126,7 @@ def test_without_the_trainer_extra_one_line_names_the_command(tmp_path: Path) ->
                           timeout=60)
     assert proc.returncode == 2
     line = one_line(proc.stderr)
-    assert "trainer extra" in line and "bash scripts/_env.sh trainer" in line
+    assert "trainer extra" in line and line.endswith("scripts/extra trainer")  # the README's one command
 
 
 def test_the_trainer_sets_one_blas_thread_unless_the_user_set_them(monkeypatch: pytest.MonkeyPatch) -> None:
