@@ -65,7 +65,9 @@ class Source:
 
 EXAMPLES: dict[str, Example | Source] = {
     "plan-table": Example(("plan", JOB, "--top", "2")),
-    "plan-json": Example(("plan", JOB, "--top", "1", "--json"), lang="json"),
+    # --now (not shown: a JSON block has no prompt line): the document says whether each catalog is stale, which
+    # depends on the day it is generated
+    "plan-json": Example(("plan", JOB, "--top", "1", "--json", "--now", "2026-11-30T00:00:00Z"), lang="json"),
     "plan-batch": Example(("plan-batch", "placement/examples/batch.yaml", "--quotas", "placement/examples/quotas.csv",
                            "--no-schedule")),
     "plan-batch-schedule": Example(("plan-batch", "placement/examples/burst.yaml", "--quotas",

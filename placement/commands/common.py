@@ -142,7 +142,8 @@ def no_credentials(args: argparse.Namespace, sources: Sequence[Any]) -> None:
 
 
 def trust(catalog: Catalog, now: dt.datetime) -> None:
-    """Say on stderr when a cloud's catalog is over a week old, and how old (placement.model.trust)."""
+    """Say on stderr when a cloud's catalog is old (over a week; the embedded one over a month), and how old
+    (placement.model.trust)."""
     from placement.model.trust import stale_lines
 
     warn(stale_lines(catalog, now))

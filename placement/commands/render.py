@@ -123,7 +123,7 @@ def notes(c: Candidate) -> tuple[str, ...]:
 
 def catalog_info(catalog: Catalog, now: dt.datetime | None = None) -> dict[str, Any]:
     """Where the offers came from: ``source``/``as_of`` summarised, and per cloud in ``clouds``. With ``now``,
-    each cloud says whether its catalog is ``stale`` (over a week old, placement.model.trust)."""
+    each cloud says whether its catalog is ``stale`` (old: placement.model.trust.stale)."""
     counts = catalog.offers_per_cloud
     old = set(stale_clouds(catalog, now)) if now is not None else set()
     clouds = {o.cloud: {"source": o.source, "path": o.path, "as_of": o.as_of, "modified": o.modified,

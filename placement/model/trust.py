@@ -1,6 +1,7 @@
 """How far a catalog's numbers can be trusted: offers whose spot price is not below on-demand, and catalogs
-older than a week. Pure functions over an already-parsed catalog (never in the per-row parser: the flags are
-worked out for the offers shown, and the age once per command).
+older than they should be (a week for one the user wrote, a month for the embedded one). Pure functions over
+an already-parsed catalog (never in the per-row parser: the flags are worked out for the offers shown, and the
+age once per command).
 
 A spot price at or above the on-demand price is not a bargain that exists: AWS caps the spot price at the
 on-demand price, and a spot price there means the pool has (almost) no spare capacity; a catalog row with
@@ -16,6 +17,10 @@ from collections.abc import Sequence
 from placement.model.catalog import Catalog, CatalogOrigin, Offer
 
 STALE_AFTER_DAYS = 7.0  # a week: spot prices move daily, on-demand prices and offerings within weeks
+# The embedded catalog is the release's own data, each row dated (placement/data/catalog.json): every command's
+# header names its date, and a warning on every command within its first month was noise a new user learnt to
+# skip (issue 38). Past a month (the clouds' list prices change on that scale) it is said again.
+EMBEDDED_STALE_AFTER_DAYS = 30.0
 SPOT_NOT_CHEAPER = "spot price at or above on-demand here: no spare spot capacity, or a catalog error"
 
 
@@ -44,26 +49,34 @@ def age_days(origin: CatalogOrigin, now: dt.datetime) -> float | None:
     return None if stamp is None else (now - stamp).total_seconds() / 86400.0
 
 
+def stale_after_days(origin: CatalogOrigin) -> float:
+    """Days after which ``origin``'s catalog is called old: :data:`EMBEDDED_STALE_AFTER_DAYS` for the embedded
+    one, :data:`STALE_AFTER_DAYS` for one the user wrote (``placement refresh``, a CSV)."""
+    return EMBEDDED_STALE_AFTER_DAYS if origin.source == "embedded" else STALE_AFTER_DAYS
+
+
 def stale(catalog: Catalog, now: dt.datetime) -> list[tuple[CatalogOrigin, float]]:
-    """(origin, age in days) of every cloud whose catalog is older than :data:`STALE_AFTER_DAYS`."""
+    """(origin, age in days) of every cloud whose catalog is older than :func:`stale_after_days` says."""
     out = []
     for origin in catalog.provenance():
         days = age_days(origin, now)
-        if days is not None and days > STALE_AFTER_DAYS:
+        if days is not None and days > stale_after_days(origin):
             out.append((origin, days))
     return out
 
 
 def stale_lines(catalog: Catalog, now: dt.datetime) -> list[str]:
-    """One warning naming every cloud whose catalog is over a week old and how old (none when all are fresh)."""
+    """One warning naming every cloud whose catalog is old and how old (none when all are fresh)."""
     old = stale(catalog, now)
     if not old:
         return []
-    parts = ", ".join(f"{origin.describe()} ({days:,.0f} days old)" for origin, days in old)
-    return [f"catalog {parts} is over a week old: prices and offerings may have moved; `placement refresh` writes "
-            "a new one, --live asks the clouds"]
+    parts = ", ".join(f"{origin.describe()} ({days:,.0f} days old, over "
+                      f"{'a month' if stale_after_days(origin) == EMBEDDED_STALE_AFTER_DAYS else 'a week'})"
+                      for origin, days in old)
+    return [f"catalog {parts}: prices and offerings may have moved; `placement refresh` writes a new one, --live "
+            "asks the clouds"]
 
 
 def stale_clouds(catalog: Catalog, now: dt.datetime) -> Sequence[str]:
-    """The clouds whose catalog is over a week old."""
+    """The clouds whose catalog is old (:func:`stale`)."""
     return [origin.cloud for origin, _ in stale(catalog, now)]
