@@ -495,7 +495,7 @@ def test_checkpoint_bucket_is_private_uniform_and_versioned(stack: tuple[StackCo
     (homes,) = [r["condition"] for r in delete if r["condition"].get("matchesPrefixes")]
     assert homes == {"daysSinceNoncurrentTime": 1, "withState": "ARCHIVED",
                      "matchesPrefixes": [f"{cfg.checkpoint.prefix}/"]}
-    from infra.config import CheckpointConfig
+    from infra.config.storage import CheckpointConfig
 
     assert book.noncurrent_version_days == 1
     assert book.clouds["gcp"].soft_delete_days == CheckpointConfig().soft_delete_days
