@@ -386,7 +386,7 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
         evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
         needs=needs(wl), job=job, job_error=job_error, group=read.group, group_workers=read.workers,
-        delay_usd_per_hour=delay, checkpoint=home, warnings=read.warnings)
+        delay_usd_per_hour=delay, checkpoint=home, warnings=read.warnings, progress=read.progress)
 
 
 def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:
