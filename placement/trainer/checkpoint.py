@@ -150,9 +150,12 @@ class Store:
     def __init__(self, uri: str, job: str) -> None:
         from fsspec.core import url_to_fs
 
+        from placement.trainer.federation import storage_options
+
         self.uri = uri.rstrip("/")
         self.job = job
-        self.fs, root = url_to_fs(self.uri)
+        # A home in the other cloud: the credentials submit rendered for it (placement.trainer.federation).
+        self.fs, root = url_to_fs(self.uri, **storage_options(self.uri))
         self.root = root.rstrip("/") or "/"
         self._manifests: dict[int, dict[str, Any]] = {}  # ours, well-formed: read once (they never change)
         self._verified: set[int] = set()  # steps whose data this process wrote, or read back and found intact
