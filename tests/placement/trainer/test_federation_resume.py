@@ -56,6 +56,15 @@ def test_gke_resumes_an_s3_home_through_sts_web_identity(moto_s3: dict[str, str]
     assert _stop_then_resume(home, cfg, moto_s3, federated) == uninterrupted
     # The resume had no key of its own: only the role, the token file and the endpoint.
     assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} & set(federated)
+    # The trainer publishes its progress beside the checkpoints, in the annotations' form (the dispatcher's input).
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=moto_s3["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    body = s3.get_object(Bucket="ckpt", Key=f"xcloud-{tmp_path.name}/{contract.PROGRESS_FILE}")["Body"].read()
+    progress, warnings = contract.read_progress(json.loads(body))
+    assert warnings == () and progress is not None and progress.last_step == STEPS
+    assert progress.steps_per_hour is not None and progress.steps_per_hour > 0
 
 
 def test_eks_resumes_a_gcs_home_through_an_external_account(moto_s3: dict[str, str], final: tuple[Path, str],
