@@ -908,6 +908,9 @@ def _rows(result: PassResult) -> list[dict[str, Any]]:
                                  "lost_hours": _num(s.lost_hours, 3) if s.fits and s.lost_hours is not None
                                  else None,
                                  "lost_usd": _num(s.lost_usd, 2) if s.fits and s.lost_usd is not None else None,
+                                 # what lost_hours comes from: progress (the job's last durable step over its
+                                 # steps per hour) or admitted (Kueue's accumulated admitted time, an upper bound)
+                                 "lost_from": (s.lost_from or None) if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
 

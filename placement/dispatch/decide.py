@@ -870,12 +870,12 @@ class _Pass:
                 out.append(hit)
             else:
                 out.append(self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker),
-                                       wl.progress))
+                                       wl.progress, wl.admitted_hours))
         return out
 
     @staticmethod
     def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move,
-               done: Progress | None = None) -> WorkerScore:
+               done: Progress | None = None, admitted_hours: float | None = None) -> WorkerScore:
         # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
         # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
         ready = wait + fit.ready_hours
@@ -884,18 +884,22 @@ class _Pass:
             return WorkerScore.fitting(worker, fit.pool, fit.capacity, cost, wait, wait * price, ready,
                                        deadline is not None and ready > deadline, fit.borrowed, 0.0, 0.0, False)
         cost, ready = cost + m.usd, ready + m.hours
-        known, lost_h, lost_usd = m.known, None, None
+        known, lost_h, lost_usd, lost_from = m.known, None, None, ""
         if m.restarts:
             # Restarting from step 0 redoes the work up to its last durable step: those hours, at this worker's
-            # USD per hour of the job, in its cost and its ready time; unknown progress is priced as unknown.
+            # USD per hour of the job, in its cost and its ready time. Without the trainer's progress on the job,
+            # Kueue's accumulated admitted time bounds it from above; neither: priced as unknown.
             lost_h = done.hours if done is not None else None
+            lost_from = "progress" if lost_h is not None else ""
+            if lost_h is None and admitted_hours is not None:
+                lost_h, lost_from = admitted_hours, "admitted"
             lost_usd = lost_progress(lost_h, fit.cost_usd, fit.ready_hours)
             known = lost_usd is not None
             if lost_h is not None and lost_usd is not None:
                 cost, ready = cost + lost_usd, ready + lost_h
         return WorkerScore.fitting(worker, fit.pool, fit.capacity, cost, wait, wait * price, ready,
                                    deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts,
-                                   known, m.case, lost_h, lost_usd)
+                                   known, m.case, lost_h, lost_usd, lost_from)
 
 
 class _Tally:
@@ -993,11 +997,14 @@ def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) 
                 f"{home.uri[:200]}) and its stacks federate no identity of it there: the job restarts from step 0 "
                 "(docs/kueue-hub.md#checkpoints-across-clouds); ")
         if best.lost_usd is not None and best.lost_hours is not None:
-            return text + (f"the progress it throws away, {best.lost_hours:,.2f} h of work (its last durable step "
-                           f"over its steps per hour), costs ${best.lost_usd:,.2f} at this worker's rate, in the "
-                           "cost and the ready time")
+            basis = ("its last durable step over its steps per hour" if best.lost_from == "progress" else
+                     "at most: the hours Kueue counted it admitted before, accumulatedPastExecutionTimeSeconds; no "
+                     f"{LAST_DURABLE_STEP} with {STEPS_PER_HOUR} on its job")
+            return text + (f"the progress it throws away, {best.lost_hours:,.2f} h of work ({basis}), costs "
+                           f"${best.lost_usd:,.2f} at this worker's rate, in the cost and the ready time")
         return text + (f"the progress it throws away is priced as unknown: no {LAST_DURABLE_STEP} with "
-                       f"{STEPS_PER_HOUR} on its job, so it is not counted here")
+                       f"{STEPS_PER_HOUR} on its job and no admitted time recorded by Kueue, so it is not counted "
+                       "here")
     text = f"re-route move: {ran}; {checkpoint_text(home)} from {home.where} ({home.uri[:200]}) "
     if best.move_case == FEDERATED:
         text += f"read through the identity federation of the home's stack with {best.worker} (resumes there) "

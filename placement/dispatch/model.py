@@ -105,6 +105,12 @@ class HubWorkload:
     # How far the job got (``gpufleet.io/last-durable-step``, ``gpufleet.io/steps-per-hour``): what a move that
     # cannot resume throws away. None: unknown.
     progress: Progress | None = None
+    # Hours the Workload was admitted in its previous admit-evict cycles: Kueue's own
+    # ``status.accumulatedPastExecutionTimeSeconds`` / 3600 (its workload controller adds each admitted stretch
+    # when the Admitted condition turns false). An upper bound on the work a restart from step 0 throws away
+    # (it counts start-up and the time since the last checkpoint too), used when the job carries no
+    # ``progress``. None: Kueue recorded none (never evicted) or the field could not be read.
+    admitted_hours: float | None = None
 
     @property
     def key(self) -> str:
@@ -268,6 +274,9 @@ class WorkerScore:
     move_case: str = ""
     lost_hours: float | None = None
     lost_usd: float | None = None
+    # What ``lost_hours`` comes from: "progress" (the job's last durable step over its steps per hour) or
+    # "admitted" (Kueue's accumulated admitted time: an upper bound); "" when not priced.
+    lost_from: str = ""
 
     @property
     def usd(self) -> float:
@@ -277,7 +286,7 @@ class WorkerScore:
     def fitting(cls, worker: str, pool: str, capacity: str, cost_usd: float, wait_hours: float, wait_usd: float,
                 ready_hours: float, late: bool, borrowed_gpus: int, move_usd: float, move_hours: float,
                 restarts: bool, move_known: bool = True, move_case: str = "", lost_hours: float | None = None,
-                lost_usd: float | None = None) -> WorkerScore:
+                lost_usd: float | None = None, lost_from: str = "") -> WorkerScore:
         """A score of a worker that fits: ``WorkerScore(worker, True, "", pool, ...)`` without the frozen
         dataclass's ``__init__`` (one ``object.__setattr__`` per field; the dispatcher makes one per Workload and
         worker): the same fields in the same instance ``__dict__``, so equal and hashed alike."""
@@ -285,7 +294,8 @@ class WorkerScore:
         s.__dict__.update(worker=worker, fits=True, reason="", pool=pool, capacity=capacity, cost_usd=cost_usd,
                           wait_hours=wait_hours, wait_usd=wait_usd, ready_hours=ready_hours, late=late,
                           borrowed_gpus=borrowed_gpus, move_usd=move_usd, move_hours=move_hours, restarts=restarts,
-                          move_known=move_known, move_case=move_case, lost_hours=lost_hours, lost_usd=lost_usd)
+                          move_known=move_known, move_case=move_case, lost_hours=lost_hours, lost_usd=lost_usd,
+                          lost_from=lost_from)
         return s
 
 

@@ -150,3 +150,35 @@ def test_the_snapshot_reads_the_progress_of_the_owner() -> None:
     read = contract.read_annotations(annotations)
     assert read.progress is not None and read.progress.hours == pytest.approx(2.0)
     assert "progress=read.progress" in Path(snapshot.__file__).read_text()
+
+
+def test_without_the_trainers_progress_kueues_admitted_time_bounds_the_loss() -> None:
+    """A job that carries no progress annotations (nothing copied the trainer's onto it): the hours Kueue counted
+    it admitted before (status.accumulatedPastExecutionTimeSeconds) price what a restart throws away, said as an
+    upper bound; the trainer's own progress wins when it is there."""
+    workers, prices = _fleet(federate=())
+    wl, mem = _evicted(admitted_hours=2.5)
+    (d,) = decide([wl], workers, prices, NOW, memory=mem).decisions
+    s = {x.worker: x for x in d.scores}
+    assert s["g"].restarts and s["g"].move_known and s["g"].lost_hours == pytest.approx(2.5)
+    assert s["g"].lost_from == "admitted" and s["g"].lost_usd is not None and s["g"].lost_usd > 0
+    assert d.event is not None and "at most" in d.event.message and "accumulatedPastExecutionTimeSeconds" in \
+        d.event.message
+    row = next(r for r in _rows(PassResult(decisions=(d,)))[0]["scores"] if r["worker"] == "g")
+    assert row["lost_from"] == "admitted" and row["lost_hours"] == pytest.approx(2.5)
+    wl, mem = _evicted(admitted_hours=2.5, progress=contract.Progress(9000, 1000.0))
+    (d,) = decide([wl], workers, prices, NOW, memory=mem).decisions
+    g = next(x for x in d.scores if x.worker == "g")
+    assert g.lost_hours == pytest.approx(9.0) and g.lost_from == "progress"
+
+
+@pytest.mark.parametrize(("status", "hours"), [
+    ({"accumulatedPastExecutionTimeSeconds": 5400}, 1.5),
+    ({"accumulatedPastExexcutionTimeSeconds": 3600}, 1.0),  # v1beta1's spelling
+    ({}, None), ({"accumulatedPastExecutionTimeSeconds": -1}, None),
+    ({"accumulatedPastExecutionTimeSeconds": "9"}, None),
+    ({"accumulatedPastExecutionTimeSeconds": True}, None), ({"accumulatedPastExecutionTimeSeconds": 2**40}, None),
+    ({"accumulatedPastExecutionTimeSeconds": 1.5}, None),
+])
+def test_kueues_admitted_time_is_read_by_shape(status: dict[str, Any], hours: float | None) -> None:
+    assert snapshot.admitted_hours(status) == (pytest.approx(hours) if hours is not None else None)
