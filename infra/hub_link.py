@@ -72,6 +72,10 @@ class PeerCheckpoint:
     cloud: str
     bucket: str
     training_identity: str
+    # GCP: the cluster's service-account issuer URL and its training Kubernetes service accounts' subjects
+    # (``system:serviceaccount:<namespace>:<name>``): what an AWS worker's OIDC provider and role trust.
+    issuer: str | None = None
+    subjects: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, value: Any) -> PeerCheckpoint | None:
@@ -82,7 +86,11 @@ class PeerCheckpoint:
         if cloud not in ("aws", "gcp") or not isinstance(bucket, str) or not bucket \
                 or not isinstance(identity, str) or not identity:
             return None
-        return cls(cloud=cloud, bucket=bucket, training_identity=identity)
+        issuer, subjects = value.get("issuer"), value.get("subjects")
+        good = isinstance(issuer, str) and issuer.startswith("https://") and isinstance(subjects, (list, tuple)) \
+            and bool(subjects) and all(isinstance(x, str) and x.startswith("system:serviceaccount:") for x in subjects)
+        return cls(cloud=cloud, bucket=bucket, training_identity=identity, issuer=issuer if good else None,
+                   subjects=tuple(str(x) for x in subjects) if good and subjects else ())
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,26 @@ def checkpoint_peers(hub: HubView | None, stack: str, cloud: str) -> dict[str, s
     own = stack.rsplit("/", 1)[-1]
     return {key: peer.training_identity for key, peer in sorted(hub.worker_checkpoints.items())
             if key != own and peer.cloud == cloud}
+
+
+def cross_cloud_peers(hub: HubView | None, stack: str, cloud: str) -> dict[str, PeerCheckpoint]:
+    """The workers of the OTHER cloud joined to the hub that this worker federates its checkpoint home for (issue
+    35): per worker key, sorted (resource names stay put as workers join or leave). An AWS worker takes the GKE
+    workers that export their issuer and training subjects; a GCP worker the EKS workers (their training role ARN
+    names the account). Empty without a hub, or when the hub has workers of one cloud only."""
+    if hub is None:
+        return {}
+    own = stack.rsplit("/", 1)[-1]
+    out: dict[str, PeerCheckpoint] = {}
+    for key, peer in sorted(hub.worker_checkpoints.items()):
+        if key == own or peer.cloud == cloud:
+            continue
+        if peer.cloud == "gcp" and peer.issuer is None:
+            continue  # an older GKE worker: not federated until it exports its issuer (pulumi up it again)
+        if peer.cloud == "aws" and not peer.training_identity.startswith("arn:"):
+            continue
+        out[key] = peer
+    return out
 
 
 def with_hub_egress(cfg: StackConfig, egress: Sequence[str] | None) -> tuple[StackConfig, list[str]]:

@@ -61,7 +61,7 @@ async def program() -> None:
 
     import pulumi
 
-    from infra.hub_link import checkpoint_peers, resolve_with_hub
+    from infra.hub_link import checkpoint_peers, cross_cloud_peers, resolve_with_hub
     from infra.k8s.addons import ClusterAddons, ClusterAddonsArgs
 
     # A worker serving a hub (gpufleet:cluster.hubStack) authorises the egress that hub exports, once the hub's
@@ -70,12 +70,14 @@ async def program() -> None:
     # The other same-cloud workers of the hub get read/write on this worker's checkpoint bucket, so a job the
     # hub re-routes here from them (or there from here) resumes from its home.
     peers = checkpoint_peers(hub, pulumi.get_stack(), cfg.cloud)
+    # The workers of the other cloud reach it through identity federation (issue 35), when the hub has any.
+    federated = cross_cloud_peers(hub, pulumi.get_stack(), cfg.cloud)
 
     if cfg.cloud == "aws":
         from infra.aws import build
     else:
         from infra.gcp import build  # type: ignore[assignment]
-    built = build(cfg, checkpoint_peers=peers)
+    built = build(cfg, checkpoint_peers=peers, federation_peers=federated)
     # Kueue, device plugins, NCCL installers and the training service accounts: the same component on both
     # clouds, fed from the pools and the cloud's checkpoint identity.
     addons = ClusterAddons(f"{cfg.cluster_name}-addons",

@@ -7,6 +7,7 @@ stack creates is derived from the config's shapes (``placement/data/shapes.yaml`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_aws as aws
@@ -27,12 +28,16 @@ from infra.aws.layout import (
     placement_zones,
     plan_subnets,
     primary_gpu_zone,
+    resource_tags,
     unused_pins,
 )
 from infra.aws.network import Network, NetworkArgs
 from infra.config import ConfigError, StackConfig
 from infra.outputs import BuiltCluster, export_cluster
 from infra.protect import cluster_identity, k8s_provider_args, provider_migration
+
+if TYPE_CHECKING:
+    from infra.hub_link import PeerCheckpoint
 
 __all__ = ["build"]
 
@@ -48,7 +53,8 @@ def _available_zones(provider: aws.Provider, region: str) -> list[Zone]:
     return [Zone(name=n, zone_id=z) for n, z in zip(result.names, result.zone_ids, strict=True)]
 
 
-def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -> BuiltCluster:
+def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None,
+          federation_peers: Mapping[str, PeerCheckpoint] | None = None) -> BuiltCluster:
     """Create the AWS cluster stack for ``cfg`` and export its outputs. ``checkpoint_peers``: per worker key,
     the training role ARN of another worker of the hub granted read/write on the checkpoint bucket.
 
@@ -111,8 +117,20 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
         peers=dict(checkpoint_peers or {}),
     ), opts)
 
+    federation: dict[str, Any] = {}
+    gke = {k: p for k, p in sorted((federation_peers or {}).items()) if p.cloud == "gcp" and p.issuer}
+    if gke:
+        from infra.aws.federation import GkePeer, S3Federation, S3FederationArgs
+
+        # GKE workers of the hub: their training service accounts assume a role here by web identity (issue 35).
+        fed = S3Federation(f"{name}-federation", S3FederationArgs(
+            peers={k: GkePeer(issuer=str(p.issuer), subjects=p.subjects) for k, p in gke.items()},
+            bucket_arn=store.bucket_arn, key_arn=store.key_arn, prefix=cfg.checkpoint.prefix, partition=partition,
+            region=cfg.region, tags=resource_tags(cfg, stack, f"{name}-federation")), opts)
+        federation = dict(fed.entries)
     export_cluster(cfg, cluster_name=cluster.name, kubeconfig=cluster.kubeconfig,
                    checkpoint_uri=store.checkpoint_uri, filesystem=store.filesystem, extra={
+                       **({"federation": federation} if federation else {}),
                        "vpcId": network.vpc_id,
                        "gpuSubnetIds": network.gpu_subnet_ids,
                        "efaSecurityGroupId": network.efa_security_group_id,

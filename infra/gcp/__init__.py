@@ -7,15 +7,22 @@ Every check that could fail runs before the first resource is registered.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from infra.config import ConfigError, StackConfig
 
 if TYPE_CHECKING:
+    from infra.hub_link import PeerCheckpoint
     from infra.outputs import BuiltCluster
 
 
-def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -> BuiltCluster:
+def service_account_issuer(project: str, location: str, cluster: str) -> str:
+    """The issuer of a GKE cluster's service-account tokens (the ``iss`` of a projected token)."""
+    return f"https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{cluster}"
+
+
+def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None,
+          federation_peers: Mapping[str, PeerCheckpoint] | None = None) -> BuiltCluster:
     """Build the whole GCP cluster stack for ``cfg`` and export the common cluster outputs.
     ``checkpoint_peers``: per worker key, the training Google service account email of another worker of the
     hub granted object access on the checkpoint bucket."""
@@ -79,10 +86,24 @@ def build(cfg: StackConfig, checkpoint_peers: Mapping[str, str] | None = None) -
             labels=labels, filesystem=store.filesystem, allow_replace=cfg.allow_replace),
             gcp_provider=provider, opts=pulumi.ResourceOptions(provider=cluster.k8s_provider))
 
+    federation: dict[str, Any] = {}
+    eks = {k: p for k, p in sorted((federation_peers or {}).items()) if p.cloud == "aws"}
+    if eks:
+        from infra.gcp.federation import EksPeer, GcsFederation, GcsFederationArgs
+
+        # EKS workers of the hub: their training roles reach the homes through Workload Identity Federation.
+        fed = GcsFederation(f"{name}-federation", GcsFederationArgs(
+            project=cfg.project, cluster_name=name, bucket=store.bucket.name, prefix=cfg.checkpoint.prefix,
+            peers={k: EksPeer(account_id=p.training_identity.split(":")[4], role_arn=p.training_identity)
+                   for k, p in eks.items()}, labels=labels), opts=opts)
+        federation = dict(fed.entries)
     export_cluster(
         cfg, cluster_name=cluster.cluster.name, kubeconfig=cluster.kubeconfig, checkpoint_uri=store.uri,
         filesystem=store.filesystem, control_plane=cluster.control_plane, cluster_identity_output=cluster.identity,
         extra={
+            **({"federation": federation} if federation else {}),
+            # What AWS workers of the hub federate (issue 35): the issuer of this cluster's service-account tokens.
+            "serviceAccountIssuer": service_account_issuer(cfg.project, cfg.region, name),
             "project": cfg.project,
             "gpuZone": gpu_zone,
             "checkpointBucket": store.bucket.name,

@@ -58,7 +58,7 @@ SELECTOR = {"app.kubernetes.io/name": NAME}
 # Worker stack outputs the fleet file carries (never ``kubeconfig``); ``gpuNetworks`` only when exported.
 FLEET_OUTPUTS = ("cloud", "region", "clusterName", "nodePools", "kueue", "checkpointUri", "checkpointFilesystem",
                  "trainingServiceAccount")
-OPTIONAL_FLEET_OUTPUTS = ("gpuNetworks",)
+OPTIONAL_FLEET_OUTPUTS = ("gpuNetworks", "federation")
 
 # The controller's caches are list + watch (placement.fleet.kube.Informer): it never gets one object of these.
 _LIST_WATCH = ["list", "watch"]

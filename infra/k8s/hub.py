@@ -266,14 +266,23 @@ def _worker_of(stack: str, outputs: Mapping[str, Any]) -> ko.Worker:
         raise pulumi.RunError(f"invalid worker stack outputs: {exc}") from None
 
 
-def worker_checkpoint(cloud: Any, bucket: Any, role_arn: Any, google_sa: Any) -> dict[str, Any] | None:
+def worker_checkpoint(cloud: Any, bucket: Any, role_arn: Any, google_sa: Any, issuer: Any = None,
+                      training_account: Any = None) -> dict[str, Any] | None:
     """A worker's entry of the hub's ``workerCheckpoints`` output from its stack outputs: ``cloud``, ``bucket``
-    and ``trainingIdentity`` (AWS ``trainingRoleArn``, GCP ``trainingGoogleServiceAccount``); None while the
-    worker exports no bucket or identity yet."""
+    and ``trainingIdentity`` (AWS ``trainingRoleArn``, GCP ``trainingGoogleServiceAccount``); on GCP also the
+    cluster's ``issuer`` (``serviceAccountIssuer``) and the ``subjects`` of its training service accounts
+    (``trainingServiceAccount``), which AWS workers federate (issue 35). None while the worker exports no bucket
+    or identity yet."""
     identity = role_arn if cloud == "aws" else google_sa if cloud == "gcp" else None
     if not isinstance(bucket, str) or not bucket or not isinstance(identity, str) or not identity:
         return None
-    return {"cloud": cloud, "bucket": bucket, "trainingIdentity": identity}
+    entry: dict[str, Any] = {"cloud": cloud, "bucket": bucket, "trainingIdentity": identity}
+    if cloud == "gcp" and isinstance(issuer, str) and isinstance(training_account, Mapping):
+        name, namespaces = training_account.get("name"), training_account.get("namespaces")
+        if isinstance(name, str) and isinstance(namespaces, list):
+            entry["issuer"] = issuer
+            entry["subjects"] = [f"system:serviceaccount:{ns}:{name}" for ns in namespaces if isinstance(ns, str)]
+    return entry
 
 
 def api_access_of(outputs: Any) -> dict[str, Any] | None:
@@ -315,7 +324,8 @@ class MultiKueueWorker(pulumi.ComponentResource):
         # access to their buckets (infra.hub_link.checkpoint_peers).
         self.checkpoint: Output[dict[str, Any] | None] = Output.all(
             ref.get_output("cloud"), ref.get_output("checkpointBucket"), ref.get_output("trainingRoleArn"),
-            ref.get_output("trainingGoogleServiceAccount")).apply(lambda o: worker_checkpoint(*o))
+            ref.get_output("trainingGoogleServiceAccount"), ref.get_output("serviceAccountIssuer"),
+            ref.get_output("trainingServiceAccount")).apply(lambda o: worker_checkpoint(*o))
         self.ref = ref
         worker_kubeconfig = Output.secret(ref.require_output("kubeconfig")).apply(_kubeconfig_text)
 

@@ -905,6 +905,16 @@ def _rows(result: PassResult) -> list[dict[str, Any]]:
                                  "move_hours": _num(s.move_hours, 3) if s.fits and s.move_known else None,
                                  "move_known": s.move_known if s.fits else None,
                                  "restarts_from_step_0": s.restarts if s.fits else None,
+                                 # how the job gets its progress there: same_cloud, federated (resumes through
+                                 # the stacks' identity federation) or restarts (its lost progress priced);
+                                 # null where it ran or with nothing to move
+                                 "move_case": (s.move_case or None) if s.fits else None,
+                                 "lost_hours": _num(s.lost_hours, 3) if s.fits and s.lost_hours is not None
+                                 else None,
+                                 "lost_usd": _num(s.lost_usd, 2) if s.fits and s.lost_usd is not None else None,
+                                 # what lost_hours comes from: progress (the job's last durable step over its
+                                 # steps per hour) or admitted (Kueue's accumulated admitted time, an upper bound)
+                                 "lost_from": (s.lost_from or None) if s.fits else None,
                                  "pool": s.pool, "reason": s.reason or None} for s in d.scores]})
     return rows
 

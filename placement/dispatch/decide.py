@@ -63,12 +63,24 @@ from placement.dispatch.model import (
     WorkerScore,
     WorkerState,
 )
-from placement.dispatch.move import FROM_ANNOTATION, NO_MOVE, Move, move
+from placement.dispatch.move import (
+    FEDERATED,
+    FROM_ANNOTATION,
+    LAST_DURABLE_STEP,
+    NO_MOVE,
+    STEPS_PER_HOUR,
+    Move,
+    federated,
+    home_worker,
+    lost_progress,
+    move,
+)
 from placement.fleet.choose import SINGLE_NODE
 from placement.fleet.durable import SIZE_FROM_MODEL
 from placement.fleet.stacks import Pool
 from placement.model.bill import bill_book, nat_usd
 from placement.model.catalog import Offer
+from placement.model.contract import Progress
 from placement.model.egress import egress_book
 from placement.model.jobspec import JobSpec
 from placement.model.kueue import Allocatable, allocatable
@@ -551,6 +563,7 @@ class _Pass:
         self.nodes: dict[str, Allocatable] = {}
         self.unfit: dict[tuple[int, str, int], WorkerScore] = {}
         self.moves: dict[tuple[object, ...], Move] = {}
+        self.owners: dict[CheckpointHome, WorkerState | None] = {}  # each home's worker (:func:`home_worker`)
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
@@ -740,10 +753,15 @@ class _Pass:
         w = self.workers.get(worker)
         if home is None or w is None or w.cluster is None:
             return NO_MOVE
-        key = (home, job.throughput_gbps, w.cluster.cloud, w.cluster.region)
+        fed = False
+        if w.cluster.cloud != home.cloud:  # across clouds only through the federation the home's stack made
+            if home not in self.owners:
+                self.owners[home] = home_worker(home, self.workers.values())
+            fed = federated(home, self.owners[home], worker)
+        key = (home, job.throughput_gbps, w.cluster.cloud, w.cluster.region, fed)
         hit = self.moves.get(key)
         if hit is None:
-            hit = self.moves[key] = move(home, w.cluster.cloud, w.cluster.region, job, egress_book())
+            hit = self.moves[key] = move(home, w.cluster.cloud, w.cluster.region, job, egress_book(), fed)
         return hit
 
     def row(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str]) -> tuple[_Fit | WorkerScore, ...]:
@@ -855,20 +873,37 @@ class _Pass:
                     rank_keys[id(hit)] = _rank_key(hit)
                 out.append(hit)
             else:
-                out.append(self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker)))
+                out.append(self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker),
+                                       wl.progress, wl.admitted_hours))
         return out
 
     @staticmethod
-    def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move) -> WorkerScore:
+    def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move,
+               done: Progress | None = None, admitted_hours: float | None = None) -> WorkerScore:
         # The engine's ready time (transfer + run with its overhead) after the wait for admission: what the
         # job's deadline_hours is held against, as `placement plan` holds the ready time alone.
         ready = wait + fit.ready_hours
         cost = fit.cost_usd
-        if m is not NO_MOVE:
-            cost, ready = cost + m.usd, ready + m.hours
+        if m is NO_MOVE:
+            return WorkerScore.fitting(worker, fit.pool, fit.capacity, cost, wait, wait * price, ready,
+                                       deadline is not None and ready > deadline, fit.borrowed, 0.0, 0.0, False)
+        cost, ready = cost + m.usd, ready + m.hours
+        known, lost_h, lost_usd, lost_from = m.known, None, None, ""
+        if m.restarts:
+            # Restarting from step 0 redoes the work up to its last durable step: those hours, at this worker's
+            # USD per hour of the job, in its cost and its ready time. Without the trainer's progress on the job,
+            # Kueue's accumulated admitted time bounds it from above; neither: priced as unknown.
+            lost_h = done.hours if done is not None else None
+            lost_from = "progress" if lost_h is not None else ""
+            if lost_h is None and admitted_hours is not None:
+                lost_h, lost_from = admitted_hours, "admitted"
+            lost_usd = lost_progress(lost_h, fit.cost_usd, fit.ready_hours)
+            known = lost_usd is not None
+            if lost_h is not None and lost_usd is not None:
+                cost, ready = cost + lost_usd, ready + lost_h
         return WorkerScore.fitting(worker, fit.pool, fit.capacity, cost, wait, wait * price, ready,
                                    deadline is not None and ready > deadline, fit.borrowed, m.usd, m.hours, m.restarts,
-                                   m.known)
+                                   known, m.case, lost_h, lost_usd, lost_from)
 
 
 class _Tally:
@@ -960,16 +995,29 @@ def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) 
     if best.worker in ran_on:
         return f"resumes where it ran ({checkpoint_text(home)} is there and in {home.where}): no move"
     ran = f"it ran on {', '.join(sorted(ran_on))}" if ran_on else "it ran on a worker not known here"
+    if best.restarts:
+        # Another cloud, and the home's stack federates no identity of this worker: nothing is read.
+        text = (f"re-route move: {ran}; {best.worker} is in another cloud than the home ({home.where}, "
+                f"{home.uri[:200]}) and its stacks federate no identity of it there: the job restarts from step 0 "
+                "(docs/kueue-hub.md#checkpoints-across-clouds); ")
+        if best.lost_usd is not None and best.lost_hours is not None:
+            basis = ("its last durable step over its steps per hour" if best.lost_from == "progress" else
+                     "at most: the hours Kueue counted it admitted before, accumulatedPastExecutionTimeSeconds; no "
+                     f"{LAST_DURABLE_STEP} with {STEPS_PER_HOUR} on its job")
+            return text + (f"the progress it throws away, {best.lost_hours:,.2f} h of work ({basis}), costs "
+                           f"${best.lost_usd:,.2f} at this worker's rate, in the cost and the ready time")
+        return text + (f"the progress it throws away is priced as unknown: no {LAST_DURABLE_STEP} with "
+                       f"{STEPS_PER_HOUR} on its job and no admitted time recorded by Kueue, so it is not counted "
+                       "here")
     text = f"re-route move: {ran}; {checkpoint_text(home)} from {home.where} ({home.uri[:200]}) "
+    if best.move_case == FEDERATED:
+        text += f"read through the identity federation of the home's stack with {best.worker} (resumes there) "
     if best.move_known:
         text += (f"costs ${best.move_usd:,.2f} egress and {best.move_hours:.2f} h here, in the cost and the ready "
                  "time")
     else:
         text += (f"is priced as unknown: no {FROM_ANNOTATION}, and neither checkpoint.size_gb nor "
                  "model.parameters_b in its job spec, so the move's egress and time are not counted here")
-    if best.restarts:
-        text += (f"; {best.worker} is in another cloud than the home, which no stack grants it: the job restarts "
-                 "from step 0 there unless its training identity was granted access (docs/kueue-hub.md)")
     return text
 
 

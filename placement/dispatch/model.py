@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from placement.fleet.stacks import ClusterStack
 from placement.model.catalog import Offer
+from placement.model.contract import Progress
 from placement.model.jobspec import JobSpec
 from placement.model.kueue import Allocatable
 
@@ -101,6 +102,15 @@ class HubWorkload:
     # What its owner's optional annotations held that could not be read (each read as unknown, never refused):
     # said on the Workload's Event and in `--once --json`, each starting with the annotation's name.
     warnings: tuple[str, ...] = ()
+    # How far the job got (``gpufleet.io/last-durable-step``, ``gpufleet.io/steps-per-hour``): what a move that
+    # cannot resume throws away. None: unknown.
+    progress: Progress | None = None
+    # Hours the Workload was admitted in its previous admit-evict cycles: Kueue's own
+    # ``status.accumulatedPastExecutionTimeSeconds`` / 3600 (its workload controller adds each admitted stretch
+    # when the Admitted condition turns false). An upper bound on the work a restart from step 0 throws away
+    # (it counts start-up and the time since the last checkpoint too), used when the job carries no
+    # ``progress``. None: Kueue recorded none (never evicted) or the field could not be read.
+    admitted_hours: float | None = None
 
     @property
     def key(self) -> str:
@@ -251,14 +261,22 @@ class WorkerScore:
     # hours (in ``ready_hours``); 0 where it ran (its own copy) or when it has no progress.
     move_usd: float = 0.0
     move_hours: float = 0.0
-    # The move crosses clouds: the stacks grant a worker only its own cloud's peers' checkpoint homes (an IAM role
-    # cannot be granted on GCS, nor a Google service account on S3), so the job restarts from step 0 there unless
-    # its user granted that worker's training identity access to the home (docs/kueue-hub.md). Not priced: the
-    # Workload does not say how far the job got.
+    # The move crosses clouds and the home's stack federates no identity of this worker: the job restarts from
+    # step 0 here (``move_case`` restarts). What it throws away is priced instead: ``lost_hours`` of its work (its
+    # last durable step over its steps per hour) at this worker's USD per hour of the job, ``lost_usd``, in
+    # ``cost_usd`` and ``ready_hours``; None when how far it got is unknown (then ``move_known`` is False).
     restarts: bool = False
-    # False: the job has progress to move here but its checkpoint's size is unknown, so the move is not counted
-    # (``move_usd`` and ``move_hours`` are 0, not its price).
+    # False: the job has progress to move here but its checkpoint's size (or, restarting, its progress) is
+    # unknown, so the move is not counted (``move_usd`` and ``move_hours`` are 0, not its price).
     move_known: bool = True
+    # How the job gets its progress here (placement.dispatch.move): same_cloud, federated or restarts; "" where
+    # it ran or when it has nothing to move.
+    move_case: str = ""
+    lost_hours: float | None = None
+    lost_usd: float | None = None
+    # What ``lost_hours`` comes from: "progress" (the job's last durable step over its steps per hour) or
+    # "admitted" (Kueue's accumulated admitted time: an upper bound); "" when not priced.
+    lost_from: str = ""
 
     @property
     def usd(self) -> float:
@@ -267,7 +285,8 @@ class WorkerScore:
     @classmethod
     def fitting(cls, worker: str, pool: str, capacity: str, cost_usd: float, wait_hours: float, wait_usd: float,
                 ready_hours: float, late: bool, borrowed_gpus: int, move_usd: float, move_hours: float,
-                restarts: bool, move_known: bool = True) -> WorkerScore:
+                restarts: bool, move_known: bool = True, move_case: str = "", lost_hours: float | None = None,
+                lost_usd: float | None = None, lost_from: str = "") -> WorkerScore:
         """A score of a worker that fits: ``WorkerScore(worker, True, "", pool, ...)`` without the frozen
         dataclass's ``__init__`` (one ``object.__setattr__`` per field; the dispatcher makes one per Workload and
         worker): the same fields in the same instance ``__dict__``, so equal and hashed alike."""
@@ -275,7 +294,8 @@ class WorkerScore:
         s.__dict__.update(worker=worker, fits=True, reason="", pool=pool, capacity=capacity, cost_usd=cost_usd,
                           wait_hours=wait_hours, wait_usd=wait_usd, ready_hours=ready_hours, late=late,
                           borrowed_gpus=borrowed_gpus, move_usd=move_usd, move_hours=move_hours, restarts=restarts,
-                          move_known=move_known)
+                          move_known=move_known, move_case=move_case, lost_hours=lost_hours, lost_usd=lost_usd,
+                          lost_from=lost_from)
         return s
 
 

@@ -19,15 +19,24 @@ resumes from its own synced copy: no move. Without ``-gb`` the size comes from t
 it is unknown: the move is priced as unknown (:attr:`Move.known` False: no egress, no time) and the job is still
 nominated. A tenant writes these annotations: :func:`checkpoint_home` never refuses a job for them; a missing or
 malformed one is read as unknown with a warning naming the annotation.
+
+**Across clouds** (issue 35) a worker reads the home only through the identity federation its stacks made: the
+home's worker (the fleet worker whose ``checkpointUri`` holds the home) lists the destination in its ``federation``
+output (:class:`placement.fleet.stacks.Federation`). Then the move is priced as above (case
+:data:`FEDERATED`: the egress of the ``cross_cloud`` path and its transfer time). Without it the job restarts
+from step 0 there (case :data:`RESTARTS`): nothing is read, and what it throws away is priced instead, its
+last durable step over its steps per hour (``gpufleet.io/last-durable-step``, ``gpufleet.io/steps-per-hour``) in
+hours, at the destination's USD per hour of the job (:func:`lost_progress`); unknown progress is priced as
+unknown. Within one cloud the stacks grant every peer the home (case :data:`SAME_CLOUD`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from placement.dispatch.model import CheckpointHome
+from placement.dispatch.model import CheckpointHome, WorkerState
 from placement.model import contract
 from placement.model.egress import EgressBook, transfer_hours, transfer_path, transfer_usd
 from placement.model.jobspec import JobSpec
@@ -36,30 +45,64 @@ from placement.model.zones import known_regions
 CHECKPOINT_HOME = contract.CHECKPOINT_HOME
 CHECKPOINT_REGION = contract.CHECKPOINT_REGION
 CHECKPOINT_GB = contract.CHECKPOINT_GB
+LAST_DURABLE_STEP = contract.LAST_DURABLE_STEP
+STEPS_PER_HOUR = contract.STEPS_PER_HOUR
 MAX_CHECKPOINT_GB = contract.MAX_CHECKPOINT_GB
 MAX_URI = contract.MAX_URI
 FROM_ANNOTATION = CHECKPOINT_GB  # CheckpointHome.gb_from: the size the job's annotation gives
+# Move.case: how the job gets its progress on the destination.
+SAME_CLOUD = "same_cloud"  # the stacks grant every same-cloud peer the home: it resumes
+FEDERATED = "federated"  # another cloud, and the home's stack federates the destination's identity: it resumes
+RESTARTS = "restarts"  # another cloud without federation: it restarts from step 0, its progress lost
 
 
 @dataclass(frozen=True)
 class Move:
     """Reading the newest checkpoint on a worker in ``cloud``/``region`` from its home: ``usd`` (egress) and
     ``hours`` (transfer), over ``path`` (same_region, inter_region, cross_cloud). ``known`` False: the checkpoint's
-    size is unknown, so the move is not priced (``usd`` and ``hours`` 0)."""
+    size is unknown, so the move is not priced (``usd`` and ``hours`` 0). ``case``: :data:`SAME_CLOUD`,
+    :data:`FEDERATED` or :data:`RESTARTS` (nothing is read: ``usd`` and ``hours`` 0, the lost progress is priced
+    by the caller, :func:`lost_progress`)."""
 
     usd: float
     hours: float
     path: str
     known: bool = True
+    case: str = SAME_CLOUD
 
     @property
     def restarts(self) -> bool:
-        """Across clouds no stack grants the worker the home: the job restarts from step 0 there unless its user
-        granted access (docs/kueue-hub.md)."""
-        return self.path == "cross_cloud"
+        """The destination cannot read the home (another cloud, no federation): the job restarts from step 0."""
+        return self.case == RESTARTS
 
 
 NO_MOVE = Move(0.0, 0.0, "")
+
+
+def home_worker(home: CheckpointHome, workers: Iterable[WorkerState]) -> WorkerState | None:
+    """The fleet worker whose checkpoint bucket holds ``home`` (its ``checkpointUri`` is a prefix of the home's
+    URI, in the home's cloud), None when none does (a bucket of the user's own: no stack federates it)."""
+    for w in workers:
+        uri = w.cluster.checkpoint_uri if w.cluster is not None else None
+        if uri and w.cluster is not None and w.cluster.cloud == home.cloud and \
+                (home.uri == uri or home.uri.startswith(uri.rstrip("/") + "/")):
+            return w
+    return None
+
+
+def federated(home: CheckpointHome, owner: WorkerState | None, worker: str) -> bool:
+    """Whether ``worker`` reaches ``home`` (kept by ``owner``, :func:`home_worker`) through the identity
+    federation the owner's stack made for it (its ``federation`` output names it)."""
+    return owner is not None and owner.cluster is not None and worker in owner.cluster.federation
+
+
+def lost_progress(hours: float | None, cost_usd: float, ready_hours: float) -> float | None:
+    """What a restart from step 0 throws away, USD: ``hours`` of the job's work (its last durable step over its
+    steps per hour; None: unknown, so None) at the destination's USD per hour of the job (the engine's
+    ``cost_usd`` there over its ``ready_hours``)."""
+    if hours is None:
+        return None
+    return hours * (cost_usd / ready_hours) if ready_hours > 0 else 0.0
 
 
 def checkpoint_home(annotations: Mapping[str, Any]) -> tuple[CheckpointHome | None, tuple[str, ...]]:
@@ -91,13 +134,19 @@ def with_job_size(home: CheckpointHome, job: JobSpec | None) -> CheckpointHome:
     return home if size is None else replace(home, gb=size[0], gb_from=size[1])
 
 
-def move(home: CheckpointHome, cloud: str, region: str, job: JobSpec, book: EgressBook) -> Move:
+def move(home: CheckpointHome, cloud: str, region: str, job: JobSpec, book: EgressBook,
+         federation: bool = False) -> Move:
     """Reading one checkpoint from ``home`` on a worker in ``cloud``/``region``: egress USD (the source cloud's
     rate for the path, ``placement.model.egress.transfer_usd``) and hours at the path's throughput (the job's
-    ``throughput_gbps`` for that path, else the data's); not priced (``known`` False) when the size is unknown."""
+    ``throughput_gbps`` for that path, else the data's); not priced (``known`` False) when the size is unknown.
+    In another cloud the worker reads it only with ``federation`` (:func:`federated`); without, the job
+    restarts there (case :data:`RESTARTS`, nothing read)."""
     path = transfer_path(home.cloud, home.region, cloud, region)
+    case = SAME_CLOUD if cloud == home.cloud else FEDERATED if federation else RESTARTS
+    if case == RESTARTS:
+        return Move(0.0, 0.0, path, case=case)
     if home.gb is None:
-        return Move(0.0, 0.0, path, known=False)
+        return Move(0.0, 0.0, path, known=False, case=case)
     usd = transfer_usd(book, home.cloud, home.region, cloud, region, home.gb)
     hours = transfer_hours(home.gb, job.gbps(path, book.throughput_gbps[path]))
-    return Move(usd, hours, path)
+    return Move(usd, hours, path, case=case)

@@ -377,6 +377,7 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
     evictions = (sum(int(e.get("count") or 0) for e in stats)
                  or int((status.get("requeueState") or {}).get("count") or 0))
+    admitted = admitted_hours(status)
     return HubWorkload(
         namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
         created=parse_time(meta.get("creationTimestamp")) or 0.0, priority=int(spec.get("priority") or 0),
@@ -386,7 +387,24 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
         evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
         needs=needs(wl), job=job, job_error=job_error, group=read.group, group_workers=read.workers,
-        delay_usd_per_hour=delay, checkpoint=home, warnings=read.warnings)
+        delay_usd_per_hour=delay, checkpoint=home, warnings=read.warnings, progress=read.progress,
+        admitted_hours=admitted)
+
+
+def admitted_hours(status: Mapping[str, Any]) -> float | None:
+    """Hours a Workload was admitted in its previous admit-evict cycles: Kueue's
+    ``status.accumulatedPastExecutionTimeSeconds`` (v1beta2; v1beta1 spells it ``accumulatedPastExexcutionTime
+    Seconds``), an int32 of seconds that Kueue's workload controller adds to when the Admitted condition turns
+    false. None when absent or not a whole number of seconds from 0 to 2^31 - 1 (the status is the hub's
+    controller's, but a malformed one is read as unknown, never trusted)."""
+    for key in ("accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"):
+        value = status.get(key)
+        if value is None:
+            continue
+        if type(value) is int and 0 <= value <= 2**31 - 1:
+            return value / 3600.0
+        return None
+    return None
 
 
 def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:

@@ -29,7 +29,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from placement.errors import InputError
@@ -159,6 +159,9 @@ class Storage:
     env: tuple[dict[str, Any], ...] = ()
     env_from: tuple[dict[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
+    # More volumes and their mounts (the credentials of a home in the other cloud: placement.fleet.federation).
+    volumes: tuple[dict[str, Any], ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -641,6 +644,8 @@ def _job_object(plan: PodPlan, meta: dict[str, Any], pod_annotations: Mapping[st
         sub = plan.storage.sub_path
         mounts.append({"name": CHECKPOINT_VOLUME, "mountPath": CHECKPOINT_DIR, **({"subPath": sub} if sub else {})})
         volumes.append(dict(plan.storage.volume))
+    mounts += [dict(m) for m in plan.storage.mounts]
+    volumes += [dict(v) for v in plan.storage.volumes]
     annotations = {**plan.storage.annotations, **pod_annotations}
     if gpudirect and plan.gpu_vpcs_shape is not None:
         gd = _gpudirect(plan.gpu_vpcs_shape, plan.networks)
@@ -841,6 +846,32 @@ def _portable_storage(group: Group, ns: str) -> tuple[Storage, dict[str, list[di
     return storage, per_worker
 
 
+def _cross_cloud(storage: Storage, per_worker: dict[str, list[dict[str, Any]]], group: Group, home: ClusterStack,
+                 ns: str, job: str) -> Storage:
+    """``storage`` with what a member of the other cloud than the home (``home``, the planned worker) needs to
+    reach the job's home (:mod:`placement.fleet.federation`): its ConfigMaps added to ``per_worker`` and the pod's
+    optional credential volume, mount and envFrom; a member the home's stack federates nothing for is warned of
+    (a job moved there restarts from step 0). Unchanged when every member is in the home's cloud or the home's
+    worker exports no checkpoint location."""
+    from placement.fleet import federation as fd
+
+    reaches = [r for m in group.members if (r := fd.reach(home, m.key, m.cluster)) is not None]
+    if not reaches or not home.checkpoint_uri:
+        return storage
+    warnings = list(storage.warnings)
+    for r in reaches:
+        made = fd.objects(home, r, ns, job)
+        for o in made:
+            o["metadata"].setdefault("annotations", {})[CLUSTER_ANNOTATION] = r.key
+        per_worker.setdefault(r.key, []).extend(made)
+        why = fd.warning(r, home)
+        if why:
+            warnings.append(why)
+    volumes, mounts, env_from = fd.pod_parts(job, home.cloud)
+    return replace(storage, volumes=(*storage.volumes, *volumes), mounts=(*storage.mounts, *mounts),
+                   env_from=(*storage.env_from, *env_from), warnings=tuple(warnings))
+
+
 def job_spec_annotation(job_doc: Mapping[str, Any]) -> str:
     """The job's YAML mapping as compact JSON (fields this version does not know travel along)."""
     return contract.job_spec_text(job_doc)
@@ -886,8 +917,9 @@ def render_portable(job: JobSpec, job_doc: Mapping[str, Any], candidate: Candida
     per_node = group.gpus_per_node
     reqs = [per_node_requests(s, per_node) for s in shapes]
     storage, per_worker = _portable_storage(group, ns)
-    warnings = command_warnings(job) + list(storage.warnings)
     first = existing.cluster
+    storage = _cross_cloud(storage, per_worker, group, first, ns, job.name)
+    warnings = command_warnings(job) + list(storage.warnings)
     fabric = group.name if group.name != "single-node" else "none"
     efa = min(s.fabric_nics for s in shapes) if fabric == "efa" else 0
     affinity = portable_affinity(group, fabric)

@@ -2,10 +2,10 @@
 dataclasses out, with :class:`~placement.errors.InputError` naming the output and the fix.
 
 A worker stack exports ``cloud``, ``region``, ``clusterName``, ``kubeconfig`` (secret), ``nodePools``,
-``checkpointUri``, ``checkpointFilesystem``, ``trainingServiceAccount``, ``kueue`` and, on GCP,
-``gpuNetworks`` (``infra.outputs.export_cluster``). The hub exports ``role: hub``, ``dispatcher``,
-``workers`` and ``kueue``. The dispatcher's fleet file (ConfigMap ``gpufleet-fleet``, key ``fleet.json``)
-is the same document keyed by worker key, without kubeconfigs.
+``checkpointUri``, ``checkpointFilesystem``, ``trainingServiceAccount``, ``kueue``, ``federation`` (when
+the hub has workers of the other cloud) and, on GCP, ``gpuNetworks`` (``infra.outputs.export_cluster``). The
+hub exports ``role: hub``, ``dispatcher``, ``workers`` and ``kueue``. The dispatcher's fleet file (ConfigMap
+``gpufleet-fleet``, key ``fleet.json``) is the same document keyed by worker key, without kubeconfigs.
 """
 
 from __future__ import annotations
@@ -48,6 +48,23 @@ class TrainingAccount:
 
 
 @dataclass(frozen=True)
+class Federation:
+    """What a worker's stack made so that one peer worker of the OTHER cloud reaches this worker's checkpoint home
+    (its ``federation`` output: peer worker key -> entry; issue 35, docs/kueue-hub.md#checkpoints-across-clouds).
+
+    ``cloud`` is the home's. An AWS home (``cloud`` aws): the peer's training Kubernetes service account assumes
+    ``role_arn`` with its projected token, whose audience is ``audience`` (the IAM OIDC provider's client ID). A GCP
+    home: the peer's training role signs its way into the Workload Identity pool provider ``audience``
+    (``//iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/POOL/providers/PROVIDER``) and
+    impersonates ``service_account`` (None: the federated principal is granted the home directly)."""
+
+    cloud: str
+    audience: str
+    role_arn: str | None = None
+    service_account: str | None = None
+
+
+@dataclass(frozen=True)
 class Queue:
     namespace: str
     name: str
@@ -69,6 +86,8 @@ class ClusterStack:
     service_account: TrainingAccount | None
     local_queues: tuple[Queue, ...] | None
     gpu_networks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Peer worker key -> how that worker (of the other cloud) reaches this worker's checkpoint home.
+    federation: Mapping[str, Federation] = field(default_factory=dict)
 
     def default_namespace(self) -> str | None:
         return self.local_queues[0].namespace if self.local_queues else None
@@ -147,6 +166,33 @@ def _training_account(raw: Any, stack: str, source: str) -> TrainingAccount | No
     return TrainingAccount(name=raw["name"], namespaces=tuple(namespaces))
 
 
+def _federation(raw: Any, stack: str, cloud: str, source: str) -> dict[str, Federation]:
+    """The ``federation`` output: peer worker key -> ``{audience, roleArn}`` (an AWS home) or ``{audience,
+    serviceAccount?}`` (a GCP home); absent (no peer of the other cloud, or an older stack): none."""
+    if raw is None:
+        return {}
+    where = f"{stack}.federation"
+    if not isinstance(raw, Mapping):
+        raise InputError(where, "must map peer worker keys to {audience, roleArn | serviceAccount}", source=source)
+    out: dict[str, Federation] = {}
+    for key, entry in raw.items():
+        at = f"{where}.{key}"
+        if not isinstance(key, str) or not ko.DNS_LABEL.fullmatch(key) or not isinstance(entry, Mapping):
+            raise InputError(at, "must be a peer worker key mapped to {audience, roleArn | serviceAccount}",
+                             source=source)
+        audience, role, account = entry.get("audience"), entry.get("roleArn"), entry.get("serviceAccount")
+        if not isinstance(audience, str) or not audience:
+            raise InputError(f"{at}.audience", "is required (a string)", source=source)
+        if cloud == "aws" and (not isinstance(role, str) or not role.startswith("arn:")):
+            raise InputError(f"{at}.roleArn", f"must be an IAM role ARN, got {shown(role)}", source=source)
+        if account is not None and (not isinstance(account, str) or "@" not in account):
+            raise InputError(f"{at}.serviceAccount", f"must be a service account email, got {shown(account)}",
+                             source=source)
+        out[key] = Federation(cloud=cloud, audience=audience, role_arn=role if cloud == "aws" else None,
+                              service_account=account if cloud == "gcp" else None)
+    return out
+
+
 def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> ClusterStack:
     """One worker stack's outputs (the names ``infra.outputs.export_cluster`` exports)."""
     cloud = _get(outputs, "cloud", stack, source)
@@ -186,7 +232,8 @@ def parse_cluster(stack: str, outputs: Mapping[str, Any], source: str) -> Cluste
         cluster_name=_get(outputs, "clusterName", stack, source), pools=tuple(pools),
         kubeconfig=outputs.get("kubeconfig"), checkpoint_uri=uri if isinstance(uri, str) and uri else None,
         filesystem=fs, service_account=service_account, local_queues=local_queues,
-        gpu_networks={str(k): tuple(str(n) for n in v) for k, v in nets_raw.items()})
+        gpu_networks={str(k): tuple(str(n) for n in v) for k, v in nets_raw.items()},
+        federation=_federation(outputs.get("federation"), stack, cloud, source))
 
 
 def _dispatcher(value: Any, where: str, source: str) -> str:

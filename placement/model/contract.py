@@ -51,12 +51,18 @@ PLACEMENT = "gpufleet.io/placement"  # cloud/zone/instance type/capacity of the 
 STACK = "gpufleet.io/stack"  # the stack of the chosen cluster (direct submit; for people)
 POOL = "gpufleet.io/pool"  # the chosen pool (direct submit; for people)
 CLUSTER = "gpufleet.io/cluster"  # on a storage object (ConfigMap, PV/PVC): the worker it is created on
+# The job's progress, as the trainer publishes it (its home's gpufleet-progress.json, PROGRESS_FILE): what a move
+# that cannot resume throws away (the dispatcher prices it, issue 35).
+LAST_DURABLE_STEP = "gpufleet.io/last-durable-step"  # the step of the newest durable checkpoint (whole number)
+STEPS_PER_HOUR = "gpufleet.io/steps-per-hour"  # training steps per wall hour measured (a number > 0)
 JOB_LABEL = "gpufleet.io/job"  # label on the job and its pods: the job's name
 
 # Annotations the home needs together: with one and not the other the home is unknown.
 REQUIRED_TOGETHER: tuple[tuple[str, ...], ...] = ((CHECKPOINT_HOME, CHECKPOINT_REGION),)
 
 CLOUDS = ("aws", "gcp")
+MAX_STEP = 10**12  # far above any training run's steps, low enough that every price stays finite
+MAX_STEPS_PER_HOUR = 1e9
 FABRIC_GROUPS = ("efa", "tcpx", "tcpxo", "rdma", "single-node")
 SINGLE_NODE = "single-node"
 MAX_CHECKPOINT_GB = 1e6  # a petabyte: far above any checkpoint, low enough that every price stays finite
@@ -96,6 +102,13 @@ ENV_NPROC_PER_NODE = "NPROC_PER_NODE"
 # The worker's checkpoint storage: its bucket (through the hub, from ConfigMap gpufleet-checkpoint) and the mount.
 ENV_CHECKPOINT_URI = "CHECKPOINT_URI"
 ENV_MOUNTED_CHECKPOINT_DIR = "CHECKPOINT_DIR"
+# Federation (issue 35): a pod whose checkpoint home is in the other cloud reaches it with its own cluster's
+# service-account token, exchanged there: on GKE for an AWS role (botocore's web identity provider reads these two),
+# on EKS for a Google federated token (google-auth's external_account credential configuration, a mounted file).
+ENV_AWS_ROLE_ARN = "AWS_ROLE_ARN"
+ENV_AWS_WEB_IDENTITY_TOKEN_FILE = "AWS_WEB_IDENTITY_TOKEN_FILE"
+ENV_AWS_ROLE_SESSION_NAME = "AWS_ROLE_SESSION_NAME"
+ENV_GOOGLE_APPLICATION_CREDENTIALS = "GOOGLE_APPLICATION_CREDENTIALS"
 
 # Defaults the trainer takes for an absent variable (a local run), and the values submit renders.
 RETRY_EXIT_CODE = 75  # EX_TEMPFAIL (sysexits.h): "a peer is gone, restart the gang"
@@ -143,6 +156,11 @@ ANNOTATIONS: tuple[Entry, ...] = (
     Entry(STACK, "stack name", "direct", ABSENT, ("people",)),
     Entry(POOL, "pool name", "direct", ABSENT, ("people",)),
     Entry(CLUSTER, "MultiKueueCluster name (on storage objects)", "--via-hub", ABSENT, ("people",)),
+    Entry(LAST_DURABLE_STEP, f"whole number from 0 to {MAX_STEP}", "never by submit: from the trainer's "
+          "gpufleet-progress.json in the home", f"{ABSENT}: how far the job got is unknown (a move that cannot "
+          "resume is priced as unknown)", ("dispatch",), together=(STEPS_PER_HOUR,)),
+    Entry(STEPS_PER_HOUR, f"steps per wall hour, a number above 0 up to {MAX_STEPS_PER_HOUR:g}", "with "
+          "last-durable-step", f"{ABSENT}: the lost hours are unknown", ("dispatch",), together=(LAST_DURABLE_STEP,)),
 )
 
 ENV: tuple[Entry, ...] = (
@@ -179,6 +197,13 @@ ENV: tuple[Entry, ...] = (
           ("trainer",)),
     Entry(ENV_MOUNTED_CHECKPOINT_DIR, "path of the mounted checkpoint volume", "with a mounted volume", ABSENT,
           ("trainer",)),
+    Entry(ENV_AWS_ROLE_ARN, "IAM role ARN", "on GKE, a home in S3", f"{ABSENT}: the pod's own identity",
+          ("trainer",), together=(ENV_AWS_WEB_IDENTITY_TOKEN_FILE,)),
+    Entry(ENV_AWS_WEB_IDENTITY_TOKEN_FILE, "path of a projected service-account token", "with AWS_ROLE_ARN",
+          ABSENT, ("trainer",), together=(ENV_AWS_ROLE_ARN,)),
+    Entry(ENV_AWS_ROLE_SESSION_NAME, "session name", "with AWS_ROLE_ARN", ABSENT, ("trainer",)),
+    Entry(ENV_GOOGLE_APPLICATION_CREDENTIALS, "path of an external_account credential configuration",
+          "on EKS, a home in GCS", f"{ABSENT}: the pod's own identity", ("trainer",)),
 )
 
 
@@ -380,11 +405,73 @@ def _worker_names(value: str) -> tuple[str, ...] | None:
     return None
 
 
+PROGRESS_FILE = "gpufleet-progress.json"  # in the home: the trainer's progress (:func:`progress_doc`)
+PROGRESS_SCHEMA = "gpufleet.progress/v1"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a job got, as the trainer publishes it: ``last_step`` the step of its newest durable checkpoint,
+    ``steps_per_hour`` training steps per wall hour (None: unknown). ``hours`` is the work a restart from step 0
+    throws away: ``last_step / steps_per_hour`` (None when the rate is unknown)."""
+
+    last_step: int
+    steps_per_hour: float | None = None
+
+    @property
+    def hours(self) -> float | None:
+        if self.last_step == 0:
+            return 0.0
+        return None if self.steps_per_hour is None else self.last_step / self.steps_per_hour
+
+
+def progress_annotations(progress: Progress) -> dict[str, str]:
+    """The :data:`LAST_DURABLE_STEP` / :data:`STEPS_PER_HOUR` annotations of ``progress`` (the rate left out when
+    unknown)."""
+    out = {LAST_DURABLE_STEP: str(progress.last_step)}
+    if progress.steps_per_hour is not None:
+        out[STEPS_PER_HOUR] = number_text(progress.steps_per_hour)
+    return out
+
+
+def progress_doc(progress: Progress, job: str) -> dict[str, Any]:
+    """The trainer's :data:`PROGRESS_FILE`: the schema, the job and its annotations' values (the same text)."""
+    return {"schema": PROGRESS_SCHEMA, "job": job, **progress_annotations(progress)}
+
+
+def read_progress(annotations: Mapping[str, Any]) -> tuple[Progress | None, tuple[str, ...]]:
+    """The job's :class:`Progress` from its annotations (or from a :func:`progress_doc`, whose keys are the same),
+    None when it names none or a malformed step, and the warnings of what was read as unknown. Hostile data:
+    never raises."""
+    step, rate = _given(annotations, LAST_DURABLE_STEP), _given(annotations, STEPS_PER_HOUR)
+    if step is None and rate is None:
+        return None, ()
+    if step is None:
+        return None, (f"{STEPS_PER_HOUR}: without {LAST_DURABLE_STEP}; ignored",)
+    last = -1
+    if isinstance(step, str) and len(step) <= MAX_NUMBER_TEXT and step.isdigit():
+        last = int(step)
+    if not 0 <= last <= MAX_STEP:
+        return None, (f"{LAST_DURABLE_STEP}: {_shown(step)} is not a whole number of steps from 0 to {MAX_STEP}; "
+                      "read as unknown (a move that cannot resume is priced as unknown)",)
+    if rate is None:
+        return Progress(last), ()
+    per_hour = math.nan
+    if isinstance(rate, str) and len(rate) <= MAX_NUMBER_TEXT:
+        with contextlib.suppress(ValueError):
+            per_hour = float(rate)
+    if not math.isfinite(per_hour) or not 0 < per_hour <= MAX_STEPS_PER_HOUR:
+        return Progress(last), (f"{STEPS_PER_HOUR}: {_shown(rate)} is not a number of steps per hour above 0 (such "
+                                "as 1200); read as unknown",)
+    return Progress(last, per_hour), ()
+
+
 class JobAnnotations(NamedTuple):
     """What a job's annotations say, read by :func:`read_annotations`: ``job_spec`` (the document; None when
     absent or unreadable, ``job_spec_error`` then says why when it was there), ``group``, ``workers``,
-    ``checkpoint`` (None: unknown) and ``warnings``: each optional annotation that was malformed and read as
-    unknown, starting with its name. (A named tuple: one is made per Workload of every dispatcher pass.)"""
+    ``checkpoint`` (None: unknown), ``progress`` (None: unknown) and ``warnings``: each optional annotation that
+    was malformed and read as unknown, starting with its name. (A named tuple: one is made per Workload of every
+    dispatcher pass.)"""
 
     job_spec: dict[str, Any] | None = None
     job_spec_error: str | None = None
@@ -392,6 +479,7 @@ class JobAnnotations(NamedTuple):
     workers: tuple[str, ...] | None = None
     checkpoint: Checkpoint | None = None
     warnings: tuple[str, ...] = ()
+    progress: Progress | None = None
 
 
 def read_annotations(annotations: Any, regions: Mapping[str, Collection[str]] | None = None) -> JobAnnotations:
@@ -407,7 +495,9 @@ def read_annotations(annotations: Any, regions: Mapping[str, Collection[str]] | 
     checkpoint, warnings = read_checkpoint(annotations, regions)
     if why_group or why_workers:
         warnings = tuple(w for w in (why_group, why_workers) if w) + warnings
-    return JobAnnotations(doc, error, group, workers, checkpoint, warnings)
+    progress, why_progress = read_progress(annotations) if LAST_DURABLE_STEP in annotations or \
+        STEPS_PER_HOUR in annotations else (None, ())
+    return JobAnnotations(doc, error, group, workers, checkpoint, warnings + why_progress, progress)
 
 
 def parse_deadline(text: str) -> dt.datetime:

@@ -9,6 +9,8 @@ s3fs, ``gs://bucket/prefix`` through gcsfs; anything else fsspec knows)::
     <home>/step-0000000120/manifest.json     written last: step, sizes and SHA-256 of every data file, and
                                              the training state (RNG, data order, loss, seed) as JSON
     <home>/gpufleet-finished.json            written after the final step
+    <home>/gpufleet-progress.json            after each durable checkpoint: its step and the steps per hour
+                                             (placement.model.contract.progress_doc; issue 35)
 
 **One home, one job**: at start the writer claims the home (:meth:`Store.claim`); a home that holds another
 job's owner file or checkpoints is refused, naming that job, before anything is written.
@@ -153,9 +155,12 @@ class Store:
     def __init__(self, uri: str, job: str) -> None:
         from fsspec.core import url_to_fs
 
+        from placement.trainer.federation import storage_options
+
         self.uri = uri.rstrip("/")
         self.job = job
-        self.fs, root = url_to_fs(self.uri)
+        # A home in the other cloud: the credentials submit rendered for it (placement.trainer.federation).
+        self.fs, root = url_to_fs(self.uri, **storage_options(self.uri))
         self.root = root.rstrip("/") or "/"
         self._manifests: dict[int, dict[str, Any]] = {}  # ours, well-formed: read once (they never change)
         self._verified: set[int] = set()  # steps whose data this process wrote, or read back and found intact
@@ -250,6 +255,15 @@ class Store:
             return
         with self.fs.open(f"{folder}/{fname}", "wb") as f:
             yield f
+
+    def write_progress(self, step: int, steps_per_hour: float | None) -> None:
+        """``gpufleet-progress.json`` in the home: its newest durable ``step`` and the measured ``steps_per_hour``
+        (None: not measured yet), the fields and text of the ``gpufleet.io/last-durable-step`` and
+        ``gpufleet.io/steps-per-hour`` annotations the dispatcher prices a restart with (issue 35)."""
+        from placement.model import contract
+
+        doc = {**contract.progress_doc(contract.Progress(step, steps_per_hour), self.job), "writer": WRITER}
+        self._put(self.root, contract.PROGRESS_FILE, json.dumps(doc, sort_keys=True).encode())
 
     def _marker(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "writer": WRITER, "job": self.job}
@@ -577,6 +591,8 @@ class Checkpointer:
     failures: int = field(default=0, init=False)
     last: Written | None = field(default=None, init=False)
     durable_step: int = field(default=-1, init=False)  # the newest step known complete in the home
+    # Training steps per wall hour as the loop measured them when it took the snapshot (None: not yet).
+    steps_per_hour: float | None = field(default=None, init=False)
 
     def _write(self, snap: Snapshot) -> None:
         start = time.monotonic()
@@ -601,6 +617,11 @@ class Checkpointer:
         with self._lock:
             self.last = written
             self.durable_step = max(self.durable_step, snap.step)
+        try:  # the job's progress beside it, for pricing a move that cannot resume: best effort
+            self.home.write_progress(self.durable_step, self.steps_per_hour)
+        except Exception as exc:  # noqa: BLE001 - any client's error: the checkpoint itself stands
+            print(f"trainer: could not write the progress of step {snap.step} to {self.home.uri}: "
+                  f"{type(exc).__name__}", file=sys.stderr)
         self.on_written(written)
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -91,7 +91,12 @@ def train(run: Run) -> int:
         step, loss = resumed.step, float(resumed.state["loss"])
         print(f"trainer: resumed from {resumed.uri} at step {step}", file=sys.stderr)
 
+    started_at, started_step = time.monotonic(), step
+
     def snapshot(kind: str) -> Snapshot:
+        if ckpt:  # what this process measured, published beside the checkpoint (gpufleet-progress.json)
+            hours = (time.monotonic() - started_at) / 3600
+            ckpt.steps_per_hour = (step - started_step) / hours if hours > 0 and step > started_step else None
         files, state = model.snapshot()
         return Snapshot(step=step, files=files, state={**state, "loss": loss}, kind=kind)
 

@@ -33,7 +33,9 @@ class Heartbeat:
     def __init__(self, home_uri: str, rank: int, world: int, timeout_s: float) -> None:
         from fsspec.core import url_to_fs
 
-        self.fs, root = url_to_fs(home_uri.rstrip("/") + "/" + PEER_DIR)
+        from placement.trainer.federation import storage_options
+
+        self.fs, root = url_to_fs(home_uri.rstrip("/") + "/" + PEER_DIR, **storage_options(home_uri))
         self.root = root.rstrip("/")
         protocol = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.local = "file" in protocol

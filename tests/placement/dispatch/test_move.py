@@ -221,7 +221,8 @@ def test_a_worker_in_another_cloud_than_the_home_is_told_the_job_restarts_there(
     scores = {s.worker: s for s in d.scores}
     assert scores["b"].restarts and scores["c"].restarts and not scores["a"].restarts  # a: its own copy
     assert d.clusters == ("b",) and d.event is not None
-    assert "restarts from step 0 there unless its training identity was granted access" in d.event.message
+    assert "federate no identity of it there: the job restarts from step 0" in d.event.message
+    assert scores["b"].move_case == "restarts" and scores["b"].move_usd == 0.0  # nothing read: it restarts
     # Same cloud: no such note (the stacks grant the peers of a hub each other's buckets).
     same, mem = _evicted(checkpoint=replace(HOME, gb=10.0))
     (d,) = decide([same], workers, prices, NOW, memory=mem).decisions

@@ -181,9 +181,8 @@ def test_a_cloud_that_failed_one_way_everywhere_gets_one_row():
 
 
 def test_missing_sdk_is_classified_with_the_fix():
-    from placement.live.errors import classify
-
     from placement.console import extra_command
+    from placement.live.errors import classify
 
     status, detail = classify(ModuleNotFoundError("No module named 'boto3'", name="boto3"))
     # The one command that adds the extra here (scripts/extra in a checkout's .venv, pip elsewhere: issue 38).

@@ -12,6 +12,7 @@ from typing import IO
 
 import pytest
 
+from placement.model.contract import LAST_DURABLE_STEP, PROGRESS_FILE
 from placement.trainer.checkpoint import (
     CLAIM,
     HOME_OWNER,
@@ -24,6 +25,11 @@ from placement.trainer.checkpoint import (
     Written,
     step_name,
 )
+
+
+def listing(folder: Path) -> list[str]:
+    """The names in ``folder`` but the trainer's progress file (gpufleet-progress.json, issue 35)."""
+    return sorted(p.name for p in folder.iterdir() if p.name != PROGRESS_FILE)
 
 
 def snap(step: int, payload: bytes = b"x" * 100, kind: str = "interval") -> Snapshot:
@@ -64,7 +70,9 @@ def test_keeps_the_last_n_and_never_deletes_a_foreign_file(tmp_path: Path) -> No
         assert ck.save(snap(step))
     (tmp_path / step_name(40) / "user-notes.txt").write_text("mine", encoding="utf-8")  # foreign, in ours
     assert ck.save(snap(50)) and ck.save(snap(60))
-    left = sorted(p.name for p in tmp_path.iterdir())
+    left = listing(tmp_path)
+    progress = json.loads((tmp_path / PROGRESS_FILE).read_text(encoding="utf-8"))
+    assert progress["job"] == "job-a" and progress[LAST_DURABLE_STEP] == "60"  # the annotation's text
     assert left == ["notes.txt", step_name(1), step_name(2), step_name(3), step_name(40), step_name(50),
                     step_name(60)]
     assert all(f.read_text(encoding="utf-8") for f in foreign)
@@ -129,7 +137,7 @@ def test_a_cache_is_written_first_and_synced_to_the_home(tmp_path: Path) -> None
     for step in (1, 2, 3):
         assert ck.save(snap(step, payload=bytes([step]) * 10))
     for root in (home, cache):
-        assert sorted(p.name for p in root.iterdir()) == [step_name(2), step_name(3)]
+        assert listing(root) == [step_name(2), step_name(3)]
     # the home alone (a new node: the cache is gone) resumes from the same checkpoint
     loaded = Checkpointer(home=Store(str(home), "j")).latest()
     assert loaded is not None and loaded.step == 3 and loaded.files["state.bin"] == bytes([3]) * 10
@@ -168,7 +176,7 @@ def test_a_step_directory_linked_into_the_home_keeps_its_files(tmp_path: Path) -
         assert ck.save(snap(step))
     assert sorted(p.name for p in archive.iterdir()) == [CLAIM, MANIFEST, "state.bin"]
     assert (home / step_name(1)).is_symlink()
-    assert sorted(p.name for p in home.iterdir()) == [step_name(1), step_name(4)]
+    assert listing(home) == [step_name(1), step_name(4)]
 
 
 def test_a_checkpoint_that_fails_verification_never_counts_toward_keep(tmp_path: Path) -> None:
@@ -180,7 +188,7 @@ def test_a_checkpoint_that_fails_verification_never_counts_toward_keep(tmp_path:
     loaded = ck.latest()
     assert loaded is not None and loaded.step == 20
     assert ck.save(snap(40))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [step_name(10), step_name(20), step_name(40)]
+    assert listing(tmp_path) == [step_name(10), step_name(20), step_name(40)]
 
 
 def test_a_fifo_or_a_huge_file_in_a_checkpoint_neither_blocks_nor_is_read(tmp_path: Path) -> None:
