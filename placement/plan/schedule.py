@@ -927,7 +927,8 @@ def _solve_generated(jobs: Sequence[JobSpec], earliest: Sequence[float], opts: S
         so the run stops there (a callback) instead of going on to close HiGHS's own gap over the restricted
         columns, and not sooner (HiGHS's own gap is set to 0). Presolve is off: with a start given, HiGHS's
         presolve can lose the objective offset and report the start optimal at once (highspy 1.16, see
-        checked_run), and its reruns cost more than presolve saves on these models. The start ``warm`` is given to HiGHS, or returned at once when it is proven already."""
+        checked_run), and its reruns cost more than presolve saves on these models. The start ``warm`` is
+        given to HiGHS, or returned at once when it is proven already."""
         if _feasible(n_jobs, cols, warm) and cost_of(costs, warm) <= accept_below:
             return warm, "Optimal", cost_of(costs, warm)
         proven: list[tuple[list[float], float]] = []
