@@ -212,3 +212,32 @@ def test_the_reservations_file_reads_an_optional_starts_column():
                                   "r.csv")
     assert r.starts == dt.datetime(2026, 12, 3, tzinfo=dt.UTC) and r.window[1] == dt.datetime(2026, 12, 10,
                                                                                              tzinfo=dt.UTC)
+
+
+def _starts_by_definition(o: SimpleNamespace, earliest: float, deadline: float | None, g: Grid) -> list[float]:
+    """The module doc's definition, one candidate start at a time: the earliest start and every slot boundary
+    after it before the horizon's end, kept when the run ends by its deadline and inside its window."""
+    lo = max(earliest, o.start_min)
+    end_by = min(math.inf if deadline is None else deadline, o.end_max)
+    out = [lo] if lo < g.horizon_h else []
+    k = math.floor(lo / g.slot_h + 1e-9) + 1
+    while k * g.slot_h < g.horizon_h - 1e-9:
+        out.append(k * g.slot_h)
+        k += 1
+    return [t for t in out if t + o.ready_h <= end_by + 1e-9]
+
+
+def test_starts_are_every_boundary_that_ends_in_time() -> None:
+    """starts() works out its last slot boundary arithmetically: the same starts as the definition, to the float,
+    at awkward slots (1/3 h, 0.1 h), horizons that are and are not whole slots, deadlines and windows on a
+    boundary and just off it."""
+    rng = random.Random(11)
+    for _ in range(3000):
+        slot = rng.choice([1.0, 0.5, 1 / 3, 0.1, 2.0, 24.0, 7.3])
+        g = Grid(NOW, rng.choice([168.0, 10.0, 5.5, slot * rng.randint(1, 40)]), slot)
+        o = SimpleNamespace(ready_h=rng.choice([0.5, 2.7, 8.0, rng.uniform(0, 100), slot * rng.randint(1, 8)]),
+                            start_min=rng.choice([0.0, 3.0, rng.uniform(0, 30), slot * rng.randint(0, 8)]),
+                            end_max=rng.choice([math.inf, 50.0, rng.uniform(0, 120), slot * rng.randint(0, 60)]))
+        e = rng.choice([0.0, 2.5, rng.uniform(0, 60), slot * rng.randint(0, 20)])
+        d = rng.choice([None, 24.0, rng.uniform(0, 200), slot * rng.randint(0, 100)])
+        assert starts(o, e, d, g) == _starts_by_definition(o, e, d, g), (slot, g.horizon_h, o, e, d)  # type: ignore[arg-type]
