@@ -22,14 +22,11 @@ does not parse, or it shrank too much); 2 bad input (a flag, an output path that
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime as dt
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from placement.console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
@@ -108,21 +105,6 @@ def add_arguments(r: argparse.ArgumentParser) -> None:
 def default_output() -> Path:
     """The user's data directory's catalog file (see placement.model.catalog.refreshed_catalog_path)."""
     return refreshed_catalog_path()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -211,7 +193,9 @@ def run_refresh(args: argparse.Namespace) -> int:
     except (InputError, ValueError, TypeError, KeyError) as exc:
         return _fail(f"the new catalog does not parse ({exc}); catalog left unchanged", EXIT_NOT_WRITTEN)
     try:
-        write_atomic(out, text)
+        from placement.files.safe import write_atomic
+
+        write_atomic(out, text.encode("utf-8"))
     except OSError as exc:
         return _fail(f"--output: cannot write {out} ({exc.__class__.__name__}: {exc.strerror or exc})")
     print(f"wrote {out}: {len(doc['offers'])} offers, as of {catalog.as_of} (live: {', '.join(sorted(answered))})",

@@ -137,8 +137,7 @@ def parse_workloads(doc: dict[str, Any]) -> tuple[PhysicsBook, tuple[ScalingPoin
         object_store_gbps_per_node=_num(ck.get("object_store_gbps_per_node"), "checkpoint.object_store_gbps_per_node"),
         lustre=lustre)
     held = doc.get("speed_held_out") or []
-    bands = error_bands(book, points, held)
-    speed_bands, scaling_bands, evidence = split_bands(book, points, held)
+    bands, speed_bands, scaling_bands, evidence = held_out_bands(book, points, held)
     return PhysicsBook(**{**book.__dict__, "bands": bands, "speed_bands": speed_bands, "scaling_bands": scaling_bands,
                           "evidence": evidence}), points
 
@@ -155,29 +154,9 @@ def speed_error(h: dict[str, Any], book: PhysicsBook) -> float:
     return book.speeds[h["workload"]][a] / book.speeds[h["workload"]][b] / float(h["value"]) - 1.0
 
 
-def error_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[dict[str, Any]]) -> dict[str, float]:
-    """Per curve: the root mean square of the held-out relative errors (scaling points of the curve, and the
-    held-out speed ratios of its class), to 2 digits; a curve without held-out points borrows the largest."""
-    errs: dict[str, list[float]] = {cv: [] for cv in CURVES}
-    for p in points:
-        if p.role == "held_out":
-            errs[p.curve].append(point_error(p, book))
-    for h in held:
-        w = str(h["workload"])
-        for cv in CURVES:
-            if cv == w or cv.startswith(w + "-"):
-                errs[cv].append(speed_error(h, book))
-    bands = {cv: round(math.sqrt(sum(e * e for e in v) / len(v)), 2) for cv, v in errs.items() if v}
-    worst = max(bands.values(), default=0.0)
-    return {cv: bands.get(cv, worst) for cv in CURVES}
-
-
-def split_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[dict[str, Any]]
-                ) -> tuple[dict[str, float], dict[str, float], dict[str, tuple[int, int]]]:
-    """Per curve, the held-out evidence apart (issue 36): the RMS relative error of its class's held-out speed
-    ratios (what a choice between accelerators rests on), of its held-out scaling points (what a choice between
-    node counts or fabrics rests on), and how many of each; a curve without one kind borrows the largest band
-    of that kind."""
+def _held_out_errors(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[dict[str, Any]]
+                     ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per curve, the relative errors of its class's held-out speed ratios and of its held-out scaling points."""
     speed_errs: dict[str, list[float]] = {cv: [] for cv in CURVES}
     scaling_errs: dict[str, list[float]] = {cv: [] for cv in CURVES}
     for p in points:
@@ -188,14 +167,26 @@ def split_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[
         for cv in CURVES:
             if cv == w or cv.startswith(w + "-"):
                 speed_errs[cv].append(speed_error(h, book))
+    return speed_errs, scaling_errs
 
-    def rms(errs: dict[str, list[float]]) -> dict[str, float]:
-        out = {cv: round(math.sqrt(sum(e * e for e in v) / len(v)), 2) for cv, v in errs.items() if v}
-        worst = max(out.values(), default=0.0)
-        return {cv: out.get(cv, worst) for cv in CURVES}
 
+def _rms(errs: dict[str, list[float]]) -> dict[str, float]:
+    """Per curve, the root mean square of ``errs`` to 2 digits; a curve without any borrows the largest."""
+    out = {cv: round(math.sqrt(sum(e * e for e in v) / len(v)), 2) for cv, v in errs.items() if v}
+    worst = max(out.values(), default=0.0)
+    return {cv: out.get(cv, worst) for cv in CURVES}
+
+
+def held_out_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: list[dict[str, Any]]
+                   ) -> tuple[dict[str, float], dict[str, float], dict[str, float], dict[str, tuple[int, int]]]:
+    """Per curve, from its held-out evidence: the band (the RMS of every held-out relative error: its scaling
+    points and its class's speed ratios), then each kind apart (issue 36): the speed band (what a choice between
+    accelerators rests on), the scaling band (what a choice between node counts or fabrics rests on), and how
+    many of each. To 2 digits; a curve without evidence of a kind borrows the largest band of that kind."""
+    speed_errs, scaling_errs = _held_out_errors(book, points, held)
     evidence = {cv: (len(speed_errs[cv]), len(scaling_errs[cv])) for cv in CURVES}
-    return rms(speed_errs), rms(scaling_errs), evidence
+    return (_rms({cv: scaling_errs[cv] + speed_errs[cv] for cv in CURVES}), _rms(speed_errs), _rms(scaling_errs),
+            evidence)
 
 
 @functools.cache

@@ -7,10 +7,10 @@ changes no existing resource."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from typing import Any
+
+from siblings import sibling
 
 from infra import mockrun
 from infra.aws.federation import trust_policy
@@ -18,16 +18,7 @@ from infra.gcp.federation import short_id
 from infra.hub_link import HubView, cross_cloud_peers
 from infra.k8s.hub import worker_checkpoint
 
-
-def _peers_helpers() -> Any:
-    spec = importlib.util.spec_from_file_location("_peers", Path(__file__).with_name("test_checkpoint_peers.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_p = _peers_helpers()
+_p = sibling(__file__, "test_checkpoint_peers.py")
 AWS_A, AWS_B, GCP_A, GCP_B = _p.AWS_A, _p.AWS_B, _p.GCP_A, _p.GCP_B
 OIDC = "aws:iam/openIdConnectProvider:OpenIdConnectProvider"
 POOL = "gcp:iam/workloadIdentityPool:WorkloadIdentityPool"

@@ -4,12 +4,12 @@ observations across restarts (a volume) and scrapes its pods by their annotation
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
+from siblings import sibling
 
 from infra import mockrun
 from infra.k8s import dispatcher as dp
@@ -18,15 +18,7 @@ from infra.k8s import prometheus
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
-def _load(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("_hub_tests", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_hub = _load(Path(__file__).with_name("test_hub.py"))
+_hub = sibling(__file__, "test_hub.py")
 hub_cfg, workers, fabricated_outputs = _hub.hub_cfg, _hub.workers, _hub.fabricated_outputs  # its fixtures
 
 

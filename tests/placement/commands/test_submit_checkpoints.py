@@ -4,22 +4,19 @@ restart budget of a job sent through the hub sized for the most interruption-pro
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from siblings import sibling
 
 from placement.fleet import durable, manifests
 from placement.model.catalog import embedded_catalog
 from placement.model.jobspec import parse_job
 from placement.plan.job import candidates, checkpoint_write_hours
 
-_spec = importlib.util.spec_from_file_location("_submit_helpers", Path(__file__).with_name("test_submit.py"))
-assert _spec is not None and _spec.loader is not None
-helpers: Any = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(helpers)
+helpers: Any = sibling(__file__, "test_submit.py")
 
 # The example: a 70B LoRA job, 16 H100s for 48 hours.
 LORA = {"name": "lora-70b", "accelerator": "H100", "gpus": 16, "hours": 48, "team": "team-a", "priority": "burst",

@@ -3,18 +3,15 @@ submit left and how to remove it, the API server's annotation size limit, and hu
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from siblings import sibling
 
-_spec = importlib.util.spec_from_file_location("_submit_helpers", Path(__file__).with_name("test_submit.py"))
-assert _spec is not None and _spec.loader is not None
-helpers: Any = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(helpers)
+helpers: Any = sibling(__file__, "test_submit.py")
 FakeKube, outputs, run, write = helpers.FakeKube, helpers.outputs, helpers.run, helpers.write
 job_file = helpers.job_file
 

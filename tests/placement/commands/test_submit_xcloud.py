@@ -5,27 +5,18 @@ credential configuration (a ConfigMap) with GOOGLE_APPLICATION_CREDENTIALS. Neve
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from siblings import sibling
 
 from placement.fleet import federation as fd
 from placement.fleet.stacks import Federation, parse_cluster
 from placement.model import contract
 
-
-def _helpers() -> Any:
-    spec = importlib.util.spec_from_file_location("_submit_helpers", Path(__file__).with_name("test_submit.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_h = _helpers()
+_h = sibling(__file__, "test_submit.py")
 AUDIENCE = "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/gpufleet/providers/aws"
 
 

@@ -6,13 +6,12 @@ unknown size prices the move as unknown and the job is still nominated)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
+from siblings import sibling
 
 from placement.dispatch import memory as remembered
 from placement.dispatch import snapshot
@@ -22,17 +21,7 @@ from placement.dispatch.move import CHECKPOINT_GB, CHECKPOINT_HOME, CHECKPOINT_R
 from placement.fleet.manifests import JOB_SPEC_ANNOTATION
 from placement.model.egress import egress_book, transfer_hours, transfer_usd
 
-
-def _decide_helpers() -> Any:
-    """tests/placement/dispatch/test_decide.py's small fleet builders (the test modules are not a package)."""
-    spec = importlib.util.spec_from_file_location("_decide_helpers", Path(__file__).with_name("test_decide.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_h = _decide_helpers()
+_h = sibling(__file__, "test_decide.py")
 NOW, NS, QUEUE, pricing, worker, workload = _h.NOW, _h.NS, _h.QUEUE, _h.pricing, _h.worker, _h.workload
 HOME = CheckpointHome(uri="s3://team-a-ckpt/llm", cloud="aws", region="us-east-1", gb=2000.0)
 GOOD = {CHECKPOINT_HOME: HOME.uri, CHECKPOINT_REGION: "aws:us-east-1", CHECKPOINT_GB: "2000"}

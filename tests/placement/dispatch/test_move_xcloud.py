@@ -5,13 +5,13 @@ priced instead. The Event and ``--once --json`` say which."""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from factories import offer
+from siblings import sibling
 
 from placement.dispatch import snapshot
 from placement.dispatch.controller import _rows
@@ -22,16 +22,7 @@ from placement.fleet.stacks import Federation, parse_cluster
 from placement.model import contract
 from placement.model.egress import egress_book, transfer_hours, transfer_usd
 
-
-def _helpers() -> Any:
-    spec = importlib.util.spec_from_file_location("_decide_helpers", Path(__file__).with_name("test_decide.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_h = _helpers()
+_h = sibling(__file__, "test_decide.py")
 NOW, worker, workload = _h.NOW, _h.worker, _h.workload
 HOME = CheckpointHome(uri="s3://a-ckpt/checkpoints/llm", cloud="aws", region="us-east-1", gb=200.0)
 ROLE = "arn:aws:iam::123456789012:role/a-from-g"
