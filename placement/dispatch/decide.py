@@ -564,6 +564,9 @@ class _Pass:
         self.unfit: dict[tuple[int, str, int], WorkerScore] = {}
         self.moves: dict[tuple[object, ...], Move] = {}
         self.owners: dict[CheckpointHome, WorkerState | None] = {}  # each home's worker (:func:`home_worker`)
+        # The wait of a Workload no queue lists, by (id of the worker's queues, id of the releases and the nominal
+        # GPUs of the flavors it may land on, priority, GPUs): (the worker's last place in :attr:`log` then, hours).
+        self.waits: dict[tuple[int, int, int, int, int], tuple[int, float]] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
@@ -844,8 +847,14 @@ class _Pass:
         here as :meth:`Releases.wait` does."""
         out: list[WorkerScore] = []
         virtual, added, made_by, rank_keys = self.virtual, self.added, self.made, self.rank_keys
+        waits, last = self.waits, self.last
         own = (wl.namespace, wl.name)
+        prio = wl.priority
         need, price, deadline = ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
+        # A Workload no queue of the row lists waits on a worker as every other of its priority and GPUs does behind
+        # the same queue and flavors (:attr:`waits`): then the wait is worked out once per worker until something is
+        # nominated there, for every shape that lands on those flavors.
+        shared = own not in self.row_names(row)
         for i in indices:
             fit = row[i]
             if isinstance(fit, WorkerScore):
@@ -853,15 +862,29 @@ class _Pass:
                 continue
             worker = workers[i]
             queues = fit.queues
-            backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
             releases = fit.releases
-            if queues.running_keys and own in queues.running_keys:
-                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
-                                       self.settings.default_hours)
-            if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
-                wait = 0.0
+            if shared:
+                version = last.get(worker, -1)
+                wkey = (id(queues), id(releases), fit.nominal, prio, need)
+                known = waits.get(wkey)
+                if known is not None and known[0] == version:
+                    wait = known[1]
+                else:
+                    backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
+                    if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
+                        wait = 0.0
+                    else:
+                        wait = releases.wait(fit.nominal, backlog, need)
+                    waits[wkey] = (version, wait)
             else:
-                wait = releases.wait(fit.nominal, backlog, need)
+                backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
+                if queues.running_keys and own in queues.running_keys:
+                    releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                           self.settings.default_hours)
+                if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
+                    wait = 0.0
+                else:
+                    wait = releases.wait(fit.nominal, backlog, need)
             if moving is None or worker in moving:
                 at = (id(fit), price)
                 made = made_by.get(at)
