@@ -542,10 +542,13 @@ class _Pass:
         # Per shape and list of workers: what each offers the shape, in that order (:meth:`row`).
         self.rows: dict[tuple[int, tuple[str, ...]], tuple[_Fit | WorkerScore, ...]] = {}
         # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
-        # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline).
-        self.made: dict[tuple[int, float], dict[float, WorkerScore]] = {}
-        # The rank key (:func:`_rank_key`) of each score in :attr:`made` (which keeps it, so its id is its own).
-        self.rank_keys: dict[int, _RankKey] = {}
+        # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline), each with its
+        # rank key; beside them the fields those scores share and the fit's cost as the rank key rounds it.
+        self.made: dict[tuple[int, float], tuple[dict[float, tuple[WorkerScore, _RankKey]], dict[str, Any],
+                                                 float]] = {}
+        # Every (namespace, name) a worker's queue lists: a Workload outside it is listed by no row (:meth:`is_listed`).
+        self.copied = frozenset((q.namespace, q.name) for w in workers for cq in w.cluster_queues.values()
+                                for q in cq.workloads)
         # Every worker a Workload was added to (:meth:`add_virtual`), in order: the workers whose backlog grew
         # since a tally was made are those of its tail.
         self.log: list[str] = []
@@ -558,6 +561,8 @@ class _Pass:
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
         self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
+        # By the id of the flavors of a :attr:`usable` entry (which keeps them): each one's :attr:`_Usable.priced_as`.
+        self.priced_as: dict[int, tuple[tuple[int, str] | None, ...]] = {}
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
                                                                                            int, float], ...]]] = {}
         self.nodes: dict[str, Allocatable] = {}
@@ -703,7 +708,10 @@ class _Pass:
         if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
             priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
         runnable = priced.runnable
-        figures = [None if isinstance(u, str) else runnable.get(u.priced_as) for u in flavors]
+        keys = self.priced_as.get(id(flavors))
+        if keys is None:  # per (what decides the flavors, worker): each flavor's key among the plan's candidates
+            keys = self.priced_as[id(flavors)] = tuple(None if isinstance(u, str) else u.priced_as for u in flavors)
+        figures = [None if k is None else runnable.get(k) for k in keys]
         if not any(figures):
             # Why not, from the flavors (per what decides them and the worker) and the plan's exclusions: shared by
             # the shapes of one plan (a dry job's, whose runnable candidates are those of each of its jobs).
@@ -797,12 +805,13 @@ class _Pass:
         moving = ran_on if wl.checkpoint is not None else None
         row = self.row(wl, ask, workers)
         workers = tuple(workers)
-        shared = moving is None and (wl.namespace, wl.name) not in self.row_names(row)
+        shared = moving is None and not self.is_listed(wl, row)
         key = (id(row), wl.priority, ask.wait_usd_per_hour)
         tally = self.tallies.get(key) if shared else None
         log = self.log
         if tally is None:
-            tally = _Tally(len(log), self._pairs(wl, ask, workers, row, range(len(row)), moving))
+            tally = _Tally(len(log), [])
+            tally.scores = self._pairs(wl, ask, workers, row, range(len(row)), moving, tally.keyed, not shared)
             if shared:
                 self.tallies[key] = tally
         elif tally.seen != len(log):
@@ -819,16 +828,22 @@ class _Pass:
             else:
                 last = self.last
                 again = [i for i, w in enumerate(workers) if last.get(w, -1) >= seen]
-            for i, score in zip(again, self._pairs(wl, ask, workers, row, again, moving), strict=True):
+            for i, score in zip(again, self._pairs(wl, ask, workers, row, again, moving, tally.keyed), strict=True):
                 scores[i] = score
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
-            # Stable: equal keys keep the workers' order, as _ranked does.
-            keys = self.rank_keys
-            fitting = sorted([(keys.get(id(s)) or _rank_key(s), s) for s in tally.scores if s.fits], key=_first)
-            tally.ranked, tally.frozen = [s for _, s in fitting], tuple(tally.scores)
+            # (rank key, place, score) of each worker that fits: sorted, equal keys keep the workers' order, as the
+            # stable sort of _ranked does (the places differ, so the scores themselves are never compared).
+            tally.ranked = list(map(_third, sorted(tally.keyed.values())))
+            tally.frozen = tuple(tally.scores)
         assert tally.frozen is not None
         return tally.frozen, tally.ranked
+
+    def is_listed(self, wl: HubWorkload, row: tuple[_Fit | WorkerScore, ...]) -> bool:
+        """Whether a queue of ``row``'s fits lists ``wl`` (Kueue copied it there): at once for a Workload no worker
+        lists (:attr:`copied`), else from :meth:`row_names`."""
+        own = (wl.namespace, wl.name)
+        return own in self.copied and own in self.row_names(row)
 
     def row_names(self, row: tuple[_Fit | WorkerScore, ...]) -> frozenset[tuple[str, str]]:
         """(namespace, name) of every workload the queues of ``row``'s fits list (memoised per row)."""
@@ -839,14 +854,17 @@ class _Pass:
         return hit
 
     def _pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
-               indices: Iterable[int], moving: frozenset[str] | None) -> list[WorkerScore]:
+               indices: Iterable[int], moving: frozenset[str] | None,
+               keyed: dict[int, tuple[_RankKey, int, WorkerScore]], listed: bool | None = None) -> list[WorkerScore]:
         """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
         why it does not fit, or its cost and wait behind what Kueue admits first. Scores with no move are shared
         by the Workloads that get the same one (:attr:`made`). The hot loop of a pass (one per Workload and
         worker): what is the same for every worker is read once, and the commonest wait (none) is worked out
-        here as :meth:`Releases.wait` does."""
+        here as :meth:`Releases.wait` does. ``keyed`` gets (rank key, place, score) at each place whose worker fits
+        (:func:`_rank_key`), and loses the others; ``listed``: whether a queue of the row lists ``wl``, when known."""
         out: list[WorkerScore] = []
-        virtual, added, made_by, rank_keys = self.virtual, self.added, self.made, self.rank_keys
+        virtual, added, made_by = self.virtual, self.added, self.made
+        new = object.__new__
         waits, last = self.waits, self.last
         own = (wl.namespace, wl.name)
         prio = wl.priority
@@ -854,11 +872,12 @@ class _Pass:
         # A Workload no queue of the row lists waits on a worker as every other of its priority and GPUs does behind
         # the same queue and flavors (:attr:`waits`): then the wait is worked out once per worker until something is
         # nominated there, for every shape that lands on those flavors.
-        shared = own not in self.row_names(row)
+        shared = not (self.is_listed(wl, row) if listed is None else listed)
         for i in indices:
             fit = row[i]
             if isinstance(fit, WorkerScore):
                 out.append(fit)
+                keyed.pop(i, None)
                 continue
             worker = workers[i]
             queues = fit.queues
@@ -889,15 +908,30 @@ class _Pass:
                 at = (id(fit), price)
                 made = made_by.get(at)
                 if made is None:
-                    made = made_by[at] = {}
-                hit = made.get(wait)
+                    # The fields every score of this fit and price shares (:meth:`_score` with no move), and its cost
+                    # as the rank key rounds it.
+                    made = made_by[at] = ({}, self._score(fit, worker, 0.0, price, None, NO_MOVE).__dict__,
+                                          round(fit.cost_usd, 6))
+                scored, fields, cost6 = made
+                hit = scored.get(wait)
                 if hit is None:
-                    hit = made[wait] = self._score(fit, worker, wait, price, deadline, NO_MOVE)
-                    rank_keys[id(hit)] = _rank_key(hit)
-                out.append(hit)
+                    # :meth:`_score` with no move, from the shared fields: a copy with the wait's four set.
+                    score: WorkerScore = new(WorkerScore)
+                    ready = wait + fit.ready_hours
+                    wait_usd = wait * price
+                    late = deadline is not None and ready > deadline
+                    d = score.__dict__
+                    d.update(fields)
+                    d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
+                    # _rank_key(score): its usd is cost_usd + wait_usd.
+                    hit = scored[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), cost6, worker))
+                out.append(hit[0])
+                keyed[i] = (hit[1], i, hit[0])
             else:
-                out.append(self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker),
-                                       wl.progress, wl.admitted_hours))
+                score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker), wl.progress,
+                                    wl.admitted_hours)
+                out.append(score)
+                keyed[i] = (_rank_key(score), i, score)
         return out
 
     @staticmethod
@@ -934,11 +968,13 @@ class _Tally:
     the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
     and the scores as a tuple."""
 
-    __slots__ = ("seen", "scores", "ranked", "frozen")
+    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen")
 
     def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
         self.seen = seen
         self.scores = scores
+        # Per place of a worker that fits: (its rank key, the place, its score) (:meth:`_Pass._pairs`).
+        self.keyed: dict[int, tuple[_RankKey, int, WorkerScore]] = {}
         self.ranked: list[WorkerScore] | None = None
         self.frozen: tuple[WorkerScore, ...] | None = None
 
@@ -947,8 +983,8 @@ _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
 _RankKey = tuple[bool, float, float, str]
 
 
-def _first(pair: tuple[_RankKey, WorkerScore]) -> _RankKey:
-    return pair[0]
+def _third(entry: tuple[_RankKey, int, WorkerScore]) -> WorkerScore:
+    return entry[2]
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
