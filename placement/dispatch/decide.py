@@ -544,8 +544,7 @@ class _Pass:
         # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
         # hour of waiting), then wait hours, for those with no move (the fit's shape sets the deadline), each with its
         # rank key; beside them the fields those scores share and the fit's cost as the rank key rounds it.
-        self.made: dict[tuple[int, float], tuple[dict[float, tuple[WorkerScore, _RankKey]], dict[str, Any],
-                                                 float]] = {}
+        self.made: dict[tuple[int, float], _Made] = {}
         # Every (namespace, name) a worker's queue lists: a Workload outside it is listed by no row (:meth:`is_listed`).
         self.copied = frozenset((q.namespace, q.name) for w in workers for cq in w.cluster_queues.values()
                                 for q in cq.workloads)
@@ -570,8 +569,8 @@ class _Pass:
         self.moves: dict[tuple[object, ...], Move] = {}
         self.owners: dict[CheckpointHome, WorkerState | None] = {}  # each home's worker (:func:`home_worker`)
         # The wait of a Workload no queue lists, by (id of the worker's queues, id of the releases and the nominal
-        # GPUs of the flavors it may land on, priority, GPUs): (the worker's last place in :attr:`log` then, hours).
-        self.waits: dict[tuple[int, int, int, int, int], tuple[int, float]] = {}
+        # GPUs of the flavors it may land on, priority, GPUs): [the worker's last place in :attr:`log` then, hours].
+        self.waits: dict[tuple[int, int, int, int, int], list[Any]] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
@@ -811,9 +810,11 @@ class _Pass:
         log = self.log
         if tally is None:
             tally = _Tally(len(log), [])
-            tally.scores = self._pairs(wl, ask, workers, row, range(len(row)), moving, tally.keyed, not shared)
             if shared:
+                tally.scores = self._tally_pairs(wl, ask, workers, row, range(len(row)), tally)
                 self.tallies[key] = tally
+            else:
+                tally.scores = self._pairs(wl, ask, workers, row, range(len(row)), moving, tally.keyed)
         elif tally.seen != len(log):
             # Only the workers something was nominated to since are scored again (their backlog grew): found from
             # the log's tail or from each worker's last nomination, whichever is shorter to read.
@@ -828,7 +829,7 @@ class _Pass:
             else:
                 last = self.last
                 again = [i for i, w in enumerate(workers) if last.get(w, -1) >= seen]
-            for i, score in zip(again, self._pairs(wl, ask, workers, row, again, moving, tally.keyed), strict=True):
+            for i, score in zip(again, self._tally_pairs(wl, ask, workers, row, again, tally), strict=True):
                 scores[i] = score
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
@@ -855,24 +856,18 @@ class _Pass:
 
     def _pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
                indices: Iterable[int], moving: frozenset[str] | None,
-               keyed: dict[int, tuple[_RankKey, int, WorkerScore]], listed: bool | None = None) -> list[WorkerScore]:
+               keyed: dict[int, tuple[_RankKey, int, WorkerScore]]) -> list[WorkerScore]:
         """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
         why it does not fit, or its cost and wait behind what Kueue admits first. Scores with no move are shared
         by the Workloads that get the same one (:attr:`made`). The hot loop of a pass (one per Workload and
         worker): what is the same for every worker is read once, and the commonest wait (none) is worked out
         here as :meth:`Releases.wait` does. ``keyed`` gets (rank key, place, score) at each place whose worker fits
-        (:func:`_rank_key`), and loses the others; ``listed``: whether a queue of the row lists ``wl``, when known."""
+        (:func:`_rank_key`), and loses the others. For a Workload a queue of the row lists, or with progress to move
+        (:meth:`_tally_pairs` scores the others)."""
         out: list[WorkerScore] = []
         virtual, added, made_by = self.virtual, self.added, self.made
-        new = object.__new__
-        waits, last = self.waits, self.last
         own = (wl.namespace, wl.name)
-        prio = wl.priority
         need, price, deadline = ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
-        # A Workload no queue of the row lists waits on a worker as every other of its priority and GPUs does behind
-        # the same queue and flavors (:attr:`waits`): then the wait is worked out once per worker until something is
-        # nominated there, for every shape that lands on those flavors.
-        shared = not (self.is_listed(wl, row) if listed is None else listed)
         for i in indices:
             fit = row[i]
             if isinstance(fit, WorkerScore):
@@ -882,49 +877,17 @@ class _Pass:
             worker = workers[i]
             queues = fit.queues
             releases = fit.releases
-            if shared:
-                version = last.get(worker, -1)
-                wkey = (id(queues), id(releases), fit.nominal, prio, need)
-                known = waits.get(wkey)
-                if known is not None and known[0] == version:
-                    wait = known[1]
-                else:
-                    backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
-                    if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
-                        wait = 0.0
-                    else:
-                        wait = releases.wait(fit.nominal, backlog, need)
-                    waits[wkey] = (version, wait)
+            backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
+            if queues.running_keys and own in queues.running_keys:
+                releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
+                                       self.settings.default_hours)
+            if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
+                wait = 0.0
             else:
-                backlog = queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
-                if queues.running_keys and own in queues.running_keys:
-                    releases = Releases.of(fit.used, [(g, h) for k, g, h in fit.running if k != own],
-                                           self.settings.default_hours)
-                if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
-                    wait = 0.0
-                else:
-                    wait = releases.wait(fit.nominal, backlog, need)
+                wait = releases.wait(fit.nominal, backlog, need)
             if moving is None or worker in moving:
-                at = (id(fit), price)
-                made = made_by.get(at)
-                if made is None:
-                    # The fields every score of this fit and price shares (:meth:`_score` with no move), and its cost
-                    # as the rank key rounds it.
-                    made = made_by[at] = ({}, self._score(fit, worker, 0.0, price, None, NO_MOVE).__dict__,
-                                          round(fit.cost_usd, 6))
-                scored, fields, cost6 = made
-                hit = scored.get(wait)
-                if hit is None:
-                    # :meth:`_score` with no move, from the shared fields: a copy with the wait's four set.
-                    score: WorkerScore = new(WorkerScore)
-                    ready = wait + fit.ready_hours
-                    wait_usd = wait * price
-                    late = deadline is not None and ready > deadline
-                    d = score.__dict__
-                    d.update(fields)
-                    d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
-                    # _rank_key(score): its usd is cost_usd + wait_usd.
-                    hit = scored[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), cost6, worker))
+                made = self._made(fit, worker, price, deadline, made_by)
+                hit = made.get(wait) or _make(made, wait)
                 out.append(hit[0])
                 keyed[i] = (hit[1], i, hit[0])
             else:
@@ -933,6 +896,71 @@ class _Pass:
                 out.append(score)
                 keyed[i] = (_rank_key(score), i, score)
         return out
+
+    def _made(self, fit: _Fit, worker: str, price: float, deadline: float | None,
+              made_by: dict[tuple[int, float], _Made]) -> _Made:
+        """The scores with no move of ``fit`` (on ``worker``) at ``price`` per hour of waiting, by wait (:attr:`made`)."""
+        at = (id(fit), price)
+        made = made_by.get(at)
+        if made is None:
+            made = made_by[at] = _Made(fit, worker, price, deadline, self._score(fit, worker, 0.0, price, None,
+                                                                               NO_MOVE).__dict__)
+        return made
+
+    def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
+                     indices: Iterable[int], tally: _Tally) -> list[WorkerScore]:
+        """:meth:`_pairs` for a Workload no queue of the row lists and with nothing to move, into ``tally`` (its row,
+        priority and price of waiting). Such a Workload waits on a worker as every other of its priority and GPUs
+        does behind the same queue and flavors: that wait is worked out once per worker until something is nominated
+        there (:attr:`waits`), for every shape that lands on those flavors. What each place of the row needs is
+        looked up once per tally (:attr:`_Tally.plan`)."""
+        plan = tally.plan
+        if plan is None:
+            plan = tally.plan = self._plan_of(wl, ask, workers, row)
+        out: list[WorkerScore] = []
+        keyed, last, virtual, added = tally.keyed, self.last, self.virtual, self.added
+        need = ask.request.gpus
+        for i in indices:
+            entry = plan[i]
+            if entry is None:
+                out.append(row[i])  # type: ignore[arg-type]
+                keyed.pop(i, None)
+                continue
+            worker, cell, made, fit = entry
+            version = last.get(worker, -1)
+            if cell[0] == version:
+                wait = cell[1]
+            else:
+                backlog = fit.queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
+                releases = fit.releases
+                if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
+                    wait = 0.0
+                else:
+                    wait = releases.wait(fit.nominal, backlog, need)
+                cell[0], cell[1] = version, wait
+            hit = made.get(wait) or _make(made, wait)
+            out.append(hit[0])
+            keyed[i] = (hit[1], i, hit[0])
+        return out
+
+    def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore]
+                 ) -> list[tuple[str, list[Any], _Made, _Fit] | None]:
+        """Per place of ``row``: None where the worker does not fit, else (the worker, its wait cell in :attr:`waits`,
+        its scores in :attr:`made`, the fit)."""
+        waits, made_by = self.waits, self.made
+        prio, need, price, deadline = wl.priority, ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
+        plan: list[tuple[str, list[Any], _Made, _Fit] | None] = []
+        for i, fit in enumerate(row):
+            if isinstance(fit, WorkerScore):
+                plan.append(None)
+                continue
+            worker = workers[i]
+            wkey = (id(fit.queues), id(fit.releases), fit.nominal, prio, need)
+            cell = waits.get(wkey)
+            if cell is None:
+                cell = waits[wkey] = [-2, 0.0]  # never a worker's last place in the log: worked out at first use
+            plan.append((worker, cell, self._made(fit, worker, price, deadline, made_by), fit))
+        return plan
 
     @staticmethod
     def _score(fit: _Fit, worker: str, wait: float, price: float, deadline: float | None, m: Move,
@@ -968,7 +996,7 @@ class _Tally:
     the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
     and the scores as a tuple."""
 
-    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen")
+    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan")
 
     def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
         self.seen = seen
@@ -977,6 +1005,35 @@ class _Tally:
         self.keyed: dict[int, tuple[_RankKey, int, WorkerScore]] = {}
         self.ranked: list[WorkerScore] | None = None
         self.frozen: tuple[WorkerScore, ...] | None = None
+        self.plan: list[tuple[str, list[Any], _Made, _Fit] | None] | None = None  # (:meth:`_Pass._tally_pairs`)
+
+
+class _Made(dict[float, tuple[WorkerScore, "_RankKey"]]):
+    """The scores with no move of one fit at one price of an hour of waiting, by wait hours, each with its rank key
+    (:func:`_rank_key`); with the fields they all share (:meth:`_Pass._score` at no wait) and what makes the rest."""
+
+    __slots__ = ("fit", "worker", "price", "deadline", "fields", "cost6")
+
+    def __init__(self, fit: _Fit, worker: str, price: float, deadline: float | None, fields: dict[str, Any]) -> None:
+        super().__init__()
+        self.fit, self.worker, self.price, self.deadline, self.fields = fit, worker, price, deadline, fields
+        self.cost6 = round(fit.cost_usd, 6)  # its cost as the rank key rounds it
+
+
+def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
+    """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
+    wait's four set, without the frozen dataclass's ``__init__``), with its rank key; kept in ``made``."""
+    fit = made.fit
+    score: WorkerScore = object.__new__(WorkerScore)
+    ready = wait + fit.ready_hours
+    wait_usd = wait * made.price
+    late = made.deadline is not None and ready > made.deadline
+    d = score.__dict__
+    d.update(made.fields)
+    d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
+    # _rank_key(score): its usd is cost_usd + wait_usd.
+    hit = made[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), made.cost6, made.worker))
+    return hit
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
