@@ -44,7 +44,7 @@ import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
 from placement.dispatch.model import (
@@ -484,11 +484,10 @@ class _Queues:
         return backlog
 
 
-@dataclass(frozen=True)
-class _Ask:
+class _Ask(NamedTuple):
     """What one Workload asks of every worker, worked out once per pass: its job (or the synthetic one), what it
     requests, the id of its shape (Workloads of one shape get the same answer from a worker, but for their
-    place in its queue) and the price of an hour of its waiting."""
+    place in its queue) and the price of an hour of its waiting. (A named tuple: one is made per Workload.)"""
 
     job: JobSpec
     cost_key: JobSpec  # the job as the engine prices it (:func:`_cost_key`)
@@ -537,7 +536,8 @@ class _Pass:
         self.virtual: dict[str, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
         self.added: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
         self.asks: dict[int, _Ask] = {}  # by the id() of the HubWorkload, which the pass's caller holds
-        self.shapes: dict[tuple[object, ...], int] = {}
+        # Per shape: its id, the job as the engine prices it, the id of its place and what it requests (:meth:`ask`).
+        self.shapes: dict[tuple[object, ...], tuple[int, JobSpec, int, Allocatable]] = {}
         self.places: dict[tuple[object, ...], int] = {}
         # Per shape and list of workers: what each offers the shape, in that order (:meth:`row`).
         self.rows: dict[tuple[int, tuple[str, ...]], tuple[_Fit | WorkerScore, ...]] = {}
@@ -600,13 +600,25 @@ class _Pass:
         hit = self.asks.get(id(wl))
         if hit is None:
             job = wl.job if wl.job is not None else synthetic_job(wl, self.settings.default_hours)
-            cost_key = _cost_key(job)
-            shape = (cost_key, wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
-            sid = self.shapes.setdefault(shape, len(self.shapes))
-            place = (wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
-                     job.capacities(), job.allow_clouds, job.deny_clouds, job.allow_regions, job.deny_regions)
-            pid = self.places.setdefault(place, len(self.places))
-            hit = self.asks[id(wl)] = _Ask(job, cost_key, wl.request, sid, pid, wait_usd_per_hour(wl, self.settings))
+            # The job as the engine prices it (:func:`_cost_key`) as its fields but the name, in their order: equal
+            # exactly when those jobs are (a JobSpec's __eq__ compares the same tuple), and hashed and compared in C
+            # rather than by the dataclass's own methods over ~50 fields, once per Workload.
+            attrs = job.__dict__
+            values = tuple(attrs.values())
+            job_key = values[1:] if len(values) == _JOB_FIELD_COUNT and next(iter(attrs)) == "name" else (
+                _cost_key(job),)
+            shape = (job_key, wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
+            known = self.shapes.get(shape)
+            if known is None:
+                # What follows from the shape: worked out for its first Workload (every other's is equal).
+                place = (wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
+                         job.capacities(), job.allow_clouds, job.deny_clouds, job.allow_regions, job.deny_regions)
+                pid = self.places.setdefault(place, len(self.places))
+                known = self.shapes[shape] = (len(self.shapes), _cost_key(job), pid, wl.request)
+            sid, cost_key, pid, request = known
+            price = (wl.delay_usd_per_hour if wl.delay_usd_per_hour is not None
+                     else request.gpus * self.settings.wait_usd_per_gpu_hour)  # wait_usd_per_hour(wl, settings)
+            hit = self.asks[id(wl)] = _Ask(job, cost_key, request, sid, pid, price)
         return hit
 
     def _flavor_reason(self, wl: HubWorkload, ask: _Ask, f: FlavorState, quota: FlavorQuota,
@@ -899,7 +911,8 @@ class _Pass:
 
     def _made(self, fit: _Fit, worker: str, price: float, deadline: float | None,
               made_by: dict[tuple[int, float], _Made]) -> _Made:
-        """The scores with no move of ``fit`` (on ``worker``) at ``price`` per hour of waiting, by wait (:attr:`made`)."""
+        """The scores with no move of ``fit`` (on ``worker``) at ``price`` per hour of waiting, by wait
+        (:attr:`made`)."""
         at = (id(fit), price)
         made = made_by.get(at)
         if made is None:
@@ -1037,6 +1050,7 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
+_JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ holds them in order, the name first)
 _RankKey = tuple[bool, float, float, str]
 
 
