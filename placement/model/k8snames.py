@@ -27,6 +27,8 @@ def _charset_problem(name: str) -> str | None:
 
 def dns1123_label_problem(name: str) -> str | None:
     """Why ``name`` is not a DNS-1123 label (namespaces, Jobs, label values we set), or None."""
+    if len(name) <= MAX_LABEL and _DNS1123_LABEL.fullmatch(name):
+        return None  # at once for a good name (the dispatcher checks one per Workload of a pass); else why not
     if not name:
         return "is empty: give a name of lower-case letters, digits and '-'"
     if problem := _charset_problem(name):

@@ -103,7 +103,12 @@ class ShapeBook:
         return self.aliases.get(upper, upper)
 
     def accelerators(self) -> set[str]:
-        return {s.accelerator for s in self.shapes.values()}
+        return set(self._accelerators)
+
+    @functools.cached_property
+    def _accelerators(self) -> frozenset[str]:
+        # Read on every job spec parsed (the dispatcher parses one per Workload shape of a pass): made once.
+        return frozenset(s.accelerator for s in self.shapes.values())
 
     def for_cloud(self, cloud: str) -> list[Shape]:
         return [s for s in self.shapes.values() if s.cloud == cloud]
@@ -125,7 +130,15 @@ class ShapeBook:
 
     def node_sizes(self, accelerator: str) -> list[int]:
         """Every GPUs-per-node count a shape of ``accelerator`` has, on any cloud, ascending."""
-        return sorted({s.gpus for s in self.shapes.values() if s.accelerator == accelerator})
+        return list(self._node_sizes.get(accelerator, ()))
+
+    @functools.cached_property
+    def _node_sizes(self) -> dict[str, tuple[int, ...]]:
+        # Read several times on every job spec parsed (the dispatcher parses one per Workload shape of a pass).
+        sizes: dict[str, set[int]] = {}
+        for s in self.shapes.values():
+            sizes.setdefault(s.accelerator, set()).add(s.gpus)
+        return {a: tuple(sorted(g)) for a, g in sizes.items()}
 
     def known_quota_key(self, cloud: str, key: str) -> bool:
         """True for a quota code / metric the shape data lists for ``cloud`` (GCP: also its PREEMPTIBLE_ and
