@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
@@ -802,7 +803,7 @@ class _Pass:
         return self.ranked_scores(wl, workers, ran_on)[0]
 
     def ranked_scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
-                      ) -> tuple[tuple[WorkerScore, ...], list[WorkerScore]]:
+                      ) -> tuple[tuple[WorkerScore, ...], Ranked]:
         """Each worker's score for ``wl`` (the hot loop of a pass: one per Workload and worker), or why it
         cannot take it, and the workers that fit best first (as :func:`_ranked` orders them): what the worker
         offers the Workload's shape (:meth:`row`, memoised) and the wait in its queue behind what Kueue admits
@@ -845,9 +846,7 @@ class _Pass:
                 scores[i] = score
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
-            # (rank key, place, score) of each worker that fits: sorted, equal keys keep the workers' order, as the
-            # stable sort of _ranked does (the places differ, so the scores themselves are never compared).
-            tally.ranked = list(map(_third, sorted(tally.keyed.values())))
+            tally.ranked = Ranked(tuple(tally.keyed.values()))
             tally.frozen = tuple(tally.scores)
         assert tally.frozen is not None
         return tally.frozen, tally.ranked
@@ -899,7 +898,7 @@ class _Pass:
                 wait = releases.wait(fit.nominal, backlog, need)
             if moving is None or worker in moving:
                 made = self._made(fit, worker, price, deadline, made_by)
-                hit = made.get(wait) or _make(made, wait)
+                hit = made[0].get(wait) or _make(made, wait)
                 out.append(hit[0])
                 keyed[i] = (hit[1], i, hit[0])
             else:
@@ -916,8 +915,13 @@ class _Pass:
         at = (id(fit), price)
         made = made_by.get(at)
         if made is None:
-            made = made_by[at] = _Made(fit, worker, price, deadline, self._score(fit, worker, 0.0, price, None,
-                                                                               NO_MOVE).__dict__)
+            # The fields of WorkerScore.fitting(worker, fit.pool, fit.capacity, fit.cost_usd, wait, wait * price, ready,
+            # late, fit.borrowed, 0.0, 0.0, False) (:meth:`_score` with no move) but the wait's four, in its order.
+            fields = {"worker": worker, "fits": True, "reason": "", "pool": fit.pool, "capacity": fit.capacity,
+                      "cost_usd": fit.cost_usd, "wait_hours": 0.0, "wait_usd": 0.0, "ready_hours": 0.0, "late": False,
+                      "borrowed_gpus": fit.borrowed, "move_usd": 0.0, "move_hours": 0.0, "restarts": False,
+                      "move_known": True, "move_case": "", "lost_hours": None, "lost_usd": None, "lost_from": ""}
+            made = made_by[at] = ({}, fields, fit, price, deadline, round(fit.cost_usd, 6))
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
@@ -951,7 +955,7 @@ class _Pass:
                 else:
                     wait = releases.wait(fit.nominal, backlog, need)
                 cell[0], cell[1] = version, wait
-            hit = made.get(wait) or _make(made, wait)
+            hit = made[0].get(wait) or _make(made, wait)
             out.append(hit[0])
             keyed[i] = (hit[1], i, hit[0])
         return out
@@ -1016,36 +1020,30 @@ class _Tally:
         self.scores = scores
         # Per place of a worker that fits: (its rank key, the place, its score) (:meth:`_Pass._pairs`).
         self.keyed: dict[int, tuple[_RankKey, int, WorkerScore]] = {}
-        self.ranked: list[WorkerScore] | None = None
+        self.ranked: Ranked | None = None
         self.frozen: tuple[WorkerScore, ...] | None = None
         self.plan: list[tuple[str, list[Any], _Made, _Fit] | None] | None = None  # (:meth:`_Pass._tally_pairs`)
 
 
-class _Made(dict[float, tuple[WorkerScore, "_RankKey"]]):
-    """The scores with no move of one fit at one price of an hour of waiting, by wait hours, each with its rank key
-    (:func:`_rank_key`); with the fields they all share (:meth:`_Pass._score` at no wait) and what makes the rest."""
-
-    __slots__ = ("fit", "worker", "price", "deadline", "fields", "cost6")
-
-    def __init__(self, fit: _Fit, worker: str, price: float, deadline: float | None, fields: dict[str, Any]) -> None:
-        super().__init__()
-        self.fit, self.worker, self.price, self.deadline, self.fields = fit, worker, price, deadline, fields
-        self.cost6 = round(fit.cost_usd, 6)  # its cost as the rank key rounds it
+# The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
+# with its rank key; the fields they share; the fit; the price; the job's deadline_hours; its cost as the rank key
+# rounds it). A tuple: one is made per fit and price of a pass.
+_Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None", float]
 
 
 def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
     """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
     wait's four set, without the frozen dataclass's ``__init__``), with its rank key; kept in ``made``."""
-    fit = made.fit
+    scored, fields, fit, price, deadline, cost6 = made
     score: WorkerScore = object.__new__(WorkerScore)
     ready = wait + fit.ready_hours
-    wait_usd = wait * made.price
-    late = made.deadline is not None and ready > made.deadline
+    wait_usd = wait * price
+    late = deadline is not None and ready > deadline
     d = score.__dict__
-    d.update(made.fields)
+    d.update(fields)
     d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
     # _rank_key(score): its usd is cost_usd + wait_usd.
-    hit = made[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), made.cost6, made.worker))
+    hit = scored[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), cost6, fields["worker"]))
     return hit
 
 
@@ -1054,8 +1052,22 @@ _JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ hold
 _RankKey = tuple[bool, float, float, str]
 
 
-def _third(entry: tuple[_RankKey, int, WorkerScore]) -> WorkerScore:
-    return entry[2]
+class Ranked:
+    """The workers that fit, best first, as :func:`_ranked` orders them, from (rank key, place, score) of each: the
+    places differ, so equal keys keep the workers' order (as its stable sort does) and the scores themselves are never
+    compared. Read from a heap as far as the reader goes: a pass reads the first one or two of each Workload's
+    workers (the best not yet tried, the runner-up), not their whole order."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: tuple[tuple[_RankKey, int, WorkerScore], ...]) -> None:
+        self.entries = entries
+
+    def __iter__(self) -> Iterator[WorkerScore]:
+        heap = list(self.entries)
+        heapq.heapify(heap)
+        while heap:
+            yield heapq.heappop(heap)[2]
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -1082,13 +1094,13 @@ def _ranked(scores: Sequence[WorkerScore]) -> list[WorkerScore]:
     return sorted((s for s in scores if s.fits), key=_rank_key)
 
 
-def _best(ranked: Sequence[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
+def _best(ranked: Iterable[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
     """The best of ``ranked`` (:func:`_ranked`) not in ``exclude``."""
     skip = set(exclude)
     return next((s for s in ranked if s.worker not in skip), None)
 
 
-def _explain(best: WorkerScore, ranked: Sequence[WorkerScore], wl: HubWorkload, settings: Settings,
+def _explain(best: WorkerScore, ranked: Iterable[WorkerScore], wl: HubWorkload, settings: Settings,
              ran_on: frozenset[str] | None = None) -> str:
     text = (f"{best.worker}: ${best.usd:,.2f} = ${best.cost_usd:,.2f} on pool {best.pool} ({best.capacity}) + wait "
             f"{best.wait_hours:.2f} h x {_wait_price_text(wl, settings)}")
