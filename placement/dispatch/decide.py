@@ -561,8 +561,8 @@ class _Pass:
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
         self.usable: dict[tuple[int, str], tuple[ClusterQueueState, tuple[_Usable | str, ...]] | WorkerScore] = {}
-        # By the id of the flavors of a :attr:`usable` entry (which keeps them): each one's :attr:`_Usable.priced_as`.
-        self.priced_as: dict[int, tuple[tuple[int, str] | None, ...]] = {}
+        # By what decides the flavors (:attr:`_Ask.place`), then worker: :meth:`_place`.
+        self.by_place: dict[int, dict[str, Any]] = {}
         self.releases: dict[tuple[str, str, frozenset[str]], tuple[Releases, int, tuple[tuple[tuple[str, str],
                                                                                            int, float], ...]]] = {}
         self.nodes: dict[str, Allocatable] = {}
@@ -711,41 +711,6 @@ class _Pass:
             hit = self.releases[key] = (Releases.of(used, [(g, h) for _, g, h in running], default), used, running)
         return hit
 
-    def _fit(self, wl: HubWorkload, ask: _Ask, worker: str) -> _Fit | WorkerScore:
-        usable = self._usable(wl, ask, worker)
-        if isinstance(usable, WorkerScore):
-            return usable
-        cq, flavors = usable
-        priced = self.priced.get(ask.shape)
-        if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
-            priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
-        runnable = priced.runnable
-        keys = self.priced_as.get(id(flavors))
-        if keys is None:  # per (what decides the flavors, worker): each flavor's key among the plan's candidates
-            keys = self.priced_as[id(flavors)] = tuple(None if isinstance(u, str) else u.priced_as for u in flavors)
-        figures = [None if k is None else runnable.get(k) for k in keys]
-        if not any(figures):
-            # Why not, from the flavors (per what decides them and the worker) and the plan's exclusions: shared by
-            # the shapes of one plan (a dry job's, whose runnable candidates are those of each of its jobs).
-            at = (ask.place, worker, id(priced.plan))
-            hit = self.unfit.get(at)
-            if hit is None:
-                reasons = [u if isinstance(u, str) else
-                           f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
-                hit = self.unfit[at] = WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
-            return hit
-        # Which flavor Kueue lands the job on depends on the shape's flavors and which of them the engine prices,
-        # not on the prices: worked out once per (what decides the flavors, worker, priced ones).
-        key = (ask.place, worker, tuple([f is not None for f in figures]))
-        landing = self.landings.get(key)
-        if landing is None:
-            landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
-        i, borrowed, nominal, releases, used, running = landing
-        usd, ready = figures[i]  # type: ignore[misc]
-        pool = flavors[i].pool  # type: ignore[union-attr]
-        return _Fit(cq, self.queues_of(worker, cq), pool.name, pool.capacity, usd, ready, borrowed, nominal, releases,
-                    used, running)
-
     def _landing(self, ask: _Ask, worker: str, cq: ClusterQueueState, flavors: Sequence[_Usable | str],
                  figures: Sequence[tuple[float, float] | None]) -> _Landing:
         """The flavor (index into ``flavors``) Kueue would admit the job to among those it may use and the
@@ -794,7 +759,69 @@ class _Pass:
         key = (ask.shape, tuple(workers))
         hit = self.rows.get(key)
         if hit is None:
-            hit = self.rows[key] = tuple(self._fit(wl, ask, w) for w in workers)
+            hit = self.rows[key] = self._fits(wl, ask, workers)
+        return hit
+
+    def _fits(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str]) -> tuple[_Fit | WorkerScore, ...]:
+        """What each of ``workers`` offers ``wl``'s shape, in that order: the flavor Kueue would admit it to among
+        those it may use and the engine prices, with its cost, or why none; what depends on the worker and not on the
+        prices is looked up once per (what decides the flavors, worker): :meth:`_place`."""
+        places = self.by_place.get(ask.place)
+        if places is None:
+            places = self.by_place[ask.place] = {}
+        priced = None
+        runnable: Mapping[tuple[int, str], tuple[float, float]] = {}
+        out: list[_Fit | WorkerScore] = []
+        for worker in workers:
+            entry = places.get(worker)
+            if entry is None:
+                entry = places[worker] = self._place(wl, ask, worker)
+            if isinstance(entry, WorkerScore):
+                out.append(entry)
+                continue
+            if priced is None:
+                priced = self.priced.get(ask.shape)
+                if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
+                    priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
+                runnable = priced.runnable
+            cq, flavors, keys, queues = entry
+            figures = [None if k is None else runnable.get(k) for k in keys]
+            if not any(figures):
+                out.append(self._unfit(ask, worker, flavors, priced))
+                continue
+            key = (ask.place, worker, tuple([f is not None for f in figures]))
+            landing = self.landings.get(key)
+            if landing is None:
+                landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
+            i, borrowed, nominal, releases, used, running = landing
+            usd, ready = figures[i]  # type: ignore[misc]
+            pool = flavors[i].pool  # type: ignore[union-attr]
+            out.append(_Fit(cq, queues, pool.name, pool.capacity, usd, ready, borrowed, nominal, releases, used,
+                            running))
+        return tuple(out)
+
+    def _place(self, wl: HubWorkload, ask: _Ask, worker: str
+               ) -> tuple[ClusterQueueState, tuple[_Usable | str, ...], tuple[tuple[int, str] | None, ...], _Queues
+                          ] | WorkerScore:
+        """What :meth:`_fits` reads of a worker before the prices: why no flavor at all, or its ClusterQueue, the
+        flavors the shape may use (or why not), their keys among a plan's candidates and the queue's workloads."""
+        usable = self._usable(wl, ask, worker)
+        if isinstance(usable, WorkerScore):
+            return usable
+        cq, flavors = usable
+        return cq, flavors, tuple(None if isinstance(u, str) else u.priced_as for u in flavors), self.queues_of(worker,
+                                                                                                               cq)
+
+    def _unfit(self, ask: _Ask, worker: str, flavors: Sequence[_Usable | str], priced: _Priced) -> WorkerScore:
+        """Why ``worker`` cannot take the shape when the engine prices none of the flavors it may use: from the
+        flavors (per what decides them and the worker) and the plan's exclusions, shared by the shapes of one plan (a
+        dry job's, whose runnable candidates are those of each of its jobs)."""
+        at = (ask.place, worker, id(priced.plan))
+        hit = self.unfit.get(at)
+        if hit is None:
+            reasons = [u if isinstance(u, str) else
+                       f"pool {u.pool.name}: {priced.excluded((id(u.offer), u.pool.capacity))}" for u in flavors]
+            hit = self.unfit[at] = WorkerScore(worker, False, "; ".join(dict.fromkeys(reasons)) or "no flavor")
         return hit
 
     def scores(self, wl: HubWorkload, workers: Sequence[str], ran_on: frozenset[str] | None = None
