@@ -9,7 +9,7 @@ resources per :class:`placement.model.kueue.Allocatable` (CPU millicores, memory
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from placement.fleet.stacks import ClusterStack
@@ -112,6 +112,21 @@ class HubWorkload:
     # ``progress``. None: Kueue recorded none (never evicted) or the field could not be read.
     admitted_hours: float | None = None
 
+    @classmethod
+    def read(cls, **values: Any) -> HubWorkload:
+        """``HubWorkload(**values)`` without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field,
+        ~30 of them; a snapshot makes one per Workload of a pass): the same fields in the same instance ``__dict__``
+        (the defaults for those not given), so equal, hashed and shown alike. TypeError for a name that is not a
+        field, or a field without a default left out."""
+        if not values.keys() <= _HUB_FIELDS.keys() or not values.keys() >= _HUB_REQUIRED:
+            raise TypeError(f"HubWorkload.read: unknown fields {sorted(values.keys() - _HUB_FIELDS.keys())}, missing "
+                            f"{sorted(_HUB_REQUIRED - values.keys())}")
+        s = object.__new__(cls)
+        d = s.__dict__
+        d.update(_HUB_FIELDS)
+        d.update(values)
+        return s
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -140,6 +155,13 @@ class HubWorkload:
         if self.cluster_name:
             return f"assigned to {self.cluster_name}"
         return None
+
+
+# Every field of a HubWorkload in order with its default (None for those without one, which HubWorkload.read requires).
+_HUB_FIELDS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default for f in fields(HubWorkload)}
+_HUB_REQUIRED = frozenset(f.name for f in fields(HubWorkload) if f.default is MISSING)
+if any(f.default_factory is not MISSING for f in fields(HubWorkload)):  # read() copies defaults: none may be a factory
+    raise TypeError("HubWorkload.read cannot copy a default_factory")
 
 
 @dataclass(frozen=True)

@@ -342,7 +342,7 @@ def read_checkpoint(annotations: Mapping[str, Any], regions: Mapping[str, Collec
     if home is None or where is None:
         missing, given = (CHECKPOINT_HOME, CHECKPOINT_REGION) if home is None else (CHECKPOINT_REGION, CHECKPOINT_HOME)
         return None, (f"{missing}: missing beside {given} (placement submit writes both); {unknown}",)
-    if not isinstance(home, str) or len(home) > MAX_URI or any(c.isspace() for c in home):
+    if not isinstance(home, str) or len(home) > MAX_URI or any(map(str.isspace, home)):
         return None, (f"{CHECKPOINT_HOME}: {_shown(home)} is not a URI such as s3://bucket/path (one line, at most "
                       f"{MAX_URI} characters); {unknown}",)
     problem = _region_problem(where, regions)
