@@ -9,9 +9,10 @@ fields it interacts with (capacity, spot, deadlines, data).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from placement.errors import InputError, shown
@@ -251,6 +252,8 @@ def _regions(value: Any, field: str, clouds: tuple[str, ...], warnings: list[str
     """Region names; those no (allowed) cloud knows are a warning, and an allow list that names none at all
     is an error (it would silently exclude every candidate)."""
     names = _strings(value, field)
+    if not names:
+        return names  # none named (the common case): nothing to look up
     known = set().union(*(known_regions()[c] for c in (clouds or CLOUDS)))
     unknown = [r for r in names if r not in known]
     if not unknown:
@@ -323,12 +326,18 @@ def _throughput(value: Any, field: str) -> tuple[tuple[str, float], ...]:
     return tuple((p, gbps) for p in TRANSFER_PATHS)
 
 
+@functools.cache
+def _priority_values() -> dict[str, int]:
+    """Each WorkloadPriorityClass name with its value (read, never changed, by every job spec parsed)."""
+    from placement.model.priorities import PRIORITY_CLASSES
+
+    return {name: v for name, v, _ in PRIORITY_CLASSES}
+
+
 def _priority(value: Any, field: str) -> tuple[str, int]:
     """(Kueue WorkloadPriorityClass name, value): a class name, or an integer on the classes' scale (production
     1000, burst 500, low 100), which takes the class of the highest value at or below it (else ``low``)."""
-    from placement.model.priorities import PRIORITY_CLASSES
-
-    values = {name: v for name, v, _ in PRIORITY_CLASSES}
+    values = _priority_values()
     if isinstance(value, str) and value in values:
         return value, values[value]
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 1_000_000_000:
@@ -520,7 +529,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
         raise InputError(f"{where}command", "must be a string or a list of strings")
 
-    return JobSpec(
+    return new_job(
         name=name, accelerators=accels, gpus=gpus, hours=hours, capacity=capacity, dataset=dataset,
         outputs_gb=outputs_gb, checkpoint_interval_minutes=interval, interruptions_per_hour=rate,
         interruptions_from_job="interruptions_per_hour" in spot,
@@ -548,6 +557,28 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
         spot_replacement_minutes=replacement, earliest_start=_earliest(doc.get("earliest_start"), where),
         warnings=tuple(warnings),
     )
+
+
+# Every field of a JobSpec in order with its default (None for those without one, which new_job requires).
+_JOB_FIELDS_DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default for f in fields(JobSpec)}
+_JOB_REQUIRED = frozenset(f.name for f in fields(JobSpec) if f.default is MISSING)
+if any(f.default_factory is not MISSING for f in fields(JobSpec)) or hasattr(JobSpec, "__post_init__"):
+    raise TypeError("new_job copies defaults and runs no __post_init__: JobSpec has a default_factory or one")
+
+
+def new_job(**values: Any) -> JobSpec:
+    """``JobSpec(**values)`` without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, ~50
+    of them: a sixth of :func:`parse_job`, which the dispatcher runs per Workload shape of a pass): the same fields in
+    the same order in the instance ``__dict__`` (the defaults for those not given), so equal, hashed and shown alike.
+    TypeError for a name that is not a field, or a field without a default left out."""
+    if not values.keys() <= _JOB_FIELDS_DEFAULTS.keys() or not values.keys() >= _JOB_REQUIRED:
+        raise TypeError(f"new_job: unknown fields {sorted(values.keys() - _JOB_FIELDS_DEFAULTS.keys())}, missing "
+                        f"{sorted(_JOB_REQUIRED - values.keys())}")
+    job: JobSpec = object.__new__(JobSpec)
+    d = job.__dict__
+    d.update(_JOB_FIELDS_DEFAULTS)
+    d.update(values)
+    return job
 
 
 def _job_label(doc: Any, index: int) -> str:
