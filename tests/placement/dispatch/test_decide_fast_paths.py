@@ -1,0 +1,111 @@
+"""The fast paths of issue 33 (a dispatch pass over 1,000 Workloads within its target) decide as the code they
+skip: the tally of a Workload no queue lists (its wait shared by every shape landing on the same flavors, its
+scores made from their shared fields) against the path every other Workload takes, on the benchmark's fleet with
+hostile Workloads; the ranking read from a heap against a sort; a hub Workload made without the dataclass's
+``__init__``; resource lists read without a closure, hostile quantities included."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from siblings import sibling
+
+from placement.dispatch import decide as decide_module
+from placement.dispatch import snapshot
+from placement.dispatch.model import HubWorkload, Need, Pricing, Settings, WorkerScore
+from placement.model import kueue as ko
+from placement.model.catalog import embedded_catalog
+from placement.model.kueue import Allocatable
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def scale() -> ModuleType:
+    return sibling(__file__, "test_decide_scale.py")
+
+
+@pytest.fixture(scope="module")
+def bench(scale: ModuleType) -> ModuleType:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        return scale._load("bench_dispatch_for_fast_paths", ROOT / "scripts" / "bench_dispatch.py")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+@pytest.mark.parametrize(("workers", "workloads", "malformed", "seed"), [(12, 240, 24, 12), (30, 200, 20, 3)])
+def test_the_shared_tally_decides_as_the_path_of_a_listed_workload(bench: ModuleType, scale: ModuleType,
+                                                                   monkeypatch: pytest.MonkeyPatch, workers: int,
+                                                                   workloads: int, malformed: int, seed: int) -> None:
+    pricing = Pricing(tuple(embedded_catalog().offers))
+    wls, states = scale._fleet(bench, workers, workloads, malformed, seed)
+    settings = Settings(deadline_s=300)
+    fast = decide_module.decide(wls, states, pricing, bench.NOW, settings)
+    # Every Workload as if a worker's queue listed it: no tally kept, each wait worked out on its own, each score
+    # made by _score.
+    monkeypatch.setattr(decide_module._Pass, "is_listed", lambda self, wl, row: True)
+    slow = decide_module.decide(wls, states, pricing, bench.NOW, settings)
+    assert [repr(d) for d in fast.decisions] == [repr(d) for d in slow.decisions]  # bit for bit
+    assert sum(d.reason == decide_module.UNREADABLE for d in fast.decisions) >= malformed
+
+
+def _score(worker: str, usd: float, cost: float, late: bool = False) -> WorkerScore:
+    return WorkerScore.fitting(worker, "p", "spot", cost, 0.0, usd - cost, 1.0, late, 0, 0.0, 0.0, False)
+
+
+def test_the_ranking_read_from_a_heap_is_the_stable_sort() -> None:
+    scores = [_score("b", 10.0, 5.0), _score("a", 10.0, 5.0), _score("c", 10.0000001, 4.0), _score("d", 3.0, 3.0, True),
+              _score("e", 9.9999999, 9.0), _score("b", 10.0, 5.0), _score("f", math.inf, 1.0)]
+    entries = tuple((decide_module._rank_key(s), i, s) for i, s in enumerate(scores))
+    ranked = list(decide_module.Ranked(entries))
+    assert ranked == decide_module._ranked(scores)
+    assert [id(s) for s in ranked] == [id(s) for s in decide_module._ranked(scores)]  # equal keys: workers' order
+    assert list(decide_module.Ranked(())) == []
+
+
+def test_a_hub_workload_read_is_the_dataclass_made_by_its_init() -> None:
+    values: dict[str, Any] = {"namespace": "t", "name": "w", "uid": "u", "created": 1.0, "priority": 5,
+                              "queue_name": "q", "cluster_queue": "cq", "check": "c", "check_state": "Pending",
+                              "allowed": ("a", "b"), "needs": (Need("main", 2, Allocatable(1, 2, 8, 0)),),
+                              "warnings": ("x",)}
+    fast, slow = HubWorkload.read(**values), HubWorkload(**values)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert fast.__dict__ == slow.__dict__
+    with pytest.raises(TypeError):
+        HubWorkload.read(**values, surprise=1)
+    with pytest.raises(TypeError):
+        HubWorkload.read(**{k: v for k, v in values.items() if k != "uid"})
+
+
+def _slow_resources(rl: Any) -> Allocatable:
+    """snapshot.resources as it was, with its closure."""
+    rl = rl or {}
+    if not isinstance(rl, dict):
+        raise ValueError(f"a resource list must be a mapping, got {type(rl).__name__}")
+
+    def get(name: str, scale: float = 1.0) -> int:
+        return math.ceil(snapshot.quantity(rl[name]) * scale - 1e-9) if name in rl else 0
+
+    return Allocatable(cpu_millis=get(ko.RES_CPU, 1000), memory_mib=get(ko.RES_MEMORY, 1 / 2**20),
+                       gpus=get(ko.RES_GPU), efa=get(ko.RES_EFA))
+
+
+@pytest.mark.parametrize("rl", [None, {}, {"cpu": "1500m", "memory": "32Gi", "nvidia.com/gpu": "8"},
+                                {"cpu": 3, "memory": "1e3", ko.RES_EFA: "32", "nvidia.com/gpu": 8.5},
+                                {"memory": "1e400"}, {"nvidia.com/gpu": float("nan")}, {"cpu": "-1"},
+                                {"cpu": True}, {"cpu": [1]}, {"memory": "12Ki", "cpu": "0.1"}, ["cpu"], "8",
+                                {"nvidia.com/gpu": "8", "cpu": "lots"}])
+def test_resources_read_as_before(rl: Any) -> None:
+    def outcome(fn: Any) -> Any:
+        try:
+            return fn(rl)
+        except Exception as exc:  # the same error, of the same type
+            return type(exc), str(exc)
+
+    assert outcome(snapshot.resources) == outcome(_slow_resources)
