@@ -46,6 +46,7 @@ from placement.model.catalog import (
     parse_skypilot_csv,
     paused_gc,
     reject_json_constant,
+    with_counts,
     with_origins,
 )
 from placement.model.numbers import MAX_PRICE_USD
@@ -114,8 +115,10 @@ def parse_cached(text: str, cloud: str, source: str, modified: str | None = None
     stored = _load(path, key, cloud, limit=2 * len(text) + 2**20)
     if stored is not None:
         offers, warnings = stored
-        catalog = with_origins(offers, (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
-        return dataclasses.replace(catalog, warnings=warnings)
+        counts = {cloud: len(offers)}  # every offer of an entry is of its cloud (checked by _offers)
+        catalog = with_origins(offers, (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),),
+                               counts)
+        return with_counts(dataclasses.replace(catalog, warnings=warnings), counts)
     catalog = parse_skypilot_csv(text, cloud, source, modified)
     _store(path, key, catalog)
     return catalog
@@ -206,17 +209,39 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
     pairs = {i * width + j for i, j in zip(shape_at, place_at, strict=True)}
     if len(pairs) != n:
         raise ValueError("an offer listed twice")  # the parser keeps one offer per (type, region, zone)
-    shapes, places = _checked(shapes, places, pairs, cloud)
-    columns = zip(shape_at, place_at, _prices(doc["price"], n), _prices(doc["spot"], n), strict=True)
-    return tuple(new_offer(cloud, places[j][0], places[j][1], shapes[i], p, sp) for i, j, p, sp in columns)
+    # Every shape and every place checked once, each on one pair of its own (the checks are per machine and per
+    # place: a pair adds nothing to them); dict(zip(...)) keeps one partner per key at C speed.
+    cover = {i * width + j for i, j in dict(zip(shape_at, place_at)).items()}
+    cover.update(i * width + j for j, i in dict(zip(place_at, shape_at)).items())
+    shapes, places = _checked(shapes, places, cover, cloud)
+    regions, zones = [r for r, _ in places], [z for _, z in places]
+    return _build(cloud, [shapes[i] for i in shape_at], [regions[j] for j in place_at],
+                  [zones[j] for j in place_at], _prices(doc["price"], n), _prices(doc["spot"], n))
+
+
+def _build(cloud: str, shapes: list[Any], regions: list[str], zones: list[str], prices: list[float | None],
+           spots: list[float | None]) -> tuple[Offer, ...]:
+    """The offers of equal-length columns: :func:`~placement.model.catalog.new_offer` of each row, inline (a copy of
+    one template ``__dict__`` per row; tens of thousands of rows)."""
+    template = new_offer(cloud, "", "", shapes[0], None, None).__dict__
+    copy, make, put = template.copy, object.__new__, object.__setattr__
+    out = []
+    add = out.append
+    for shape, region, zone, price, spot in zip(shapes, regions, zones, prices, spots, strict=True):
+        d = copy()
+        d["region"], d["zone"], d["shape"], d["price"], d["spot_price"] = region, zone, shape, price, spot
+        o = make(Offer)
+        put(o, "__dict__", d)
+        add(o)
+    return tuple(out)
 
 
 def _checked(shapes: list[Any], places: list[tuple[str, str]], pairs: set[int], cloud: str
              ) -> tuple[list[Any], list[tuple[str, str]]]:
     """The entry's shapes and places after the checks a CSV row gets (:class:`~placement.model.catalog.RowChecks`),
-    each (shape, place) pair used once as a row of its own: a shape with no GPU or a count the shape data
-    disagrees with, a region of the other cloud, a zone of another region raise :class:`InputError` as they do in
-    a CSV. The shapes and places are those the checks return (an ad hoc shape rebuilt from its cells). ``pairs``:
+    each (shape, place) pair of ``pairs`` (every shape and every place on at least one of them) used once as a
+    row of its own: a shape with no GPU or a count the shape data disagrees with, a region of the other cloud, a
+    zone of another region raise :class:`InputError` as they do in a CSV. The shapes and places are those the checks return (an ad hoc shape rebuilt from its cells). ``pairs``:
     each pair as ``shape index × len(places) + place index``."""
     checks = RowChecks(cloud, "catalog cache")
     cells_of = [(s.name, s.accelerator, str(s.gpus), str(s.vcpus), str(s.memory_gib)) for s in shapes]

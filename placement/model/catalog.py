@@ -163,20 +163,34 @@ class Catalog:
         keep = tuple(o for o in self.offers if o.cloud not in replaced)
         origins = tuple(o for o in self.provenance() if o.cloud not in replaced)
         origins += tuple(o for o in other.provenance() if o.cloud in replaced)
-        merged = with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)))
-        return dataclasses.replace(merged, warnings=self.warnings + other.warnings,
-                                   row_sources={**self.row_sources, **other.row_sources})
+        # The counts per cloud follow from the two catalogs' own (not counted again over every offer).
+        counts = collections.Counter({c: n for c, n in self.offers_per_cloud.items() if c not in replaced})
+        counts.update(other.offers_per_cloud)
+        merged = with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)), counts)
+        return with_counts(dataclasses.replace(merged, warnings=self.warnings + other.warnings,
+                                               row_sources={**self.row_sources, **other.row_sources}), counts)
 
 
-def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...]) -> Catalog:
-    """A catalog whose ``source`` / ``as_of`` summarise ``origins`` (only clouds that have offers count)."""
-    present = {o.cloud for o in offers}
+def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...],
+                 counts: Mapping[str, int] | None = None) -> Catalog:
+    """A catalog whose ``source`` / ``as_of`` summarise ``origins`` (only clouds that have offers count).
+    ``counts``: the offers per cloud, when the caller knows them exactly (a catalog read from a cache entry or
+    merged from two whose counts are known), so tens of thousands of offers are not walked again."""
+    present = {o.cloud for o in offers} if counts is None else {c for c, n in counts.items() if n}
     used = tuple(o for o in origins if o.cloud in present) or origins
     dates = sorted(o.as_of for o in used if o.as_of)
     source = "+".join(dict.fromkeys(o.label() for o in used))
     if any(o.live for o in used):
         source += "+live"
-    return Catalog(offers=offers, as_of=dates[0] if dates else "unknown", source=source, origins=used)
+    catalog = Catalog(offers=offers, as_of=dates[0] if dates else "unknown", source=source, origins=used)
+    return catalog if counts is None else with_counts(catalog, counts)
+
+
+def with_counts(catalog: Catalog, counts: Mapping[str, int]) -> Catalog:
+    """``catalog`` with :attr:`Catalog.offers_per_cloud` already known (``counts``, exact: the caller's
+    promise); the same catalog (``dataclasses.replace`` forgets it)."""
+    catalog.__dict__["offers_per_cloud"] = {c: n for c, n in counts.items() if n}  # the cached_property's slot
+    return catalog
 
 
 def _price(value: Any, field: str, source: str) -> float | None:
