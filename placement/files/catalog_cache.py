@@ -221,17 +221,15 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
 
 def _build(cloud: str, shapes: list[Any], regions: list[str], zones: list[str], prices: list[float | None],
            spots: list[float | None]) -> tuple[Offer, ...]:
-    """The offers of equal-length columns: :func:`~placement.model.catalog.new_offer` of each row, inline (a copy of
-    one template ``__dict__`` per row; tens of thousands of rows)."""
-    template = new_offer(cloud, "", "", shapes[0], None, None).__dict__
-    copy, make, put = template.copy, object.__new__, object.__setattr__
+    """The offers of equal-length columns: :func:`~placement.model.catalog.new_offer` of each row, inline (tens of
+    thousands of rows)."""
+    make, put = object.__new__, object.__setattr__
     out = []
     add = out.append
     for shape, region, zone, price, spot in zip(shapes, regions, zones, prices, spots, strict=True):
-        d = copy()
-        d["region"], d["zone"], d["shape"], d["price"], d["spot_price"] = region, zone, shape, price, spot
         o = make(Offer)
-        put(o, "__dict__", d)
+        put(o, "__dict__", {"cloud": cloud, "region": region, "zone": zone, "shape": shape, "price": price,
+                            "spot_price": spot})
         add(o)
     return tuple(out)
 

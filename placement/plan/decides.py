@@ -56,21 +56,14 @@ def break_even(p: Plan) -> float | None:
             continue
         if id(t) not in groups:
             groups[id(t)] = (r[10], t)
-    # Whether a terms group is out whatever the offer (not spot, or excluded for good): decided once per group, as
-    # tens of thousands of excluded rows share a few thousand groups.
-    out_of: dict[int, bool] = {}
-    for item in p.excluded_rows:
-        deferred = len(item) == 2
-        t = item[1] if deferred else item[11]  # type: ignore[misc]
-        out = out_of.get(id(t))
-        if out is None:
-            reason = t.reason
-            out = out_of[id(t)] = t.order != 2 or (reason is not None
-                                                   and not (t.late or reason.startswith("interrupted every")))
-        if out:
+    # Only the excluded spot rows the scan kept apart: the others are excluded for good by their region or node
+    # shape (most rows of a big catalog), which no rate changes.
+    for item in ctx.open_spot:
+        offer, t = (item[0], item[1]) if len(item) == 2 else (item[10], item[11])  # type: ignore[misc]
+        if t.order != 2 or offer.spot_price is None:
             continue
-        offer = item[0] if deferred else item[10]  # type: ignore[misc]
-        if offer.spot_price is None:
+        reason = t.reason
+        if reason is not None and not (t.late or reason.startswith("interrupted every")):
             continue
         if ctx.zone(offer.cloud, offer.zone) is not None:
             continue
