@@ -244,7 +244,7 @@ def where(p: dict[str, Any]) -> str:
 
 
 def setup(venv: Path) -> None:
-    env = {**os.environ, "GPUFLEET_SKY_VENV": str(venv)}
+    env = {**os.environ, "GPUFLEET_SKY_VENV": str(venv.resolve())}
     code = subprocess.run([str(ROOT / "scripts" / "sky_env")], env=env, stdout=subprocess.DEVNULL).returncode
     if code != 0:
         sys.exit(code)

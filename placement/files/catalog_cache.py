@@ -31,7 +31,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +256,8 @@ def _store(path: Path, key: str, catalog: Catalog) -> None:
         if not _replaceable(path):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only here: a warm cache (every plan but the first) never loads it
+
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=".tmp-", suffix=".json", delete=False) as fh:
             tmp = fh.name
             fh.write(head + b"\n" + body)
