@@ -73,7 +73,8 @@ def _pick(task: Any) -> dict[str, Any]:
     if best is None:
         return {"cloud": None}
     return {"cloud": str(best.cloud).lower(), "region": best.region, "zone": best.zone,
-            "instance_type": best.instance_type, "usd_per_hour": best.get_cost(3600) * task.num_nodes}
+            "instance_type": best.instance_type, "nodes": task.num_nodes,
+            "usd_per_hour": best.get_cost(3600) * task.num_nodes}
 
 
 def _optimize(s: dict[str, Any]) -> tuple[float, float, dict[str, Any]]:

@@ -310,11 +310,9 @@ def main() -> None:
         bare: list[float] = []
         proc: list[list[tuple[float, float]]] = [[] for _ in todo]
         for _ in range(repeat):
-            t0 = time.perf_counter()
             p = subprocess.Popen([sys.executable, "-c", "pass"], env=env, cwd=tmp)
             _, _, usage = os.wait4(p.pid, 0)
             bare.append(usage.ru_utime + usage.ru_stime)
-            del t0
             for i, j in enumerate(job_paths):
                 cpu, wall, _ = gpufleet_process(j, specs, env)
                 proc[i].append((cpu, wall))
@@ -339,10 +337,11 @@ def main() -> None:
     print(f"medians over {repeat} round-robin runs (in-process core: {repeat * 3}); CPU seconds, wall in brackets; "
           f"load average after each part: gpufleet processes {load_proc}, SkyPilot warm {load_sky}, SkyPilot cold "
           f"{load_cold}, gpufleet core {load_core}")
-    print(f"bare interpreter: CPU {statistics.median(bare):.3f} s")
-    head = (f"{'scenario':<17} {'gpufleet process':>17} {'SkyPilot warm':>15} {'':4} {'gpufleet core':>15} "
-            f"{'SkyPilot cold':>15}")
-    print(head)
+    print(f"bare interpreter: CPU {statistics.median(bare):.3f} s; PASS: the gpufleet process's CPU <= SkyPilot's warm "
+          "optimize() CPU")
+    print(f"{'':17} {'gpufleet process':>17} {'SkyPilot warm':>15} {'':4} {'gpufleet core':>15} {'SkyPilot cold':>15}")
+    print(f"{'scenario':<17} {'CPU s (wall)':>17} {'CPU ms (wall)':>15} {'':4} {'CPU ms (wall)':>15} "
+          f"{'CPU s (wall)':>15}")
     slower = 0
     core_slower = 0
     for i, s in enumerate(todo):
@@ -359,9 +358,18 @@ def main() -> None:
           f"gpufleet's core call (warm, in-process) slower in {core_slower} of {len(todo)}")
     print(f"SkyPilot cold, of which `import sky` CPU {statistics.median(c[2] for c in cold):.3f} s and the first "
           f"optimize {statistics.median(c[3] for c in cold):.3f} s (medians over the scenarios)")
-    print("picks (gpufleet prices training progress: spot interruptions and restarts, so its pick may differ):")
+    same = sum(same_pick(g, k) for g, k in zip(picks, sky_picks, strict=True))
+    print(f"picks, the same machine type and $/h in {same} of {len(todo)} (gpufleet prices training progress: spot "
+          "interruptions and restarts, so its pick may differ; SkyPilot names a zone for spot only):")
     for i, s in enumerate(todo):
         print(f"  {s['label']:<17} gpufleet {where(picks[i]):<48} SkyPilot {where(sky_picks[i])}")
+
+
+def same_pick(g: dict[str, Any], k: dict[str, Any]) -> bool:
+    if not g.get("cloud") or not k.get("cloud"):
+        return not g.get("cloud") and not k.get("cloud")
+    return (g["cloud"], g["instance_type"]) == (k["cloud"], k["instance_type"]) and \
+        abs(g["usd_per_hour"] - k["usd_per_hour"]) < 0.01
 
 
 if __name__ == "__main__":
