@@ -255,3 +255,17 @@ def test_every_cloud_given_the_same_catalog_as_merging_over_the_default(tmp_path
     got = load_catalog(_catalogs(tmp_path))
     assert (got.offers, got.as_of, got.source, got.provenance()) == (merged.offers, merged.as_of, merged.source,
                                                                      merged.provenance())
+
+
+def test_a_plan_over_small_csvs_for_every_cloud_loads_no_default_catalog_and_no_hashes(tmp_path):
+    """The start-up of `placement plan --catalog aws=... --catalog gcp=...` (issue 33): neither the embedded catalog
+    nor, for CSVs under the cache's MIN_BYTES, the cache's hashing (OpenSSL) or temporary-file modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from placement.files.inputs import load_catalog; load_catalog(sys.argv[1:]); "
+            "from placement.model.catalog import embedded_catalog; "
+            "print(embedded_catalog.cache_info().currsize, 'hashlib' in sys.modules, 'tempfile' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, *_catalogs(tmp_path)], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split() == ["0", "False", "False"]
