@@ -5,7 +5,9 @@
 The data: the embedded catalog's offers (placement/data/catalog.json, every AWS and GCP row), written
   - for gpufleet as one SkyPilot-style CSV per cloud (one row per machine type and zone, the whole machine's
     price), given as `placement plan JOB --catalog aws=A.csv --catalog gcp=G.csv` (both clouds replaced: the plan
-    sees exactly these rows; its catalog cache is warm after a first run, as on a user's machine);
+    sees exactly these rows and reads no default catalog; ~20 KB each, under the catalog cache's MIN_BYTES, so
+    parsed and checked in every run; the embedded catalog's offers and prices, without its per-row sources and
+    suspect-price flags, which a CSV cannot carry);
   - for SkyPilot 0.14.1 as its own catalogs (schema v8) in a temporary HOME: aws/vms.csv with the columns of its
     AWS fetcher (sky/catalog/data_fetchers/fetch_aws.py: GpuInfo, Arch, local disk, EFA interfaces; zone IDs as
     AvailabilityZone: without AWS credentials SkyPilot maps no zone names), gcp/vms.csv in GCP's layout (a row per
@@ -296,7 +298,7 @@ def main() -> None:
         env.pop("PYTHONPATH", None)
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode written, as for an installed package
 
-        # gpufleet's picks (JSON) and a warm-up run each (file cache, bytecode, catalog cache).
+        # gpufleet's picks (JSON) and a warm-up run each (file cache, bytecode).
         picks = [gpufleet_pick(gpufleet_process(j, specs, env, json_out=True)[2]) for j in job_paths]
         print(f"offers: {len(offers)} (the embedded catalog, {embedded_catalog().as_of}), as --catalog CSVs for "
               f"gpufleet and SkyPilot {SKY_VERSION} catalogs ({CATALOG_SCHEMA}) in a temporary HOME")
