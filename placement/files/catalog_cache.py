@@ -25,13 +25,11 @@ import base64
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import re
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +83,7 @@ def fingerprint() -> str:
     from placement import __version__
 
     # Columns are packed in this machine's byte order and int size: another machine's entry is another key.
-    digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.byteorder}\0{array.array('I').itemsize}\0".encode())
+    digest = _sha256(f"{FORMAT}\0{__version__}\0{sys.byteorder}\0{array.array('I').itemsize}\0".encode())
     here = Path(__file__).resolve().parents[1]
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
@@ -95,9 +93,17 @@ def fingerprint() -> str:
     return digest.hexdigest()
 
 
+def _sha256(data: bytes = b"") -> Any:
+    """``hashlib.sha256``, imported on first use: a CSV under :data:`MIN_BYTES` (every plan over a small catalog)
+    never loads OpenSSL's hashes."""
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 def cache_key(text: str, cloud: str, source: str) -> str:
     """The entry's name: SHA-256 of the fingerprint, the cloud, the path and the CSV text."""
-    digest = hashlib.sha256(f"{fingerprint()}\0{cloud}\0{source}\0".encode())
+    digest = _sha256(f"{fingerprint()}\0{cloud}\0{source}\0".encode())
     digest.update(text.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
@@ -134,7 +140,7 @@ def _load(path: Path, key: str, cloud: str, limit: int) -> tuple[tuple[Any, ...]
         head, _, body = raw.partition(b"\n")
         meta = json.loads(head)
         if (not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("key") != key
-                or meta.get("sha256") != hashlib.sha256(body).hexdigest()):
+                or meta.get("sha256") != _sha256(body).hexdigest()):
             return None
         with paused_gc():
             doc = json.loads(body, parse_constant=reject_json_constant)
@@ -274,12 +280,14 @@ def _store(path: Path, key: str, catalog: Catalog) -> None:
                        "price": _packed([nan if o.price is None else o.price for o in offers], "d"),
                        "spot": _packed([nan if o.spot_price is None else o.spot_price for o in offers], "d"),
                        "warnings": list(catalog.warnings)}, separators=(",", ":"), allow_nan=False).encode()
-    head = json.dumps({"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
+    head = json.dumps({"format": FORMAT, "key": key, "sha256": _sha256(body).hexdigest()}).encode()
     tmp = None
     try:
         if not _replaceable(path):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only here: a warm cache (every plan but the first) never loads it
+
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=".tmp-", suffix=".json", delete=False) as fh:
             tmp = fh.name
             fh.write(head + b"\n" + body)
