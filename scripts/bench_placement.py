@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gc
 import datetime as dt
+import gc
 import os
 import random
 import statistics

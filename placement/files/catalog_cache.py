@@ -40,7 +40,6 @@ from placement.model.catalog import (
     Offer,
     RowChecks,
     adhoc_shape,
-    new_offer,
     parse_skypilot_csv,
     paused_gc,
     reject_json_constant,
@@ -217,8 +216,8 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
         raise ValueError("an offer listed twice")  # the parser keeps one offer per (type, region, zone)
     # Every shape and every place checked once, each on one pair of its own (the checks are per machine and per
     # place: a pair adds nothing to them); dict(zip(...)) keeps one partner per key at C speed.
-    cover = {i * width + j for i, j in dict(zip(shape_at, place_at)).items()}
-    cover.update(i * width + j for j, i in dict(zip(place_at, shape_at)).items())
+    cover = {i * width + j for i, j in dict(zip(shape_at, place_at, strict=True)).items()}
+    cover.update(i * width + j for j, i in dict(zip(place_at, shape_at, strict=True)).items())
     shapes, places = _checked(shapes, places, cover, cloud)
     regions, zones = [r for r, _ in places], [z for _, z in places]
     return _build(cloud, [shapes[i] for i in shape_at], [regions[j] for j in place_at],
@@ -227,10 +226,10 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
 
 def _build(cloud: str, shapes: list[Any], regions: list[str], zones: list[str], prices: list[float | None],
            spots: list[float | None]) -> tuple[Offer, ...]:
-    """The offers of equal-length columns: :func:`~placement.model.catalog.new_offer` of each row, inline (tens of
-    thousands of rows)."""
+    """The offers of equal-length columns: ``placement.model.catalog.new_offer`` of each row, inline (tens of
+    thousands of rows; the same six-key ``__dict__``, tests/placement/files/test_catalog_cache.py compares them)."""
     make, put = object.__new__, object.__setattr__
-    out = []
+    out: list[Offer] = []
     add = out.append
     for shape, region, zone, price, spot in zip(shapes, regions, zones, prices, spots, strict=True):
         o = make(Offer)
@@ -245,8 +244,9 @@ def _checked(shapes: list[Any], places: list[tuple[str, str]], pairs: set[int], 
     """The entry's shapes and places after the checks a CSV row gets (:class:`~placement.model.catalog.RowChecks`),
     each (shape, place) pair of ``pairs`` (every shape and every place on at least one of them) used once as a
     row of its own: a shape with no GPU or a count the shape data disagrees with, a region of the other cloud, a
-    zone of another region raise :class:`InputError` as they do in a CSV. The shapes and places are those the checks return (an ad hoc shape rebuilt from its cells). ``pairs``:
-    each pair as ``shape index × len(places) + place index``."""
+    zone of another region raise :class:`InputError` as they do in a CSV. The shapes and places are those the
+    checks return (an ad hoc shape rebuilt from its cells). ``pairs``: each pair as ``shape index × len(places) +
+    place index``."""
     checks = RowChecks(cloud, "catalog cache")
     cells_of = [(s.name, s.accelerator, str(s.gpus), str(s.vcpus), str(s.memory_gib)) for s in shapes]
     out_shapes, out_places = list(shapes), list(places)

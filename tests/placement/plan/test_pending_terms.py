@@ -8,11 +8,11 @@ import dataclasses
 from typing import Any
 
 import pytest
+from siblings import sibling
 
 from placement.model.catalog import Offer, embedded_catalog
 from placement.plan import decides
 from placement.plan import job as engine
-from siblings import sibling
 
 _jobs = sibling(__file__, "test_decides.py")._jobs
 
