@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import gc
 import os
 import random
 import statistics
@@ -248,6 +249,10 @@ def bench_command(repeat: int, cpu: bool = False) -> None:
             ("plan", lambda: plan_doc(plan(parsed, catalog.offers), catalog, top=10, all_candidates=False))]
         for _ in range(repeat):  # alternate, so every figure sees the same machine load
             for name, fn in steps:
+                # Every step starts from an empty young generation and no garbage of the one before: otherwise
+                # whichever step happens to trip a full collection (over the 50,000 offers this script holds)
+                # pays for it, and the per-run ratios spread 1-2.5x on an idle machine.
+                gc.collect()
                 t0 = clock()
                 fn()
                 samples[name].append(clock() - t0)

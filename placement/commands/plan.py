@@ -56,8 +56,9 @@ def run_plan(args: argparse.Namespace) -> int:
                                                     job.gpus_per_node, True)
     trust(catalog, now)
     reserved += live_reserved
-    with in_file(args.job):
-        warn(check_allowed_zones(job, offered_zones(catalog, reserved)))
+    if job.allow_zones:  # only a list of zones is checked against the offers' (every zone of a big catalog)
+        with in_file(args.job):
+            warn(check_allowed_zones(job, offered_zones(catalog, reserved)))
     from placement.files.calibrations import apply_calibration
 
     cal, offers, job = apply_calibration(args, now, catalog.offers, job)

@@ -25,13 +25,11 @@ import base64
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import re
 import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +40,10 @@ from placement.model.catalog import (
     Offer,
     RowChecks,
     adhoc_shape,
-    new_offer,
     parse_skypilot_csv,
     paused_gc,
     reject_json_constant,
+    with_counts,
     with_origins,
 )
 from placement.model.numbers import MAX_PRICE_USD
@@ -84,7 +82,7 @@ def fingerprint() -> str:
     from placement import __version__
 
     # Columns are packed in this machine's byte order and int size: another machine's entry is another key.
-    digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.byteorder}\0{array.array('I').itemsize}\0".encode())
+    digest = _sha256(f"{FORMAT}\0{__version__}\0{sys.byteorder}\0{array.array('I').itemsize}\0".encode())
     here = Path(__file__).resolve().parents[1]
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
@@ -94,9 +92,17 @@ def fingerprint() -> str:
     return digest.hexdigest()
 
 
+def _sha256(data: bytes = b"") -> Any:
+    """``hashlib.sha256``, imported on first use: a CSV under :data:`MIN_BYTES` (every plan over a small catalog)
+    never loads OpenSSL's hashes."""
+    import hashlib
+
+    return hashlib.sha256(data)
+
+
 def cache_key(text: str, cloud: str, source: str) -> str:
     """The entry's name: SHA-256 of the fingerprint, the cloud, the path and the CSV text."""
-    digest = hashlib.sha256(f"{fingerprint()}\0{cloud}\0{source}\0".encode())
+    digest = _sha256(f"{fingerprint()}\0{cloud}\0{source}\0".encode())
     digest.update(text.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
@@ -114,8 +120,10 @@ def parse_cached(text: str, cloud: str, source: str, modified: str | None = None
     stored = _load(path, key, cloud, limit=2 * len(text) + 2**20)
     if stored is not None:
         offers, warnings = stored
-        catalog = with_origins(offers, (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),))
-        return dataclasses.replace(catalog, warnings=warnings)
+        counts = {cloud: len(offers)}  # every offer of an entry is of its cloud (checked by _offers)
+        catalog = with_origins(offers, (CatalogOrigin(cloud=cloud, source="csv", path=source, modified=modified),),
+                               counts)
+        return with_counts(dataclasses.replace(catalog, warnings=warnings), counts)
     catalog = parse_skypilot_csv(text, cloud, source, modified)
     _store(path, key, catalog)
     return catalog
@@ -131,7 +139,7 @@ def _load(path: Path, key: str, cloud: str, limit: int) -> tuple[tuple[Any, ...]
         head, _, body = raw.partition(b"\n")
         meta = json.loads(head)
         if (not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("key") != key
-                or meta.get("sha256") != hashlib.sha256(body).hexdigest()):
+                or meta.get("sha256") != _sha256(body).hexdigest()):
             return None
         with paused_gc():
             doc = json.loads(body, parse_constant=reject_json_constant)
@@ -206,18 +214,39 @@ def _offers(doc: dict[str, Any], cloud: str) -> tuple[Offer, ...]:
     pairs = {i * width + j for i, j in zip(shape_at, place_at, strict=True)}
     if len(pairs) != n:
         raise ValueError("an offer listed twice")  # the parser keeps one offer per (type, region, zone)
-    shapes, places = _checked(shapes, places, pairs, cloud)
-    columns = zip(shape_at, place_at, _prices(doc["price"], n), _prices(doc["spot"], n), strict=True)
-    return tuple(new_offer(cloud, places[j][0], places[j][1], shapes[i], p, sp) for i, j, p, sp in columns)
+    # Every shape and every place checked once, each on one pair of its own (the checks are per machine and per
+    # place: a pair adds nothing to them); dict(zip(...)) keeps one partner per key at C speed.
+    cover = {i * width + j for i, j in dict(zip(shape_at, place_at, strict=True)).items()}
+    cover.update(i * width + j for j, i in dict(zip(place_at, shape_at, strict=True)).items())
+    shapes, places = _checked(shapes, places, cover, cloud)
+    regions, zones = [r for r, _ in places], [z for _, z in places]
+    return _build(cloud, [shapes[i] for i in shape_at], [regions[j] for j in place_at],
+                  [zones[j] for j in place_at], _prices(doc["price"], n), _prices(doc["spot"], n))
+
+
+def _build(cloud: str, shapes: list[Any], regions: list[str], zones: list[str], prices: list[float | None],
+           spots: list[float | None]) -> tuple[Offer, ...]:
+    """The offers of equal-length columns: ``placement.model.catalog.new_offer`` of each row, inline (tens of
+    thousands of rows; the same six-key ``__dict__``, tests/placement/files/test_catalog_cache.py compares them)."""
+    make, put = object.__new__, object.__setattr__
+    out: list[Offer] = []
+    add = out.append
+    for shape, region, zone, price, spot in zip(shapes, regions, zones, prices, spots, strict=True):
+        o = make(Offer)
+        put(o, "__dict__", {"cloud": cloud, "region": region, "zone": zone, "shape": shape, "price": price,
+                            "spot_price": spot})
+        add(o)
+    return tuple(out)
 
 
 def _checked(shapes: list[Any], places: list[tuple[str, str]], pairs: set[int], cloud: str
              ) -> tuple[list[Any], list[tuple[str, str]]]:
     """The entry's shapes and places after the checks a CSV row gets (:class:`~placement.model.catalog.RowChecks`),
-    each (shape, place) pair used once as a row of its own: a shape with no GPU or a count the shape data
-    disagrees with, a region of the other cloud, a zone of another region raise :class:`InputError` as they do in
-    a CSV. The shapes and places are those the checks return (an ad hoc shape rebuilt from its cells). ``pairs``:
-    each pair as ``shape index × len(places) + place index``."""
+    each (shape, place) pair of ``pairs`` (every shape and every place on at least one of them) used once as a
+    row of its own: a shape with no GPU or a count the shape data disagrees with, a region of the other cloud, a
+    zone of another region raise :class:`InputError` as they do in a CSV. The shapes and places are those the
+    checks return (an ad hoc shape rebuilt from its cells). ``pairs``: each pair as ``shape index × len(places) +
+    place index``."""
     checks = RowChecks(cloud, "catalog cache")
     cells_of = [(s.name, s.accelerator, str(s.gpus), str(s.vcpus), str(s.memory_gib)) for s in shapes]
     out_shapes, out_places = list(shapes), list(places)
@@ -251,12 +280,14 @@ def _store(path: Path, key: str, catalog: Catalog) -> None:
                        "price": _packed([nan if o.price is None else o.price for o in offers], "d"),
                        "spot": _packed([nan if o.spot_price is None else o.spot_price for o in offers], "d"),
                        "warnings": list(catalog.warnings)}, separators=(",", ":"), allow_nan=False).encode()
-    head = json.dumps({"format": FORMAT, "key": key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
+    head = json.dumps({"format": FORMAT, "key": key, "sha256": _sha256(body).hexdigest()}).encode()
     tmp = None
     try:
         if not _replaceable(path):
             return
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only here: a warm cache (every plan but the first) never loads it
+
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=".tmp-", suffix=".json", delete=False) as fh:
             tmp = fh.name
             fh.write(head + b"\n" + body)

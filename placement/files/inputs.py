@@ -25,9 +25,13 @@ if TYPE_CHECKING:
 def load_catalog(specs: Sequence[str]) -> Catalog:
     """The default catalog (the newer of the embedded and the refreshed one), with each ``CLOUD=PATH``
     replacing that cloud's offers (a large CSV parsed before is read from :mod:`placement.files.catalog_cache`)."""
-    from placement.model.catalog import default_catalog
+    from placement.model.catalog import default_catalog, with_origins
+    from placement.model.shapes import CLOUDS
 
-    catalog = default_catalog()
+    named = {cloud for cloud, sep, path in (spec.partition("=") for spec in specs) if sep and path}
+    # Every cloud replaced: nothing of the default catalog would be kept, so neither the embedded catalog (a few
+    # milliseconds of every such plan, issue 33) nor a refreshed one is read.
+    catalog = with_origins((), ()) if named >= set(CLOUDS) else default_catalog()
     seen: set[str] = set()
     for spec in specs:
         cloud, sep, path = spec.partition("=")

@@ -82,8 +82,6 @@ class Offer:
         return self.shape.name
 
 
-_OFFER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Offer) if f.name not in
-                   ("cloud", "region", "zone", "shape", "price", "spot_price")}
 _new = object.__new__
 _set = object.__setattr__
 
@@ -92,10 +90,13 @@ def new_offer(cloud: str, region: str, zone: str, shape: Shape, price: float | N
               spot_price: float | None) -> Offer:
     """``Offer(cloud, region, zone, shape, price, spot_price)`` with every other field at its default: the same
     object (fields, equality, hash, repr), built with one attribute write instead of the frozen ``__init__``'s
-    fourteen (a catalog read from its cache builds tens of thousands)."""
+    fourteen (a catalog read from its cache builds tens of thousands). The other fields are not in the instance's
+    ``__dict__``: they read the class attribute a dataclass keeps for each default (every default of
+    :class:`Offer` is a plain value; ``tests/placement/model/test_catalog.py`` keeps it so), and a six-key dict is
+    half the memory of fifteen."""
     o = _new(Offer)
     _set(o, "__dict__", {"cloud": cloud, "region": region, "zone": zone, "shape": shape, "price": price,
-                         "spot_price": spot_price, **_OFFER_DEFAULTS})
+                         "spot_price": spot_price})
     return o
 
 
@@ -163,20 +164,34 @@ class Catalog:
         keep = tuple(o for o in self.offers if o.cloud not in replaced)
         origins = tuple(o for o in self.provenance() if o.cloud not in replaced)
         origins += tuple(o for o in other.provenance() if o.cloud in replaced)
-        merged = with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)))
-        return dataclasses.replace(merged, warnings=self.warnings + other.warnings,
-                                   row_sources={**self.row_sources, **other.row_sources})
+        # The counts per cloud follow from the two catalogs' own (not counted again over every offer).
+        counts = collections.Counter({c: n for c, n in self.offers_per_cloud.items() if c not in replaced})
+        counts.update(other.offers_per_cloud)
+        merged = with_origins(keep + other.offers, tuple(sorted(origins, key=lambda o: o.cloud)), counts)
+        return with_counts(dataclasses.replace(merged, warnings=self.warnings + other.warnings,
+                                               row_sources={**self.row_sources, **other.row_sources}), counts)
 
 
-def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...]) -> Catalog:
-    """A catalog whose ``source`` / ``as_of`` summarise ``origins`` (only clouds that have offers count)."""
-    present = {o.cloud for o in offers}
+def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...],
+                 counts: Mapping[str, int] | None = None) -> Catalog:
+    """A catalog whose ``source`` / ``as_of`` summarise ``origins`` (only clouds that have offers count).
+    ``counts``: the offers per cloud, when the caller knows them exactly (a catalog read from a cache entry or
+    merged from two whose counts are known), so tens of thousands of offers are not walked again."""
+    present = {o.cloud for o in offers} if counts is None else {c for c, n in counts.items() if n}
     used = tuple(o for o in origins if o.cloud in present) or origins
     dates = sorted(o.as_of for o in used if o.as_of)
     source = "+".join(dict.fromkeys(o.label() for o in used))
     if any(o.live for o in used):
         source += "+live"
-    return Catalog(offers=offers, as_of=dates[0] if dates else "unknown", source=source, origins=used)
+    catalog = Catalog(offers=offers, as_of=dates[0] if dates else "unknown", source=source, origins=used)
+    return catalog if counts is None else with_counts(catalog, counts)
+
+
+def with_counts(catalog: Catalog, counts: Mapping[str, int]) -> Catalog:
+    """``catalog`` with :attr:`Catalog.offers_per_cloud` already known (``counts``, exact: the caller's
+    promise); the same catalog (``dataclasses.replace`` forgets it)."""
+    catalog.__dict__["offers_per_cloud"] = {c: n for c, n in counts.items() if n}  # the cached_property's slot
+    return catalog
 
 
 def _price(value: Any, field: str, source: str) -> float | None:

@@ -56,7 +56,9 @@ def break_even(p: Plan) -> float | None:
             continue
         if id(t) not in groups:
             groups[id(t)] = (r[10], t)
-    for item in p.excluded_rows:
+    # Only the excluded spot rows the scan kept apart: the others are excluded for good by their region or node
+    # shape (most rows of a big catalog), which no rate changes.
+    for item in ctx.open_spot:
         offer, t = (item[0], item[1]) if len(item) == 2 else (item[10], item[11])  # type: ignore[misc]
         if t.order != 2 or offer.spot_price is None:
             continue

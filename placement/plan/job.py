@@ -351,6 +351,9 @@ class _Context:
         self.gangs: dict[tuple[int, int, float, float, float], Gang] = {}
         self.cost_gangs: dict[tuple[str, int, int, float, float, float, float], Gang] = {}
         self.derived: dict[tuple[int, float | None, float], Terms] = {}
+        # The excluded spot rows of the scan that are not excluded for good by their region or node shape (in scan
+        # order): the only excluded rows the break-even search can use (placement.plan.decides.break_even).
+        self.open_spot: list[Row | Deferred] = []
         self.phys = physics_book()
         first = job.accelerators[0]
         self.ref_speed = job.speed_of(first)
@@ -682,6 +685,7 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
     job_rate = ctx.job.interruptions_per_hour
     from_job = ctx.job.interruptions_from_job
     add_run, add_ex = runnable.append, excluded.append
+    add_open = ctx.open_spot.append
     for offer in offers:
         shape = offer.shape
         regions = by_shape.get(id(shape), _MISSING)
@@ -700,13 +704,21 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
         for t in group:
             seq += 1
             if t.reason is not None or zone_reason is not None:
-                add_ex((offer, t))
+                item = (offer, t)
+                add_ex(item)
+                if t.order == 2 and type(t) is not _Pending:
+                    add_open(item)
                 if ordered is not None:
-                    ordered.append((offer, t))
+                    ordered.append(item)
                 continue
             if t.cost_opt:  # the interval follows this offer's price: priced in full (a memo per distinct price)
                 row = _priced(ctx, offer, t, seq)
-                (add_ex if row[17] else add_run)(row)
+                if row[17]:
+                    add_ex(row)
+                    if t.order == 2:
+                        add_open(row)
+                else:
+                    add_run(row)
                 if ordered is not None:
                     ordered.append(row)
                 continue
@@ -716,7 +728,11 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
                 if not from_job and ((live_rate is not None and live_rate > job_rate)
                                      or offer.calibrated_rate is not None):
                     row = _priced(ctx, offer, t, seq)
-                    (add_ex if row[17] else add_run)(row)
+                    if row[17]:
+                        add_ex(row)
+                        add_open(row)  # a spot row
+                    else:
+                        add_run(row)
                     if ordered is not None:
                         ordered.append(row)
                     continue
@@ -725,6 +741,8 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
             if price is None or (cap is not None and t.nodes * price > cap):
                 row = _priced(ctx, offer, t, seq)
                 add_ex(row)
+                if t.order == 2:
+                    add_open(row)
             else:
                 hourly = t.nodes * price
                 compute = hourly * t.mult
@@ -751,19 +769,52 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
             ordered.append(row)
 
 
+class _Pending(Terms):
+    """The terms of a group excluded for good by its region or its node shape, before they are worked out: what
+    every reader of an excluded row asks of a group first (``capacity``, ``order``, ``reason``, ``late``) and
+    the rest on :func:`_full`, once per group, only when one of its rows is shown. Most groups of a big catalog
+    are such (every machine type of an accelerator the job takes, in every region: most cannot hold it)."""
+
+    __slots__ = ("shape", "full")
+    shape: Shape
+    full: Terms | None
+
+    def resolve(self, ctx: _Context) -> Terms:
+        """The group's terms in full (the same object for every row of the group, as a group's terms are)."""
+        full: Terms | None = self.full
+        if full is None:
+            full = self.full = ctx.terms(self.cloud, self.region, self.shape, self.capacity)
+            assert full is not None and full.reason == self.reason  # the same rule, the reason it was excluded for
+        return full
+
+
 def _group(ctx: _Context, cloud: str, region: str, shape: Shape) -> tuple[Terms, ...] | None:
-    out = []
+    sh = ctx.shape(shape)
+    if sh is None:
+        return None
+    # The reason a group's terms would give first, when it is the region's or the node shape's: every row is
+    # excluded for it, whatever the capacity and the offer (see _Context.terms).
+    reason = ctx.region(cloud, region)[3] or sh[3]
+    out: list[Terms] = []
     for capacity in ctx.offer_caps:
-        t = ctx.terms(cloud, region, shape, capacity)
-        if t is None:
-            return None
-        out.append(t)
+        if reason is not None:
+            pending = _Pending()
+            pending.cloud, pending.region, pending.shape, pending.capacity = cloud, region, shape, capacity
+            pending.order, pending.reason, pending.late, pending.full = CAPACITY_ORDER[capacity], reason, False, None
+            out.append(pending)
+        else:
+            t = ctx.terms(cloud, region, shape, capacity)
+            if t is None:
+                return None
+            out.append(t)
     return tuple(out) if out else None
 
 
 def _full(ctx: _Context, item: Row | Deferred) -> Row:
     if len(item) == 2:
         offer, t = item  # type: ignore[misc]
+        if type(t) is _Pending:
+            t = t.resolve(ctx)
         return _priced(ctx, offer, t, 0)
     return item  # type: ignore[return-value]
 

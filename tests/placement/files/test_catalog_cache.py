@@ -57,6 +57,24 @@ def test_a_cached_catalog_equals_the_parse_and_skips_it(cache: Path, monkeypatch
     assert {o.shape.name for o in again.offers} == {"p5.48xlarge", "g9.2xlarge", "p4d.24xlarge"}
 
 
+def test_the_counts_per_cloud_a_cached_and_merged_catalog_carries_are_its_offers(cache: Path) -> None:
+    """The offers per cloud are carried from the entry and the merge, not counted again: they must be the
+    count of the catalog's own offers (a plan's JSON prints them)."""
+    from collections import Counter
+
+    from placement.model.catalog import embedded_catalog
+
+    catalog_cache.parse_cached(TEXT, "aws", "c.csv")
+    again = catalog_cache.parse_cached(TEXT, "aws", "c.csv")  # from the entry
+    gcp = parse_skypilot_csv(HEAD + "a3-highgpu-8g,H100,8,208,1872,88.49,,us-central1,us-central1-a\n", "gcp",
+                             "g.csv")
+    merged = embedded_catalog().merged(again, ["aws"]).merged(gcp, ["gcp"])
+    for catalog in (again, merged):
+        assert catalog.offers_per_cloud == dict(Counter(o.cloud for o in catalog.offers))
+    assert merged.offers_per_cloud == {"aws": 3, "gcp": 1}
+    assert merged.source == "c.csv+g.csv"
+
+
 def test_the_entry_is_plain_json_under_the_cache_directory(cache: Path) -> None:
     catalog_cache.parse_cached(TEXT, "aws", "c.csv")
     head, _, body = _entry(cache).read_bytes().partition(b"\n")

@@ -3,6 +3,8 @@ loader."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from placement.errors import InputError, shown
@@ -211,3 +213,59 @@ def test_a_job_spec_number_read_as_text_names_the_form_to_write(tmp_path, value,
     with pytest.raises(InputError) as err:
         parse_job(doc)
     assert hint in str(err.value)
+
+
+# --catalog for every cloud: the default catalog is not read (issue 33: a plan over the user's CSVs alone).
+from placement.files.inputs import load_catalog  # noqa: E402
+
+CSV_HEAD = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n"
+
+
+def _catalogs(tmp_path):
+    aws, gcp = tmp_path / "aws.csv", tmp_path / "gcp.csv"
+    aws.write_text(CSV_HEAD + "p5.48xlarge,H100,8,192,2048,55.04,9.37,us-east-1,use1-az1\n")
+    gcp.write_text(CSV_HEAD + "a3-highgpu-8g,H100,8,208,1872,88.49,,us-central1,us-central1-a\n")
+    return f"aws={aws}", f"gcp={gcp}"
+
+
+def test_every_cloud_given_the_default_catalog_is_not_read(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "catalog.json").write_text("{ not json")  # a refreshed catalog that fails when read
+    monkeypatch.setenv("GPUFLEET_DATA_DIR", str(data))
+    aws, gcp = _catalogs(tmp_path)
+    catalog = load_catalog([aws, gcp])
+    assert sorted((o.cloud, o.instance_type) for o in catalog.offers) == [("aws", "p5.48xlarge"),
+                                                                          ("gcp", "a3-highgpu-8g")]
+    assert [o.cloud for o in catalog.provenance()] == ["aws", "gcp"]
+    with pytest.raises(InputError, match="refreshed catalog"):  # one cloud kept from it: read, and refused
+        load_catalog([aws])
+
+
+def test_every_cloud_given_the_same_catalog_as_merging_over_the_default(tmp_path):
+    from placement.files.catalog_cache import parse_cached
+    from placement.files.inputs import modified
+    from placement.model.catalog import default_catalog
+
+    merged = default_catalog()  # what load_catalog built before: the default, each cloud replaced in turn
+    for spec in _catalogs(tmp_path):
+        cloud, _, path = spec.partition("=")
+        text = Path(path).read_text(encoding="utf-8")
+        merged = merged.merged(parse_cached(text, cloud, source=path, modified=modified(path)), [cloud])
+    got = load_catalog(_catalogs(tmp_path))
+    assert (got.offers, got.as_of, got.source, got.provenance()) == (merged.offers, merged.as_of, merged.source,
+                                                                     merged.provenance())
+
+
+def test_a_plan_over_small_csvs_for_every_cloud_loads_no_default_catalog_and_no_hashes(tmp_path):
+    """The start-up of `placement plan --catalog aws=... --catalog gcp=...` (issue 33): neither the embedded catalog
+    nor, for CSVs under the cache's MIN_BYTES, the cache's hashing (OpenSSL) or temporary-file modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from placement.files.inputs import load_catalog; load_catalog(sys.argv[1:]); "
+            "from placement.model.catalog import embedded_catalog; "
+            "print(embedded_catalog.cache_info().currsize, 'hashlib' in sys.modules, 'tempfile' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, *_catalogs(tmp_path)], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split() == ["0", "False", "False"]

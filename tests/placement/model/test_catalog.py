@@ -212,3 +212,23 @@ def test_a_row_naming_a_source_the_document_does_not_list_is_refused():
     doc["row_sources"] = {"gcp-billing": "the Cloud Billing Catalog, 2026-07-30"}
     with pytest.raises(InputError, match=r"offers\[2\]\.source: 'nowhere' is not an id of row_sources"):
         parse_catalog_json(doc, "x")
+
+
+def test_new_offer_is_the_offer_the_dataclass_builds() -> None:
+    """new_offer keeps only the six given fields in the instance and reads the others from the class: every
+    default of Offer must stay a plain class attribute (no default_factory), and the result the same offer."""
+    import dataclasses
+
+    from placement.model.catalog import Offer, new_offer
+    from placement.model.shapes import shape_book
+
+    shape = shape_book().shapes["p5.48xlarge"]
+    fast, slow = new_offer("aws", "us-east-1", "us-east-1a", shape, 98.32, None), Offer(
+        "aws", "us-east-1", "us-east-1a", shape, 98.32, None)
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(slow)
+    for f in dataclasses.fields(Offer):
+        assert getattr(fast, f.name) == getattr(slow, f.name)
+        if f.name not in ("cloud", "region", "zone", "shape", "price", "spot_price"):
+            assert f.default_factory is dataclasses.MISSING and Offer.__dict__[f.name] == f.default
+    assert dataclasses.replace(fast, price=1.0) == dataclasses.replace(slow, price=1.0)
