@@ -1085,16 +1085,27 @@ class Ranked:
     compared. Read from a heap as far as the reader goes: a pass reads the first one or two of each Workload's
     workers (the best not yet tried, the runner-up), not their whole order."""
 
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "_heap", "_read")
 
     def __init__(self, entries: tuple[tuple[_RankKey, int, WorkerScore], ...]) -> None:
         self.entries = entries
+        self._heap: list[tuple[_RankKey, int, WorkerScore]] | None = None  # made on the first read
+        self._read: list[WorkerScore] = []  # popped from the heap so far, best first: every later read starts here
 
     def __iter__(self) -> Iterator[WorkerScore]:
-        heap = list(self.entries)
-        heapq.heapify(heap)
-        while heap:
-            yield heapq.heappop(heap)[2]
+        read, i = self._read, 0
+        while True:
+            if i < len(read):
+                yield read[i]
+                i += 1
+                continue
+            heap = self._heap
+            if heap is None:
+                heap = self._heap = list(self.entries)
+                heapq.heapify(heap)
+            if not heap:
+                return
+            read.append(heapq.heappop(heap)[2])
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:

@@ -67,6 +67,13 @@ def test_the_ranking_read_from_a_heap_is_the_stable_sort() -> None:
     assert ranked == decide_module._ranked(scores)
     assert [id(s) for s in ranked] == [id(s) for s in decide_module._ranked(scores)]  # equal keys: workers' order
     assert list(decide_module.Ranked(())) == []
+    # Read in part, then again, and by two readers at once: the same order every time.
+    shared = decide_module.Ranked(entries)
+    first = iter(shared)
+    assert next(first) is ranked[0]
+    assert list(shared) == ranked
+    assert [next(first) for _ in range(len(ranked) - 1)] == ranked[1:]
+    assert list(shared) == ranked
 
 
 def test_a_hub_workload_read_is_the_dataclass_made_by_its_init() -> None:
