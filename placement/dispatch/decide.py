@@ -1119,7 +1119,8 @@ def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
 def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     if wl.delay_usd_per_hour is not None:
         return f"${wl.delay_usd_per_hour:g}/h (the job's usd_per_hour_of_delay)"
-    return f"{wl.request.gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
+    gpus = sum(n.per_pod.gpus * n.count for n in wl.needs)  # wl.request.gpus, without its Allocatable sums
+    return f"{gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
 def _rank_key(s: WorkerScore) -> _RankKey:
