@@ -166,9 +166,11 @@ def break_even_text(rate: float | None, chosen: Candidate | None) -> str:
 
 def _median_other_zones(chosen: Candidate, offers: Iterable[Offer]) -> float | None:
     o = chosen.offer
+    shape, name, cloud = o.shape, o.shape.name, o.cloud
     prices: dict[tuple[str, str], float] = {}
     for x in offers:
-        if x.cloud == o.cloud and x.shape.name == o.shape.name and x.spot_price is not None \
+        s = x.shape  # the same Shape object on most rows of a machine type: the name compared only otherwise
+        if (s is shape or s.name == name) and x.cloud == cloud and x.spot_price is not None \
                 and (x.region, x.zone) != (o.region, o.zone):
             prices.setdefault((x.region, x.zone), x.spot_price)
     return median(prices.values()) if prices else None

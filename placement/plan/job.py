@@ -699,6 +699,13 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
             group = regions[region] = _group(ctx, offer.cloud, region, shape)
         if group is None:
             continue
+        if type(group) is _Settled:  # excluded for good whatever the offer and its zone (most rows of a big catalog)
+            seq += len(group)
+            for t in group:
+                add_ex((offer, t))
+                if ordered is not None:
+                    ordered.append((offer, t))
+            continue
         zone = offer.zone
         zone_reason = zones[zone] if zone in zones else zones.setdefault(zone, ctx.zone(offer.cloud, zone))
         for t in group:
@@ -788,6 +795,12 @@ class _Pending(Terms):
         return full
 
 
+class _Settled(tuple):  # type: ignore[type-arg]
+    """A group's terms when every one is :class:`_Pending`: the scan files its rows as excluded without a look."""
+
+    __slots__ = ()
+
+
 def _group(ctx: _Context, cloud: str, region: str, shape: Shape) -> tuple[Terms, ...] | None:
     sh = ctx.shape(shape)
     if sh is None:
@@ -807,7 +820,9 @@ def _group(ctx: _Context, cloud: str, region: str, shape: Shape) -> tuple[Terms,
             if t is None:
                 return None
             out.append(t)
-    return tuple(out) if out else None
+    if not out:
+        return None
+    return _Settled(out) if reason is not None else tuple(out)
 
 
 def _full(ctx: _Context, item: Row | Deferred) -> Row:

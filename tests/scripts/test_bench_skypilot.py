@@ -31,3 +31,15 @@ def test_without_the_skypilot_venv_one_line_and_exit_2(tmp_path):
     assert len(lines) == 1, done.stderr
     assert str(missing) in lines[0] and "scripts/sky_env" in lines[0] and "--setup" in lines[0]
     assert not missing.exists()  # nothing made without --setup
+
+
+def test_sky_env_never_replaces_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    import os
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "keep.txt").write_text("a user's file")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "sky_env")], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env={**os.environ, "GPUFLEET_SKY_VENV": str(theirs)})
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "GPUFLEET_SKY_VENV" in done.stderr and (theirs / "keep.txt").read_text() == "a user's file"
