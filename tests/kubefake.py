@@ -39,6 +39,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from jsonhttp import JsonHandler
+
 GVP = tuple[str, str, str]  # group, version, plural
 WORKLOADS: GVP = ("kueue.x-k8s.io", "v1beta2", "workloads")
 CLUSTERQUEUES: GVP = ("kueue.x-k8s.io", "v1beta2", "clusterqueues")
@@ -201,19 +203,8 @@ class FakeApi:
         self.closing = threading.Event()
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, doc: Any) -> None:
-                data = json.dumps(doc).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
             def _handle(self, method: str) -> None:
                 if api.down:
@@ -252,7 +243,7 @@ class FakeApi:
                 if fault is not None:
                     reason = {409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(fault.status,
                                                                                                   "Failure")
-                    self._send(fault.status, status_doc(fault.status, reason, fault.message))
+                    self._reply(fault.status, status_doc(fault.status, reason, fault.message))
                     return
                 try:
                     if method == "GET" and query.get("watch", [""])[0] in ("true", "1"):
@@ -261,7 +252,7 @@ class FakeApi:
                     code, doc = api.handle(req)
                 except ApiError as exc:
                     code, doc = exc.code, exc.doc
-                self._send(code, doc)
+                self._reply(code, doc)
 
             def do_GET(self) -> None:
                 self._handle("GET")

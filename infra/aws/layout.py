@@ -198,12 +198,8 @@ def plan_subnets(cfg: StackConfig) -> SubnetPlan:
             # An existing stack's subnet, sized as it was: its pools must fit what it holds.
             block_ = ipaddress.ip_network(pinned[f"gpu-{zone}"])
             held = max(0, (block_.num_addresses - GPU_SUBNET_RESERVED_IPS) // IPS_PER_GPU_NODE)
-            nodes = sum(p.max_nodes for p in cfg.node_pools if p.zone == zone)
-            if nodes > held:
-                i = max(i for i, p in enumerate(cfg.node_pools) if p.zone == zone)
-                raise ConfigError(f"gpufleet:nodePools[{i}].maxNodes",
-                                  f"the pools in {zone} may grow to {nodes} nodes, more than the {held} its pinned GPU "
-                                  f"subnet {block_} holds; lower maxNodes or drop the pin (its subnet then moves)")
+            _refuse_overgrowth(cfg, zone, held, f"its pinned GPU subnet {block_} holds; lower maxNodes or drop the pin "
+                                                "(its subnet then moves)")
             gpu[zone] = str(block_)
             continue
         slot = zone_slot(zone)
@@ -216,15 +212,21 @@ def plan_subnets(cfg: StackConfig) -> SubnetPlan:
                               f"{zone} and {taken[slot]} share GPU subnet slot {slot + 1}; write every zone the same "
                               "way, as zone IDs such as use1-az6")
         taken[slot] = zone
-        nodes = sum(p.max_nodes for p in cfg.node_pools if p.zone == zone)
-        if nodes > capacity:
-            i = max(i for i, p in enumerate(cfg.node_pools) if p.zone == zone)
-            raise ConfigError(f"gpufleet:nodePools[{i}].maxNodes",
-                              f"the pools in {zone} may grow to {nodes} nodes, more than the {capacity} its GPU "
-                              f"subnet in {vpc} holds; lower maxNodes or use a larger network.vpcCidr")
+        _refuse_overgrowth(cfg, zone, capacity, f"its GPU subnet in {vpc} holds; lower maxNodes or use a larger "
+                                                "network.vpcCidr")
         gpu[zone] = block(slot * gpu_size, GPU_SUBNET_EXTRA_BITS)
         _refuse_overlap(f"gpu-{zone}", gpu[zone], pinned)
     return SubnetPlan(public=public, private=private, gpu=gpu, pinned=pinned)
+
+
+def _refuse_overgrowth(cfg: StackConfig, zone: str, held: int, why: str) -> None:
+    """ConfigError on the last pool of ``zone`` when its pools may grow past the ``held`` nodes its GPU subnet holds
+    (``why``: which subnet, and the way out)."""
+    nodes = sum(p.max_nodes for p in cfg.node_pools if p.zone == zone)
+    if nodes > held:
+        i = max(i for i, p in enumerate(cfg.node_pools) if p.zone == zone)
+        raise ConfigError(f"gpufleet:nodePools[{i}].maxNodes",
+                          f"the pools in {zone} may grow to {nodes} nodes, more than the {held} {why}")
 
 
 def system_slot(az: Zone) -> int:

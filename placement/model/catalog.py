@@ -176,15 +176,15 @@ def with_origins(offers: tuple[Offer, ...], origins: tuple[CatalogOrigin, ...],
                  counts: Mapping[str, int] | None = None) -> Catalog:
     """A catalog whose ``source`` / ``as_of`` summarise ``origins`` (only clouds that have offers count).
     ``counts``: the offers per cloud, when the caller knows them exactly (a catalog read from a cache entry or
-    merged from two whose counts are known), so tens of thousands of offers are not walked again."""
+    merged from two whose counts are known), so tens of thousands of offers are not walked again to find the
+    clouds present (:func:`with_counts` then gives the catalog them)."""
     present = {o.cloud for o in offers} if counts is None else {c for c, n in counts.items() if n}
     used = tuple(o for o in origins if o.cloud in present) or origins
     dates = sorted(o.as_of for o in used if o.as_of)
     source = "+".join(dict.fromkeys(o.label() for o in used))
     if any(o.live for o in used):
         source += "+live"
-    catalog = Catalog(offers=offers, as_of=dates[0] if dates else "unknown", source=source, origins=used)
-    return catalog if counts is None else with_counts(catalog, counts)
+    return Catalog(offers=offers, as_of=dates[0] if dates else "unknown", source=source, origins=used)
 
 
 def with_counts(catalog: Catalog, counts: Mapping[str, int]) -> Catalog:

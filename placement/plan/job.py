@@ -699,7 +699,7 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
             group = regions[region] = _group(ctx, offer.cloud, region, shape)
         if group is None:
             continue
-        if type(group) is _Settled:  # excluded for good whatever the offer and its zone (most rows of a big catalog)
+        if type(group[0]) is _Pending:  # all or none are: excluded for good whatever the offer and its zone
             seq += len(group)
             for t in group:
                 add_ex((offer, t))
@@ -713,7 +713,7 @@ def _scan(ctx: _Context, offers: Iterable[Offer], reservations: Sequence[Reserva
             if t.reason is not None or zone_reason is not None:
                 item = (offer, t)
                 add_ex(item)
-                if t.order == 2 and type(t) is not _Pending:
+                if t.order == 2:  # never pending terms here: those groups were filed above
                     add_open(item)
                 if ordered is not None:
                     ordered.append(item)
@@ -795,12 +795,6 @@ class _Pending(Terms):
         return full
 
 
-class _Settled(tuple):  # type: ignore[type-arg]
-    """A group's terms when every one is :class:`_Pending`: the scan files its rows as excluded without a look."""
-
-    __slots__ = ()
-
-
 def _group(ctx: _Context, cloud: str, region: str, shape: Shape) -> tuple[Terms, ...] | None:
     sh = ctx.shape(shape)
     if sh is None:
@@ -820,9 +814,7 @@ def _group(ctx: _Context, cloud: str, region: str, shape: Shape) -> tuple[Terms,
             if t is None:
                 return None
             out.append(t)
-    if not out:
-        return None
-    return _Settled(out) if reason is not None else tuple(out)
+    return tuple(out) if out else None
 
 
 def _full(ctx: _Context, item: Row | Deferred) -> Row:

@@ -12,11 +12,12 @@ import json
 import re
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonhttp import JsonHandler
 
 from infra.gcp import lustre_export, lustre_sync
 
@@ -37,17 +38,7 @@ class _Fake:
 def fake() -> Iterator[tuple[_Fake, str]]:
     state = _Fake()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _reply(self, code: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    class Handler(JsonHandler):
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path.endswith("/token"):

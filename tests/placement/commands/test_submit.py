@@ -13,12 +13,13 @@ import stat
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from jsonhttp import JsonHandler
 
 from infra.config import StackConfig, load_stack_file
 from infra.gcp.plan import plan_gpu_networks
@@ -666,17 +667,7 @@ class FakeKube:
         self.raw: dict[str, list[tuple[int, bytes]]] = {}
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _reply(self, code: int, doc: Any) -> None:
-                data = json.dumps(doc).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        class Handler(JsonHandler):
 
             def _body(self) -> Any:
                 n = int(self.headers.get("Content-Length") or 0)
