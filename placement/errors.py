@@ -55,8 +55,9 @@ def shown(value: Any, limit: int = MAX_SHOWN) -> str:
 MAX_REMOTE_TEXT = 200  # characters of a server's own error text shown in a message
 
 # ANSI escape sequences: CSI (colours, cursor moves, screen clears), OSC (window titles, hyperlinks) ended by BEL or
-# ESC \\, and the two-character ones. Removed whole: their parameters are not text either.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]?")
+# ESC \\, and the two-character ones. Removed whole: their parameters are not text either. The patterns of this
+# module are compiled on first use (re's own cache): every command imports it, few print a server's text.
+_ANSI = r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]?"
 
 
 def printable(text: Any, limit: int = MAX_REMOTE_TEXT) -> str:
@@ -66,7 +67,7 @@ def printable(text: Any, limit: int = MAX_REMOTE_TEXT) -> str:
     a user's own value is quoted with :func:`shown`."""
     s = text if isinstance(text, str) else (text.decode("utf-8", "replace") if isinstance(text, bytes | bytearray)
                                             else str(text))
-    s = _ANSI.sub("", s[: limit * 8])  # no more than the limit's worth of escapes is ever scanned
+    s = re.sub(_ANSI, "", s[: limit * 8])  # no more than the limit's worth of escapes is ever scanned
     out: list[str] = []
     for ch in s:
         if ch.isprintable():
@@ -80,9 +81,9 @@ def printable(text: Any, limit: int = MAX_REMOTE_TEXT) -> str:
     return shown_text if len(shown_text) <= limit else shown_text[: limit - 3] + "..."
 
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
-_SECRET_PARAM = re.compile(r"(?i)([?&;](?:[a-z0-9_.-]*(?:token|password|passwd|secret|key|signature|auth|credential)"
-                           r"[a-z0-9_.-]*)=)[^&;#\s]*")
+_USERINFO = r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@"
+_SECRET_PARAM = (r"(?i)([?&;](?:[a-z0-9_.-]*(?:token|password|passwd|secret|key|signature|auth|credential)"
+                 r"[a-z0-9_.-]*)=)[^&;#\s]*")
 
 
 def redact_url(text: Any) -> str:
@@ -90,4 +91,4 @@ def redact_url(text: Any) -> str:
     (``http://user:pass@host`` becomes ``http://***@host``) and the values of query parameters named like
     credentials (``?token=``, ``&X-Amz-Signature=``...). Every message that prints a URL passes it here."""
     s = text if isinstance(text, str) else str(text)
-    return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1***@", s))
+    return re.sub(_SECRET_PARAM, r"\1***", re.sub(_USERINFO, r"\1***@", s))

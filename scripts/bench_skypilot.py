@@ -26,7 +26,10 @@ gpufleet's job: name, accelerator, gpus (total), gpus_per_node, hours: 1 (SkyPil
 What is timed:
   gpufleet  `python -m placement plan JOB.yaml --catalog aws=... --catalog gcp=...` as a user runs it: a fresh
             process each (start-up, imports, catalog, plan, its table), CPU time of the child from os.wait4 (user +
-            system) and wall time, medians of --repeat, scenarios round-robin; beside a bare interpreter.
+            system) and wall time, medians of --repeat, scenarios round-robin; beside a bare interpreter and
+            the floor: a process that imports the library modules a plan process imports (the standard
+            library's and PyYAML's, from -X importtime) and none of gpufleet's. Where SkyPilot's warm call
+            takes less than the floor, no gpufleet process that uses those libraries can pass it.
   SkyPilot  warm: one long-lived .venv-sky process; after a first Optimizer.optimize() per scenario (catalogs
             loaded), the median CPU (time.process_time) and wall time of `Optimizer.optimize(dag, COST, quiet=True)`
             per scenario (the dag built outside the timing), round-robin; cold: a fresh process per scenario
@@ -208,6 +211,42 @@ def gpufleet_process(job: Path, specs: list[str], env: dict[str, str], json_out:
     return usage.ru_utime + usage.ru_stime, wall, text
 
 
+# The floor under any gpufleet process: one that imports exactly the library modules a plan process imports (the
+# standard library's and PyYAML's, listed by -X importtime), in the same order, and nothing of gpufleet's. Each
+# import is tried: -X importtime also lists the imports a module attempts and catches (e.g. `copy` trying Jython's).
+FLOOR_CODE = ("import sys\nfor name in sys.argv[1:]:\n    try:\n        __import__(name)\n    except ImportError:\n"
+              "        pass\n")
+
+
+def library_modules(job: Path, specs: list[str], env: dict[str, str]) -> list[str]:
+    """The modules outside gpufleet that a ``placement plan`` process imports, in order (its ``-X importtime``)."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "placement", "plan", str(job),
+           *(a for s in specs for a in ("--catalog", s))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    names = []
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        name = line.rsplit("|", 1)[1].strip()
+        if name == "imported package" or name.split(".")[0] == "placement" or name.startswith("__editable__"):
+            continue
+        names.append(name)
+    if "yaml" not in names:
+        sys.exit(f"bench_skypilot.py: -X importtime of placement plan {job.name} listed no PyYAML; exit "
+                 f"{proc.returncode}: {proc.stderr[-300:]}")
+    return names
+
+
+def floor_process(names: list[str], env: dict[str, str]) -> float:
+    """CPU seconds of a process that imports ``names`` and nothing else (os.wait4)."""
+    proc = subprocess.Popen([sys.executable, "-c", FLOOR_CODE, *names], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"bench_skypilot.py: the floor process exited {os.waitstatus_to_exitcode(status)}")
+    return usage.ru_utime + usage.ru_stime
+
+
 def gpufleet_pick(doc_text: str) -> dict[str, Any]:
     doc = json.loads(doc_text)
     chosen = doc.get("chosen")
@@ -309,12 +348,15 @@ def main() -> None:
         load_sky = load()
 
         # gpufleet whole processes, round-robin, beside a bare interpreter.
+        libraries = library_modules(job_paths[0], specs, env)
         bare: list[float] = []
+        floor: list[float] = []
         proc: list[list[tuple[float, float]]] = [[] for _ in todo]
         for _ in range(repeat):
             p = subprocess.Popen([sys.executable, "-c", "pass"], env=env, cwd=tmp)
             _, _, usage = os.wait4(p.pid, 0)
             bare.append(usage.ru_utime + usage.ru_stime)
+            floor.append(floor_process(libraries, env))
             for i, j in enumerate(job_paths):
                 cpu, wall, _ = gpufleet_process(j, specs, env)
                 proc[i].append((cpu, wall))
@@ -339,8 +381,10 @@ def main() -> None:
     print(f"medians over {repeat} round-robin runs (in-process core: {repeat * 3}); CPU seconds, wall in brackets; "
           f"load average after each part: gpufleet processes {load_proc}, SkyPilot warm {load_sky}, SkyPilot cold "
           f"{load_cold}, gpufleet core {load_core}")
-    print(f"bare interpreter: CPU {statistics.median(bare):.3f} s; PASS: the gpufleet process's CPU <= SkyPilot's warm "
-          "optimize() CPU")
+    floor_cpu = statistics.median(floor)
+    print(f"bare interpreter: CPU {statistics.median(bare):.3f} s; floor: CPU {floor_cpu:.3f} s, a process that "
+          f"imports the {len(libraries)} library modules a plan imports (standard library and PyYAML; -X importtime), "
+          "none of gpufleet's; PASS: the gpufleet process's CPU <= SkyPilot's warm optimize() CPU")
     print(f"{'':17} {'gpufleet process':>17} {'SkyPilot warm':>15} {'':4} {'gpufleet core':>15} {'SkyPilot cold':>15}")
     print(f"{'scenario':<17} {'CPU s (wall)':>17} {'CPU ms (wall)':>15} {'':4} {'CPU ms (wall)':>15} "
           f"{'CPU s (wall)':>15}")
@@ -358,6 +402,11 @@ def main() -> None:
               f"{cc * 1000:6.1f}ms ({cw * 1000:5.1f}) {cold[i][0]:6.3f} ({cold[i][1]:5.3f})")
     print(f"gpufleet's whole process slower than SkyPilot's warm optimize() in {slower} of {len(todo)} scenarios; "
           f"gpufleet's core call (warm, in-process) slower in {core_slower} of {len(todo)}")
+    below = [s["label"] for i, s in enumerate(todo) if warm["warm"][i]["cpu"] < floor_cpu]
+    above = min(statistics.median(c for c, _ in p) for p in proc) - floor_cpu
+    print(f"SkyPilot's warm optimize() takes less CPU than the floor alone in {len(below)} of {len(todo)} scenarios"
+          + (f" ({', '.join(below)})" if below else "") + f"; gpufleet's own share of a process (its modules, data, "
+          f"the plan and its table: the fastest scenario's process less the floor) is {above:.3f} s")
     print(f"SkyPilot cold, of which `import sky` CPU {statistics.median(c[2] for c in cold):.3f} s and the first "
           f"optimize {statistics.median(c[3] for c in cold):.3f} s (medians over the scenarios)")
     same = sum(same_pick(g, k) for g, k in zip(picks, sky_picks, strict=True))

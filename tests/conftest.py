@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,20 @@ def _no_user_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["GPUFLEET_CACHE_DIR"] = str(tmp_path_factory.mktemp("gpufleet-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _dispatch_loggers_restored() -> Iterator[None]:
+    """An in-process `placement dispatch` sets up its JSON logging on the ``gpufleet`` and ``leaderelection``
+    loggers, with a handler bound to the stderr of that moment: under pytest, the test's capture stream, closed
+    when the test ends. Each test leaves those loggers as it found them, so a record logged later (another test,
+    a thread still stopping) never reaches a closed stream."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("gpufleet", "leaderelection")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        lg.handlers[:] = handlers
+        lg.setLevel(level)
+        lg.propagate = propagate

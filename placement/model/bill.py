@@ -23,10 +23,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from placement.errors import InputError
-from placement.model.packaged import packaged_text
+from placement.model.packaged import packaged_book
 
 
 @dataclass(frozen=True)
@@ -100,8 +98,7 @@ def parse_bill(doc: dict[str, Any]) -> BillBook:
 @functools.cache
 def bill_book() -> BillBook:
     """The shipped rates (cached)."""
-    text = packaged_text("bill.yaml")
-    return parse_bill(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # libyaml: the same data
+    return parse_bill(packaged_book("bill.yaml"))
 
 
 def nat_usd(book: BillBook, cloud: str, region: str, data_cloud: str | None, data_region: str | None,

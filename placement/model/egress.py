@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
-
-from placement.model.packaged import packaged_text
+from placement.model.packaged import packaged_book
 
 # (upper bound of the tier in GB or None for "no bound", USD per GB)
 Tier = tuple[float | None, float]
@@ -180,5 +178,4 @@ def parse_egress(doc: Mapping[str, Any]) -> EgressBook:
 @functools.cache
 def egress_book() -> EgressBook:
     """The egress rates shipped with the package."""
-    text = packaged_text("egress.yaml")
-    return parse_egress(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    return parse_egress(packaged_book("egress.yaml"))

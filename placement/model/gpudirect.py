@@ -12,10 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from placement.errors import InputError
-from placement.model.packaged import packaged_text
+from placement.model.packaged import packaged_book
 
 GPUDIRECT_FABRICS = ("tcpx", "tcpxo", "rdma")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -121,8 +119,7 @@ def parse_gpudirect(doc: Mapping[str, Any]) -> GpuDirectBook:
 @functools.cache
 def gpudirect_book() -> GpuDirectBook:
     """The table shipped with the package (cached; read once per process)."""
-    text = packaged_text("gpudirect.yaml")
-    return parse_gpudirect(yaml.safe_load(text))
+    return parse_gpudirect(packaged_book("gpudirect.yaml"))
 
 
 def fabric(kind: str) -> Fabric:

@@ -7,10 +7,8 @@ import functools
 import math
 from typing import Any
 
-import yaml
-
 from placement.errors import InputError
-from placement.model.packaged import packaged_text
+from placement.model.packaged import packaged_book
 from placement.model.physics import (
     CURVES,
     TRAINING,
@@ -191,9 +189,7 @@ def held_out_bands(book: PhysicsBook, points: tuple[ScalingPoint, ...], held: li
 
 @functools.cache
 def _loaded() -> tuple[PhysicsBook, tuple[ScalingPoint, ...]]:
-    text = packaged_text("workloads.yaml")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return parse_workloads(yaml.load(text, Loader=loader))
+    return parse_workloads(packaged_book("workloads.yaml"))
 
 
 def physics_book() -> PhysicsBook:
@@ -224,8 +220,7 @@ def fit_report(book: PhysicsBook | None = None, points: tuple[ScalingPoint, ...]
 
     if book is None or points is None:
         book, points = _loaded()
-    text = packaged_text("workloads.yaml")
-    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc = packaged_book("workloads.yaml")
     out = ["### Speed per GPU (H100 = 1.0): every measured ratio", "",
            "| class | accelerator | model | benchmark | basis | measured | result | against |",
            "|---|---|---|---|---|---|---|---|"]

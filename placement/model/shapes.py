@@ -10,10 +10,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
-
 from placement.errors import InputError
-from placement.model.packaged import packaged_text
+from placement.model.packaged import packaged_book
 
 Cloud = Literal["aws", "gcp"]
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp")
@@ -274,6 +272,4 @@ def parse_shapes(doc: dict[str, Any]) -> ShapeBook:
 @functools.cache
 def shape_book() -> ShapeBook:
     """The shapes shipped with the package (cached; read once per process)."""
-    text = packaged_text("shapes.yaml")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return parse_shapes(yaml.load(text, Loader=loader))
+    return parse_shapes(packaged_book("shapes.yaml"))

@@ -7,7 +7,7 @@ import re
 from typing import Literal
 
 from placement.errors import shown
-from placement.model.packaged import packaged_text
+from placement.model.packaged import packaged_book
 
 _DIRECTIONS = {"northeast": "ne", "southeast": "se", "northwest": "nw", "southwest": "sw"}
 _AWS_REGION = re.compile(r"^([a-z]{2})-(gov-)?([a-z]+)-(\d+)$")
@@ -127,10 +127,7 @@ def needs_opt_in(cloud: str, zone: str) -> bool:
 @functools.cache
 def known_regions() -> dict[str, frozenset[str]]:
     """Cloud -> its region names, from ``placement/data/regions.yaml``."""
-    import yaml
-
-    text = packaged_text("regions.yaml")
-    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc = packaged_book("regions.yaml")
     return {cloud: frozenset(str(r) for r in doc.get(cloud) or []) for cloud in ("aws", "gcp")}
 
 
