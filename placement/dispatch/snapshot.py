@@ -276,6 +276,36 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
 _PARSED: dict[str, tuple[JobSpec, int] | None] = {}
 _PARSED_MAX = 4096
 _PLACEHOLDER = "x"  # a name every check of parse_job accepts, whatever the job's node count
+# The same, one step earlier: by the annotation's text with the name's value cut out (:func:`_split_name`), the
+# job read from it, the largest node and whether the spec sets usd_per_hour_of_delay. A hit skips reading the
+# JSON, the key above (itself JSON written back) and the field checks: most of a Workload's snapshot.
+_BY_TEXT: dict[str, tuple[JobSpec, int, bool]] = {}
+_NAME_KEY = '"name":"'
+
+
+def _largest_node(job: JobSpec) -> int:
+    """GPUs of the largest node that may hold ``job``: above it, the job is a JobSet, whose name is checked for its
+    pods' names (as :func:`placement.model.jobspec.parse_job` does)."""
+    book = shape_book()
+    return job.gpus_per_node or max((book.node_sizes(a)[-1] for a in job.accelerators if book.node_sizes(a)),
+                                    default=job.gpus)
+
+
+def _named(job: JobSpec, name: str) -> JobSpec:
+    """``job`` with its name set: dataclasses.replace re-runs the introspection and __init__ of ~50 fields, and a
+    JobSpec has no __post_init__ or cached attributes, so a copy of its fields with the name set is the same."""
+    named: JobSpec = object.__new__(JobSpec)
+    named.__dict__.update(job.__dict__)
+    object.__setattr__(named, "name", name)
+    return named
+
+
+def _name_checks_pass(job: JobSpec, largest: int, name: str) -> bool:
+    """Whether ``name`` passes parse_job's checks of a name for ``job`` (a DNS-1123 label; a JobSet's pod names
+    when no one node of ``largest`` GPUs holds the job)."""
+    if dns1123_label_problem(name):
+        return False
+    return not (job.gpus > largest and jobset_name_problem(name, -(-job.gpus // largest)))
 
 
 def _parse_job_memo(doc: dict[str, Any]) -> JobSpec:
@@ -295,29 +325,64 @@ def _parse_job_memo(doc: dict[str, Any]) -> JobSpec:
         except Exception:
             hit = None  # refused for a field other than the name: parse_job on the real spec gives its error
         else:
-            book = shape_book()
-            largest = job.gpus_per_node or max((book.node_sizes(a)[-1] for a in job.accelerators
-                                                if book.node_sizes(a)), default=job.gpus)
-            hit = (job, largest)
+            hit = (job, _largest_node(job))
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         _PARSED[key] = hit
-    if hit is None or not isinstance(name, str) or dns1123_label_problem(name):
+    if hit is None or not isinstance(name, str) or not _name_checks_pass(hit[0], hit[1], name):
         return parse_job(doc)
-    job, largest = hit
-    if job.gpus > largest and jobset_name_problem(name, -(-job.gpus // largest)):
-        return parse_job(doc)
-    # dataclasses.replace re-runs the introspection and __init__ of ~40 fields: most of a memo hit's time. A
-    # JobSpec has no __post_init__ or cached attributes, so a copy of its fields with the name set is the same.
-    named: JobSpec = object.__new__(JobSpec)
-    named.__dict__.update(job.__dict__)
-    object.__setattr__(named, "name", name)
-    return named
+    return _named(hit[0], name)
+
+
+def _split_name(text: str) -> tuple[str, str] | None:
+    """``(text without the name's value, the name)`` for a job spec text of the plain form submit writes: no
+    backslash (so no escape: every ``"`` opens or closes a string) and ``"name"`` once, as ``"name":"<value>"``.
+    Two such texts with the same first part differ in that one string alone, so they read as the same document
+    but for that string (which :func:`_remember_job_spec` checks is the top-level name). None for any other text:
+    read the slow way."""
+    if "\\" in text or text.count('"name"') != 1:
+        return None
+    at = text.find(_NAME_KEY)
+    if at < 0:
+        return None
+    start = at + len(_NAME_KEY)
+    end = text.find('"', start)
+    if end < 0:
+        return None
+    return text[:start] + text[end:], text[start:end]
+
+
+def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
+    """The job of a :data:`JOB_SPEC_ANNOTATION` text read before but for its name, and whether the spec sets
+    ``usd_per_hour_of_delay``; None when not (or its name fails a check: the slow path says why)."""
+    if type(text) is not str:
+        return None
+    split = _split_name(text)
+    hit = _BY_TEXT.get(split[0]) if split is not None else None
+    if hit is None:
+        return None
+    job, largest, delay = hit
+    name = split[1]  # type: ignore[index]
+    if not _name_checks_pass(job, largest, name):
+        return None
+    return _named(job, name), delay
+
+
+def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
+    """Keep ``job``, read the slow way from ``text`` (its document ``doc``), for the texts that differ from it only in
+    the name (:func:`_known_job_spec`): when the string :func:`_split_name` cuts out is the document's name."""
+    split = _split_name(text) if type(text) is str else None
+    if split is None or doc.get("name") != split[1]:
+        return
+    if len(_BY_TEXT) >= _PARSED_MAX:
+        _BY_TEXT.clear()
+    _BY_TEXT[split[0]] = (job, _largest_node(job), doc.get("usd_per_hour_of_delay") is not None)
 
 
 def forget_parsed_job_specs() -> None:
-    """Empty the memo of parsed job specs (benchmarks that time a cold pass)."""
+    """Empty the memos of parsed job specs (benchmarks that time a cold pass)."""
     _PARSED.clear()
+    _BY_TEXT.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
@@ -358,17 +423,23 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     # Workload waits: its job is never guessed); any other annotation that cannot be read is a warning, read as
     # unknown (a checkpoint home without a size is valid: its move is priced as unknown).
     annotations = owner_meta.get("annotations") if type(owner_meta) is dict or isinstance(owner_meta, Mapping) else None
-    read = contract.read_annotations(annotations, known_regions())
+    # A job spec read before but for its name: the other annotations only (the memo's job, named).
+    known = _known_job_spec(annotations.get(JOB_SPEC_ANNOTATION)) if type(annotations) is dict else None
+    read = contract.read_annotations(annotations, known_regions(), job_spec=known is None)
     job = None
     job_error = read.job_spec_error
     delay = None
-    if read.job_spec is not None:
+    if known is not None:
+        job, delay_set = known
+        delay = job.usd_per_hour_of_delay if delay_set else None
+    elif read.job_spec is not None:
         parsed, job_error = job_spec_of(read.job_spec)
         if parsed is not None:
             doc, job = parsed
             # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
+            _remember_job_spec(annotations.get(JOB_SPEC_ANNOTATION), doc, job)  # type: ignore[union-attr]
     home = home_of(read.checkpoint, job)
     nominated = status.get("nominatedClusterNames") or []
     if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):
