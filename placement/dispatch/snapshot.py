@@ -175,14 +175,33 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
         name = str(ps.get("name") or "main")
         a = assigned.get(name) or {}
         count = int(a.get("count") or ps.get("count") or 1)
-        if a.get("resourceUsage"):
-            total = resources(a["resourceUsage"])
-            per_pod = Allocatable(-(-total.cpu_millis // count), -(-total.memory_mib // count),
-                                  -(-total.gpus // count), -(-total.efa // count))
-        else:
-            per_pod = pod_requests(ps.get("template"))
-        out.append(Need(name=name, count=count, per_pod=per_pod, pools=pool_affinity(ps.get("template"))))
+        pools = pool_affinity(ps.get("template"))
+        usage = a.get("resourceUsage")
+        # Workloads of one shape reserve the same usage: its Need is made once, by its text (strings only, so
+        # that no other value that compares equal, such as True for 1, reads as it).
+        key = ((name, count, tuple(usage.items()), pools) if type(usage) is dict and usage
+               and all(type(v) is str for v in usage.values()) else None)
+        need = _NEEDS.get(key) if key is not None else None
+        if need is None:
+            if usage:
+                total = resources(usage)
+                per_pod = Allocatable(-(-total.cpu_millis // count), -(-total.memory_mib // count),
+                                      -(-total.gpus // count), -(-total.efa // count))
+            else:
+                per_pod = pod_requests(ps.get("template"))
+            need = Need(name=name, count=count, per_pod=per_pod, pools=pools)
+            if key is not None:
+                if len(_NEEDS) >= _NEEDS_MAX:
+                    _NEEDS.clear()
+                _NEEDS[key] = need
+        out.append(need)
     return tuple(out)
+
+
+# Needs read from a reserved usage, by (pod set, count, the usage's items, pools): a pass reads the same few on every
+# Workload. Bounded (tenants write these); cleared whole when full. A Need is frozen: one is shared.
+_NEEDS: dict[tuple[Any, ...], Need] = {}
+_NEEDS_MAX = 4096
 
 
 def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str, str]:
