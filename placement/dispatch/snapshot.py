@@ -32,7 +32,7 @@ from placement.errors import InputError
 from placement.fleet.stacks import ClusterStack
 from placement.model import contract
 from placement.model import kueue as ko
-from placement.model.jobspec import JOB_FIELDS, JobSpec, parse_job
+from placement.model.jobspec import JOB_FIELDS, JobSpec, job_size, parse_job
 from placement.model.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.model.kueue import Allocatable
 from placement.model.shapes import shape_book
@@ -289,12 +289,13 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
                            problem=f"the Workload cannot be read: {problem_text(exc)}")
 
 
-# Parsed job specs by their text without the name (JSON, the fields in their order), with the largest node the
-# name's JobSet check needs: Workloads of one shape repeat all but their names, and parse_job is most of a
-# snapshot's time. Bounded (tenants write these); cleared whole when full, as a pass holds few shapes.
-_PARSED: dict[str, tuple[JobSpec, int] | None] = {}
+# Parsed job specs by their text without the name and size (JSON, the other fields in their order), each parsed
+# with a placeholder name and size: Workloads of one shape repeat all but their names, shapes differ mostly in their
+# GPUs and hours, and parse_job is most of a snapshot's time. Bounded (tenants write these); cleared whole when full,
+# as a pass holds few shapes.
+_PARSED: dict[str, JobSpec | None] = {}
 _PARSED_MAX = 4096
-_PLACEHOLDER = "x"  # a name every check of parse_job accepts, whatever the job's node count
+_PLACEHOLDER = {"name": "x", "gpus": 1, "hours": 1}  # values every check of parse_job accepts, in any job
 # The same, one step earlier: by the annotation's text with the name's value cut out (:func:`_split_name`), the
 # job read from it, the largest node and whether the spec sets usd_per_hour_of_delay. A hit skips reading the
 # JSON, the key above (itself JSON written back) and the field checks: most of a Workload's snapshot.
@@ -310,12 +311,16 @@ def _largest_node(job: JobSpec) -> int:
                                     default=job.gpus)
 
 
-def _named(job: JobSpec, name: str) -> JobSpec:
-    """``job`` with its name set: dataclasses.replace re-runs the introspection and __init__ of ~50 fields, and a
-    JobSpec has no __post_init__ or cached attributes, so a copy of its fields with the name set is the same."""
+def _named(job: JobSpec, name: str, **size: Any) -> JobSpec:
+    """``job`` with its name (and ``size``: gpus, hours) set: dataclasses.replace re-runs the introspection and
+    __init__ of ~50 fields, and a JobSpec has no __post_init__ or cached attributes, so a copy of its fields with
+    those set is the same."""
     named: JobSpec = object.__new__(JobSpec)
-    named.__dict__.update(job.__dict__)
-    object.__setattr__(named, "name", name)
+    d = named.__dict__
+    d.update(job.__dict__)
+    d["name"] = name
+    if size:
+        d.update(size)
     return named
 
 
@@ -328,29 +333,36 @@ def _name_checks_pass(job: JobSpec, largest: int, name: str) -> bool:
 
 
 def _parse_job_memo(doc: dict[str, Any]) -> JobSpec:
-    """``parse_job(doc)``, the same job or the same error, memoised by the spec without its name: the name's
-    own checks (a DNS-1123 label; a JobSet's pod names when no one node holds the job) are re-applied to each
-    Workload, and anything unusual (a name or spec parse_job refuses) goes through ``parse_job`` itself."""
+    """``parse_job(doc)``, the same job or the same error, memoised by the spec without its name and size: the rest
+    is parsed once (with placeholders every check accepts), the size read as parse_job reads it
+    (:func:`placement.model.jobspec.job_size`) and the name's own checks (a DNS-1123 label; a JobSet's pod names
+    when no one node holds the job) applied to each Workload. Anything unusual (a name, size or spec parse_job
+    refuses) goes through ``parse_job`` itself, which says why."""
     name = doc.get("name")
     try:
-        key = json.dumps([[k, v] for k, v in doc.items() if k != "name"], allow_nan=True)
+        key = json.dumps([[k, v] for k, v in doc.items() if k not in _PLACEHOLDER], allow_nan=True)
     except Exception:  # not serialisable back (nesting): parse_job says why, as it would have
         return parse_job(doc)
     if key in _PARSED:
         hit = _PARSED[key]
     else:
         try:
-            job = parse_job({**doc, "name": _PLACEHOLDER})
+            hit = parse_job({**doc, **_PLACEHOLDER})
         except Exception:
-            hit = None  # refused for a field other than the name: parse_job on the real spec gives its error
-        else:
-            hit = (job, _largest_node(job))
+            hit = None  # refused for a field other than the name or size: parse_job on the real spec says why
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         _PARSED[key] = hit
-    if hit is None or not isinstance(name, str) or not _name_checks_pass(hit[0], hit[1], name):
+    if hit is None or not isinstance(name, str):
         return parse_job(doc)
-    return _named(hit[0], name)
+    try:
+        gpus, hours = job_size(doc)
+    except Exception:
+        return parse_job(doc)
+    job = _named(hit, name, gpus=gpus, hours=hours)
+    if not _name_checks_pass(job, _largest_node(job), name):
+        return parse_job(doc)
+    return job
 
 
 def _split_name(text: str) -> tuple[str, str] | None:
