@@ -175,33 +175,31 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
         name = str(ps.get("name") or "main")
         a = assigned.get(name) or {}
         count = int(a.get("count") or ps.get("count") or 1)
-        pools = pool_affinity(ps.get("template"))
         usage = a.get("resourceUsage")
-        # Workloads of one shape reserve the same usage: its Need is made once, by its text (strings only, so
-        # that no other value that compares equal, such as True for 1, reads as it).
-        key = ((name, count, tuple(usage.items()), pools) if type(usage) is dict and usage
+        # Workloads of one shape reserve the same usage: its share per pod is read once, by its text (strings only,
+        # so that no other value that compares equal, such as True for 1, reads as it).
+        key = ((count, tuple(usage.items())) if type(usage) is dict and usage
                and all(type(v) is str for v in usage.values()) else None)
-        need = _NEEDS.get(key) if key is not None else None
-        if need is None:
+        per_pod = _PER_POD.get(key) if key is not None else None
+        if per_pod is None:
             if usage:
-                total = resources(usage)
+                total = resources(usage)  # before the template's pools, as ever: its error is the one reported
                 per_pod = Allocatable(-(-total.cpu_millis // count), -(-total.memory_mib // count),
                                       -(-total.gpus // count), -(-total.efa // count))
+                if key is not None:
+                    if len(_PER_POD) >= _PER_POD_MAX:
+                        _PER_POD.clear()
+                    _PER_POD[key] = per_pod
             else:
                 per_pod = pod_requests(ps.get("template"))
-            need = Need(name=name, count=count, per_pod=per_pod, pools=pools)
-            if key is not None:
-                if len(_NEEDS) >= _NEEDS_MAX:
-                    _NEEDS.clear()
-                _NEEDS[key] = need
-        out.append(need)
+        out.append(Need(name=name, count=count, per_pod=per_pod, pools=pool_affinity(ps.get("template"))))
     return tuple(out)
 
 
-# Needs read from a reserved usage, by (pod set, count, the usage's items, pools): a pass reads the same few on every
-# Workload. Bounded (tenants write these); cleared whole when full. A Need is frozen: one is shared.
-_NEEDS: dict[tuple[Any, ...], Need] = {}
-_NEEDS_MAX = 4096
+# Per-pod requests read from a reserved usage, by (count, the usage's items): a pass reads the same few on every
+# Workload. Bounded (tenants write these); cleared whole when full. An Allocatable is frozen: one is shared.
+_PER_POD: dict[tuple[Any, ...], Allocatable] = {}
+_PER_POD_MAX = 4096
 
 
 def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -386,14 +384,14 @@ def _split_name(text: str) -> tuple[str, str] | None:
 def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
     """The job of a :data:`JOB_SPEC_ANNOTATION` text read before but for its name, and whether the spec sets
     ``usd_per_hour_of_delay``; None when not (or its name fails a check: the slow path says why)."""
-    if type(text) is not str:
+    split = _split_name(text) if type(text) is str else None
+    if split is None:
         return None
-    split = _split_name(text)
-    hit = _BY_TEXT.get(split[0]) if split is not None else None
+    key, name = split
+    hit = _BY_TEXT.get(key)
     if hit is None:
         return None
     job, largest, delay = hit
-    name = split[1]  # type: ignore[index]
     if not _name_checks_pass(job, largest, name):
         return None
     return _named(job, name), delay
@@ -455,7 +453,8 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     # unknown (a checkpoint home without a size is valid: its move is priced as unknown).
     annotations = owner_meta.get("annotations") if type(owner_meta) is dict or isinstance(owner_meta, Mapping) else None
     # A job spec read before but for its name: the other annotations only (the memo's job, named).
-    known = _known_job_spec(annotations.get(JOB_SPEC_ANNOTATION)) if type(annotations) is dict else None
+    spec_text = annotations.get(JOB_SPEC_ANNOTATION) if type(annotations) is dict else None
+    known = _known_job_spec(spec_text)
     read = contract.read_annotations(annotations, known_regions(), job_spec=known is None)
     job = None
     job_error = read.job_spec_error
@@ -470,7 +469,7 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
             # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
-            _remember_job_spec(annotations.get(JOB_SPEC_ANNOTATION), doc, job)  # type: ignore[union-attr]
+            _remember_job_spec(spec_text, doc, job)
     home = home_of(read.checkpoint, job)
     nominated = status.get("nominatedClusterNames") or []
     if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):

@@ -1,6 +1,6 @@
 """The snapshot's fast paths of issue 33 (a dispatch pass over 1,000 Workloads within its target) read every hub
 Workload as the slow path does: a job spec known by its annotation's text but for the name, a spec parsed once for
-every size of it, a pod set's Need made once per reserved usage. Each is checked, in one pass's order (the memos
+every size of it, a pod set's requests read once per reserved usage. Each is checked, in one pass's order (the memos
 filled by the Workloads before), against the path that parses every spec and reads every pod set, on plain and
 hostile input: names parse_job refuses, escapes, a second "name", sizes it refuses, values that compare equal
 without being the same (True and 1)."""
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -66,8 +65,10 @@ def _texts() -> list[Any]:
     ]
 
 
-def _raw(i: int, usage: dict[str, Any] | None = None, count: int = 1, selector: str | None = None) -> dict[str, Any]:
-    template: dict[str, Any] = {"spec": {"nodeSelector": {"gpufleet.io/pool": selector}}} if selector else {}
+def _raw(i: int, usage: dict[str, Any] | None = None, count: int = 1, selector: str | None = None,
+         template: Any = None) -> dict[str, Any]:
+    if template is None:
+        template = {"spec": {"nodeSelector": {"gpufleet.io/pool": selector}}} if selector else {}
     return {"metadata": {"name": f"job-{i}", "namespace": "team-a", "uid": f"u{i}",
                          "creationTimestamp": "2026-11-23T10:00:00Z",
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": f"j{i}",
@@ -86,24 +87,15 @@ def _owner(text: Any) -> dict[str, Any]:
 
 
 class _Never(dict):  # type: ignore[type-arg]
-    """A memo that keeps nothing: every Need made anew."""
+    """A memo that keeps nothing: every usage read anew."""
 
     def __setitem__(self, key: Any, value: Any) -> None:
         pass
 
 
-@pytest.fixture
-def slow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The snapshot without its fast paths: every spec read from its JSON and parsed whole, every Need made."""
-    monkeypatch.setattr(snapshot, "_known_job_spec", lambda text: None)
-    monkeypatch.setattr(snapshot, "_parse_job_memo", parse_job)
-    monkeypatch.setattr(snapshot, "_NEEDS", _Never())
-    yield
-
-
 def _pass(items: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[HubWorkload | None]:
     snapshot.forget_parsed_job_specs()
-    snapshot._NEEDS.clear()
+    snapshot._PER_POD.clear()
     return [snapshot.hub_workload(raw, owner, CHECKS, CONFIGS, CQ_CHECKS) for raw, owner in items]
 
 
@@ -153,13 +145,25 @@ def test_the_text_is_cut_only_around_a_plain_name() -> None:
      {"nvidia.com/gpu": "8"}],
     [{"cpu": "1", "nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8", "cpu": "1"}, {}],
 ])
-def test_needs_made_once_per_usage_as_each_workload_reads_its_own(usages: list[dict[str, Any]],
+def test_a_usage_read_once_as_each_workload_reads_its_own(usages: list[dict[str, Any]],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     owner = _owner(PLAIN({"name": "a1", **BASE}))
     items = [(_raw(i, usage, count, selector), owner)
              for i, (usage, count, selector) in enumerate((u, c, s) for u in usages for c in (1, 2)
                                                            for s in (None, "p1"))]
     fast = _pass(items)
-    assert snapshot._NEEDS or not any(all(type(v) is str for v in u.values()) and u for u in usages)
-    monkeypatch.setattr(snapshot, "_NEEDS", _Never())
+    assert snapshot._PER_POD or not any(all(type(v) is str for v in u.values()) and u for u in usages)
+    monkeypatch.setattr(snapshot, "_PER_POD", _Never())
+    _same(fast, _pass(items))
+
+
+def test_a_usage_and_a_template_both_hostile_report_the_usage_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    owner = _owner(PLAIN({"name": "a1", **BASE}))
+    usage = {"nvidia.com/gpu": "8", "cpu": "1"}
+    items = [(_raw(0, usage), owner), (_raw(1, {"nvidia.com/gpu": "1e400"}, template="not a template"), owner),
+             (_raw(2, usage, template="not a template"), owner)]  # a usage read before, its template hostile
+    fast = _pass(items)
+    assert [w is not None and w.problem is not None for w in fast] == [False, True, True]
+    assert fast[1] is not None and "quantity" in str(fast[1].problem)  # the usage's problem, read first as ever
+    monkeypatch.setattr(snapshot, "_PER_POD", _Never())
     _same(fast, _pass(items))
