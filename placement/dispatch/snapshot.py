@@ -409,9 +409,10 @@ def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
 
 
 def forget_parsed_job_specs() -> None:
-    """Empty the memos of parsed job specs (benchmarks that time a cold pass)."""
+    """Empty the memos of parsed job specs and reserved usages (benchmarks that time a cold pass)."""
     _PARSED.clear()
     _BY_TEXT.clear()
+    _PER_POD.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
