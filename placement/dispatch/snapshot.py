@@ -32,7 +32,7 @@ from placement.errors import InputError
 from placement.fleet.stacks import ClusterStack
 from placement.model import contract
 from placement.model import kueue as ko
-from placement.model.jobspec import JOB_FIELDS, JobSpec, parse_job
+from placement.model.jobspec import JOB_FIELDS, JobSpec, job_size, parse_job
 from placement.model.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.model.kueue import Allocatable
 from placement.model.shapes import shape_book
@@ -175,14 +175,31 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
         name = str(ps.get("name") or "main")
         a = assigned.get(name) or {}
         count = int(a.get("count") or ps.get("count") or 1)
-        if a.get("resourceUsage"):
-            total = resources(a["resourceUsage"])
-            per_pod = Allocatable(-(-total.cpu_millis // count), -(-total.memory_mib // count),
-                                  -(-total.gpus // count), -(-total.efa // count))
-        else:
-            per_pod = pod_requests(ps.get("template"))
+        usage = a.get("resourceUsage")
+        # Workloads of one shape reserve the same usage: its share per pod is read once, by its text (strings only,
+        # so that no other value that compares equal, such as True for 1, reads as it).
+        key = ((count, tuple(usage.items())) if type(usage) is dict and usage
+               and all(type(v) is str for v in usage.values()) else None)
+        per_pod = _PER_POD.get(key) if key is not None else None
+        if per_pod is None:
+            if usage:
+                total = resources(usage)  # before the template's pools, as ever: its error is the one reported
+                per_pod = Allocatable(-(-total.cpu_millis // count), -(-total.memory_mib // count),
+                                      -(-total.gpus // count), -(-total.efa // count))
+                if key is not None:
+                    if len(_PER_POD) >= _PER_POD_MAX:
+                        _PER_POD.clear()
+                    _PER_POD[key] = per_pod
+            else:
+                per_pod = pod_requests(ps.get("template"))
         out.append(Need(name=name, count=count, per_pod=per_pod, pools=pool_affinity(ps.get("template"))))
     return tuple(out)
+
+
+# Per-pod requests read from a reserved usage, by (count, the usage's items): a pass reads the same few on every
+# Workload. Bounded (tenants write these); cleared whole when full. An Allocatable is frozen: one is shared.
+_PER_POD: dict[tuple[Any, ...], Allocatable] = {}
+_PER_POD_MAX = 4096
 
 
 def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -270,54 +287,132 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
                            problem=f"the Workload cannot be read: {problem_text(exc)}")
 
 
-# Parsed job specs by their text without the name (JSON, the fields in their order), with the largest node the
-# name's JobSet check needs: Workloads of one shape repeat all but their names, and parse_job is most of a
-# snapshot's time. Bounded (tenants write these); cleared whole when full, as a pass holds few shapes.
-_PARSED: dict[str, tuple[JobSpec, int] | None] = {}
+# Parsed job specs by their text without the name and size (JSON, the other fields in their order), each parsed
+# with a placeholder name and size: Workloads of one shape repeat all but their names, shapes differ mostly in their
+# GPUs and hours, and parse_job is most of a snapshot's time. Bounded (tenants write these); cleared whole when full,
+# as a pass holds few shapes.
+_PARSED: dict[str, JobSpec | None] = {}
 _PARSED_MAX = 4096
-_PLACEHOLDER = "x"  # a name every check of parse_job accepts, whatever the job's node count
+_PLACEHOLDER = {"name": "x", "gpus": 1, "hours": 1}  # values every check of parse_job accepts, in any job
+# The same, one step earlier: by the annotation's text with the name's value cut out (:func:`_split_name`), the
+# job read from it, the largest node and whether the spec sets usd_per_hour_of_delay. A hit skips reading the
+# JSON, the key above (itself JSON written back) and the field checks: most of a Workload's snapshot.
+_BY_TEXT: dict[str, tuple[JobSpec, int, bool]] = {}
+_NAME_KEY = '"name":"'
+
+
+def _largest_node(job: JobSpec) -> int:
+    """GPUs of the largest node that may hold ``job``: above it, the job is a JobSet, whose name is checked for its
+    pods' names (as :func:`placement.model.jobspec.parse_job` does)."""
+    book = shape_book()
+    return job.gpus_per_node or max((book.node_sizes(a)[-1] for a in job.accelerators if book.node_sizes(a)),
+                                    default=job.gpus)
+
+
+def _named(job: JobSpec, name: str, **size: Any) -> JobSpec:
+    """``job`` with its name (and ``size``: gpus, hours) set: dataclasses.replace re-runs the introspection and
+    __init__ of ~50 fields, and a JobSpec has no __post_init__ or cached attributes, so a copy of its fields with
+    those set is the same."""
+    named: JobSpec = object.__new__(JobSpec)
+    d = named.__dict__
+    d.update(job.__dict__)
+    d["name"] = name
+    if size:
+        d.update(size)
+    return named
+
+
+def _name_checks_pass(job: JobSpec, largest: int, name: str) -> bool:
+    """Whether ``name`` passes parse_job's checks of a name for ``job`` (a DNS-1123 label; a JobSet's pod names
+    when no one node of ``largest`` GPUs holds the job)."""
+    if dns1123_label_problem(name):
+        return False
+    return not (job.gpus > largest and jobset_name_problem(name, -(-job.gpus // largest)))
 
 
 def _parse_job_memo(doc: dict[str, Any]) -> JobSpec:
-    """``parse_job(doc)``, the same job or the same error, memoised by the spec without its name: the name's
-    own checks (a DNS-1123 label; a JobSet's pod names when no one node holds the job) are re-applied to each
-    Workload, and anything unusual (a name or spec parse_job refuses) goes through ``parse_job`` itself."""
+    """``parse_job(doc)``, the same job or the same error, memoised by the spec without its name and size: the rest
+    is parsed once (with placeholders every check accepts), the size read as parse_job reads it
+    (:func:`placement.model.jobspec.job_size`) and the name's own checks (a DNS-1123 label; a JobSet's pod names
+    when no one node holds the job) applied to each Workload. Anything unusual (a name, size or spec parse_job
+    refuses) goes through ``parse_job`` itself, which says why."""
     name = doc.get("name")
     try:
-        key = json.dumps([[k, v] for k, v in doc.items() if k != "name"], allow_nan=True)
+        key = json.dumps([[k, v] for k, v in doc.items() if k not in _PLACEHOLDER], allow_nan=True)
     except Exception:  # not serialisable back (nesting): parse_job says why, as it would have
         return parse_job(doc)
     if key in _PARSED:
         hit = _PARSED[key]
     else:
         try:
-            job = parse_job({**doc, "name": _PLACEHOLDER})
+            hit = parse_job({**doc, **_PLACEHOLDER})
         except Exception:
-            hit = None  # refused for a field other than the name: parse_job on the real spec gives its error
-        else:
-            book = shape_book()
-            largest = job.gpus_per_node or max((book.node_sizes(a)[-1] for a in job.accelerators
-                                                if book.node_sizes(a)), default=job.gpus)
-            hit = (job, largest)
+            hit = None  # refused for a field other than the name or size: parse_job on the real spec says why
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         _PARSED[key] = hit
-    if hit is None or not isinstance(name, str) or dns1123_label_problem(name):
+    if hit is None or not isinstance(name, str):
         return parse_job(doc)
-    job, largest = hit
-    if job.gpus > largest and jobset_name_problem(name, -(-job.gpus // largest)):
+    try:
+        gpus, hours = job_size(doc)
+    except Exception:
         return parse_job(doc)
-    # dataclasses.replace re-runs the introspection and __init__ of ~40 fields: most of a memo hit's time. A
-    # JobSpec has no __post_init__ or cached attributes, so a copy of its fields with the name set is the same.
-    named: JobSpec = object.__new__(JobSpec)
-    named.__dict__.update(job.__dict__)
-    object.__setattr__(named, "name", name)
-    return named
+    job = _named(hit, name, gpus=gpus, hours=hours)
+    if not _name_checks_pass(job, _largest_node(job), name):
+        return parse_job(doc)
+    return job
+
+
+def _split_name(text: str) -> tuple[str, str] | None:
+    """``(text without the name's value, the name)`` for a job spec text of the plain form submit writes: no
+    backslash (so no escape: every ``"`` opens or closes a string) and ``"name"`` once, as ``"name":"<value>"``.
+    Two such texts with the same first part differ in that one string alone, so they read as the same document
+    but for that string (which :func:`_remember_job_spec` checks is the top-level name). None for any other text:
+    read the slow way."""
+    if "\\" in text or text.count('"name"') != 1:
+        return None
+    at = text.find(_NAME_KEY)
+    if at < 0:
+        return None
+    start = at + len(_NAME_KEY)
+    end = text.find('"', start)
+    if end < 0:
+        return None
+    return text[:start] + text[end:], text[start:end]
+
+
+def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
+    """The job of a :data:`JOB_SPEC_ANNOTATION` text read before but for its name, and whether the spec sets
+    ``usd_per_hour_of_delay``; None when not (or its name fails a check: the slow path says why)."""
+    split = _split_name(text) if type(text) is str else None
+    if split is None:
+        return None
+    key, name = split
+    hit = _BY_TEXT.get(key)
+    if hit is None:
+        return None
+    job, largest, delay = hit
+    if not _name_checks_pass(job, largest, name):
+        return None
+    return _named(job, name), delay
+
+
+def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
+    """Keep ``job``, read the slow way from ``text`` (its document ``doc``), for the texts that differ from it only in
+    the name (:func:`_known_job_spec`): when the string :func:`_split_name` cuts out is the document's name."""
+    split = _split_name(text) if type(text) is str else None
+    if split is None or doc.get("name") != split[1]:
+        return
+    if len(_BY_TEXT) >= _PARSED_MAX:
+        _BY_TEXT.clear()
+    _BY_TEXT[split[0]] = (job, _largest_node(job), doc.get("usd_per_hour_of_delay") is not None)
 
 
 def forget_parsed_job_specs() -> None:
-    """Empty the memo of parsed job specs (benchmarks that time a cold pass)."""
+    """Empty the memos of parsed job specs and reserved usages (benchmarks that time a cold pass)."""
     _PARSED.clear()
+    _BY_TEXT.clear()
+    _PER_POD.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
@@ -358,17 +453,24 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     # Workload waits: its job is never guessed); any other annotation that cannot be read is a warning, read as
     # unknown (a checkpoint home without a size is valid: its move is priced as unknown).
     annotations = owner_meta.get("annotations") if type(owner_meta) is dict or isinstance(owner_meta, Mapping) else None
-    read = contract.read_annotations(annotations, known_regions())
+    # A job spec read before but for its name: the other annotations only (the memo's job, named).
+    spec_text = annotations.get(JOB_SPEC_ANNOTATION) if type(annotations) is dict else None
+    known = _known_job_spec(spec_text)
+    read = contract.read_annotations(annotations, known_regions(), job_spec=known is None)
     job = None
     job_error = read.job_spec_error
     delay = None
-    if read.job_spec is not None:
+    if known is not None:
+        job, delay_set = known
+        delay = job.usd_per_hour_of_delay if delay_set else None
+    elif read.job_spec is not None:
         parsed, job_error = job_spec_of(read.job_spec)
         if parsed is not None:
             doc, job = parsed
             # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
+            _remember_job_spec(spec_text, doc, job)
     home = home_of(read.checkpoint, job)
     nominated = status.get("nominatedClusterNames") or []
     if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):

@@ -484,13 +484,15 @@ class JobAnnotations(NamedTuple):
     progress: Progress | None = None
 
 
-def read_annotations(annotations: Any, regions: Mapping[str, Collection[str]] | None = None) -> JobAnnotations:
+def read_annotations(annotations: Any, regions: Mapping[str, Collection[str]] | None = None, *,
+                     job_spec: bool = True) -> JobAnnotations:
     """Every annotation the dispatcher and ``report`` read from a job, as :class:`JobAnnotations`. Hostile data:
-    never raises; only an unreadable job spec is an error, every other problem a warning."""
+    never raises; only an unreadable job spec is an error, every other problem a warning. ``job_spec`` False: all
+    but the job spec (the caller read it already), ``job_spec`` and ``job_spec_error`` then None."""
     if type(annotations) is not dict and not isinstance(annotations, Mapping):
         return JobAnnotations(warnings=("metadata.annotations: not a mapping; read as none",)
                               if annotations is not None else ())
-    spec = _given(annotations, JOB_SPEC)
+    spec = _given(annotations, JOB_SPEC) if job_spec else None
     doc, error = read_job_spec_text(spec) if spec is not None else (None, None)
     group, why_group = read_fabric_group(annotations.get(FABRIC_GROUP))
     workers, why_workers = read_workers(annotations.get(WORKERS))

@@ -347,6 +347,19 @@ def _priority(value: Any, field: str) -> tuple[str, int]:
                      f"WorkloadPriorityClass value: production 1000, burst 500, low 100), got {shown(value)}")
 
 
+def job_size(doc: Mapping[str, Any], *, where: str = "") -> tuple[int, float]:
+    """``(gpus, hours)`` of a job mapping as :func:`parse_job` reads them (InputError as it raises). Nothing else
+    parse_job reads depends on them but the name's JobSet check (its node count): the dispatcher parses the rest
+    of a spec once for every size of it (:mod:`placement.dispatch.snapshot`)."""
+    if doc.get("gpus") is None:
+        raise InputError(f"{where}gpus", "is required: the total number of GPUs, e.g. 16")
+    gpus = int(_number(doc["gpus"], f"{where}gpus", minimum=1, integer=True, maximum=MAX_COUNT))
+    if doc.get("hours") is None:
+        raise InputError(f"{where}hours", "is required: expected run time in hours without interruptions")
+    hours = _number(doc["hours"], f"{where}hours", minimum=0, strict=True, maximum=MAX_HOURS)
+    return gpus, hours
+
+
 def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     """Validate one job mapping. ``where`` prefixes field names (``jobs[3].``) for batch files."""
     if not isinstance(doc, Mapping):
@@ -376,12 +389,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
             raise InputError(f"{where}accelerator",
                              f"unknown accelerator {shown(a)}; known: {', '.join(sorted(known))}")
 
-    if doc.get("gpus") is None:
-        raise InputError(f"{where}gpus", "is required: the total number of GPUs, e.g. 16")
-    gpus = int(_number(doc["gpus"], f"{where}gpus", minimum=1, integer=True, maximum=MAX_COUNT))
-    if doc.get("hours") is None:
-        raise InputError(f"{where}hours", "is required: expected run time in hours without interruptions")
-    hours = _number(doc["hours"], f"{where}hours", minimum=0, strict=True, maximum=MAX_HOURS)
+    gpus, hours = job_size(doc, where=where)
 
     capacity = doc.get("capacity", "any")
     if capacity not in CAPACITY_CHOICES:
