@@ -178,8 +178,8 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
         usage = a.get("resourceUsage")
         # Workloads of one shape reserve the same usage: its share per pod is read once, by its text (strings only,
         # so that no other value that compares equal, such as True for 1, reads as it).
-        key = ((count, tuple(usage.items())) if type(usage) is dict and usage
-               and all(type(v) is str for v in usage.values()) else None)
+        key = ((count, tuple(usage.items())) if type(usage) is dict and usage and len(usage) <= _USAGE_KEYS_MAX
+               and all(type(v) is str and len(v) <= _QUANTITY_MAX for v in usage.values()) else None)
         per_pod = _PER_POD.get(key) if key is not None else None
         if per_pod is None:
             if usage:
@@ -200,6 +200,10 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
 # Workload. Bounded (tenants write these); cleared whole when full. An Allocatable is frozen: one is shared.
 _PER_POD: dict[tuple[Any, ...], Allocatable] = {}
 _PER_POD_MAX = 4096
+# What a key may hold, so that the memo's size is bounded by its entries: a usage names a few resources, each a
+# quantity of a few characters; a larger one is read every time.
+_USAGE_KEYS_MAX = 32
+_QUANTITY_MAX = 64
 
 
 def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -293,6 +297,10 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
 # as a pass holds few shapes.
 _PARSED: dict[str, JobSpec | None] = {}
 _PARSED_MAX = 4096
+# Characters of a memo's key (a spec's text): a spec submit writes is well under 2,000; a tenant may write one of
+# up to 256 KiB (the API server's limit on a Job's annotations), which is read every time instead of being kept, so
+# that the memos hold at most 4,096 x 16 KiB each.
+_KEY_MAX = 16_384
 _PLACEHOLDER = {"name": "x", "gpus": 1, "hours": 1}  # values every check of parse_job accepts, in any job
 # The same, one step earlier: by the annotation's text with the name's value cut out (:func:`_split_name`), the
 # job read from it, the largest node and whether the spec sets usd_per_hour_of_delay. A hit skips reading the
@@ -341,6 +349,8 @@ def _parse_job_memo(doc: dict[str, Any]) -> JobSpec:
         key = json.dumps([[k, v] for k, v in doc.items() if k not in _PLACEHOLDER], allow_nan=True)
     except Exception:  # not serialisable back (nesting): parse_job says why, as it would have
         return parse_job(doc)
+    if len(key) > _KEY_MAX:
+        return parse_job(doc)
     if key in _PARSED:
         hit = _PARSED[key]
     else:
@@ -369,7 +379,7 @@ def _split_name(text: str) -> tuple[str, str] | None:
     Two such texts with the same first part differ in that one string alone, so they read as the same document
     but for that string (which :func:`_remember_job_spec` checks is the top-level name). None for any other text:
     read the slow way."""
-    if "\\" in text or text.count('"name"') != 1:
+    if len(text) > _KEY_MAX or "\\" in text or text.count('"name"') != 1:
         return None
     at = text.find(_NAME_KEY)
     if at < 0:

@@ -167,3 +167,15 @@ def test_a_usage_and_a_template_both_hostile_report_the_usage_first(monkeypatch:
     assert fast[1] is not None and "quantity" in str(fast[1].problem)  # the usage's problem, read first as ever
     monkeypatch.setattr(snapshot, "_PER_POD", _Never())
     _same(fast, _pass(items))
+
+
+def test_a_spec_or_usage_too_large_to_keep_is_read_every_time_the_same() -> None:
+    """A tenant may write a spec of up to 256 KiB (or a usage of many long quantities): the memos keep none of them
+    (each holds at most its entries times a small key), and each Workload still reads the same as the slow path."""
+    big = {"name": "big-1", **BASE, "command": ["python", "-c", "#" * snapshot._KEY_MAX]}
+    usage = {f"example.com/r{i}": "1" for i in range(snapshot._USAGE_KEYS_MAX + 1)} | {"nvidia.com/gpu": "8"}
+    items = [(_raw(0, usage), _owner(PLAIN(big))), (_raw(1, usage), _owner(PLAIN({**big, "name": "big-2"})))]
+    fast = _pass(items)
+    assert not snapshot._PARSED and not snapshot._BY_TEXT and not snapshot._PER_POD
+    assert all(w is not None and w.job is not None for w in fast)
+    assert [w.job.name for w in fast if w is not None and w.job is not None] == ["big-1", "big-2"]
