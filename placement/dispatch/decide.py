@@ -83,7 +83,7 @@ from placement.model.bill import bill_book, nat_usd
 from placement.model.catalog import Offer
 from placement.model.contract import Progress
 from placement.model.egress import egress_book
-from placement.model.jobspec import JobSpec
+from placement.model.jobspec import JobSpec, job_with
 from placement.model.kueue import Allocatable, allocatable
 from placement.model.shapes import shape_book
 from placement.plan.job import Plan, data_hours, egress_cost, plan, runnable_figures
@@ -292,22 +292,12 @@ def _dry_job(job: JobSpec) -> JobSpec | None:
     transfer time decides exclusions and adds delay). None otherwise."""
     if job.dataset is None or job.deadline_hours is not None or job.usd_per_hour_of_delay:
         return None
-    return _changed(job, dataset=None, outputs_gb=0.0, throughput_gbps=())
+    return job_with(job, dataset=None, outputs_gb=0.0, throughput_gbps=())
 
 
 def _cost_key(job: JobSpec) -> JobSpec:
     """``job`` as the engine prices it: without its name (nothing in a plan's figures depends on it)."""
-    return _changed(job, name="") if job.name else job
-
-
-def _changed(job: JobSpec, **changes: Any) -> JobSpec:
-    """``dataclasses.replace(job, **changes)`` without its introspection and ``__init__`` of ~50 fields (twice a
-    Workload, a good part of a pass): a JobSpec has no ``__post_init__`` nor cached attributes, so a copy of its
-    fields with ``changes`` set is the same (as :func:`placement.dispatch.snapshot._parse_job_memo` does)."""
-    out: JobSpec = object.__new__(JobSpec)
-    out.__dict__.update(job.__dict__)
-    out.__dict__.update(changes)
-    return out
+    return job_with(job, name="") if job.name else job
 
 
 class _Priced:

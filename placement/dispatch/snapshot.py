@@ -32,7 +32,7 @@ from placement.errors import InputError
 from placement.fleet.stacks import ClusterStack
 from placement.model import contract
 from placement.model import kueue as ko
-from placement.model.jobspec import JOB_FIELDS, JobSpec, job_size, parse_job
+from placement.model.jobspec import JOB_FIELDS, JobSpec, job_size, job_with, largest_node, parse_job
 from placement.model.k8snames import dns1123_label_problem, jobset_name_problem
 from placement.model.kueue import Allocatable
 from placement.model.shapes import shape_book
@@ -310,24 +310,8 @@ _NAME_KEY = '"name":"'
 
 
 def _largest_node(job: JobSpec) -> int:
-    """GPUs of the largest node that may hold ``job``: above it, the job is a JobSet, whose name is checked for its
-    pods' names (as :func:`placement.model.jobspec.parse_job` does)."""
-    book = shape_book()
-    return job.gpus_per_node or max((book.node_sizes(a)[-1] for a in job.accelerators if book.node_sizes(a)),
-                                    default=job.gpus)
-
-
-def _named(job: JobSpec, name: str, **size: Any) -> JobSpec:
-    """``job`` with its name (and ``size``: gpus, hours) set: dataclasses.replace re-runs the introspection and
-    __init__ of ~50 fields, and a JobSpec has no __post_init__ or cached attributes, so a copy of its fields with
-    those set is the same."""
-    named: JobSpec = object.__new__(JobSpec)
-    d = named.__dict__
-    d.update(job.__dict__)
-    d["name"] = name
-    if size:
-        d.update(size)
-    return named
+    """GPUs of the largest node that may hold ``job`` (parse_job's JobSet check: :func:`jobspec.largest_node`)."""
+    return largest_node(job.accelerators, job.gpus_per_node, job.gpus, shape_book())
 
 
 def _name_checks_pass(job: JobSpec, largest: int, name: str) -> bool:
@@ -367,7 +351,7 @@ def _parse_job_memo(doc: dict[str, Any]) -> JobSpec:
         gpus, hours = job_size(doc)
     except Exception:
         return parse_job(doc)
-    job = _named(hit, name, gpus=gpus, hours=hours)
+    job = job_with(hit, name=name, gpus=gpus, hours=hours)
     if not _name_checks_pass(job, _largest_node(job), name):
         return parse_job(doc)
     return job
@@ -404,7 +388,7 @@ def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
     job, largest, delay = hit
     if not _name_checks_pass(job, largest, name):
         return None
-    return _named(job, name), delay
+    return job_with(job, name=name), delay
 
 
 def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:

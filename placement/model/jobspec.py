@@ -360,6 +360,12 @@ def job_size(doc: Mapping[str, Any], *, where: str = "") -> tuple[int, float]:
     return gpus, hours
 
 
+def largest_node(accelerators: Sequence[str], gpus_per_node: int | None, gpus: int, book: ShapeBook) -> int:
+    """GPUs of the largest node that may hold a job: its ``gpus_per_node``, else the largest node of its
+    accelerators (``gpus`` when none has one). A job of more GPUs is a JobSet, whose pods' names are checked."""
+    return gpus_per_node or max((book.node_sizes(a)[-1] for a in accelerators if book.node_sizes(a)), default=gpus)
+
+
 def parse_job(doc: Any, *, where: str = "") -> JobSpec:
     """Validate one job mapping. ``where`` prefixes field names (``jobs[3].``) for batch files."""
     if not isinstance(doc, Mapping):
@@ -405,7 +411,7 @@ def parse_job(doc: Any, *, where: str = "") -> JobSpec:
                              f"use one of {', '.join(map(str, sizes))}")
     speed = _speed(doc.get("speed"), f"{where}speed", book)
     # A job no single node can hold is rendered as a JobSet, whose pod names are stricter (k8snames).
-    largest = gpus_per_node or max((book.node_sizes(a)[-1] for a in accels if book.node_sizes(a)), default=gpus)
+    largest = largest_node(accels, gpus_per_node, gpus, book)
     if gpus > largest and (problem := jobset_name_problem(name, -(-gpus // largest))):
         raise InputError(f"{where}name", problem)
 
@@ -587,6 +593,20 @@ def new_job(**values: Any) -> JobSpec:
     d.update(_JOB_FIELDS_DEFAULTS)
     d.update(values)
     return job
+
+
+def job_with(job: JobSpec, **changes: Any) -> JobSpec:
+    """``dataclasses.replace(job, **changes)`` without its introspection and the generated ``__init__`` (as
+    :func:`new_job`; the dispatcher copies jobs per Workload): the same fields in the same order, ``changes`` set. The
+    caller vouches for the values (a name and size parse_job's own checks passed). TypeError for a name that is not
+    a field."""
+    if not changes.keys() <= _JOB_FIELDS_DEFAULTS.keys():
+        raise TypeError(f"job_with: unknown fields {sorted(changes.keys() - _JOB_FIELDS_DEFAULTS.keys())}")
+    copy: JobSpec = object.__new__(JobSpec)
+    d = copy.__dict__
+    d.update(job.__dict__)
+    d.update(changes)
+    return copy
 
 
 def _job_label(doc: Any, index: int) -> str:

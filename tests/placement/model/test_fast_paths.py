@@ -4,13 +4,14 @@ dataclass's ``__init__``, a checkpoint home's whitespace found in C. Hostile nam
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import fields
 
 import pytest
 
 from placement.errors import shown
 from placement.model import contract
-from placement.model.jobspec import Dataset, JobSpec, new_job, parse_job
+from placement.model.jobspec import Dataset, JobSpec, job_with, new_job, parse_job
 from placement.model.k8snames import _DNS1123_LABEL, MAX_LABEL, _charset_problem, dns1123_label_problem
 from placement.model.shapes import shape_book
 
@@ -62,6 +63,17 @@ def test_new_job_is_the_dataclass_made_by_its_init() -> None:
     with pytest.raises(TypeError):
         new_job(name="j", accelerators=("H100",), gpus=8)  # hours left out
 
+
+
+def test_job_with_is_dataclasses_replace() -> None:
+    job = new_job(name="j", accelerators=("H100",), gpus=16, hours=6.0, warnings=("w",))
+    for changes in ({"name": "k"}, {"gpus": 8, "hours": 2.5}, {"dataset": None, "outputs_gb": 0.0}):
+        fast, slow = job_with(job, **changes), dataclasses.replace(job, **changes)
+        assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+        assert list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert job.name == "j" and job.gpus == 16  # the original is left as it was
+    with pytest.raises(TypeError):
+        job_with(job, warp_drive=True)
 
 def test_parse_job_makes_the_job_its_init_would() -> None:
     doc = {"name": "j1", "accelerator": ["H100", "H200"], "gpus": 32, "hours": 12, "priority": 700,
