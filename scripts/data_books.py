@@ -73,14 +73,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 when a mirror is stale or missing; write nothing")
     args = parser.parse_args()
+    import yaml
+
     wanted: dict[Path, str] = {}
     for name in MIRRORED:
-        text = (DATA / name).read_text(encoding="utf-8")
         try:
+            text = (DATA / name).read_text(encoding="utf-8")
             wanted[DATA / mirror_name(name)] = mirror_text(name, text)
         except Unmirrorable as exc:
             print(f"data_books.py: placement/data/{name}: {exc}; JSON cannot hold it: take the book out of "
                   "MIRRORED in placement/model/packaged.py", file=sys.stderr)
+            return 2
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            why = " ".join(str(exc).split())[:300]
+            print(f"data_books.py: placement/data/{name}: cannot be read ({why}); fix the book, then run this again",
+                  file=sys.stderr)
             return 2
     stale = [p for p, t in wanted.items() if not p.is_file() or p.read_text(encoding="utf-8") != t]
     if args.check:

@@ -111,3 +111,21 @@ def test_data_books_refuses_a_document_json_cannot_hold() -> None:
         data_books.mirror_text("x.yaml", "8: eight\n")
     with pytest.raises(data_books.Unmirrorable):
         data_books.mirror_text("x.yaml", "x: .nan\n")
+
+
+def test_data_books_names_a_book_it_cannot_read_in_one_line_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import data_books
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    for name in MIRRORED:
+        (tmp_path / name).write_text((DATA / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "shapes.yaml").write_text("shapes: [unclosed\n", encoding="utf-8")
+    monkeypatch.setattr(data_books, "DATA", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["data_books.py"])
+    assert data_books.main() == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "shapes.yaml" in err and "Traceback" not in err
+    assert not (tmp_path / "parsed").exists()
