@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from placement.dispatch import memory as remembered
 from placement.dispatch import snapshot
 from placement.dispatch.decide import ADMITTED, DEADLINE, NO_FIT, RENOMINATED, UNREADABLE, decide
+from placement.dispatch.gcsettings import deciding
 from placement.dispatch.leader import Elector
 from placement.dispatch.model import (
     CheckpointHome,
@@ -570,13 +571,15 @@ class Controller:
         """One pass: decide from the caches and carry the decisions out (when leading and not a dry run)."""
         with self._lock:
             started = time.perf_counter()
-            workloads, raw, workers = self.snapshots()
-            if self.leading():
-                self.observe()
-            self.recall(workloads)
-            pricing = self.pricing()
-            self.last_pass_leading = not self.options.dry_run and self.leading()
-            result = decide(workloads, workers, pricing, self.clock(), self.options.settings, dict(self.memory))
+            with deciding():  # the collector's walk of what the pass makes waits for the carry-out below
+                workloads, raw, workers = self.snapshots()
+                if self.leading():
+                    self.observe()
+                self.recall(workloads)
+                pricing = self.pricing()
+                self.last_pass_leading = not self.options.dry_run and self.leading()
+                result = decide(workloads, workers, pricing, self.clock(), self.options.settings,
+                                dict(self.memory))
             self.metrics.pending.set(sum(1 for d in result.decisions if d.reason != ADMITTED))
             for a in result.admitted:
                 self.metrics.time_to_admission.observe(a.seconds)

@@ -116,3 +116,37 @@ def test_resources_read_as_before(rl: Any) -> None:
             return type(exc), str(exc)
 
     assert outcome(snapshot.resources) == outcome(_slow_resources)
+
+
+def test_a_score_made_from_the_shared_fields_is_the_one_fitting_makes() -> None:
+    from dataclasses import fields
+
+    assert list(decide_module._NO_MOVE_FIELDS) == [f.name for f in fields(WorkerScore)]
+    fit = decide_module._Fit(None, None, "pool-a", "spot", 123.456789, 2.5, 8, 16, None, 0, ())  # type: ignore[arg-type]
+    made = decide_module._Pass._made(None, fit, "w-1", 3.0, 4.0, {})  # type: ignore[arg-type]
+    for wait in (0.0, 1.25):
+        score, key = decide_module._make(made, wait)
+        want = WorkerScore.fitting("w-1", "pool-a", "spot", 123.456789, wait, wait * 3.0, wait + 2.5,
+                                   wait + 2.5 > 4.0, 8, 0.0, 0.0, False)
+        assert score == want and list(score.__dict__.items()) == list(want.__dict__.items())
+        assert key == decide_module._rank_key(want)
+
+
+def test_a_decision_made_without_its_init_is_the_one_its_init_makes() -> None:
+    from dataclasses import fields
+
+    from placement.dispatch.model import Decision, EventOut, Memory
+
+    wl = HubWorkload("ns", "wl", "uid-1", 1.0, 0, "q", "cq", "check", "Pending", ("w-0", "w-1"))
+    mem_values = (("w-1",), 10.0, frozenset({"w-1", "w-0"}), 5.0, 2, "", frozenset({"w-0"}))
+    event_values = ("Normal", "Nominated", "nominated w-1")
+    for cls, values in ((Memory, mem_values), (EventOut, event_values)):
+        made, want = decide_module._frozen(cls, *values), cls(*values)
+        assert made == want and hash(made) == hash(want) and repr(made) == repr(want)
+        assert list(made.__dict__.items()) == list(want.__dict__.items())
+        assert not hasattr(cls, "__post_init__") and len(values) == len(fields(cls))
+    d_values = (wl, "nominate", ("w-1",), "Nominated", "m", (), EventOut(*event_values), Memory(*mem_values))
+    made, want = decide_module._frozen(Decision, *d_values), Decision(*d_values)
+    assert made == want and repr(made) == repr(want) and not hasattr(Decision, "__post_init__")
+    with pytest.raises(ValueError):
+        decide_module._frozen(EventOut, "Normal", "Nominated")  # every field, or none made
