@@ -127,6 +127,20 @@ class HubWorkload:
         d.update(values)
         return s
 
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> HubWorkload:
+        """:meth:`read` of a dict of fields (the snapshot's, one per Workload of a pass, made as a dict literal): the
+        same object, without the keyword arguments' dict and the two checks of their names. TypeError for a name that
+        is not a field (the instance would hold one more entry); a field left out takes its default (None for one
+        without: the snapshot's tests compare every field with the reference's)."""
+        s = object.__new__(cls)
+        d = s.__dict__
+        d.update(_HUB_FIELDS)
+        d.update(values)
+        if len(d) != len(_HUB_FIELDS):
+            raise TypeError(f"HubWorkload.of: unknown fields {sorted(values.keys() - _HUB_FIELDS.keys())}")
+        return s
+
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"

@@ -120,6 +120,10 @@ def pod_requests(template: Mapping[str, Any] | None) -> Allocatable:
 def pool_affinity(template: Mapping[str, Any] | None) -> frozenset[str] | None:
     """The pool names a pod may use: ``gpufleet.io/pool`` in its node selector or required node affinity
     (``In``; several terms are ORed); None when neither constrains it."""
+    if type(template) is dict:  # the common case at once: a pod spec that names neither (read below as None)
+        spec = template.get("spec")
+        if not spec or type(spec) is dict and not spec.get("nodeSelector") and not spec.get("affinity"):
+            return None
     spec = (template or {}).get("spec") or {}
     selector = spec.get("nodeSelector") or {}
     pools: set[str] | None = {str(selector[ko.POOL_LABEL])} if ko.POOL_LABEL in selector else None
@@ -169,7 +173,9 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
     """The Workload's pod sets: counts and per-pod requests from its admission (what Kueue reserved) when it
     has one, else from the pod templates."""
     spec, status = wl.get("spec") or {}, wl.get("status") or {}
-    assigned = {a.get("name"): a for a in ((status.get("admission") or {}).get("podSetAssignments") or [])}
+    assigned = {}
+    for a in (status.get("admission") or {}).get("podSetAssignments") or []:
+        assigned[a.get("name")] = a
     out = []
     for ps in spec.get("podSets") or []:
         name = str(ps.get("name") or "main")
@@ -178,8 +184,13 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
         usage = a.get("resourceUsage")
         # Workloads of one shape reserve the same usage: its share per pod is read once, by its text (strings only,
         # so that no other value that compares equal, such as True for 1, reads as it).
-        key = ((count, tuple(usage.items())) if type(usage) is dict and usage and len(usage) <= _USAGE_KEYS_MAX
-               and all(type(v) is str and len(v) <= _QUANTITY_MAX for v in usage.values()) else None)
+        key = None
+        if type(usage) is dict and usage and len(usage) <= _USAGE_KEYS_MAX:
+            for v in usage.values():
+                if type(v) is not str or len(v) > _QUANTITY_MAX:
+                    break
+            else:
+                key = (count, tuple(usage.items()))
         per_pod = _PER_POD.get(key) if key is not None else None
         if per_pod is None:
             if usage:
@@ -239,7 +250,14 @@ def owner_key(wl: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(kind, namespace, name) of the Job or JobSet that owns the Workload."""
     meta = wl.get("metadata") or {}
     refs = meta.get("ownerReferences") or []
-    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    # The controller's, else the first: a loop (one call per Workload of a pass) in the order the generator it
+    # replaces failed on hostile data: iter() first, then the first reference, then each one's fields.
+    found = iter(refs)
+    ref = refs[0] if refs else None
+    for r in found:
+        if r.get("controller"):
+            ref = r
+            break
     if ref is None or (ref.get("apiVersion"), ref.get("kind")) not in OWNER_KINDS:
         return None
     return str(ref["kind"]), str(meta.get("namespace") or ""), str(ref.get("name"))
@@ -436,11 +454,19 @@ def job_spec_of(doc: dict[str, Any]) -> tuple[tuple[dict[str, Any], JobSpec] | N
 
 def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks: Mapping[str, str],
                   configs: Mapping[str, Sequence[str]], cq_checks: Mapping[str, frozenset[str]]) -> HubWorkload | None:
+    # Written out (loops for comprehensions, one dict for the fields): one call per Workload of a pass. What may raise
+    # on hostile data is read in the order it always was, so that a Workload wrong in two ways reports the same one.
     meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
     cq = (status.get("admission") or {}).get("clusterQueue")
-    states = {str(a.get("name")): a for a in status.get("admissionChecks") or []}
-    check = next((n for n in states if n in checks), None)
-    if check is None or cq is None or check not in cq_checks.get(str(cq), frozenset()):
+    states = {}
+    for a in status.get("admissionChecks") or []:
+        states[str(a.get("name"))] = a
+    check = None
+    for n in states:
+        if n in checks:
+            check = n
+            break
+    if check is None or cq is None or check not in cq_checks.get(str(cq), _NO_CHECKS):
         return None
     owner_meta = (owner or {}).get("metadata") or {}
     # What submit wrote on the owner, read as placement.model.contract says: an unreadable job spec is an error (the
@@ -465,27 +491,62 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
             _remember_job_spec(spec_text, doc, job)
-    home = home_of(read.checkpoint, job)
+    home = home_of(read.checkpoint, job) if read.checkpoint is not None else None
     nominated = status.get("nominatedClusterNames") or []
-    if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):
+    if nominated and (not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated)):
         raise ValueError("status.nominatedClusterNames is not a list of cluster names")
     if not isinstance(status.get("clusterName") or "", str):
         raise ValueError("status.clusterName is not a cluster name")
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
-    evictions = (sum(int(e.get("count") or 0) for e in stats)
-                 or int((status.get("requeueState") or {}).get("count") or 0))
+    evictions = (sum(int(e.get("count") or 0) for e in stats) if stats else 0) \
+        or int((status.get("requeueState") or {}).get("count") or 0)
     admitted = admitted_hours(status)
-    return HubWorkload.read(
-        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0, priority=int(spec.get("priority") or 0),
-        queue_name=str(spec.get("queueName") or ""), cluster_queue=str(cq), check=check,
-        check_state=str(states[check].get("state") or ""), allowed=tuple(configs.get(checks[check], ())),
-        nominated=tuple(nominated), nominated_since=nominated_since(wl),
-        cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
-        evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
-        needs=needs(wl), job=job, job_error=job_error, group=read.group, group_workers=read.workers,
-        delay_usd_per_hour=delay, checkpoint=home, warnings=read.warnings, progress=read.progress,
-        admitted_hours=admitted)
+    created = parse_time(meta.get("creationTimestamp")) or 0.0
+    priority = int(spec.get("priority") or 0)
+    queue_name = str(spec.get("queueName") or "")
+    check_state = str(states[check].get("state") or "")
+    allowed = tuple(configs.get(checks[check], ()))
+    since = nominated_since(wl) if meta.get("managedFields") else None
+    quota_reserved, evicted, finished = _hub_conditions(wl, status)
+    return HubWorkload.of({
+        "namespace": str(meta.get("namespace") or ""), "name": str(meta.get("name") or ""),
+        "uid": str(meta.get("uid") or ""), "created": created, "priority": priority, "queue_name": queue_name,
+        "cluster_queue": str(cq), "check": check, "check_state": check_state, "allowed": allowed,
+        "nominated": tuple(nominated), "nominated_since": since, "cluster_name": status.get("clusterName") or None,
+        "quota_reserved": quota_reserved, "evicted": evicted, "finished": finished, "evictions": evictions,
+        "needs": needs(wl), "job": job, "job_error": job_error, "group": read.group, "group_workers": read.workers,
+        "delay_usd_per_hour": delay, "checkpoint": home, "warnings": read.warnings, "progress": read.progress,
+        "admitted_hours": admitted})
+
+
+_NO_CHECKS: frozenset[str] = frozenset()
+
+
+def _hub_conditions(wl: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[bool, bool, bool]:
+    """``condition_true(wl, kind)`` for QuotaReserved, Evicted and Finished (``status`` is ``wl``'s), in one walk of a
+    list of condition dicts; anything else read by :func:`condition_true` itself, so that a hostile entry raises as it
+    did (a dict's ``get`` never does)."""
+    conditions = status.get("conditions")
+    if not conditions:
+        return False, False, False
+    if type(conditions) is list:
+        quota = evicted = finished = None
+        for c in conditions:
+            if type(c) is not dict:
+                break
+            kind = c.get("type")
+            # The first condition of each type, as _condition finds it (a value equals at most one of these).
+            if kind == "QuotaReserved":
+                if quota is None:
+                    quota = c.get("status") == "True"
+            elif kind == "Evicted":
+                if evicted is None:
+                    evicted = c.get("status") == "True"
+            elif kind == "Finished" and finished is None:
+                finished = c.get("status") == "True"
+        else:
+            return quota is True, evicted is True, finished is True
+    return condition_true(wl, "QuotaReserved"), condition_true(wl, "Evicted"), condition_true(wl, "Finished")
 
 
 def admitted_hours(status: Mapping[str, Any]) -> float | None:
