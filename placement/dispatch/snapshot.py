@@ -421,10 +421,12 @@ def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
 
 
 def forget_parsed_job_specs() -> None:
-    """Empty the memos of parsed job specs and reserved usages (benchmarks that time a cold pass)."""
+    """Empty the memos of parsed job specs, owners' annotations and reserved usages (benchmarks that time a cold
+    pass)."""
     _PARSED.clear()
     _BY_TEXT.clear()
     _PER_POD.clear()
+    _ANNOTATIONS.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
@@ -476,22 +478,28 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     # A job spec read before but for its name: the other annotations only (the memo's job, named).
     spec_text = annotations.get(JOB_SPEC_ANNOTATION) if type(annotations) is dict else None
     known = _known_job_spec(spec_text)
-    read = contract.read_annotations(annotations, known_regions(), job_spec=known is None)
+    if type(annotations) is dict:  # the job spec (unless known) and the rest apart: the rest is memoised
+        read, uri = _read_annotations(annotations)
+        spec_doc, job_error = None, None
+        if known is None and spec_text is not None and spec_text != "":  # contract's unknown: absent or empty
+            spec_doc, job_error = contract.read_job_spec_text(spec_text)
+    else:
+        read = contract.read_annotations(annotations, known_regions(), job_spec=known is None)
+        spec_doc, job_error, uri = read.job_spec, read.job_spec_error, None
     job = None
-    job_error = read.job_spec_error
     delay = None
     if known is not None:
         job, delay_set = known
         delay = job.usd_per_hour_of_delay if delay_set else None
-    elif read.job_spec is not None:
-        parsed, job_error = job_spec_of(read.job_spec)
+    elif spec_doc is not None:
+        parsed, job_error = job_spec_of(spec_doc)
         if parsed is not None:
             doc, job = parsed
             # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
             _remember_job_spec(spec_text, doc, job)
-    home = home_of(read.checkpoint, job) if read.checkpoint is not None else None
+    home = home_of(read.checkpoint, job, uri) if read.checkpoint is not None else None
     nominated = status.get("nominatedClusterNames") or []
     if nominated and (not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated)):
         raise ValueError("status.nominatedClusterNames is not a list of cluster names")
@@ -520,6 +528,45 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
 
 
 _NO_CHECKS: frozenset[str] = frozenset()
+
+# What contract.read_annotations reads from an owner's annotations but the job spec, by the values it reads: the same
+# few on every Workload of a group (its fabric group, workers, region, size) but for the home's URI, which is kept
+# out when it passes the reader's checks (a string of one line, at most MAX_URI characters: the read is then the same
+# for every such URI but for the URI itself, which the caller puts in: :func:`_read_annotations`). Bounded (tenants
+# write these): strings only, _KEY_MAX characters in all; cleared whole when full. The regions the reader checks
+# against are the packaged book's, the same for the whole process.
+_ANNOTATIONS: dict[tuple[Any, ...], contract.JobAnnotations] = {}
+_READ_KEYS = (contract.FABRIC_GROUP, contract.WORKERS, contract.CHECKPOINT_REGION, contract.CHECKPOINT_GB,
+              contract.LAST_DURABLE_STEP, contract.STEPS_PER_HOUR)
+
+
+def _read_annotations(annotations: dict[str, Any]) -> tuple[contract.JobAnnotations, Any]:
+    """``(contract.read_annotations(annotations, known_regions(), job_spec=False), the home's URI)``: the read of
+    another Workload's owner with the same values but for a URI that passes the same checks (then its checkpoint's
+    ``home`` is that other URI: take the one returned, as :func:`placement.dispatch.move.home_of` does)."""
+    home = annotations.get(contract.CHECKPOINT_HOME)
+    key: tuple[Any, ...] | None = None
+    if home is None or type(home) is str and len(home) <= contract.MAX_URI and not any(map(str.isspace, home)):
+        values = tuple(map(annotations.get, _READ_KEYS))
+        size = 0
+        for v in values:
+            if v is not None:
+                if type(v) is not str:
+                    break
+                size += len(v)
+        else:
+            if size <= _KEY_MAX:  # the URI's class: absent, empty (read as absent too, kept apart all the same), one
+                key = (0 if home is None else 1 if home == "" else 2, *values)
+    if key is not None:
+        hit = _ANNOTATIONS.get(key)
+        if hit is not None:
+            return hit, home
+    read = contract.read_annotations(annotations, known_regions(), job_spec=False)
+    if key is not None:
+        if len(_ANNOTATIONS) >= _PARSED_MAX:
+            _ANNOTATIONS.clear()
+        _ANNOTATIONS[key] = read
+    return read, home
 
 
 def _hub_conditions(wl: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[bool, bool, bool]:
