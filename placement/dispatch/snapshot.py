@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -324,6 +325,10 @@ _PLACEHOLDER = {"name": "x", "gpus": 1, "hours": 1}  # values every check of par
 # job read from it, the largest node and whether the spec sets usd_per_hour_of_delay. A hit skips reading the
 # JSON, the key above (itself JSON written back) and the field checks: most of a Workload's snapshot.
 _BY_TEXT: dict[str, tuple[JobSpec, int, bool]] = {}
+# And one step further: by that text with the values of "gpus" and "hours" cut out too (:func:`_split_size`), a job
+# of one of its sizes and whether it sets usd_per_hour_of_delay: nothing else parse_job reads depends on the size
+# but the name's JobSet check (jobspec.job_size), so another size is that job with its GPUs, hours and name.
+_BY_SHAPE: dict[str, tuple[JobSpec, bool]] = {}
 _NAME_KEY = '"name":"'
 
 
@@ -402,11 +407,59 @@ def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
     key, name = split
     hit = _BY_TEXT.get(key)
     if hit is None:
-        return None
+        return _known_size(key, name)
     job, largest, delay = hit
     if not _name_checks_pass(job, largest, name):
         return None
     return job_with(job, name=name), delay
+
+
+def _known_size(key: str, name: str) -> tuple[JobSpec, bool] | None:
+    """:func:`_known_job_spec` of a text (``key``: without its name's value) read before but for its name and size:
+    the job of that other size with this one's GPUs and hours (read as parse_job reads them: jobspec.job_size) and
+    name, once the name passes its checks for this size (then kept by ``key`` too); None otherwise (the slow path
+    says why)."""
+    split = _split_size(key)
+    if split is None:
+        return None
+    shape, gpus_value, hours_value = split
+    known = _BY_SHAPE.get(shape)
+    if known is None:
+        return None
+    other, delay = known
+    try:
+        gpus, hours = job_size({"gpus": gpus_value, "hours": hours_value})
+    except Exception:  # a size parse_job refuses: it says why
+        return None
+    job = job_with(other, name=name, gpus=gpus, hours=hours)
+    largest = _largest_node(job)
+    if not _name_checks_pass(job, largest, name):
+        return None
+    if len(_BY_TEXT) >= _PARSED_MAX:
+        _BY_TEXT.clear()
+    _BY_TEXT[key] = (job, largest, delay)
+    return job, delay
+
+
+def _split_size(key: str) -> tuple[str, int, int | float] | None:
+    """``(key without the values of "gpus" and "hours", the GPUs, the hours)`` for a :func:`_split_name` key where
+    each is named once and is a plain number (GPUs a whole number from 1, hours a whole or decimal number from 0,
+    as JSON reads them: int, or float with a fraction), else None. Two keys with the same first part differ in those
+    two numbers alone (which :func:`_remember_job_spec` checks are the top-level ones)."""
+    if key.count('"gpus"') != 1 or key.count('"hours"') != 1:
+        return None
+    gpus = _GPUS_VALUE.search(key)
+    hours = _HOURS_VALUE.search(key)
+    if gpus is None or hours is None:
+        return None
+    (g0, g1), (h0, h1) = gpus.span(1), hours.span(1)
+    shape = key[:g0] + key[g1:h0] + key[h1:] if g0 < h0 else key[:h0] + key[h1:g0] + key[g1:]
+    return shape, int(gpus[1]), float(hours[1]) if hours[2] else int(hours[1])
+
+
+# A value ends at the next ',' or '}' (its key's object or the document ends): numbers only, so no string follows.
+_GPUS_VALUE = re.compile(r'"gpus":([1-9][0-9]{0,8})(?=[,}])')
+_HOURS_VALUE = re.compile(r'"hours":((?:0|[1-9][0-9]{0,8})(\.[0-9]{1,15})?)(?=[,}])')
 
 
 def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
@@ -417,7 +470,16 @@ def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
         return
     if len(_BY_TEXT) >= _PARSED_MAX:
         _BY_TEXT.clear()
-    _BY_TEXT[split[0]] = (job, _largest_node(job), doc.get("usd_per_hour_of_delay") is not None)
+    delay = doc.get("usd_per_hour_of_delay") is not None
+    _BY_TEXT[split[0]] = (job, _largest_node(job), delay)
+    # And for the texts that differ from it in the name, GPUs and hours: when the numbers cut out are the document's
+    # own (its top-level "gpus" and "hours", each named once: the same values of the same types).
+    sized = _split_size(split[0])
+    if sized is not None and type(doc.get("gpus")) is type(sized[1]) and doc.get("gpus") == sized[1] \
+            and type(doc.get("hours")) is type(sized[2]) and doc.get("hours") == sized[2]:
+        if len(_BY_SHAPE) >= _PARSED_MAX:
+            _BY_SHAPE.clear()
+        _BY_SHAPE[sized[0]] = (job, delay)
 
 
 def forget_parsed_job_specs() -> None:
@@ -425,6 +487,7 @@ def forget_parsed_job_specs() -> None:
     pass)."""
     _PARSED.clear()
     _BY_TEXT.clear()
+    _BY_SHAPE.clear()
     _PER_POD.clear()
     _ANNOTATIONS.clear()
 

@@ -277,3 +277,47 @@ def test_workloads_hostile_where_a_fast_path_reads_read_as_before(reference: Mod
     assert sum(w is None for w in fast) >= 4
     assert sum(w is not None and bool(w.warnings) for w in fast) >= 15
     _compare(reference, items[::-1])  # the memos filled in another order
+
+
+def _spec_texts() -> list[Any]:
+    """Job specs of a few shapes in many sizes, in a pass's order: each size after another of its shape is read from
+    that one's job (the GPUs, hours and name its own), unless its numbers are not plain or not the top-level ones."""
+    text = contract.job_spec_text
+    out: list[Any] = []
+    for i, (gpus, hours) in enumerate([(8, 2), (16, 6), (32, 2.5), (8, 0), (16, 12), (24, 7.25), (64, 1), (8, 2)]):
+        out += [text({"name": f"s{i}", **SPEC, "gpus": gpus, "hours": hours}),
+                text({"name": f"t{i}", **SPEC, "gpus": gpus, "hours": hours, "usd_per_hour_of_delay": 3}),
+                text({"name": f"u{i}", **SPEC, "gpus": gpus, "hours": hours, "gpus_per_node": 8})]
+    out += [
+        text({"name": "v1", **SPEC, "gpus": 0}), text({"name": "v2", **SPEC, "gpus": 10**9 - 1}),
+        text({"name": "v3", **SPEC, "gpus": 8.0}), text({"name": "v4", **SPEC, "gpus": True}),
+        text({"name": "v5", **SPEC, "gpus": "8"}), text({"name": "v6", **SPEC, "hours": "3"}),
+        text({"name": "v7", **SPEC, "hours": -1}), text({"name": "v8", **SPEC, "hours": 1e3}),
+        text({"name": "v9", **SPEC, "hours": 2.50}), text({"name": "v10", **SPEC, "hours": 10**6}),
+        text({"name": "v11", **SPEC, "hours": 0.1 + 0.2}), text({"name": "v12", **SPEC, "gpus": 12}),
+        text({"name": "a" * 58, **SPEC, "gpus": 8}), text({"name": "a" * 58, **SPEC, "gpus": 256}),  # a JobSet's pods
+        text({"name": "9-lead", **SPEC, "gpus": 8}), text({"name": "9-lead", **SPEC, "gpus": 16}),
+        text({"name": "w1", **SPEC, "data": {"dataset": {**SPEC["data"]["dataset"], "gpus": 8}}}),  # "gpus" twice
+        text({"name": "w2", **{k: v for k, v in SPEC.items() if k != "gpus"}, "data": {"gpus": 16}}),  # nested only
+        text({"name": "w3", **{k: v for k, v in SPEC.items() if k != "gpus"}, "data": {"gpus": 8}}),
+        text({"name": "w4", **SPEC, "team": "hours"}),  # "hours" twice, once as a value
+        text({"name": "w5", **SPEC}).replace('"gpus":16', '"gpus":16,"gpus":8'),  # the key twice
+        text({"name": "w6", **SPEC}).replace('"hours":3', '"hours":3 '),  # not submit's form
+        text({"name": "w7", **SPEC, "gpus_per_node": 4}),  # no H100 shape has 4 GPUs per node: refused at any size
+        text({"name": "w8", **SPEC, "gpus_per_node": 4, "gpus": 8}),
+    ]
+    return out
+
+
+def test_job_specs_of_one_shape_in_other_sizes_read_as_before(reference: ModuleType) -> None:
+    items = []
+    for i, spec_text in enumerate(_spec_texts()):
+        wl, annotations = _raw(i), _annotations(i)
+        annotations[contract.JOB_SPEC] = spec_text
+        items.append((wl, {"metadata": {"annotations": annotations}}))
+    fast = _compare(reference, items)
+    assert snapshot._BY_SHAPE, "sizes of a shape are read from one of them"
+    assert sum(w is not None and w.job is not None for w in fast) >= 30
+    assert sum(w is not None and w.job_error is not None for w in fast) >= 10
+    _compare(reference, items[::-1])
+    _compare(reference, items[1::2] + items[::2])
