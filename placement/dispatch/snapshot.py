@@ -441,11 +441,12 @@ def _known_size(key: str, name: str) -> tuple[JobSpec, bool] | None:
     return job, delay
 
 
-def _split_size(key: str) -> tuple[str, int, int | float] | None:
+def _split_size(key: str) -> tuple[str, int, float] | None:
     """``(key without the values of "gpus" and "hours", the GPUs, the hours)`` for a :func:`_split_name` key where
-    each is named once and is a plain number (GPUs a whole number from 1, hours a whole or decimal number from 0,
-    as JSON reads them: int, or float with a fraction), else None. Two keys with the same first part differ in those
-    two numbers alone (which :func:`_remember_job_spec` checks are the top-level ones)."""
+    each is named once and is a plain JSON number (GPUs a whole number from 1, hours a whole or decimal number from 0;
+    no leading zero, which JSON refuses), else None. Two keys with the same first part differ in those two numbers
+    alone. The hours as a float: jobspec.job_size reads a whole number and its float alike (a refused one goes the
+    slow way, which names it as written)."""
     if key.count('"gpus"') != 1 or key.count('"hours"') != 1:
         return None
     gpus = _GPUS_VALUE.search(key)
@@ -454,12 +455,12 @@ def _split_size(key: str) -> tuple[str, int, int | float] | None:
         return None
     (g0, g1), (h0, h1) = gpus.span(1), hours.span(1)
     shape = key[:g0] + key[g1:h0] + key[h1:] if g0 < h0 else key[:h0] + key[h1:g0] + key[g1:]
-    return shape, int(gpus[1]), float(hours[1]) if hours[2] else int(hours[1])
+    return shape, int(gpus[1]), float(hours[1])
 
 
 # A value ends at the next ',' or '}' (its key's object or the document ends): numbers only, so no string follows.
 _GPUS_VALUE = re.compile(r'"gpus":([1-9][0-9]{0,8})(?=[,}])')
-_HOURS_VALUE = re.compile(r'"hours":((?:0|[1-9][0-9]{0,8})(\.[0-9]{1,15})?)(?=[,}])')
+_HOURS_VALUE = re.compile(r'"hours":((?:0|[1-9][0-9]{0,8})(?:\.[0-9]{1,15})?)(?=[,}])')
 
 
 def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
@@ -472,11 +473,10 @@ def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
         _BY_TEXT.clear()
     delay = doc.get("usd_per_hour_of_delay") is not None
     _BY_TEXT[split[0]] = (job, _largest_node(job), delay)
-    # And for the texts that differ from it in the name, GPUs and hours: when the numbers cut out are the document's
-    # own (its top-level "gpus" and "hours", each named once: the same values of the same types).
+    # And for the texts that differ from it in the name, GPUs and hours. The numbers cut out are the document's own:
+    # it has a top-level "gpus" and "hours" (parse_job requires both) and the text names each once.
     sized = _split_size(split[0])
-    if sized is not None and type(doc.get("gpus")) is type(sized[1]) and doc.get("gpus") == sized[1] \
-            and type(doc.get("hours")) is type(sized[2]) and doc.get("hours") == sized[2]:
+    if sized is not None:
         if len(_BY_SHAPE) >= _PARSED_MAX:
             _BY_SHAPE.clear()
         _BY_SHAPE[sized[0]] = (job, delay)

@@ -303,6 +303,15 @@ def _spec_texts() -> list[Any]:
         text({"name": "w4", **SPEC, "team": "hours"}),  # "hours" twice, once as a value
         text({"name": "w5", **SPEC}).replace('"gpus":16', '"gpus":16,"gpus":8'),  # the key twice
         text({"name": "w6", **SPEC}).replace('"hours":3', '"hours":3 '),  # not submit's form
+        text({"name": "w9", **SPEC}).replace('"gpus":16', '"gpus":016'),  # leading zeros: not JSON
+        text({"name": "w10", **SPEC}).replace('"hours":3', '"hours":03'),
+        text({"name": "w11", **SPEC}).replace('"hours":3', '"hours":3.'),
+        text({"name": "w12", **SPEC, "data": {"dataset": {**SPEC["data"]["dataset"], "gpus": 16}}}),  # nested first
+        text({"name": "w13", **SPEC, "data": {"dataset": {**SPEC["data"]["dataset"], "gpus": 8}}}),
+        text({"name": "w14", **SPEC, "gpus": 8, "data": {"dataset": {**SPEC["data"]["dataset"], "gpus": 16}}}),
+        text({"name": "w15", **SPEC, "checkpoint": {"hours": 3}}),  # "hours" nested, after the top-level one
+        text({"name": "w16", **SPEC, "checkpoint": {"hours": 5}}),
+        text({"name": "w17", **SPEC, "hours": 5, "checkpoint": {"hours": 3}}),
         text({"name": "w7", **SPEC, "gpus_per_node": 4}),  # no H100 shape has 4 GPUs per node: refused at any size
         text({"name": "w8", **SPEC, "gpus_per_node": 4, "gpus": 8}),
     ]
@@ -321,3 +330,20 @@ def test_job_specs_of_one_shape_in_other_sizes_read_as_before(reference: ModuleT
     assert sum(w is not None and w.job_error is not None for w in fast) >= 10
     _compare(reference, items[::-1])
     _compare(reference, items[1::2] + items[::2])
+
+
+def test_the_size_is_cut_only_around_plain_numbers_named_once() -> None:
+    """No job field parse_job accepts today holds a "gpus" or "hours" of its own: a text naming either twice (a field
+    of a newer schema, a value) is read the slow way all the same, as is a number JSON would read otherwise."""
+    text = contract.job_spec_text({"name": "a", **SPEC, "hours": 7.25, "team": "ml"})
+    key, _ = snapshot._split_name(text) or ("", "")
+    assert snapshot._split_size(key) == (key.replace('"gpus":16', '"gpus":').replace('"hours":7.25', '"hours":'),
+                                         16, 7.25)
+    for odd in (key.replace('"hours":7.25', '"hours":7.25,"x":{"gpus":8}'),  # named twice
+                key.replace('"accelerator"', '"x":{"hours":1},"accelerator"'), key.replace('"ml"', '"gpus"'),
+                key.replace('"gpus":16', '"gpus":016'), key.replace('"gpus":16', '"gpus":16.0'),
+                key.replace('"gpus":16', '"gpus":1e3'), key.replace('"gpus":16', '"gpus":-16'),
+                key.replace('"hours":7.25', '"hours":7.'), key.replace('"hours":7.25', '"hours":07.25'),
+                key.replace('"hours":7.25', '"hours":7.25e1'), key.replace('"hours":7.25', '"hours":"7.25"'),
+                key.replace('"gpus":16', '"gpus" :16'), "{}", ""):
+        assert snapshot._split_size(odd) is None, odd
