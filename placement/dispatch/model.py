@@ -43,6 +43,19 @@ class Need:
     def total(self) -> Allocatable:
         return self.per_pod.scaled(self.count)
 
+    @classmethod
+    def of(cls, name: str, count: int, per_pod: Allocatable, pools: frozenset[str] | None) -> Need:
+        """``Need(name, count, per_pod, pools)`` without the frozen dataclass's ``__init__`` (one ``object.__setattr__``
+        per field; the snapshot makes one per pod set of every Workload of a pass): the same fields in the same
+        instance ``__dict__``, so equal and hashed alike."""
+        s = object.__new__(cls)
+        d = s.__dict__
+        d["name"] = name
+        d["count"] = count
+        d["per_pod"] = per_pod
+        d["pools"] = pools
+        return s
+
 
 @dataclass(frozen=True)
 class CheckpointHome:

@@ -4,6 +4,12 @@ snapshots, and the nomination the dispatcher applies. Pure: dicts in, frozen dat
 Field names and semantics follow Kueue v0.19.2 (``apis/kueue/v1beta2/workload_types.go``,
 ``clusterqueue_types.go``; ``pkg/workload/patching/patching.go`` for what the ``kueue-admission`` field
 manager applies).
+
+Over 600 lines, for one reason: a dispatch pass reads 1,000 hub Workloads within issue 33's target only through the
+memos beside the readers they stand in for (job specs by their text but for the name, and but for the name and size;
+owners' annotations but for the home's URI; reserved usages), and each fast path must fail on hostile data where, and
+as, the reader it replaces does: they are kept next to each other (tests/placement/dispatch/reference_snapshot.py is
+the read without them, which the tests compare every field with).
 """
 
 from __future__ import annotations
@@ -204,7 +210,7 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
                     _PER_POD[key] = per_pod
             else:
                 per_pod = pod_requests(ps.get("template"))
-        out.append(Need(name=name, count=count, per_pod=per_pod, pools=pool_affinity(ps.get("template"))))
+        out.append(Need.of(name, count, per_pod, pool_affinity(ps.get("template"))))
     return tuple(out)
 
 

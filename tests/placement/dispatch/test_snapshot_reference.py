@@ -347,3 +347,22 @@ def test_the_size_is_cut_only_around_plain_numbers_named_once() -> None:
                 key.replace('"hours":7.25', '"hours":7.25e1'), key.replace('"hours":7.25', '"hours":"7.25"'),
                 key.replace('"gpus":16', '"gpus" :16'), "{}", ""):
         assert snapshot._split_size(odd) is None, odd
+
+
+def test_a_hub_workload_made_of_a_dict_refuses_a_name_that_is_no_field() -> None:
+    fields = {"namespace": "t", "name": "w", "uid": "u", "created": 0.0, "priority": 0, "queue_name": "q",
+              "cluster_queue": None, "check": None, "check_state": None, "allowed": ()}
+    _same(HubWorkload.of(fields), HubWorkload(**fields))
+    with pytest.raises(TypeError, match="nmae"):
+        HubWorkload.of({**fields, "nmae": "w"})
+
+
+def test_a_need_made_without_its_init_is_the_same_need() -> None:
+    from placement.dispatch.model import Need
+    from placement.model.kueue import Allocatable
+
+    for pools in (None, frozenset({"p1"})):
+        per_pod = Allocatable(1, 2, 3, 4)
+        made, plain = Need.of("main", 2, per_pod, pools), Need("main", 2, per_pod, pools)
+        _same(made, plain)
+        assert list(made.__dict__.items()) == list(plain.__dict__.items()) and hash(made) == hash(plain)
