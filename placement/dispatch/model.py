@@ -43,6 +43,19 @@ class Need:
     def total(self) -> Allocatable:
         return self.per_pod.scaled(self.count)
 
+    @classmethod
+    def of(cls, name: str, count: int, per_pod: Allocatable, pools: frozenset[str] | None) -> Need:
+        """``Need(name, count, per_pod, pools)`` without the frozen dataclass's ``__init__`` (one ``object.__setattr__``
+        per field; the snapshot makes one per pod set of every Workload of a pass): the same fields in the same
+        instance ``__dict__``, so equal and hashed alike."""
+        s = object.__new__(cls)
+        d = s.__dict__
+        d["name"] = name
+        d["count"] = count
+        d["per_pod"] = per_pod
+        d["pools"] = pools
+        return s
+
 
 @dataclass(frozen=True)
 class CheckpointHome:
@@ -125,6 +138,20 @@ class HubWorkload:
         d = s.__dict__
         d.update(_HUB_FIELDS)
         d.update(values)
+        return s
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> HubWorkload:
+        """:meth:`read` of a dict of fields (the snapshot's, one per Workload of a pass, made as a dict literal): the
+        same object, without the keyword arguments' dict and the two checks of their names. TypeError for a name that
+        is not a field (the instance would hold one more entry); a field left out takes its default (None for one
+        without: the snapshot's tests compare every field with the reference's)."""
+        s = object.__new__(cls)
+        d = s.__dict__
+        d.update(_HUB_FIELDS)
+        d.update(values)
+        if len(d) != len(_HUB_FIELDS):
+            raise TypeError(f"HubWorkload.of: unknown fields {sorted(values.keys() - _HUB_FIELDS.keys())}")
         return s
 
     @property

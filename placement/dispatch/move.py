@@ -113,15 +113,25 @@ def checkpoint_home(annotations: Mapping[str, Any]) -> tuple[CheckpointHome | No
     return home_of(found), warnings
 
 
-def home_of(found: contract.Checkpoint | None, job: JobSpec | None = None) -> CheckpointHome | None:
-    """The :class:`CheckpointHome` of a home read from the annotations; without a size there, ``job``'s own (its
+def home_of(found: contract.Checkpoint | None, job: JobSpec | None = None, uri: str | None = None
+            ) -> CheckpointHome | None:
+    """The :class:`CheckpointHome` of a home read from the annotations (at ``uri`` when given: the snapshot reads
+    the annotations once for every URI that passes the same checks); without a size there, ``job``'s own (its
     ``checkpoint.size_gb``, else the training state of its model: :func:`placement.fleet.durable.checkpoint_size`),
     else unknown."""
     if found is None:
         return None
-    home = CheckpointHome(uri=found.home, cloud=found.cloud, region=found.region, gb=found.gb,
-                          gb_from=FROM_ANNOTATION if found.gb is not None else "")
-    return with_job_size(home, job)
+    gb, gb_from = found.gb, FROM_ANNOTATION
+    if gb is None:  # with_job_size's, the home made once (one per Workload of a dispatcher pass)
+        gb_from = ""
+        if job is not None:
+            from placement.fleet.durable import checkpoint_size
+
+            size = checkpoint_size(job)
+            if size is not None:
+                gb, gb_from = size
+    return CheckpointHome(uri=found.home if uri is None else uri, cloud=found.cloud, region=found.region, gb=gb,
+                          gb_from=gb_from)
 
 
 def with_job_size(home: CheckpointHome, job: JobSpec | None) -> CheckpointHome:

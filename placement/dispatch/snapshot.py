@@ -4,6 +4,12 @@ snapshots, and the nomination the dispatcher applies. Pure: dicts in, frozen dat
 Field names and semantics follow Kueue v0.19.2 (``apis/kueue/v1beta2/workload_types.go``,
 ``clusterqueue_types.go``; ``pkg/workload/patching/patching.go`` for what the ``kueue-admission`` field
 manager applies).
+
+Over 600 lines, for one reason: a dispatch pass reads 1,000 hub Workloads within issue 33's target only through the
+memos beside the readers they stand in for (job specs by their text but for the name, and but for the name and size;
+owners' annotations but for the home's URI; reserved usages), and each fast path must fail on hostile data where, and
+as, the reader it replaces does: they are kept next to each other (tests/placement/dispatch/reference_snapshot.py is
+the read without them, which the tests compare every field with).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -120,6 +127,10 @@ def pod_requests(template: Mapping[str, Any] | None) -> Allocatable:
 def pool_affinity(template: Mapping[str, Any] | None) -> frozenset[str] | None:
     """The pool names a pod may use: ``gpufleet.io/pool`` in its node selector or required node affinity
     (``In``; several terms are ORed); None when neither constrains it."""
+    if type(template) is dict:  # the common case at once: a pod spec that names neither (read below as None)
+        spec = template.get("spec")
+        if not spec or type(spec) is dict and not spec.get("nodeSelector") and not spec.get("affinity"):
+            return None
     spec = (template or {}).get("spec") or {}
     selector = spec.get("nodeSelector") or {}
     pools: set[str] | None = {str(selector[ko.POOL_LABEL])} if ko.POOL_LABEL in selector else None
@@ -169,7 +180,9 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
     """The Workload's pod sets: counts and per-pod requests from its admission (what Kueue reserved) when it
     has one, else from the pod templates."""
     spec, status = wl.get("spec") or {}, wl.get("status") or {}
-    assigned = {a.get("name"): a for a in ((status.get("admission") or {}).get("podSetAssignments") or [])}
+    assigned = {}
+    for a in (status.get("admission") or {}).get("podSetAssignments") or []:
+        assigned[a.get("name")] = a
     out = []
     for ps in spec.get("podSets") or []:
         name = str(ps.get("name") or "main")
@@ -178,8 +191,13 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
         usage = a.get("resourceUsage")
         # Workloads of one shape reserve the same usage: its share per pod is read once, by its text (strings only,
         # so that no other value that compares equal, such as True for 1, reads as it).
-        key = ((count, tuple(usage.items())) if type(usage) is dict and usage and len(usage) <= _USAGE_KEYS_MAX
-               and all(type(v) is str and len(v) <= _QUANTITY_MAX for v in usage.values()) else None)
+        key = None
+        if type(usage) is dict and usage and len(usage) <= _USAGE_KEYS_MAX:
+            for v in usage.values():
+                if type(v) is not str or len(v) > _QUANTITY_MAX:
+                    break
+            else:
+                key = (count, tuple(usage.items()))
         per_pod = _PER_POD.get(key) if key is not None else None
         if per_pod is None:
             if usage:
@@ -192,7 +210,7 @@ def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
                     _PER_POD[key] = per_pod
             else:
                 per_pod = pod_requests(ps.get("template"))
-        out.append(Need(name=name, count=count, per_pod=per_pod, pools=pool_affinity(ps.get("template"))))
+        out.append(Need.of(name, count, per_pod, pool_affinity(ps.get("template"))))
     return tuple(out)
 
 
@@ -239,7 +257,14 @@ def owner_key(wl: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(kind, namespace, name) of the Job or JobSet that owns the Workload."""
     meta = wl.get("metadata") or {}
     refs = meta.get("ownerReferences") or []
-    ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    # The controller's, else the first: a loop (one call per Workload of a pass) in the order the generator it
+    # replaces failed on hostile data: iter() first, then the first reference, then each one's fields.
+    found = iter(refs)
+    ref = refs[0] if refs else None
+    for r in found:
+        if r.get("controller"):
+            ref = r
+            break
     if ref is None or (ref.get("apiVersion"), ref.get("kind")) not in OWNER_KINDS:
         return None
     return str(ref["kind"]), str(meta.get("namespace") or ""), str(ref.get("name"))
@@ -306,6 +331,10 @@ _PLACEHOLDER = {"name": "x", "gpus": 1, "hours": 1}  # values every check of par
 # job read from it, the largest node and whether the spec sets usd_per_hour_of_delay. A hit skips reading the
 # JSON, the key above (itself JSON written back) and the field checks: most of a Workload's snapshot.
 _BY_TEXT: dict[str, tuple[JobSpec, int, bool]] = {}
+# And one step further: by that text with the values of "gpus" and "hours" cut out too (:func:`_split_size`), a job
+# of one of its sizes and whether it sets usd_per_hour_of_delay: nothing else parse_job reads depends on the size
+# but the name's JobSet check (jobspec.job_size), so another size is that job with its GPUs, hours and name.
+_BY_SHAPE: dict[str, tuple[JobSpec, bool]] = {}
 _NAME_KEY = '"name":"'
 
 
@@ -384,11 +413,60 @@ def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
     key, name = split
     hit = _BY_TEXT.get(key)
     if hit is None:
-        return None
+        return _known_size(key, name)
     job, largest, delay = hit
     if not _name_checks_pass(job, largest, name):
         return None
     return job_with(job, name=name), delay
+
+
+def _known_size(key: str, name: str) -> tuple[JobSpec, bool] | None:
+    """:func:`_known_job_spec` of a text (``key``: without its name's value) read before but for its name and size:
+    the job of that other size with this one's GPUs and hours (read as parse_job reads them: jobspec.job_size) and
+    name, once the name passes its checks for this size (then kept by ``key`` too); None otherwise (the slow path
+    says why)."""
+    split = _split_size(key)
+    if split is None:
+        return None
+    shape, gpus_value, hours_value = split
+    known = _BY_SHAPE.get(shape)
+    if known is None:
+        return None
+    other, delay = known
+    try:
+        gpus, hours = job_size({"gpus": gpus_value, "hours": hours_value})
+    except Exception:  # a size parse_job refuses: it says why
+        return None
+    job = job_with(other, name=name, gpus=gpus, hours=hours)
+    largest = _largest_node(job)
+    if not _name_checks_pass(job, largest, name):
+        return None
+    if len(_BY_TEXT) >= _PARSED_MAX:
+        _BY_TEXT.clear()
+    _BY_TEXT[key] = (job, largest, delay)
+    return job, delay
+
+
+def _split_size(key: str) -> tuple[str, int, float] | None:
+    """``(key without the values of "gpus" and "hours", the GPUs, the hours)`` for a :func:`_split_name` key where
+    each is named once and is a plain JSON number (GPUs a whole number from 1, hours a whole or decimal number from 0;
+    no leading zero, which JSON refuses), else None. Two keys with the same first part differ in those two numbers
+    alone. The hours as a float: jobspec.job_size reads a whole number and its float alike (a refused one goes the
+    slow way, which names it as written)."""
+    if key.count('"gpus"') != 1 or key.count('"hours"') != 1:
+        return None
+    gpus = _GPUS_VALUE.search(key)
+    hours = _HOURS_VALUE.search(key)
+    if gpus is None or hours is None:
+        return None
+    (g0, g1), (h0, h1) = gpus.span(1), hours.span(1)
+    shape = key[:g0] + key[g1:h0] + key[h1:] if g0 < h0 else key[:h0] + key[h1:g0] + key[g1:]
+    return shape, int(gpus[1]), float(hours[1])
+
+
+# A value ends at the next ',' or '}' (its key's object or the document ends): numbers only, so no string follows.
+_GPUS_VALUE = re.compile(r'"gpus":([1-9][0-9]{0,8})(?=[,}])')
+_HOURS_VALUE = re.compile(r'"hours":((?:0|[1-9][0-9]{0,8})(?:\.[0-9]{1,15})?)(?=[,}])')
 
 
 def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
@@ -399,14 +477,25 @@ def _remember_job_spec(text: Any, doc: Mapping[str, Any], job: JobSpec) -> None:
         return
     if len(_BY_TEXT) >= _PARSED_MAX:
         _BY_TEXT.clear()
-    _BY_TEXT[split[0]] = (job, _largest_node(job), doc.get("usd_per_hour_of_delay") is not None)
+    delay = doc.get("usd_per_hour_of_delay") is not None
+    _BY_TEXT[split[0]] = (job, _largest_node(job), delay)
+    # And for the texts that differ from it in the name, GPUs and hours. The numbers cut out are the document's own:
+    # it has a top-level "gpus" and "hours" (parse_job requires both) and the text names each once.
+    sized = _split_size(split[0])
+    if sized is not None:
+        if len(_BY_SHAPE) >= _PARSED_MAX:
+            _BY_SHAPE.clear()
+        _BY_SHAPE[sized[0]] = (job, delay)
 
 
 def forget_parsed_job_specs() -> None:
-    """Empty the memos of parsed job specs and reserved usages (benchmarks that time a cold pass)."""
+    """Empty the memos of parsed job specs, owners' annotations and reserved usages (benchmarks that time a cold
+    pass)."""
     _PARSED.clear()
     _BY_TEXT.clear()
+    _BY_SHAPE.clear()
     _PER_POD.clear()
+    _ANNOTATIONS.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
@@ -436,11 +525,19 @@ def job_spec_of(doc: dict[str, Any]) -> tuple[tuple[dict[str, Any], JobSpec] | N
 
 def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks: Mapping[str, str],
                   configs: Mapping[str, Sequence[str]], cq_checks: Mapping[str, frozenset[str]]) -> HubWorkload | None:
+    # Written out (loops for comprehensions, one dict for the fields): one call per Workload of a pass. What may raise
+    # on hostile data is read in the order it always was, so that a Workload wrong in two ways reports the same one.
     meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
     cq = (status.get("admission") or {}).get("clusterQueue")
-    states = {str(a.get("name")): a for a in status.get("admissionChecks") or []}
-    check = next((n for n in states if n in checks), None)
-    if check is None or cq is None or check not in cq_checks.get(str(cq), frozenset()):
+    states = {}
+    for a in status.get("admissionChecks") or []:
+        states[str(a.get("name"))] = a
+    check = None
+    for n in states:
+        if n in checks:
+            check = n
+            break
+    if check is None or cq is None or check not in cq_checks.get(str(cq), _NO_CHECKS):
         return None
     owner_meta = (owner or {}).get("metadata") or {}
     # What submit wrote on the owner, read as placement.model.contract says: an unreadable job spec is an error (the
@@ -450,42 +547,122 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     # A job spec read before but for its name: the other annotations only (the memo's job, named).
     spec_text = annotations.get(JOB_SPEC_ANNOTATION) if type(annotations) is dict else None
     known = _known_job_spec(spec_text)
-    read = contract.read_annotations(annotations, known_regions(), job_spec=known is None)
+    if type(annotations) is dict:  # the job spec (unless known) and the rest apart: the rest is memoised
+        read, uri = _read_annotations(annotations)
+        spec_doc, job_error = None, None
+        if known is None and spec_text is not None and spec_text != "":  # contract's unknown: absent or empty
+            spec_doc, job_error = contract.read_job_spec_text(spec_text)
+    else:
+        read = contract.read_annotations(annotations, known_regions(), job_spec=known is None)
+        spec_doc, job_error, uri = read.job_spec, read.job_spec_error, None
     job = None
-    job_error = read.job_spec_error
     delay = None
     if known is not None:
         job, delay_set = known
         delay = job.usd_per_hour_of_delay if delay_set else None
-    elif read.job_spec is not None:
-        parsed, job_error = job_spec_of(read.job_spec)
+    elif spec_doc is not None:
+        parsed, job_error = job_spec_of(spec_doc)
         if parsed is not None:
             doc, job = parsed
             # Set in the spec (0 included: waiting is free for this job), not the engine's default of 0.
             if doc.get("usd_per_hour_of_delay") is not None:
                 delay = job.usd_per_hour_of_delay
             _remember_job_spec(spec_text, doc, job)
-    home = home_of(read.checkpoint, job)
+    home = home_of(read.checkpoint, job, uri) if read.checkpoint is not None else None
     nominated = status.get("nominatedClusterNames") or []
-    if not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated):
+    if nominated and (not isinstance(nominated, list) or not all(isinstance(n, str) for n in nominated)):
         raise ValueError("status.nominatedClusterNames is not a list of cluster names")
     if not isinstance(status.get("clusterName") or "", str):
         raise ValueError("status.clusterName is not a cluster name")
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
-    evictions = (sum(int(e.get("count") or 0) for e in stats)
-                 or int((status.get("requeueState") or {}).get("count") or 0))
+    evictions = (sum(int(e.get("count") or 0) for e in stats) if stats else 0) \
+        or int((status.get("requeueState") or {}).get("count") or 0)
     admitted = admitted_hours(status)
-    return HubWorkload.read(
-        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""),
-        created=parse_time(meta.get("creationTimestamp")) or 0.0, priority=int(spec.get("priority") or 0),
-        queue_name=str(spec.get("queueName") or ""), cluster_queue=str(cq), check=check,
-        check_state=str(states[check].get("state") or ""), allowed=tuple(configs.get(checks[check], ())),
-        nominated=tuple(nominated), nominated_since=nominated_since(wl),
-        cluster_name=status.get("clusterName") or None, quota_reserved=condition_true(wl, "QuotaReserved"),
-        evicted=condition_true(wl, "Evicted"), finished=condition_true(wl, "Finished"), evictions=evictions,
-        needs=needs(wl), job=job, job_error=job_error, group=read.group, group_workers=read.workers,
-        delay_usd_per_hour=delay, checkpoint=home, warnings=read.warnings, progress=read.progress,
-        admitted_hours=admitted)
+    created = parse_time(meta.get("creationTimestamp")) or 0.0
+    priority = int(spec.get("priority") or 0)
+    queue_name = str(spec.get("queueName") or "")
+    check_state = str(states[check].get("state") or "")
+    allowed = tuple(configs.get(checks[check], ()))
+    since = nominated_since(wl) if meta.get("managedFields") else None
+    quota_reserved, evicted, finished = _hub_conditions(wl, status)
+    return HubWorkload.of({
+        "namespace": str(meta.get("namespace") or ""), "name": str(meta.get("name") or ""),
+        "uid": str(meta.get("uid") or ""), "created": created, "priority": priority, "queue_name": queue_name,
+        "cluster_queue": str(cq), "check": check, "check_state": check_state, "allowed": allowed,
+        "nominated": tuple(nominated), "nominated_since": since, "cluster_name": status.get("clusterName") or None,
+        "quota_reserved": quota_reserved, "evicted": evicted, "finished": finished, "evictions": evictions,
+        "needs": needs(wl), "job": job, "job_error": job_error, "group": read.group, "group_workers": read.workers,
+        "delay_usd_per_hour": delay, "checkpoint": home, "warnings": read.warnings, "progress": read.progress,
+        "admitted_hours": admitted})
+
+
+_NO_CHECKS: frozenset[str] = frozenset()
+
+# What contract.read_annotations reads from an owner's annotations but the job spec, by the values it reads: the same
+# few on every Workload of a group (its fabric group, workers, region, size) but for the home's URI, which is kept
+# out when it passes the reader's checks (a string of one line, at most MAX_URI characters: the read is then the same
+# for every such URI but for the URI itself, which the caller puts in: :func:`_read_annotations`). Bounded (tenants
+# write these): strings only, _KEY_MAX characters in all; cleared whole when full. The regions the reader checks
+# against are the packaged book's, the same for the whole process.
+_ANNOTATIONS: dict[tuple[Any, ...], contract.JobAnnotations] = {}
+_READ_KEYS = (contract.FABRIC_GROUP, contract.WORKERS, contract.CHECKPOINT_REGION, contract.CHECKPOINT_GB,
+              contract.LAST_DURABLE_STEP, contract.STEPS_PER_HOUR)
+
+
+def _read_annotations(annotations: dict[str, Any]) -> tuple[contract.JobAnnotations, Any]:
+    """``(contract.read_annotations(annotations, known_regions(), job_spec=False), the home's URI)``: the read of
+    another Workload's owner with the same values but for a URI that passes the same checks (then its checkpoint's
+    ``home`` is that other URI: take the one returned, as :func:`placement.dispatch.move.home_of` does)."""
+    home = annotations.get(contract.CHECKPOINT_HOME)
+    key: tuple[Any, ...] | None = None
+    if home is None or type(home) is str and len(home) <= contract.MAX_URI and not any(map(str.isspace, home)):
+        values = tuple(map(annotations.get, _READ_KEYS))
+        size = 0
+        for v in values:
+            if v is not None:
+                if type(v) is not str:
+                    break
+                size += len(v)
+        else:
+            if size <= _KEY_MAX:  # the URI's class: absent, empty (read as absent too, kept apart all the same), one
+                key = (0 if home is None else 1 if home == "" else 2, *values)
+    if key is not None:
+        hit = _ANNOTATIONS.get(key)
+        if hit is not None:
+            return hit, home
+    read = contract.read_annotations(annotations, known_regions(), job_spec=False)
+    if key is not None:
+        if len(_ANNOTATIONS) >= _PARSED_MAX:
+            _ANNOTATIONS.clear()
+        _ANNOTATIONS[key] = read
+    return read, home
+
+
+def _hub_conditions(wl: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[bool, bool, bool]:
+    """``condition_true(wl, kind)`` for QuotaReserved, Evicted and Finished (``status`` is ``wl``'s), in one walk of a
+    list of condition dicts; anything else read by :func:`condition_true` itself, so that a hostile entry raises as it
+    did (a dict's ``get`` never does)."""
+    conditions = status.get("conditions")
+    if not conditions:
+        return False, False, False
+    if type(conditions) is list:
+        quota = evicted = finished = None
+        for c in conditions:
+            if type(c) is not dict:
+                break
+            kind = c.get("type")
+            # The first condition of each type, as _condition finds it (a value equals at most one of these).
+            if kind == "QuotaReserved":
+                if quota is None:
+                    quota = c.get("status") == "True"
+            elif kind == "Evicted":
+                if evicted is None:
+                    evicted = c.get("status") == "True"
+            elif kind == "Finished" and finished is None:
+                finished = c.get("status") == "True"
+        else:
+            return quota is True, evicted is True, finished is True
+    return condition_true(wl, "QuotaReserved"), condition_true(wl, "Evicted"), condition_true(wl, "Finished")
 
 
 def admitted_hours(status: Mapping[str, Any]) -> float | None:
