@@ -46,6 +46,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from itertools import compress, repeat
 from typing import Any, NamedTuple, TypeVar
 
 from placement.dispatch.model import (
@@ -609,7 +610,7 @@ class _Pass:
             sid, cost_key, pid, request = known
             price = (wl.delay_usd_per_hour if wl.delay_usd_per_hour is not None
                      else request.gpus * self.settings.wait_usd_per_gpu_hour)  # wait_usd_per_hour(wl, settings)
-            hit = self.asks[id(wl)] = _Ask(job, cost_key, request, sid, pid, price)
+            hit = self.asks[id(wl)] = _new_tuple(_Ask, (job, cost_key, request, sid, pid, price))
         return hit
 
     def _flavor_reason(self, wl: HubWorkload, ask: _Ask, f: FlavorState, quota: FlavorQuota,
@@ -775,19 +776,21 @@ class _Pass:
                     priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
                 runnable = priced.runnable
             cq, flavors, keys, queues = entry
-            figures = [None if k is None else runnable.get(k) for k in keys]
+            # runnable.get(None) is None: no figures for a flavor the shape may not use (map: no comprehension frame).
+            figures = [*map(runnable.get, keys)]
             if not any(figures):
                 out.append(self._unfit(ask, worker, flavors, priced))
                 continue
-            key = (ask.place, worker, tuple([f is not None for f in figures]))
+            key = (ask.place, worker, tuple(map(bool, figures)))  # figures are (USD, hours) pairs or None
             landing = self.landings.get(key)
             if landing is None:
                 landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
             i, borrowed, nominal, releases, used, running = landing
             usd, ready = figures[i]  # type: ignore[misc]
             pool = flavors[i].pool  # type: ignore[union-attr]
-            out.append(_Fit(cq, queues, pool.name, pool.capacity, usd, ready, borrowed, nominal, releases, used,
-                            running))
+            # _Fit(...) as its _make builds it, without the named tuple's __new__ frame.
+            out.append(_new_tuple(_Fit, (cq, queues, pool.name, pool.capacity, usd, ready, borrowed, nominal, releases,
+                                         used, running)))
         return tuple(out)
 
     def _place(self, wl: HubWorkload, ask: _Ask, worker: str
@@ -841,14 +844,16 @@ class _Pass:
         if tally is None:
             tally = _Tally(len(log), [])
             if shared:
-                tally.scores = self._tally_pairs(wl, ask, workers, row, range(len(row)), tally)
+                # The places where no worker fits keep the row's WorkerScore (why not); the others are scored.
+                tally.scores = list(row)  # type: ignore[arg-type]
+                self._tally_pairs(wl, ask, workers, row, None, tally)
                 self.tallies[key] = tally
             else:
                 tally.scores = self._pairs(wl, ask, workers, row, range(len(row)), moving, tally.keyed)
         elif tally.seen != len(log):
             # Only the workers something was nominated to since are scored again (their backlog grew): found from
             # the log's tail or from each worker's last nomination, whichever is shorter to read.
-            seen, scores = tally.seen, tally.scores
+            seen = tally.seen
             if len(log) - seen < len(workers):
                 places = self.spots.get(id(row))
                 if places is None:
@@ -857,10 +862,10 @@ class _Pass:
                         places[w].append(i)
                 again = [i for w in set(log[seen:]) for i in places.get(w, ())]
             else:
-                last = self.last
-                again = [i for i, w in enumerate(workers) if last.get(w, -1) >= seen]
-            for i, score in zip(again, self._tally_pairs(wl, ask, workers, row, again, tally), strict=True):
-                scores[i] = score
+                # The places whose worker's last nomination is at ``seen`` or later, read in C.
+                again = list(compress(range(len(workers)), map(seen.__le__, map(self.last.get, workers,
+                                                                                 repeat(-1, len(workers))))))
+            self._tally_pairs(wl, ask, workers, row, again, tally)
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
             tally.ranked = Ranked(tuple(tally.keyed.values()))
@@ -942,29 +947,31 @@ class _Pass:
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
-                     indices: Iterable[int], tally: _Tally) -> list[WorkerScore]:
+                     indices: Iterable[int] | None, tally: _Tally) -> None:
         """:meth:`_pairs` for a Workload no queue of the row lists and with nothing to move, into ``tally`` (its row,
-        priority and price of waiting). Such a Workload waits on a worker as every other of its priority and GPUs
-        does behind the same queue and flavors: that wait is worked out once per worker until something is nominated
-        there (:attr:`waits`), for every shape that lands on those flavors. What each place of the row needs is
-        looked up once per tally (:attr:`_Tally.plan`)."""
+        priority and price of waiting): the score at each of ``indices`` (None: every place where a worker fits) set
+        in ``tally.scores``, whose places where no worker fits hold the row's WorkerScore already (they never change).
+        Such a Workload waits on a worker as every other of its priority and GPUs does behind the same queue and
+        flavors: that wait is worked out once per worker until something is nominated there (:attr:`waits`), for
+        every shape that lands on those flavors. What each place of the row needs is looked up once per tally
+        (:attr:`_Tally.plan`). The hot loop of a pass: :func:`_make` is written out in it."""
         plan = tally.plan
         if plan is None:
             plan = tally.plan = self._plan_of(wl, ask, workers, row)
-        out: list[WorkerScore] = []
-        keyed, last, virtual, added = tally.keyed, self.last, self.virtual, self.added
+            tally.fitting = [i for i, entry in enumerate(plan) if entry is not None]
+        scores, keyed, last, virtual, added = tally.scores, tally.keyed, self.last, self.virtual, self.added
         need = ask.request.gpus
-        for i in indices:
+        new = _NEW
+        for i in tally.fitting if indices is None else indices:
             entry = plan[i]
             if entry is None:
-                out.append(row[i])  # type: ignore[arg-type]
-                keyed.pop(i, None)
-                continue
-            worker, cell, made, fit = entry
+                continue  # no worker fits there: the row's WorkerScore stays, and it is never in ``keyed``
+            worker, cell, scored, made = entry
             version = last.get(worker, -1)
             if cell[0] == version:
                 wait = cell[1]
             else:
+                fit = made[2]
                 backlog = fit.queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
                 releases = fit.releases
                 if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
@@ -972,18 +979,27 @@ class _Pass:
                 else:
                     wait = releases.wait(fit.nominal, backlog, need)
                 cell[0], cell[1] = version, wait
-            hit = made[0].get(wait) or _make(made, wait)
-            out.append(hit[0])
+            hit = scored.get(wait)
+            if hit is None:  # _make(made, wait)
+                _, fields, fit, price, deadline, cost6 = made
+                score = new(WorkerScore)
+                ready = wait + fit.ready_hours
+                wait_usd = wait * price
+                late = deadline is not None and ready > deadline
+                d = score.__dict__
+                d.update(fields)
+                d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
+                hit = scored[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), cost6, worker))
+            scores[i] = hit[0]
             keyed[i] = (hit[1], i, hit[0])
-        return out
 
     def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore]
-                 ) -> list[tuple[str, list[Any], _Made, _Fit] | None]:
+                 ) -> list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None]:
         """Per place of ``row``: None where the worker does not fit, else (the worker, its wait cell in :attr:`waits`,
-        its scores in :attr:`made`, the fit)."""
+        its scores by wait and the rest of its entry in :attr:`made`)."""
         waits, made_by = self.waits, self.made
         prio, need, price, deadline = wl.priority, ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
-        plan: list[tuple[str, list[Any], _Made, _Fit] | None] = []
+        plan: list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None] = []
         for i, fit in enumerate(row):
             if isinstance(fit, WorkerScore):
                 plan.append(None)
@@ -993,7 +1009,8 @@ class _Pass:
             cell = waits.get(wkey)
             if cell is None:
                 cell = waits[wkey] = [-2, 0.0]  # never a worker's last place in the log: worked out at first use
-            plan.append((worker, cell, self._made(fit, worker, price, deadline, made_by), fit))
+            made = self._made(fit, worker, price, deadline, made_by)
+            plan.append((worker, cell, made[0], made))
         return plan
 
     @staticmethod
@@ -1030,7 +1047,7 @@ class _Tally:
     the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
     and the scores as a tuple."""
 
-    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan")
+    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan", "fitting")
 
     def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
         self.seen = seen
@@ -1039,7 +1056,8 @@ class _Tally:
         self.keyed: dict[int, tuple[_RankKey, int, WorkerScore]] = {}
         self.ranked: Ranked | None = None
         self.frozen: tuple[WorkerScore, ...] | None = None
-        self.plan: list[tuple[str, list[Any], _Made, _Fit] | None] | None = None  # (:meth:`_Pass._tally_pairs`)
+        self.plan: list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None] | None = None
+        self.fitting: list[int] = []  # the places of :attr:`plan` where a worker fits (:meth:`_Pass._tally_pairs`)
 
 
 # The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
@@ -1065,6 +1083,8 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
+_NEW = object.__new__
+_new_tuple = tuple.__new__
 _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in (Memory, Decision, EventOut)}
 _T = TypeVar("_T", Memory, Decision, EventOut)
 
