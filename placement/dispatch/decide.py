@@ -927,7 +927,7 @@ class _Pass:
                 score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker), wl.progress,
                                     wl.admitted_hours)
                 out.append(score)
-                keyed[i] = (_rank_key(score), i, score)
+                keyed[i] = (_raw_key(score), i, score)
         return out
 
     def _made(self, fit: _Fit, worker: str, price: float, deadline: float | None,
@@ -943,7 +943,7 @@ class _Pass:
             fields = _NO_MOVE_FIELDS.copy()
             fields["worker"], fields["pool"], fields["capacity"] = worker, fit.pool, fit.capacity
             fields["cost_usd"], fields["borrowed_gpus"] = fit.cost_usd, fit.borrowed
-            made = made_by[at] = ({}, fields, fit, price, deadline, round(fit.cost_usd, 6))
+            made = made_by[at] = ({}, fields, fit, price, deadline)
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
@@ -981,7 +981,7 @@ class _Pass:
                 cell[0], cell[1] = version, wait
             hit = scored.get(wait)
             if hit is None:  # _make(made, wait)
-                _, fields, fit, price, deadline, cost6 = made
+                _, fields, fit, price, deadline = made
                 score = new(WorkerScore)
                 ready = wait + fit.ready_hours
                 wait_usd = wait * price
@@ -989,7 +989,7 @@ class _Pass:
                 d = score.__dict__
                 d.update(fields)
                 d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
-                hit = scored[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), cost6, worker))
+                hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd))  # _raw_key(score)
             scores[i] = hit[0]
             keyed[i] = (hit[1], i, hit[0])
 
@@ -1063,13 +1063,13 @@ class _Tally:
 # The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
 # with its rank key; the fields they share; the fit; the price; the job's deadline_hours; its cost as the rank key
 # rounds it). A tuple: one is made per fit and price of a pass.
-_Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None", float]
+_Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None"]
 
 
 def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
     """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
     wait's four set, without the frozen dataclass's ``__init__``), with its rank key; kept in ``made``."""
-    scored, fields, fit, price, deadline, cost6 = made
+    scored, fields, fit, price, deadline = made
     score: WorkerScore = object.__new__(WorkerScore)
     ready = wait + fit.ready_hours
     wait_usd = wait * price
@@ -1077,8 +1077,8 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
     d = score.__dict__
     d.update(fields)
     d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
-    # _rank_key(score): its usd is cost_usd + wait_usd.
-    hit = scored[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), cost6, fields["worker"]))
+    # _raw_key(score): its usd is cost_usd + wait_usd.
+    hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd))
     return hit
 
 
@@ -1103,14 +1103,19 @@ _NO_MOVE_FIELDS: dict[str, Any] = {
     "wait_usd": 0.0, "ready_hours": 0.0, "late": False, "borrowed_gpus": 0, "move_usd": 0.0, "move_hours": 0.0,
     "restarts": False, "move_known": True, "move_case": "", "lost_hours": None, "lost_usd": None, "lost_from": ""}
 _JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ holds them in order, the name first)
-_RankKey = tuple[bool, float, float, str]
+# What :class:`Ranked` orders by before rounding (:func:`_raw_key`), or the whole :func:`_rank_key`.
+_RankKey = tuple[bool, float] | tuple[bool, float, float, str]
 
 
 class Ranked:
-    """The workers that fit, best first, as :func:`_ranked` orders them, from (rank key, place, score) of each: the
-    places differ, so equal keys keep the workers' order (as its stable sort does) and the scores themselves are never
-    compared. Read from a heap as far as the reader goes: a pass reads the first one or two of each Workload's
-    workers (the best not yet tried, the runner-up), not their whole order."""
+    """The workers that fit, best first, as :func:`_ranked` orders them, from (key, place, score) of each, the key
+    (late, score USD) (:func:`_raw_key`) or the whole :func:`_rank_key`. Read from a heap as far as the reader goes:
+    a pass reads the first one or two of each Workload's workers (the best not yet tried, the runner-up), not their
+    whole order. Rounding (``round(x, 6)``, the costliest step of a key) is left to the reads: rounding never
+    reverses an order, so the entries that share a late flag and a rounded score are next to each other in the
+    order of their raw keys; each such group, popped whole, is put in :func:`_rank_key`'s order (the rounded cost,
+    then the worker), the places breaking the remaining ties as the stable sort does (the scores are never
+    compared)."""
 
     __slots__ = ("entries", "_heap", "_read")
 
@@ -1126,13 +1131,28 @@ class Ranked:
                 yield read[i]
                 i += 1
                 continue
-            heap = self._heap
-            if heap is None:
-                heap = self._heap = list(self.entries)
-                heapq.heapify(heap)
-            if not heap:
+            if not self._pop_group():
                 return
-            read.append(heapq.heappop(heap)[2])
+
+    def _pop_group(self) -> bool:
+        """Pops the next group of equal (late, rounded score) onto :attr:`_read`, in order; False when none is left."""
+        heap = self._heap
+        if heap is None:
+            heap = self._heap = list(self.entries)
+            heapq.heapify(heap)
+        if not heap:
+            return False
+        first = heapq.heappop(heap)
+        late, usd6 = first[0][0], round(first[0][1], 6)
+        if not heap or heap[0][0][0] != late or round(heap[0][0][1], 6) != usd6:
+            self._read.append(first[2])
+            return True
+        group = [first]
+        while heap and heap[0][0][0] == late and round(heap[0][0][1], 6) == usd6:
+            group.append(heapq.heappop(heap))
+        group.sort(key=lambda e: (round(e[2].cost_usd, 6), e[2].worker, e[1]))
+        self._read.extend(e[2] for e in group)
+        return True
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -1150,7 +1170,12 @@ def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     return f"{gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
-def _rank_key(s: WorkerScore) -> _RankKey:
+def _raw_key(s: WorkerScore) -> tuple[bool, float]:
+    """What :func:`_rank_key` rounds, for :class:`Ranked`: whether the worker misses the deadline, and the score."""
+    return (s.late, s.usd)
+
+
+def _rank_key(s: WorkerScore) -> tuple[bool, float, float, str]:
     """Workers that meet the job's deadline first (a late one is never preferred), then the lower score."""
     return (s.late, round(s.usd, 6), round(s.cost_usd, 6), s.worker)
 
