@@ -45,6 +45,7 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
 from itertools import compress, repeat
 from typing import Any, NamedTuple, TypeVar
@@ -957,8 +958,7 @@ class _Pass:
         (:attr:`_Tally.plan`). The hot loop of a pass: :func:`_make` is written out in it."""
         plan = tally.plan
         if plan is None:
-            plan = tally.plan = self._plan_of(wl, ask, workers, row)
-            tally.fitting = [i for i, entry in enumerate(plan) if entry is not None]
+            plan = tally.plan = self._plan_of(wl, ask, workers, row, tally.fitting)
         scores, keyed, last, virtual, added = tally.scores, tally.keyed, self.last, self.virtual, self.added
         need = ask.request.gpus
         new = _NEW
@@ -993,23 +993,25 @@ class _Pass:
             scores[i] = hit[0]
             keyed[i] = (hit[1], i, hit[0])
 
-    def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore]
-                 ) -> list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None]:
+    def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
+                 fitting: list[int]) -> list[_PlanEntry | None]:
         """Per place of ``row``: None where the worker does not fit, else (the worker, its wait cell in :attr:`waits`,
-        its scores by wait and the rest of its entry in :attr:`made`)."""
+        its scores by wait and the rest of its entry in :attr:`made`); the places where a worker fits go to
+        ``fitting``, in order."""
         waits, made_by = self.waits, self.made
         prio, need, price, deadline = wl.priority, ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
-        plan: list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None] = []
+        plan: list[_PlanEntry | None] = []
         for i, fit in enumerate(row):
             if isinstance(fit, WorkerScore):
                 plan.append(None)
                 continue
+            fitting.append(i)
             worker = workers[i]
             wkey = (id(fit.queues), id(fit.releases), fit.nominal, prio, need)
             cell = waits.get(wkey)
             if cell is None:
                 cell = waits[wkey] = [-2, 0.0]  # never a worker's last place in the log: worked out at first use
-            made = self._made(fit, worker, price, deadline, made_by)
+            made = made_by.get((id(fit), price)) or self._made(fit, worker, price, deadline, made_by)
             plan.append((worker, cell, made[0], made))
         return plan
 
@@ -1064,6 +1066,8 @@ class _Tally:
 # with its rank key; the fields they share; the fit; the price; the job's deadline_hours; its cost as the rank key
 # rounds it). A tuple: one is made per fit and price of a pass.
 _Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None"]
+# A place of a tally's plan where a worker fits: the worker, its wait cell, its scores by wait and its _Made.
+_PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_RankKey"]], _Made]
 
 
 def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
@@ -1134,6 +1138,19 @@ class Ranked:
             if not self._pop_group():
                 return
 
+    def first(self, skip: AbstractSet[str] = frozenset()) -> WorkerScore | None:
+        """The first worker of the order not in ``skip`` (what ``next`` over a filtered iteration gives, without
+        its generators)."""
+        read, i = self._read, 0
+        while True:
+            while i < len(read):
+                s = read[i]
+                if s.worker not in skip:
+                    return s
+                i += 1
+            if not self._pop_group():
+                return None
+
     def _pop_group(self) -> bool:
         """Pops the next group of equal (late, rounded score) onto :attr:`_read`, in order; False when none is left."""
         heap = self._heap
@@ -1188,6 +1205,8 @@ def _ranked(scores: Sequence[WorkerScore]) -> list[WorkerScore]:
 def _best(ranked: Iterable[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
     """The best of ``ranked`` (:func:`_ranked`) not in ``exclude``."""
     skip = set(exclude)
+    if isinstance(ranked, Ranked):
+        return ranked.first(skip)
     return next((s for s in ranked if s.worker not in skip), None)
 
 
@@ -1205,7 +1224,8 @@ def _explain(best: WorkerScore, ranked: Iterable[WorkerScore], wl: HubWorkload, 
     if deadline is not None:
         text += (f"; ready in {best.ready_hours:,.1f} h, " + (f"after deadline_hours {deadline:g} (no worker meets it)"
                                                               if best.late else f"within deadline_hours {deadline:g}"))
-    runner = next((s for s in ranked if s.worker != best.worker), None)
+    runner = (ranked.first({best.worker}) if isinstance(ranked, Ranked)
+              else next((s for s in ranked if s.worker != best.worker), None))
     if runner is not None:
         text += f"; next {runner.worker} ${runner.usd:,.2f}" + (" (misses the deadline)" if runner.late and
                                                                   not best.late else "")

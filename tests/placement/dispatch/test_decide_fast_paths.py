@@ -79,6 +79,12 @@ def test_the_ranking_read_from_a_heap_is_the_stable_sort(key: str) -> None:
     assert list(shared) == ranked
     assert [next(first) for _ in range(len(ranked) - 1)] == ranked[1:]
     assert list(shared) == ranked
+    # The first not skipped, read at once or after a part: what a filtered iteration gives.
+    for skip in (set(), {"c"}, {"c", "g", "a"}, {s.worker for s in scores}):
+        want = next((s for s in ranked if s.worker not in skip), None)
+        assert decide_module.Ranked(entries).first(skip) is want
+        assert shared.first(skip) is want
+        assert decide_module._best(decide_module.Ranked(entries), skip) is want
 
 
 def test_a_hub_workload_read_is_the_dataclass_made_by_its_init() -> None:
