@@ -45,7 +45,9 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields, replace
+from itertools import compress, repeat
 from typing import Any, NamedTuple, TypeVar
 
 from placement.dispatch.model import (
@@ -609,7 +611,7 @@ class _Pass:
             sid, cost_key, pid, request = known
             price = (wl.delay_usd_per_hour if wl.delay_usd_per_hour is not None
                      else request.gpus * self.settings.wait_usd_per_gpu_hour)  # wait_usd_per_hour(wl, settings)
-            hit = self.asks[id(wl)] = _Ask(job, cost_key, request, sid, pid, price)
+            hit = self.asks[id(wl)] = _new_tuple(_Ask, (job, cost_key, request, sid, pid, price))
         return hit
 
     def _flavor_reason(self, wl: HubWorkload, ask: _Ask, f: FlavorState, quota: FlavorQuota,
@@ -775,19 +777,21 @@ class _Pass:
                     priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
                 runnable = priced.runnable
             cq, flavors, keys, queues = entry
-            figures = [None if k is None else runnable.get(k) for k in keys]
+            # runnable.get(None) is None: no figures for a flavor the shape may not use (map: no comprehension frame).
+            figures = [*map(runnable.get, keys)]
             if not any(figures):
                 out.append(self._unfit(ask, worker, flavors, priced))
                 continue
-            key = (ask.place, worker, tuple([f is not None for f in figures]))
+            key = (ask.place, worker, tuple(map(bool, figures)))  # figures are (USD, hours) pairs or None
             landing = self.landings.get(key)
             if landing is None:
                 landing = self.landings[key] = self._landing(ask, worker, cq, flavors, figures)
             i, borrowed, nominal, releases, used, running = landing
             usd, ready = figures[i]  # type: ignore[misc]
             pool = flavors[i].pool  # type: ignore[union-attr]
-            out.append(_Fit(cq, queues, pool.name, pool.capacity, usd, ready, borrowed, nominal, releases, used,
-                            running))
+            # _Fit(...) as its _make builds it, without the named tuple's __new__ frame.
+            out.append(_new_tuple(_Fit, (cq, queues, pool.name, pool.capacity, usd, ready, borrowed, nominal, releases,
+                                         used, running)))
         return tuple(out)
 
     def _place(self, wl: HubWorkload, ask: _Ask, worker: str
@@ -841,14 +845,16 @@ class _Pass:
         if tally is None:
             tally = _Tally(len(log), [])
             if shared:
-                tally.scores = self._tally_pairs(wl, ask, workers, row, range(len(row)), tally)
+                # The places where no worker fits keep the row's WorkerScore (why not); the others are scored.
+                tally.scores = list(row)  # type: ignore[arg-type]
+                self._tally_pairs(wl, ask, workers, row, None, tally)
                 self.tallies[key] = tally
             else:
                 tally.scores = self._pairs(wl, ask, workers, row, range(len(row)), moving, tally.keyed)
         elif tally.seen != len(log):
             # Only the workers something was nominated to since are scored again (their backlog grew): found from
             # the log's tail or from each worker's last nomination, whichever is shorter to read.
-            seen, scores = tally.seen, tally.scores
+            seen = tally.seen
             if len(log) - seen < len(workers):
                 places = self.spots.get(id(row))
                 if places is None:
@@ -857,10 +863,10 @@ class _Pass:
                         places[w].append(i)
                 again = [i for w in set(log[seen:]) for i in places.get(w, ())]
             else:
-                last = self.last
-                again = [i for i, w in enumerate(workers) if last.get(w, -1) >= seen]
-            for i, score in zip(again, self._tally_pairs(wl, ask, workers, row, again, tally), strict=True):
-                scores[i] = score
+                # The places whose worker's last nomination is at ``seen`` or later, read in C.
+                again = list(compress(range(len(workers)), map(seen.__le__, map(self.last.get, workers,
+                                                                                 repeat(-1, len(workers))))))
+            self._tally_pairs(wl, ask, workers, row, again, tally)
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
             tally.ranked = Ranked(tuple(tally.keyed.values()))
@@ -922,7 +928,7 @@ class _Pass:
                 score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker), wl.progress,
                                     wl.admitted_hours)
                 out.append(score)
-                keyed[i] = (_rank_key(score), i, score)
+                keyed[i] = (_raw_key(score), i, score)
         return out
 
     def _made(self, fit: _Fit, worker: str, price: float, deadline: float | None,
@@ -938,33 +944,34 @@ class _Pass:
             fields = _NO_MOVE_FIELDS.copy()
             fields["worker"], fields["pool"], fields["capacity"] = worker, fit.pool, fit.capacity
             fields["cost_usd"], fields["borrowed_gpus"] = fit.cost_usd, fit.borrowed
-            made = made_by[at] = ({}, fields, fit, price, deadline, round(fit.cost_usd, 6))
+            made = made_by[at] = ({}, fields, fit, price, deadline)
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
-                     indices: Iterable[int], tally: _Tally) -> list[WorkerScore]:
+                     indices: Iterable[int] | None, tally: _Tally) -> None:
         """:meth:`_pairs` for a Workload no queue of the row lists and with nothing to move, into ``tally`` (its row,
-        priority and price of waiting). Such a Workload waits on a worker as every other of its priority and GPUs
-        does behind the same queue and flavors: that wait is worked out once per worker until something is nominated
-        there (:attr:`waits`), for every shape that lands on those flavors. What each place of the row needs is
-        looked up once per tally (:attr:`_Tally.plan`)."""
+        priority and price of waiting): the score at each of ``indices`` (None: every place where a worker fits) set
+        in ``tally.scores``, whose places where no worker fits hold the row's WorkerScore already (they never change).
+        Such a Workload waits on a worker as every other of its priority and GPUs does behind the same queue and
+        flavors: that wait is worked out once per worker until something is nominated there (:attr:`waits`), for
+        every shape that lands on those flavors. What each place of the row needs is looked up once per tally
+        (:attr:`_Tally.plan`). The hot loop of a pass: :func:`_make` is written out in it."""
         plan = tally.plan
         if plan is None:
-            plan = tally.plan = self._plan_of(wl, ask, workers, row)
-        out: list[WorkerScore] = []
-        keyed, last, virtual, added = tally.keyed, self.last, self.virtual, self.added
+            plan = tally.plan = self._plan_of(wl, ask, workers, row, tally.fitting)
+        scores, keyed, last, virtual, added = tally.scores, tally.keyed, self.last, self.virtual, self.added
         need = ask.request.gpus
-        for i in indices:
+        new = _NEW
+        for i in tally.fitting if indices is None else indices:
             entry = plan[i]
             if entry is None:
-                out.append(row[i])  # type: ignore[arg-type]
-                keyed.pop(i, None)
-                continue
-            worker, cell, made, fit = entry
+                continue  # no worker fits there: the row's WorkerScore stays, and it is never in ``keyed``
+            worker, cell, scored, made = entry
             version = last.get(worker, -1)
             if cell[0] == version:
                 wait = cell[1]
             else:
+                fit = made[2]
                 backlog = fit.queues.ahead(wl, virtual.get(worker, _NO_VIRTUAL), added.get(worker, ()))
                 releases = fit.releases
                 if backlog.gpus[-1] + need + releases.used - fit.nominal <= 0:
@@ -972,28 +979,40 @@ class _Pass:
                 else:
                     wait = releases.wait(fit.nominal, backlog, need)
                 cell[0], cell[1] = version, wait
-            hit = made[0].get(wait) or _make(made, wait)
-            out.append(hit[0])
+            hit = scored.get(wait)
+            if hit is None:  # _make(made, wait)
+                _, fields, fit, price, deadline = made
+                score = new(WorkerScore)
+                ready = wait + fit.ready_hours
+                wait_usd = wait * price
+                late = deadline is not None and ready > deadline
+                d = score.__dict__
+                d.update(fields)
+                d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
+                hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd))  # _raw_key(score)
+            scores[i] = hit[0]
             keyed[i] = (hit[1], i, hit[0])
-        return out
 
-    def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore]
-                 ) -> list[tuple[str, list[Any], _Made, _Fit] | None]:
+    def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
+                 fitting: list[int]) -> list[_PlanEntry | None]:
         """Per place of ``row``: None where the worker does not fit, else (the worker, its wait cell in :attr:`waits`,
-        its scores in :attr:`made`, the fit)."""
+        its scores by wait and the rest of its entry in :attr:`made`); the places where a worker fits go to
+        ``fitting``, in order."""
         waits, made_by = self.waits, self.made
         prio, need, price, deadline = wl.priority, ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
-        plan: list[tuple[str, list[Any], _Made, _Fit] | None] = []
+        plan: list[_PlanEntry | None] = []
         for i, fit in enumerate(row):
             if isinstance(fit, WorkerScore):
                 plan.append(None)
                 continue
+            fitting.append(i)
             worker = workers[i]
             wkey = (id(fit.queues), id(fit.releases), fit.nominal, prio, need)
             cell = waits.get(wkey)
             if cell is None:
                 cell = waits[wkey] = [-2, 0.0]  # never a worker's last place in the log: worked out at first use
-            plan.append((worker, cell, self._made(fit, worker, price, deadline, made_by), fit))
+            made = made_by.get((id(fit), price)) or self._made(fit, worker, price, deadline, made_by)
+            plan.append((worker, cell, made[0], made))
         return plan
 
     @staticmethod
@@ -1030,7 +1049,7 @@ class _Tally:
     the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
     and the scores as a tuple."""
 
-    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan")
+    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan", "fitting")
 
     def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
         self.seen = seen
@@ -1039,19 +1058,22 @@ class _Tally:
         self.keyed: dict[int, tuple[_RankKey, int, WorkerScore]] = {}
         self.ranked: Ranked | None = None
         self.frozen: tuple[WorkerScore, ...] | None = None
-        self.plan: list[tuple[str, list[Any], _Made, _Fit] | None] | None = None  # (:meth:`_Pass._tally_pairs`)
+        self.plan: list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None] | None = None
+        self.fitting: list[int] = []  # the places of :attr:`plan` where a worker fits (:meth:`_Pass._tally_pairs`)
 
 
 # The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
 # with its rank key; the fields they share; the fit; the price; the job's deadline_hours; its cost as the rank key
 # rounds it). A tuple: one is made per fit and price of a pass.
-_Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None", float]
+_Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None"]
+# A place of a tally's plan where a worker fits: the worker, its wait cell, its scores by wait and its _Made.
+_PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_RankKey"]], _Made]
 
 
 def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
     """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
     wait's four set, without the frozen dataclass's ``__init__``), with its rank key; kept in ``made``."""
-    scored, fields, fit, price, deadline, cost6 = made
+    scored, fields, fit, price, deadline = made
     score: WorkerScore = object.__new__(WorkerScore)
     ready = wait + fit.ready_hours
     wait_usd = wait * price
@@ -1059,12 +1081,14 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
     d = score.__dict__
     d.update(fields)
     d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
-    # _rank_key(score): its usd is cost_usd + wait_usd.
-    hit = scored[wait] = (score, (late, round(fit.cost_usd + wait_usd, 6), cost6, fields["worker"]))
+    # _raw_key(score): its usd is cost_usd + wait_usd.
+    hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd))
     return hit
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
+_NEW = object.__new__
+_new_tuple = tuple.__new__
 _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in (Memory, Decision, EventOut)}
 _T = TypeVar("_T", Memory, Decision, EventOut)
 
@@ -1083,14 +1107,19 @@ _NO_MOVE_FIELDS: dict[str, Any] = {
     "wait_usd": 0.0, "ready_hours": 0.0, "late": False, "borrowed_gpus": 0, "move_usd": 0.0, "move_hours": 0.0,
     "restarts": False, "move_known": True, "move_case": "", "lost_hours": None, "lost_usd": None, "lost_from": ""}
 _JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ holds them in order, the name first)
-_RankKey = tuple[bool, float, float, str]
+# What :class:`Ranked` orders by before rounding (:func:`_raw_key`), or the whole :func:`_rank_key`.
+_RankKey = tuple[bool, float] | tuple[bool, float, float, str]
 
 
 class Ranked:
-    """The workers that fit, best first, as :func:`_ranked` orders them, from (rank key, place, score) of each: the
-    places differ, so equal keys keep the workers' order (as its stable sort does) and the scores themselves are never
-    compared. Read from a heap as far as the reader goes: a pass reads the first one or two of each Workload's
-    workers (the best not yet tried, the runner-up), not their whole order."""
+    """The workers that fit, best first, as :func:`_ranked` orders them, from (key, place, score) of each, the key
+    (late, score USD) (:func:`_raw_key`) or the whole :func:`_rank_key`. Read from a heap as far as the reader goes:
+    a pass reads the first one or two of each Workload's workers (the best not yet tried, the runner-up), not their
+    whole order. Rounding (``round(x, 6)``, the costliest step of a key) is left to the reads: rounding never
+    reverses an order, so the entries that share a late flag and a rounded score are next to each other in the
+    order of their raw keys; each such group, popped whole, is put in :func:`_rank_key`'s order (the rounded cost,
+    then the worker), the places breaking the remaining ties as the stable sort does (the scores are never
+    compared)."""
 
     __slots__ = ("entries", "_heap", "_read")
 
@@ -1106,13 +1135,41 @@ class Ranked:
                 yield read[i]
                 i += 1
                 continue
-            heap = self._heap
-            if heap is None:
-                heap = self._heap = list(self.entries)
-                heapq.heapify(heap)
-            if not heap:
+            if not self._pop_group():
                 return
-            read.append(heapq.heappop(heap)[2])
+
+    def first(self, skip: AbstractSet[str] = frozenset()) -> WorkerScore | None:
+        """The first worker of the order not in ``skip`` (what ``next`` over a filtered iteration gives, without
+        its generators)."""
+        read, i = self._read, 0
+        while True:
+            while i < len(read):
+                s = read[i]
+                if s.worker not in skip:
+                    return s
+                i += 1
+            if not self._pop_group():
+                return None
+
+    def _pop_group(self) -> bool:
+        """Pops the next group of equal (late, rounded score) onto :attr:`_read`, in order; False when none is left."""
+        heap = self._heap
+        if heap is None:
+            heap = self._heap = list(self.entries)
+            heapq.heapify(heap)
+        if not heap:
+            return False
+        first = heapq.heappop(heap)
+        late, usd6 = first[0][0], round(first[0][1], 6)
+        if not heap or heap[0][0][0] != late or round(heap[0][0][1], 6) != usd6:
+            self._read.append(first[2])
+            return True
+        group = [first]
+        while heap and heap[0][0][0] == late and round(heap[0][0][1], 6) == usd6:
+            group.append(heapq.heappop(heap))
+        group.sort(key=lambda e: (round(e[2].cost_usd, 6), e[2].worker, e[1]))
+        self._read.extend(e[2] for e in group)
+        return True
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -1130,7 +1187,12 @@ def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     return f"{gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
-def _rank_key(s: WorkerScore) -> _RankKey:
+def _raw_key(s: WorkerScore) -> tuple[bool, float]:
+    """What :func:`_rank_key` rounds, for :class:`Ranked`: whether the worker misses the deadline, and the score."""
+    return (s.late, s.usd)
+
+
+def _rank_key(s: WorkerScore) -> tuple[bool, float, float, str]:
     """Workers that meet the job's deadline first (a late one is never preferred), then the lower score."""
     return (s.late, round(s.usd, 6), round(s.cost_usd, 6), s.worker)
 
@@ -1143,6 +1205,8 @@ def _ranked(scores: Sequence[WorkerScore]) -> list[WorkerScore]:
 def _best(ranked: Iterable[WorkerScore], exclude: Iterable[str] = ()) -> WorkerScore | None:
     """The best of ``ranked`` (:func:`_ranked`) not in ``exclude``."""
     skip = set(exclude)
+    if isinstance(ranked, Ranked):
+        return ranked.first(skip)
     return next((s for s in ranked if s.worker not in skip), None)
 
 
@@ -1160,7 +1224,8 @@ def _explain(best: WorkerScore, ranked: Iterable[WorkerScore], wl: HubWorkload, 
     if deadline is not None:
         text += (f"; ready in {best.ready_hours:,.1f} h, " + (f"after deadline_hours {deadline:g} (no worker meets it)"
                                                               if best.late else f"within deadline_hours {deadline:g}"))
-    runner = next((s for s in ranked if s.worker != best.worker), None)
+    runner = (ranked.first({best.worker}) if isinstance(ranked, Ranked)
+              else next((s for s in ranked if s.worker != best.worker), None))
     if runner is not None:
         text += f"; next {runner.worker} ${runner.usd:,.2f}" + (" (misses the deadline)" if runner.late and
                                                                   not best.late else "")

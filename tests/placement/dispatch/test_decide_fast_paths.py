@@ -59,10 +59,15 @@ def _score(worker: str, usd: float, cost: float, late: bool = False) -> WorkerSc
     return WorkerScore.fitting(worker, "p", "spot", cost, 0.0, usd - cost, 1.0, late, 0, 0.0, 0.0, False)
 
 
-def test_the_ranking_read_from_a_heap_is_the_stable_sort() -> None:
+@pytest.mark.parametrize("key", ["_rank_key", "_raw_key"])
+def test_the_ranking_read_from_a_heap_is_the_stable_sort(key: str) -> None:
+    # Ties once rounded to 6 decimals (10.0000001, 9.9999999 and 10.0; 20.0000004 and 20.0000006 not): the rounded
+    # cost, then the worker, then the place decide, however the raw scores order them.
     scores = [_score("b", 10.0, 5.0), _score("a", 10.0, 5.0), _score("c", 10.0000001, 4.0), _score("d", 3.0, 3.0, True),
-              _score("e", 9.9999999, 9.0), _score("b", 10.0, 5.0), _score("f", math.inf, 1.0)]
-    entries = tuple((decide_module._rank_key(s), i, s) for i, s in enumerate(scores))
+              _score("e", 9.9999999, 9.0), _score("b", 10.0, 5.0), _score("f", math.inf, 1.0),
+              _score("g", 9.9999999, 4.0), _score("h", 20.0000006, 2.0), _score("i", 20.0000004, 3.0),
+              _score("j", 3.0000001, 3.0000004, True), _score("k", 2.9999999, 3.0000001, True)]
+    entries = tuple((getattr(decide_module, key)(s), i, s) for i, s in enumerate(scores))
     ranked = list(decide_module.Ranked(entries))
     assert ranked == decide_module._ranked(scores)
     assert [id(s) for s in ranked] == [id(s) for s in decide_module._ranked(scores)]  # equal keys: workers' order
@@ -74,6 +79,12 @@ def test_the_ranking_read_from_a_heap_is_the_stable_sort() -> None:
     assert list(shared) == ranked
     assert [next(first) for _ in range(len(ranked) - 1)] == ranked[1:]
     assert list(shared) == ranked
+    # The first not skipped, read at once or after a part: what a filtered iteration gives.
+    for skip in (set(), {"c"}, {"c", "g", "a"}, {s.worker for s in scores}):
+        want = next((s for s in ranked if s.worker not in skip), None)
+        assert decide_module.Ranked(entries).first(skip) is want
+        assert shared.first(skip) is want
+        assert decide_module._best(decide_module.Ranked(entries), skip) is want
 
 
 def test_a_hub_workload_read_is_the_dataclass_made_by_its_init() -> None:
@@ -129,7 +140,7 @@ def test_a_score_made_from_the_shared_fields_is_the_one_fitting_makes() -> None:
         want = WorkerScore.fitting("w-1", "pool-a", "spot", 123.456789, wait, wait * 3.0, wait + 2.5,
                                    wait + 2.5 > 4.0, 8, 0.0, 0.0, False)
         assert score == want and list(score.__dict__.items()) == list(want.__dict__.items())
-        assert key == decide_module._rank_key(want)
+        assert key == decide_module._raw_key(want)
 
 
 def test_a_decision_made_without_its_init_is_the_one_its_init_makes() -> None:
