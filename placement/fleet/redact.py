@@ -60,19 +60,56 @@ def remember_kubeconfig(doc: Any) -> None:
             remember(*(user.get(k) for k in ("token", "password", "client-key-data", "client-certificate-data")))
 
 
+# What each of _SHAPES cannot match without: one of these strings, in the text as it is (the PEM block and the JWT,
+# case-sensitive) or lower-cased (the (?i) shapes); None: no such string (the base64 run), always applied. A prefilter
+# only, exact for ASCII text: ASCII letters fold to ASCII letters alone, so a (?i) shape matches ASCII text only where
+# its lower-cased text holds the literal. Text with any other character (where (?i) folds 'ſ' to 's', 'K' to 'k')
+# goes through every shape. Each shape's literals: PEM "-----BEGIN "; the headers (proxy-authorization holds
+# authorization, set-cookie cookie); bearer/basic; the fields ([a-z-]*token; password and passwd; secret;
+# client-key-data, api key and private key hold "key"; the two certificate fields "data"); a JWT's "eyJ".
+_NEEDS: tuple[tuple[tuple[str, ...], bool] | None, ...] = (
+    (("-----BEGIN ",), False),
+    (("authorization", "x-auth-token", "cookie"), True),
+    (("bearer", "basic"), True),
+    (("token", "pass", "secret", "key", "data"), True),
+    (("eyJ",), False),
+    None,
+)
+
+
+def _may_match(i: int, out: str, low: str) -> bool:
+    """Whether shape ``i`` of :data:`_SHAPES` may match ``out`` (ASCII; ``low`` is ``out.lower()``)."""
+    needs = _NEEDS[i]
+    if needs is None:
+        return True
+    literals, folded = needs
+    hay = low if folded else out
+    return any(lit in hay for lit in literals)
+
+
 def redact(text: Any) -> str:
     """``text`` (any value, as ``str``) with known secrets and anything shaped like a credential masked."""
     out = text if isinstance(text, str) else str(text)
     pattern = _known_re
     if pattern is not None:
         out = pattern.sub(MASK, out)
+    # A shape that cannot match (:data:`_NEEDS`, checked on the text as the shapes before it left it) is skipped: an
+    # error text names none of them, and the (?i) ones cost tens of microseconds each.
+    ascii_text = out.isascii()
+    low = out.lower() if ascii_text else ""
     for i, shape in enumerate(_SHAPES):
+        if ascii_text and not _may_match(i, out, low):
+            continue
+        before = out
         if i == 1:
             out = shape.sub(lambda m: m.group(1) + m.group(2) + MASK, out)
         elif i == 3:
             out = shape.sub(lambda m: m.group(1) + MASK, out)
         else:
             out = shape.sub(MASK, out)
+        if ascii_text and out is not before:
+            ascii_text = out.isascii()  # the mask is ASCII: it stays so
+            low = out.lower()
     return out
 
 

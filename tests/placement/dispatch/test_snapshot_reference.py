@@ -227,6 +227,10 @@ CHANGES: list[list[Callable[[dict[str, Any], dict[str, Any]], None]]] = [
     [_set("owner." + contract.CHECKPOINT_HOME, ...)], [_set("owner." + contract.CHECKPOINT_HOME, "")],
     [_set("owner." + contract.CHECKPOINT_HOME, "s3://ckpt/a b")], [_set("owner." + contract.CHECKPOINT_HOME, 5)],
     [_set("owner." + contract.CHECKPOINT_HOME, "s3://" + "x" * 1100)],
+    # whitespace the reader refuses in a URI, anywhere (str.isspace: ASCII, separators, Unicode spaces), and look-alikes
+    *([_set("owner." + contract.CHECKPOINT_HOME, home)] for home in (
+        "s3://ckpt/a\u3000b", "s3://ckpt/a\x1cb", "s3://ckpt/\x85", "\u00a0s3://ckpt/a", "s3://ckpt/a\u2028",
+        "s3://ckpt/a\u200bb", "s3://ckpt/a\ufeffb", " ", "\t", "s3://ckpt/a\n")),
     [_set("owner." + contract.CHECKPOINT_REGION, ...)], [_set("owner." + contract.CHECKPOINT_REGION, "aws:nowhere-1")],
     [_set("owner." + contract.CHECKPOINT_REGION, "mars:us-east-1")], [_set("owner." + contract.CHECKPOINT_REGION, 5)],
     [_set("owner." + contract.CHECKPOINT_REGION, "gcp:us-central1")],
@@ -366,3 +370,11 @@ def test_a_need_made_without_its_init_is_the_same_need() -> None:
         made, plain = Need.of("main", 2, per_pod, pools), Need("main", 2, per_pod, pools)
         _same(made, plain)
         assert list(made.__dict__.items()) == list(plain.__dict__.items()) and hash(made) == hash(plain)
+
+
+def test_a_home_without_whitespace_is_read_as_the_reader_reads_it() -> None:
+    """The snapshot's check of a home's URI for whitespace (str.split) is the reader's (str.isspace), on every
+    character and on a URI."""
+    for c in map(chr, range(sys.maxunicode + 1)):
+        for home in (c, f"s3://b/{c}x"):
+            assert (home.split() == [home]) == (not any(map(str.isspace, home))), ascii(home)
