@@ -955,13 +955,12 @@ class _Pass:
         Such a Workload waits on a worker as every other of its priority and GPUs does behind the same queue and
         flavors: that wait is worked out once per worker until something is nominated there (:attr:`waits`), for
         every shape that lands on those flavors. What each place of the row needs is looked up once per tally
-        (:attr:`_Tally.plan`). The hot loop of a pass: :func:`_make` is written out in it."""
+        (:attr:`_Tally.plan`)."""
         plan = tally.plan
         if plan is None:
             plan = tally.plan = self._plan_of(wl, ask, workers, row, tally.fitting)
         scores, keyed, last, virtual, added = tally.scores, tally.keyed, self.last, self.virtual, self.added
         need = ask.request.gpus
-        new = _NEW
         for i in tally.fitting if indices is None else indices:
             entry = plan[i]
             if entry is None:
@@ -979,17 +978,7 @@ class _Pass:
                 else:
                     wait = releases.wait(fit.nominal, backlog, need)
                 cell[0], cell[1] = version, wait
-            hit = scored.get(wait)
-            if hit is None:  # _make(made, wait)
-                _, fields, fit, price, deadline = made
-                score = new(WorkerScore)
-                ready = wait + fit.ready_hours
-                wait_usd = wait * price
-                late = deadline is not None and ready > deadline
-                d = score.__dict__
-                d.update(fields)
-                d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
-                hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd))  # _raw_key(score)
+            hit = scored.get(wait) or _make(made, wait)
             scores[i] = hit[0]
             keyed[i] = (hit[1], i, hit[0])
 
@@ -1087,7 +1076,6 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
-_NEW = object.__new__
 _new_tuple = tuple.__new__
 _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in (Memory, Decision, EventOut)}
 _T = TypeVar("_T", Memory, Decision, EventOut)

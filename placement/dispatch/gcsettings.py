@@ -18,8 +18,9 @@ beside each target).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+
+from placement.console import paused_gc
 
 # Container objects allocated (net of those freed) between two young collections. 50,000 of them are a few MB
 # at most, held a little longer; a pass then runs about 5 young collections instead of 300.
@@ -34,15 +35,9 @@ def tune_gc() -> tuple[int, int, int]:
     return before
 
 
-@contextmanager
-def deciding() -> Iterator[None]:
+def deciding() -> AbstractContextManager[None]:
     """No cyclic collection while a pass reads its snapshots and decides; the collector resumes on leaving (a
-    nested use leaves it off). Reference counting still frees everything without a cycle inside, and what a
-    pass makes is bounded by its Workloads and workers, so the collection it defers is one pass's worth."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+    nested use leaves it off): :func:`placement.console.paused_gc`, the one-shot commands' pause. Reference counting
+    still frees everything without a cycle inside, and what a pass makes is bounded by its Workloads and workers, so
+    the collection it defers is one pass's worth."""
+    return paused_gc()
