@@ -525,8 +525,9 @@ def job_spec_of(doc: dict[str, Any]) -> tuple[tuple[dict[str, Any], JobSpec] | N
 
 def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks: Mapping[str, str],
                   configs: Mapping[str, Sequence[str]], cq_checks: Mapping[str, frozenset[str]]) -> HubWorkload | None:
-    # Written out (loops for comprehensions, one dict for the fields): one call per Workload of a pass. What may raise
-    # on hostile data is read in the order it always was, so that a Workload wrong in two ways reports the same one.
+    # Written out (loops for comprehensions, one dict of every field in their order, which HubWorkload.of makes the
+    # instance's own): one call per Workload of a pass. What may raise on hostile data is read in the order it always
+    # was, so that a Workload wrong in two ways reports the same one.
     meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
     cq = (status.get("admission") or {}).get("clusterQueue")
     states = {}
@@ -592,7 +593,7 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         "nominated": tuple(nominated), "nominated_since": since, "cluster_name": status.get("clusterName") or None,
         "quota_reserved": quota_reserved, "evicted": evicted, "finished": finished, "evictions": evictions,
         "needs": needs(wl), "job": job, "job_error": job_error, "group": read.group, "group_workers": read.workers,
-        "delay_usd_per_hour": delay, "checkpoint": home, "warnings": read.warnings, "progress": read.progress,
+        "delay_usd_per_hour": delay, "problem": None, "checkpoint": home, "warnings": read.warnings, "progress": read.progress,
         "admitted_hours": admitted})
 
 
