@@ -179,6 +179,26 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
 def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
     """The Workload's pod sets: counts and per-pod requests from its admission (what Kueue reserved) when it
     has one, else from the pod templates."""
+    # Workloads of one shape carry equal pod sets and assignments, which are all this reads: the read of an equal pair
+    # is taken from :data:`_NEEDS` (compared in C). Only for a dict's pod sets and assignments (or none).
+    if type(wl) is dict:
+        spec, status = wl.get("spec"), wl.get("status")
+        if type(spec) is dict and type(status) is dict:
+            admission = status.get("admission")
+            assignments = admission.get("podSetAssignments") if type(admission) is dict else admission
+            pod_sets = spec.get("podSets")
+            if (assignments is None or type(assignments) is list) and (pod_sets is None or type(pod_sets) is list):
+                for seen_assignments, seen_sets, read in _NEEDS:
+                    if seen_assignments == assignments and seen_sets == pod_sets:
+                        return read
+                read = _read_needs(wl)
+                _remember_needs(assignments, pod_sets, read)
+                return read
+    return _read_needs(wl)
+
+
+def _read_needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
+    """:func:`needs` read from the Workload itself."""
     spec, status = wl.get("spec") or {}, wl.get("status") or {}
     assigned = {}
     for a in (status.get("admission") or {}).get("podSetAssignments") or []:
@@ -222,6 +242,63 @@ _PER_POD_MAX = 4096
 # quantity of a few characters; a larger one is read every time.
 _USAGE_KEYS_MAX = 32
 _QUANTITY_MAX = 64
+
+
+# Pod sets' reads by their pod sets and assignments (:func:`needs`): a private copy of each pair, made of what JSON
+# reads as one value only (dicts of string keys, lists, strings, null; whole numbers as a "count" alone, which needs
+# reads through int(), as it reads an equal bool or float), so that a pair equal to it reads the same. Bounded (tenants
+# write these): _NEEDS_MAX pairs of at most _KEY_MAX values and characters each, cleared whole when full; a larger or
+# other pair is read every time.
+_NEEDS: list[tuple[Any, Any, tuple[Need, ...]]] = []
+_NEEDS_MAX = 8
+_PLAIN_DEPTH = 24  # a pod template nests about 10 deep
+
+
+class _NotPlain(Exception):
+    """A value that :func:`_plain_copy` does not keep."""
+
+
+def _plain_copy(value: Any, left: list[int], depth: int = 0) -> Any:
+    """A copy of ``value`` made of dicts with string keys, lists, strings, None and ints under a ``"count"`` key; each
+    value and character spends one of ``left[0]``. _NotPlain for anything else, once ``left[0]`` is spent, or nested
+    deeper than _PLAIN_DEPTH (so that comparing with it never nears the interpreter's recursion limit)."""
+    if depth > _PLAIN_DEPTH:
+        raise _NotPlain
+    kind = type(value)
+    if kind is str:
+        left[0] -= 1 + len(value)
+        if left[0] < 0:
+            raise _NotPlain
+        return value
+    left[0] -= 1
+    if left[0] < 0:
+        raise _NotPlain
+    if value is None:
+        return None
+    if kind is list:
+        return [_plain_copy(v, left, depth + 1) for v in value]
+    if kind is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotPlain
+            left[0] -= len(k)
+            out[k] = v if k == "count" and type(v) is int else _plain_copy(v, left, depth + 1)
+        return out
+    raise _NotPlain
+
+
+def _remember_needs(assignments: Any, pod_sets: Any, read: tuple[Need, ...]) -> None:
+    """Keep ``read``, what :func:`needs` read from ``assignments`` and ``pod_sets``, by a copy of them when they are
+    plain and small enough (:func:`_plain_copy`)."""
+    try:
+        left = [_KEY_MAX]
+        copies = _plain_copy(assignments, left), _plain_copy(pod_sets, left)
+    except _NotPlain:
+        return
+    if len(_NEEDS) >= _NEEDS_MAX:
+        _NEEDS.clear()
+    _NEEDS.append((*copies, read))
 
 
 def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -496,6 +573,7 @@ def forget_parsed_job_specs() -> None:
     _BY_SHAPE.clear()
     _PER_POD.clear()
     _ANNOTATIONS.clear()
+    _NEEDS.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:

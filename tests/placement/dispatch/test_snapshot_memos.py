@@ -3,12 +3,25 @@ a pass are compared with the reference read in test_snapshot_reference.py; these
 
 from __future__ import annotations
 
+import copy
 from dataclasses import fields
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+from siblings import sibling
 
+from placement.dispatch import snapshot
 from placement.dispatch.model import HubWorkload
+
+
+_load = sibling(__file__, "test_decide_scale.py")._load
+
+
+@pytest.fixture(scope="module")
+def reference() -> ModuleType:
+    return _load("reference_snapshot", Path(__file__).with_name("reference_snapshot.py"))
 
 FIELDS: dict[str, Any] = {"namespace": "t", "name": "w", "uid": "u", "created": 0.0, "priority": 0, "queue_name": "q",
                           "cluster_queue": None, "check": None, "check_state": None, "allowed": ()}
@@ -40,3 +53,103 @@ def test_a_hub_workload_of_as_many_names_as_fields_but_one_unknown_is_refused() 
     values["prolbem"] = None  # as many names, one of them no field
     with pytest.raises(TypeError, match="prolbem"):
         HubWorkload.of(values)
+
+
+def _workload(assignments: Any = ..., pod_sets: Any = ...) -> dict[str, Any]:
+    status: dict[str, Any] = {"admission": {"clusterQueue": "q"}}
+    if assignments is not ...:
+        status["admission"]["podSetAssignments"] = copy.deepcopy(assignments)
+    spec: dict[str, Any] = {}
+    if pod_sets is not ...:
+        spec["podSets"] = copy.deepcopy(pod_sets)
+    return {"spec": spec, "status": status}
+
+
+def _usage(count: Any = 2, name: Any = "main", **usage: Any) -> list[dict[str, Any]]:
+    return [{"name": name, "count": count, "resourceUsage": usage or {"nvidia.com/gpu": "16", "cpu": "300"}}]
+
+
+def _sets(count: Any = 2, name: Any = "main", template: Any = None) -> list[dict[str, Any]]:
+    return [{"name": name, "count": count, "template": template if template is not None else {"spec": {
+        "containers": [{"resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]
+
+
+def _pool(values: Any) -> dict[str, Any]:
+    return {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": values}]}]}}}}}
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+# Pod sets and assignments that compare equal (==) but are not the same JSON, or differ in what needs reads.
+NEEDS_CASES: list[dict[str, Any]] = [
+    _workload(_usage(), _sets()), _workload(_usage(count=True), _sets()), _workload(_usage(count=1), _sets(count=1)),
+    _workload(_usage(count=1.0), _sets(count=1.0)), _workload(_usage(count=True), _sets(count=True)),
+    _workload(_usage(count=2.0), _sets()), _workload(_usage(count=0), _sets(count=0)),
+    _workload(_usage(count=False), _sets(count=0.0)), _workload(_usage(count="2"), _sets()),
+    _workload(_usage(name=1), _sets(name=1)), _workload(_usage(name=True), _sets(name=True)),
+    _workload(_usage(name=1.0), _sets(name=1.0)), _workload(_usage(name="1"), _sets(name="1")),
+    _workload(_usage(**{"nvidia.com/gpu": 16}), _sets()), _workload(_usage(**{"nvidia.com/gpu": 16.0}), _sets()),
+    _workload(_usage(**{"nvidia.com/gpu": True}), _sets()), _workload(_usage(**{"nvidia.com/gpu": "16"}), _sets()),
+    _workload(_usage(**{"cpu": "300", "nvidia.com/gpu": "16"}), _sets()),
+    _workload([{"resourceUsage": {"nvidia.com/gpu": "16", "cpu": "300"}, "count": 2, "name": "main"}], _sets()),
+    _workload(_usage(), _sets(template=_pool(["p1"]))), _workload(_usage(), _sets(template=_pool([1]))),
+    _workload(_usage(), _sets(template=_pool([True]))), _workload(_usage(), _sets(template=_pool([1.0]))),
+    _workload(_usage(), _sets(template=_pool(["p1", "p2"]))), _workload(_usage(), _sets(template=_pool(None))),
+    _workload(..., _sets()), _workload(None, _sets()), _workload([], _sets()), _workload(_usage(), None),
+    _workload(_usage(), []), _workload(_usage(), ...), _workload(..., ...), _workload(None, None),
+    _workload(..., _sets(count=2, template={})), _workload(..., _sets(count=True, template={})),
+    _workload(..., _sets(template={"spec": {"containers": [{"resources": {"limits": {"cpu": 2}}}]}})),
+    _workload(..., _sets(template={"spec": {"containers": [{"resources": {"limits": {"cpu": 2.0}}}]}})),
+    _workload(..., _sets(template={"spec": {"containers": [{"resources": {"limits": {"cpu": True}}}]}})),
+    _workload(_usage(**{"memory": "1e400"}), _sets()), _workload(_usage(count="lots"), _sets()),
+    _workload({"main": 1}, _sets()), _workload(_usage(), "x"), _workload([5], _sets()), _workload(_usage(), [5]),
+    _workload(_usage(**{"nvidia.com/gpu": float("nan")}), _sets()),
+    _workload(_usage(), _sets(template=_deep(30))), _workload(_usage(), _sets(template=_deep(60))),
+    _workload(_usage(), _sets(template={"spec": {"nodeSelector": {"gpufleet.io/pool": "p" * 20_000}}})),
+    _workload(_usage(), _sets(template={"spec": {"nodeSelector": {"gpufleet.io/pool": "p" * 20_000}}})),
+    {"spec": {"podSets": _sets()}, "status": {"admission": "x"}}, {"spec": {"podSets": _sets()}, "status": []},
+    {"spec": [], "status": {"admission": {"podSetAssignments": _usage()}}}, {"spec": None, "status": None},
+    {"spec": {"podSets": tuple(_sets())}, "status": {"admission": {"podSetAssignments": tuple(_usage())}}},
+]
+
+
+def _needs_read(read: Any, wl: Any) -> str:
+    try:
+        return repr(read(wl))
+    except Exception as exc:
+        return f"raised {snapshot.problem_text(exc)}"
+
+
+def test_pod_sets_read_after_any_other_read_as_their_own(reference: ModuleType) -> None:
+    """Every case read right after every other (the first's read kept, the second compared with it) reads as the
+    reference reads it: a value equal to another (True and 1, 1.0 and 1) is kept apart where needs reads it other
+    than through int()."""
+    expected = [_needs_read(reference.needs, wl) for wl in NEEDS_CASES]
+    for first in NEEDS_CASES:
+        for wl, want in zip(NEEDS_CASES, expected, strict=True):
+            snapshot.forget_parsed_job_specs()
+            _needs_read(snapshot.needs, first)
+            assert _needs_read(snapshot.needs, wl) == want, (first, wl)
+
+
+def test_pod_sets_kept_are_a_copy_bounded_in_size_depth_and_number() -> None:
+    snapshot.forget_parsed_job_specs()
+    wl = _workload(_usage(), _sets())
+    first = snapshot.needs(wl)
+    wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"] = "32"  # changed in place
+    assert snapshot.needs(wl) != first and snapshot.needs(wl) == snapshot._read_needs(wl)
+    for wl in (_workload(_usage(), _sets(template=_deep(60))),
+               _workload(_usage(), _sets(template={"spec": {"nodeSelector": {"x": "p" * 20_000}}}))):
+        snapshot.forget_parsed_job_specs()
+        snapshot.needs(wl)
+        assert snapshot._NEEDS == []
+    snapshot.forget_parsed_job_specs()
+    for count in range(1, 3 * snapshot._NEEDS_MAX):
+        wl = _workload(_usage(count=count), _sets(count=count))
+        assert snapshot.needs(wl) == snapshot._read_needs(wl) and len(snapshot._NEEDS) <= snapshot._NEEDS_MAX
