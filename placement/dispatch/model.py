@@ -74,6 +74,14 @@ class CheckpointHome:
     def where(self) -> str:
         return f"{self.cloud}:{self.region}"
 
+    @classmethod
+    def of(cls, uri: str, cloud: str, region: str, gb: float | None, gb_from: str) -> CheckpointHome:
+        """``CheckpointHome(uri, cloud, region, gb, gb_from)`` without the frozen dataclass's ``__init__`` (the snapshot
+        makes one per Workload of a pass): its fields, in order, as the instance's ``__dict__``."""
+        s = object.__new__(cls)
+        object.__setattr__(s, "__dict__", {"uri": uri, "cloud": cloud, "region": region, "gb": gb, "gb_from": gb_from})
+        return s
+
 
 @dataclass(frozen=True)
 class HubWorkload:

@@ -153,3 +153,13 @@ def test_pod_sets_kept_are_a_copy_bounded_in_size_depth_and_number() -> None:
     for count in range(1, 3 * snapshot._NEEDS_MAX):
         wl = _workload(_usage(count=count), _sets(count=count))
         assert snapshot.needs(wl) == snapshot._read_needs(wl) and len(snapshot._NEEDS) <= snapshot._NEEDS_MAX
+
+
+def test_a_home_made_without_its_init_is_the_same_home() -> None:
+    from placement.dispatch.model import CheckpointHome
+
+    for gb, gb_from in ((None, ""), (140.0, "gpufleet.io/checkpoint-gb"), (9.0, "checkpoint.size_gb")):
+        made = CheckpointHome.of("s3://b/j", "aws", "us-east-1", gb, gb_from)
+        plain = CheckpointHome("s3://b/j", "aws", "us-east-1", gb, gb_from)
+        assert made == plain and repr(made) == repr(plain) and hash(made) == hash(plain)
+        assert list(vars(made).items()) == list(vars(plain).items())
