@@ -494,7 +494,17 @@ def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
     job, largest, delay = hit
     if not _name_checks_pass(job, largest, name):
         return None
-    return job_with(job, name=name), delay
+    return _named(job, name), delay
+
+
+def _named(job: JobSpec, name: str) -> JobSpec:
+    """``job_with(job, name=name)`` (one per Workload of a pass): a copy of ``job``'s fields, in their order, with its
+    name replaced, as the instance's ``__dict__`` (no keyword arguments, no check of a name that is a field)."""
+    fields = job.__dict__.copy()
+    fields["name"] = name
+    named = object.__new__(JobSpec)
+    object.__setattr__(named, "__dict__", fields)
+    return named
 
 
 def _known_size(key: str, name: str) -> tuple[JobSpec, bool] | None:

@@ -163,3 +163,12 @@ def test_a_home_made_without_its_init_is_the_same_home() -> None:
         plain = CheckpointHome("s3://b/j", "aws", "us-east-1", gb, gb_from)
         assert made == plain and repr(made) == repr(plain) and hash(made) == hash(plain)
         assert list(vars(made).items()) == list(vars(plain).items())
+
+
+def test_a_job_named_without_job_with_is_the_job_job_with_makes() -> None:
+    from placement.model.jobspec import job_with, parse_job
+
+    job = parse_job({"name": "a", "accelerator": "H100", "gpus": 16, "hours": 3, "usd_per_hour_of_delay": 2})
+    made, plain = snapshot._named(job, "b"), job_with(job, name="b")
+    assert made == plain and repr(made) == repr(plain) and list(vars(made).items()) == list(vars(plain).items())
+    assert job.name == "a"  # the job kept in the memo is left as it was
