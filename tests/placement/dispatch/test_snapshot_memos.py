@@ -172,3 +172,30 @@ def test_a_job_named_without_job_with_is_the_job_job_with_makes() -> None:
     made, plain = snapshot._named(job, "b"), job_with(job, name="b")
     assert made == plain and repr(made) == repr(plain) and list(vars(made).items()) == list(vars(plain).items())
     assert job.name == "a"  # the job kept in the memo is left as it was
+
+
+def _read_by_json(value: str) -> tuple[Any, Any]:
+    """contract.read_job_spec_text without its check of a text opening with as many '[' as the recursion limit."""
+    import json
+
+    from placement.model import contract
+
+    try:
+        doc = json.loads(value)
+    except RecursionError:
+        return None, f"{contract.JOB_SPEC}: nested too deeply to read"
+    except ValueError as exc:
+        return None, f"{contract.JOB_SPEC}: not JSON ({str(exc)[:80]})"
+    return (doc, None) if isinstance(doc, dict) else (None, f"{contract.JOB_SPEC}: not a JSON object")
+
+
+def test_a_job_spec_nested_as_deep_as_the_recursion_limit_is_refused_as_json_refuses_it() -> None:
+    import sys
+
+    from placement.model import contract
+
+    limit = sys.getrecursionlimit()
+    for n in (1, limit // 2, limit - 1, limit, limit + 1, 3 * limit):
+        for tail in ("", "]" * n, "1" + "]" * n, " ", "{"):
+            for text in ("[" * n + tail, " " + "[" * n + tail, "[" + " " + "[" * n + tail):
+                assert contract.read_job_spec_text(text) == _read_by_json(text), (n, tail[:3], text[:3])
