@@ -388,9 +388,13 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
         ns, name, uid = _str(meta.get("namespace")), _str(meta.get("name")), _str(meta.get("uid"))
         if not (ns and name and uid):
             return None
-        return HubWorkload(namespace=ns, name=name, uid=uid, created=0.0, priority=0, queue_name="",
-                           cluster_queue=None, check=None, check_state=None, allowed=(),
-                           problem=f"the Workload cannot be read: {problem_text(exc)}")
+        return HubWorkload.of({**_UNREADABLE, "namespace": ns, "name": name, "uid": uid,
+                               "problem": f"the Workload cannot be read: {problem_text(exc)}"})
+
+
+# The fields of a Workload that cannot be read, in order (HubWorkload.of: its dict), but its name and problem.
+_UNREADABLE: dict[str, Any] = dict(vars(HubWorkload(namespace="", name="", uid="", created=0.0, priority=0, queue_name="",
+                                                    cluster_queue=None, check=None, check_state=None, allowed=())))
 
 
 # Parsed job specs by their text without the name and size (JSON, the other fields in their order), each parsed
@@ -666,7 +670,9 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
     evictions = (sum(int(e.get("count") or 0) for e in stats) if stats else 0) \
         or int((status.get("requeueState") or {}).get("count") or 0)
-    admitted = admitted_hours(status)
+    # admitted_hours reads None when neither of its keys is there (most Workloads: never evicted), without the call.
+    admitted = admitted_hours(status) if type(status) is not dict or _PAST_TIME in status or _PAST_TIME_OLD in status \
+        else None
     created = parse_time(meta.get("creationTimestamp")) or 0.0
     priority = int(spec.get("priority") or 0)
     queue_name = str(spec.get("queueName") or "")
@@ -756,13 +762,16 @@ def _hub_conditions(wl: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[b
     return condition_true(wl, "QuotaReserved"), condition_true(wl, "Evicted"), condition_true(wl, "Finished")
 
 
+_PAST_TIME, _PAST_TIME_OLD = "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"
+
+
 def admitted_hours(status: Mapping[str, Any]) -> float | None:
     """Hours a Workload was admitted in its previous admit-evict cycles: Kueue's
     ``status.accumulatedPastExecutionTimeSeconds`` (v1beta2; v1beta1 spells it ``accumulatedPastExexcutionTime
     Seconds``), an int32 of seconds that Kueue's workload controller adds to when the Admitted condition turns
     false. None when absent or not a whole number of seconds from 0 to 2^31 - 1 (the status is the hub's
     controller's, but a malformed one is read as unknown, never trusted)."""
-    for key in ("accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"):
+    for key in (_PAST_TIME, _PAST_TIME_OLD):
         value = status.get(key)
         if value is None:
             continue

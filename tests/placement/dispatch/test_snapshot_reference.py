@@ -169,6 +169,10 @@ CHANGES: list[list[Callable[[dict[str, Any], dict[str, Any]], None]]] = [
     [_set("metadata.managedFields", [5])], [_set("metadata.managedFields", "x")],
     [_set("metadata.managedFields", [])], [_set("metadata.managedFields", {})],
     [_set("status.accumulatedPastExecutionTimeSeconds", 7200)],
+    [_set("status.accumulatedPastExexcutionTimeSeconds", 3600)], [_set("status.accumulatedPastExecutionTimeSeconds", "72")],
+    [_set("status.accumulatedPastExecutionTimeSeconds", None), _set("status.accumulatedPastExexcutionTimeSeconds", 36)],
+    [_set("status.accumulatedPastExecutionTimeSeconds", 2**31)], [_set("status.accumulatedPastExecutionTimeSeconds", -1)],
+    [_set("status.accumulatedPastExecutionTimeSeconds", None)], [_set("status.accumulatedPastExecutionTimeSeconds", True)],
     # two hostile fields: the one read first reports, as ever
     [_set("spec.priority", "high"), _set("status.conditions", [7])],
     [_set("status.conditions", [7]), _set("spec.podSets", [{"name": "main", "count": "x"}])],
