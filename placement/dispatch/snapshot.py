@@ -393,8 +393,9 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
 
 
 # The fields of a Workload that cannot be read, in order (HubWorkload.of: its dict), but its name and problem.
-_UNREADABLE: dict[str, Any] = dict(vars(HubWorkload(namespace="", name="", uid="", created=0.0, priority=0, queue_name="",
-                                                    cluster_queue=None, check=None, check_state=None, allowed=())))
+_UNREADABLE: dict[str, Any] = dict(vars(HubWorkload(
+    namespace="", name="", uid="", created=0.0, priority=0, queue_name="", cluster_queue=None, check=None,
+    check_state=None, allowed=())))
 
 
 # Parsed job specs by their text without the name and size (JSON, the other fields in their order), each parsed
@@ -687,8 +688,8 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         "nominated": tuple(nominated), "nominated_since": since, "cluster_name": status.get("clusterName") or None,
         "quota_reserved": quota_reserved, "evicted": evicted, "finished": finished, "evictions": evictions,
         "needs": needs(wl), "job": job, "job_error": job_error, "group": read.group, "group_workers": read.workers,
-        "delay_usd_per_hour": delay, "problem": None, "checkpoint": home, "warnings": read.warnings, "progress": read.progress,
-        "admitted_hours": admitted})
+        "delay_usd_per_hour": delay, "problem": None, "checkpoint": home, "warnings": read.warnings,
+        "progress": read.progress, "admitted_hours": admitted})
 
 
 _NO_CHECKS: frozenset[str] = frozenset()

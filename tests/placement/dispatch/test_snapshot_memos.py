@@ -15,7 +15,6 @@ from siblings import sibling
 from placement.dispatch import snapshot
 from placement.dispatch.model import HubWorkload
 
-
 _load = sibling(__file__, "test_decide_scale.py")._load
 
 
@@ -76,7 +75,8 @@ def _sets(count: Any = 2, name: Any = "main", template: Any = None) -> list[dict
 
 def _pool(values: Any) -> dict[str, Any]:
     return {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": values}]}]}}}}}
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "gpufleet.io/pool", "operator": "In", "values": values}]}]}}}}}
 
 
 def _deep(levels: int) -> Any:
