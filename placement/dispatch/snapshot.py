@@ -19,7 +19,6 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -168,7 +167,11 @@ def parse_time(value: Any) -> float | None:
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+    # A loop, not next() of a generator (a worker's snapshot reads three per Workload): the same reads, in order.
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return c
+    return None
 
 
 def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
@@ -789,8 +792,10 @@ def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:
     if not limited:
         return None
     values = resources(limited)
-    names = {ko.RES_CPU: "cpu_millis", ko.RES_MEMORY: "memory_mib", ko.RES_GPU: "gpus", ko.RES_EFA: "efa"}
-    return replace(values, **{attr: UNLIMITED for res, attr in names.items() if res not in limited})
+    return Allocatable(values.cpu_millis if ko.RES_CPU in limited else UNLIMITED,
+                       values.memory_mib if ko.RES_MEMORY in limited else UNLIMITED,
+                       values.gpus if ko.RES_GPU in limited else UNLIMITED,
+                       values.efa if ko.RES_EFA in limited else UNLIMITED, values.hugepages_mib)
 
 
 def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -831,7 +836,9 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
                 length = float(limit) / 3600
             if length is not None:
                 remaining = max(length - (now - start) / 3600, REMAINING_FLOOR_HOURS)
-        gpus = sum(n.total.gpus for n in needs(wl))
+        gpus = 0
+        for n in needs(wl):  # n.total.gpus, without making the total
+            gpus += n.per_pod.gpus * n.count
         by_cq.setdefault(str(cq), []).append(QueuedWorkload(
             namespace=ns, name=name, priority=int(spec.get("priority") or 0), gpus=gpus,
             created=parse_time(meta.get("creationTimestamp")) or 0.0, admitted=admitted, flavors=flavors,

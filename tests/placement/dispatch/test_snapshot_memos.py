@@ -199,3 +199,38 @@ def test_a_job_spec_nested_as_deep_as_the_recursion_limit_is_refused_as_json_ref
         for tail in ("", "]" * n, "1" + "]" * n, " ", "{"):
             for text in ("[" * n + tail, " " + "[" * n + tail, "[" + " " + "[" * n + tail):
                 assert contract.read_job_spec_text(text) == _read_by_json(text), (n, tail[:3], text[:3])
+
+
+def _worker_objects(limits: dict[str, Any], conditions: Any) -> dict[str, list[dict[str, Any]]]:
+    rows = [{"name": res, "nominalQuota": "8", **limits.get(res, {})} for res in ("cpu", "memory", "nvidia.com/gpu",
+                                                                                "vpc.amazonaws.com/efa")]
+    return {"resourceflavors": [{"metadata": {"name": "f"}, "spec": {"nodeLabels": {"gpufleet.io/pool": "p"}}}],
+            "localqueues": [{"metadata": {"name": "lq", "namespace": "t"}, "spec": {"clusterQueue": "cq"}}],
+            "clusterqueues": [{"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"flavors": [
+                {"name": "f", "resources": rows}]}]}}],
+            "workloads": [{"metadata": {"name": "w", "namespace": "t", "creationTimestamp": "2026-11-23T10:00:00Z"},
+                           "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 3, "template": {}}]},
+                           "status": {"conditions": conditions, "admission": {"clusterQueue": "cq", "podSetAssignments": [
+                               {"name": "main", "count": 3, "resourceUsage": {"nvidia.com/gpu": "24"}}]}}}]}
+
+
+QR_AT = {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "2026-11-23T11:00:00Z"}
+
+
+@pytest.mark.parametrize("limits", [{}, {"cpu": {"lendingLimit": "2"}}, {"nvidia.com/gpu": {"borrowingLimit": 0}},
+                                    {"memory": {"lendingLimit": "1Gi", "borrowingLimit": "2Gi"},
+                                     "vpc.amazonaws.com/efa": {"borrowingLimit": 1}}])
+@pytest.mark.parametrize("conditions", [None, [], [QR_AT], [{"type": "Finished", "status": "True"}, QR_AT],
+                                        [QR_AT, {"type": "Finished", "status": "True"}], [{"type": "Finished"}, 5],
+                                        [{**QR_AT, "status": "False"}], [5, QR_AT], "x", 7, {"QuotaReserved": 1}])
+def test_a_worker_reads_as_the_reference_reads_it(reference: ModuleType, limits: dict[str, Any],
+                                                  conditions: Any) -> None:
+    objects = _worker_objects(limits, conditions)
+
+    def read(module: Any) -> str:
+        try:
+            return repr(module.worker_state("k", None, objects, 1.8e9, {("t", "w"): 5.0}))
+        except Exception as exc:
+            return f"raised {snapshot.problem_text(exc)}"
+
+    assert read(snapshot) == read(reference)
