@@ -208,10 +208,12 @@ def _worker_objects(limits: dict[str, Any], conditions: Any) -> dict[str, list[d
             "localqueues": [{"metadata": {"name": "lq", "namespace": "t"}, "spec": {"clusterQueue": "cq"}}],
             "clusterqueues": [{"metadata": {"name": "cq"}, "spec": {"resourceGroups": [{"flavors": [
                 {"name": "f", "resources": rows}]}]}}],
-            "workloads": [{"metadata": {"name": "w", "namespace": "t", "creationTimestamp": "2026-11-23T10:00:00Z"},
+            "workloads": [{"metadata": {"name": "w", "namespace": "t",
+                                        "creationTimestamp": "2026-11-23T10:00:00Z"},
                            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 3, "template": {}}]},
-                           "status": {"conditions": conditions, "admission": {"clusterQueue": "cq", "podSetAssignments": [
-                               {"name": "main", "count": 3, "resourceUsage": {"nvidia.com/gpu": "24"}}]}}}]}
+                           "status": {"conditions": conditions, "admission": {
+                               "clusterQueue": "cq", "podSetAssignments": [
+                                   {"name": "main", "count": 3, "resourceUsage": {"nvidia.com/gpu": "24"}}]}}}]}
 
 
 QR_AT = {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "2026-11-23T11:00:00Z"}
@@ -234,3 +236,29 @@ def test_a_worker_reads_as_the_reference_reads_it(reference: ModuleType, limits:
             return f"raised {snapshot.problem_text(exc)}"
 
     assert read(snapshot) == read(reference)
+
+
+def _limit_by_replace(rows: Any, field: str) -> Any:
+    """snapshot._limit as it was (dataclasses.replace): the reference snapshot imports the snapshot's own."""
+    from dataclasses import replace
+
+    from placement.dispatch.model import UNLIMITED
+    from placement.model import kueue as ko
+
+    limited = {str(r.get("name")): r.get(field) for r in rows if r.get(field) is not None}
+    if not limited:
+        return None
+    values = snapshot.resources(limited)
+    names = {ko.RES_CPU: "cpu_millis", ko.RES_MEMORY: "memory_mib", ko.RES_GPU: "gpus", ko.RES_EFA: "efa"}
+    return replace(values, **{attr: UNLIMITED for res, attr in names.items() if res not in limited})
+
+
+@pytest.mark.parametrize("limits", [{}, {"cpu": {"lendingLimit": "2"}}, {"nvidia.com/gpu": {"borrowingLimit": 0}},
+                                    {"memory": {"lendingLimit": "1Gi", "borrowingLimit": "2Gi"},
+                                     "vpc.amazonaws.com/efa": {"borrowingLimit": 1}},
+                                    {r: {"lendingLimit": "3"} for r in ("cpu", "memory", "nvidia.com/gpu",
+                                                                        "vpc.amazonaws.com/efa", "example.com/x")}])
+def test_a_flavors_limits_read_as_dataclasses_replace_read_them(limits: dict[str, Any]) -> None:
+    rows = _worker_objects(limits, None)["clusterqueues"][0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    for field in ("lendingLimit", "borrowingLimit"):
+        assert repr(snapshot._limit(rows, field)) == repr(_limit_by_replace(rows, field))
