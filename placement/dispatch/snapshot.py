@@ -182,21 +182,25 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
 def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
     """The Workload's pod sets: counts and per-pod requests from its admission (what Kueue reserved) when it
     has one, else from the pod templates."""
-    # Workloads of one shape carry equal pod sets and assignments, which are all this reads: the read of an equal pair
+    return _needs(wl, wl.get("spec"), wl.get("status")) if type(wl) is dict else _read_needs(wl)
+
+
+def _needs(wl: dict[str, Any], spec: Any, status: Any) -> tuple[Need, ...]:
+    """:func:`needs` of a dict ``wl`` whose ``spec`` and ``status`` are these (the hub's snapshot has read them; an
+    empty dict for an absent one reads the same)."""
+    # Workloads of one shape carry equal pod sets and assignments, which are all needs reads: the read of an equal pair
     # is taken from :data:`_NEEDS` (compared in C). Only for a dict's pod sets and assignments (or none).
-    if type(wl) is dict:
-        spec, status = wl.get("spec"), wl.get("status")
-        if type(spec) is dict and type(status) is dict:
-            admission = status.get("admission")
-            assignments = admission.get("podSetAssignments") if type(admission) is dict else admission
-            pod_sets = spec.get("podSets")
-            if (assignments is None or type(assignments) is list) and (pod_sets is None or type(pod_sets) is list):
-                for seen_assignments, seen_sets, read in _NEEDS:
-                    if seen_assignments == assignments and seen_sets == pod_sets:
-                        return read
-                read = _read_needs(wl)
-                _remember_needs(assignments, pod_sets, read)
-                return read
+    if type(spec) is dict and type(status) is dict:
+        admission = status.get("admission")
+        assignments = admission.get("podSetAssignments") if type(admission) is dict else admission
+        pod_sets = spec.get("podSets")
+        if (assignments is None or type(assignments) is list) and (pod_sets is None or type(pod_sets) is list):
+            for seen_assignments, seen_sets, read in _NEEDS:
+                if seen_assignments == assignments and seen_sets == pod_sets:
+                    return read
+            read = _read_needs(wl)
+            _remember_needs(assignments, pod_sets, read)
+            return read
     return _read_needs(wl)
 
 
@@ -690,9 +694,9 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         "cluster_queue": str(cq), "check": check, "check_state": check_state, "allowed": allowed,
         "nominated": tuple(nominated), "nominated_since": since, "cluster_name": status.get("clusterName") or None,
         "quota_reserved": quota_reserved, "evicted": evicted, "finished": finished, "evictions": evictions,
-        "needs": needs(wl), "job": job, "job_error": job_error, "group": read.group, "group_workers": read.workers,
-        "delay_usd_per_hour": delay, "problem": None, "checkpoint": home, "warnings": read.warnings,
-        "progress": read.progress, "admitted_hours": admitted})
+        "needs": _needs(wl, spec, status) if type(wl) is dict else needs(wl), "job": job, "job_error": job_error,
+        "group": read.group, "group_workers": read.workers, "delay_usd_per_hour": delay, "problem": None,
+        "checkpoint": home, "warnings": read.warnings, "progress": read.progress, "admitted_hours": admitted})
 
 
 _NO_CHECKS: frozenset[str] = frozenset()
