@@ -94,7 +94,12 @@ def resources(rl: Mapping[str, Any] | None) -> Allocatable:
     memory = math.ceil(quantity(rl[ko.RES_MEMORY]) * (1 / 2**20) - 1e-9) if ko.RES_MEMORY in rl else 0
     gpus = math.ceil(quantity(rl[ko.RES_GPU]) * 1.0 - 1e-9) if ko.RES_GPU in rl else 0
     efa = math.ceil(quantity(rl[ko.RES_EFA]) * 1.0 - 1e-9) if ko.RES_EFA in rl else 0
-    return Allocatable(cpu_millis=cpu, memory_mib=memory, gpus=gpus, efa=efa)
+    # Allocatable(cpu, memory, gpus, efa) without the frozen dataclass's __init__ (a worker's snapshot reads a few
+    # hundred): its fields, in order, as the instance's __dict__.
+    made = object.__new__(Allocatable)
+    object.__setattr__(made, "__dict__", {"cpu_millis": cpu, "memory_mib": memory, "gpus": gpus, "efa": efa,
+                                          "hugepages_mib": 0})
+    return made
 
 
 def _max(a: Allocatable, b: Allocatable) -> Allocatable:

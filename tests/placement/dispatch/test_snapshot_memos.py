@@ -262,3 +262,15 @@ def test_a_flavors_limits_read_as_dataclasses_replace_read_them(limits: dict[str
     rows = _worker_objects(limits, None)["clusterqueues"][0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
     for field in ("lendingLimit", "borrowingLimit"):
         assert repr(snapshot._limit(rows, field)) == repr(_limit_by_replace(rows, field))
+
+
+@pytest.mark.parametrize("rl", [None, {}, {"cpu": "1500m", "memory": "32Gi", "nvidia.com/gpu": "8",
+                                           "vpc.amazonaws.com/efa": 4}, {"nvidia.com/gpu": 2.5}, {"cpu": 0}])
+def test_a_resource_list_made_without_its_init_is_the_allocatable_init_makes(rl: Any) -> None:
+    from placement.model.kueue import Allocatable
+
+    made = snapshot.resources(rl)
+    plain = Allocatable(made.cpu_millis, made.memory_mib, made.gpus, made.efa)
+    assert made == plain and repr(made) == repr(plain) and hash(made) == hash(plain)
+    assert list(vars(made).items()) == list(vars(plain).items())
+    assert made + plain == plain.scaled(2)
