@@ -7,9 +7,9 @@ manager applies).
 
 Over 600 lines, for one reason: a dispatch pass reads 1,000 hub Workloads within issue 33's target only through the
 memos beside the readers they stand in for (job specs by their text but for the name, and but for the name and size;
-owners' annotations but for the home's URI; reserved usages), and each fast path must fail on hostile data where, and
-as, the reader it replaces does: they are kept next to each other (tests/placement/dispatch/reference_snapshot.py is
-the read without them, which the tests compare every field with).
+owners' annotations but for the home's URI; reserved usages; pod sets by an equal copy of them), and each fast path
+must fail on hostile data where, and as, the reader it replaces does: they are kept next to each other
+(tests/placement/dispatch/reference_snapshot.py is the read without them, which the tests compare every field with).
 """
 
 from __future__ import annotations
