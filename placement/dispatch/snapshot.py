@@ -807,6 +807,14 @@ def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:
                        values.efa if ko.RES_EFA in limited else UNLIMITED, values.hugepages_mib)
 
 
+def _instance(cls: type[Any], fields: dict[str, Any]) -> Any:
+    """``cls(**fields)`` of a frozen dataclass without its ``__init__`` (a worker's snapshot makes one per queued
+    Workload and flavor): ``fields``, every field of ``cls`` in order, as the instance's ``__dict__``."""
+    made = object.__new__(cls)
+    object.__setattr__(made, "__dict__", fields)
+    return made
+
+
 def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, Sequence[Mapping[str, Any]]],
                  now: float, hours: Mapping[tuple[str, str], float] | None = None, *, reachable: bool = True,
                  error: str | None = None) -> WorkerState:
@@ -848,10 +856,10 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
         gpus = 0
         for n in needs(wl):  # n.total.gpus, without making the total
             gpus += n.per_pod.gpus * n.count
-        by_cq.setdefault(str(cq), []).append(QueuedWorkload(
-            namespace=ns, name=name, priority=int(spec.get("priority") or 0), gpus=gpus,
-            created=parse_time(meta.get("creationTimestamp")) or 0.0, admitted=admitted, flavors=flavors,
-            remaining_hours=remaining, hours=None if admitted else length))
+        by_cq.setdefault(str(cq), []).append(_instance(QueuedWorkload, {
+            "namespace": ns, "name": name, "priority": int(spec.get("priority") or 0), "gpus": gpus,
+            "created": parse_time(meta.get("creationTimestamp")) or 0.0, "admitted": admitted, "flavors": flavors,
+            "remaining_hours": remaining, "hours": None if admitted else length}))
     queues = {}
     for cq in objects.get("clusterqueues", ()):
         name = str((cq.get("metadata") or {}).get("name"))
@@ -863,10 +871,9 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
                 fname = str(f.get("name"))
                 rows = f.get("resources") or []
                 nominal = resources({r.get("name"): r.get("nominalQuota") for r in rows})
-                states.append(FlavorState(name=fname, pool=pools.get(fname), nominal=nominal,
-                                          reserved=reserved.get(fname, ZERO),
-                                          lending_limit=_limit(rows, "lendingLimit"),
-                                          borrowing_limit=_limit(rows, "borrowingLimit")))
+                states.append(_instance(FlavorState, {
+                    "name": fname, "pool": pools.get(fname), "nominal": nominal, "reserved": reserved.get(fname, ZERO),
+                    "lending_limit": _limit(rows, "lendingLimit"), "borrowing_limit": _limit(rows, "borrowingLimit")}))
         cohort = (cq.get("spec") or {}).get("cohortName")
         queues[name] = ClusterQueueState(name=name, flavors=tuple(states), workloads=tuple(by_cq.get(name, ())),
                                          cohort=str(cohort) if cohort else None)

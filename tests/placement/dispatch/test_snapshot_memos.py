@@ -4,6 +4,7 @@ a pass are compared with the reference read in test_snapshot_reference.py; these
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import fields
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +17,16 @@ from placement.dispatch import snapshot
 from placement.dispatch.model import HubWorkload
 
 _load = sibling(__file__, "test_decide_scale.py")._load
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    root = Path(__file__).resolve().parents[3]
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        return _load("bench_dispatch_for_snapshot_memo_tests", root / "scripts" / "bench_dispatch.py")
+    finally:
+        sys.path.remove(str(root / "scripts"))
 
 
 @pytest.fixture(scope="module")
@@ -274,3 +285,24 @@ def test_a_resource_list_made_without_its_init_is_the_allocatable_init_makes(rl:
     assert made == plain and repr(made) == repr(plain) and hash(made) == hash(plain)
     assert list(vars(made).items()) == list(vars(plain).items())
     assert made + plain == plain.scaled(2)
+
+
+def test_a_workers_queued_workloads_and_flavors_are_the_ones_init_makes(bench: ModuleType) -> None:
+    import random
+    from dataclasses import fields
+
+    from placement.dispatch.model import FlavorState, QueuedWorkload
+
+    clusters, objects = bench.fleet(4, random.Random(7))
+    seen = 0
+    for c in clusters:
+        state = snapshot.worker_state(c.stack, c, objects[c.stack], bench.NOW, {})
+        for queue in state.cluster_queues.values():
+            for made in (*queue.flavors, *queue.workloads):
+                cls = type(made)
+                assert cls in (FlavorState, QueuedWorkload)
+                plain = cls(**{f.name: getattr(made, f.name) for f in fields(cls)})
+                assert made == plain and repr(made) == repr(plain) and hash(made) == hash(plain)
+                assert list(vars(made).items()) == list(vars(plain).items())
+                seen += 1
+    assert seen >= 12
