@@ -726,20 +726,26 @@ def _read_annotations(annotations: dict[str, Any]) -> tuple[contract.JobAnnotati
     # No whitespace in the URI, as the reader checks it (any(map(str.isspace, home))): str.split() cuts at the same
     # characters (Py_UNICODE_ISSPACE), in one C call instead of one per character.
     if home is None or type(home) is str and len(home) <= contract.MAX_URI and (not home or home.split() == [home]):
-        values = tuple(map(annotations.get, _READ_KEYS))
-        size = 0
-        for v in values:
-            if v is not None:
-                if type(v) is not str:
-                    break
-                size += len(v)
+        # The URI's class (absent, empty: read as absent too, kept apart all the same; one) and the values read.
+        key = (0 if home is None else 1 if home == "" else 2, *map(annotations.get, _READ_KEYS))
+        try:
+            hit = _ANNOTATIONS.get(key)
+        except TypeError:  # a value that cannot be a key (a list): never kept
+            key = None
         else:
-            if size <= _KEY_MAX:  # the URI's class: absent, empty (read as absent too, kept apart all the same), one
-                key = (0 if home is None else 1 if home == "" else 2, *values)
-    if key is not None:
-        hit = _ANNOTATIONS.get(key)
-        if hit is not None:
-            return hit, home
+            # Only keys of strings or None are kept (below): a tuple equal to one holds the same (of the values JSON
+            # reads, only a string equals a string and only null null), so a hit needs no check of its values.
+            if hit is not None:
+                return hit, home
+            size = 0
+            for v in key[1:]:
+                if v is not None:
+                    if type(v) is not str:
+                        key = None
+                        break
+                    size += len(v)
+            if size > _KEY_MAX:
+                key = None
     read = contract.read_annotations(annotations, known_regions(), job_spec=False)
     if key is not None:
         if len(_ANNOTATIONS) >= _PARSED_MAX:

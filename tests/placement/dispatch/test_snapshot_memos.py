@@ -306,3 +306,18 @@ def test_a_workers_queued_workloads_and_flavors_are_the_ones_init_makes(bench: M
                 assert list(vars(made).items()) == list(vars(plain).items())
                 seen += 1
     assert seen >= 12
+
+
+def test_annotations_too_long_or_not_strings_are_read_but_never_kept() -> None:
+    from placement.model import contract
+    from placement.model.zones import known_regions
+
+    for value in ("w1," * 6000, ["w1"], {"w1": 1}, 5, True):
+        annotations = {contract.WORKERS: value, contract.CHECKPOINT_HOME: "s3://b/j",
+                       contract.CHECKPOINT_REGION: "aws:us-east-1"}
+        snapshot.forget_parsed_job_specs()
+        for _ in range(2):
+            read, uri = snapshot._read_annotations(annotations)
+            assert uri == "s3://b/j"
+            assert read == contract.read_annotations(annotations, known_regions(), job_spec=False)
+        assert snapshot._ANNOTATIONS == {}
