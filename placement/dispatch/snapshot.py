@@ -163,12 +163,34 @@ def pool_affinity(template: Mapping[str, Any] | None) -> frozenset[str] | None:
 
 def parse_time(value: Any) -> float | None:
     """RFC 3339 (``2026-11-23T18:03:00Z``, with or without fractions) as seconds since the epoch."""
+    # The form the API server writes (``2026-11-23T18:03:05Z``) by its minute, read before, and its seconds: the
+    # Workloads of a burst were created within a few minutes. A minute is kept once a whole text of that form is read.
+    if type(value) is str and len(value) == 20 and value[19] == "Z":
+        minute = _MINUTES.get(value[:17])
+        if minute is not None:
+            second = _SECONDS.get(value[17:19])
+            if second is not None:
+                return minute + second
     if not value:
         return None
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        read = datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+    if type(value) is str and _PLAIN_TIME.fullmatch(value):
+        if len(_MINUTES) >= _MINUTES_MAX:
+            _MINUTES.clear()
+        _MINUTES[value[:17]] = read - _SECONDS[value[17:19]]
+    return read
+
+
+# parse_time's minutes ("2026-11-23T18:03:") as seconds since the epoch, and a minute's seconds ("00" to "59": a leap
+# second is refused, as datetime refuses it): whole numbers, so a minute plus its seconds is the float that
+# datetime.timestamp() gives. Bounded: 17 characters a key, cleared whole when full.
+_MINUTES: dict[str, float] = {}
+_MINUTES_MAX = 4096
+_SECONDS = {f"{s:02d}": s for s in range(60)}
+_PLAIN_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9]Z")
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
@@ -601,6 +623,7 @@ def forget_parsed_job_specs() -> None:
     _PER_POD.clear()
     _ANNOTATIONS.clear()
     _NEEDS.clear()
+    _MINUTES.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:

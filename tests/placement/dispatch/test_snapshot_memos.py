@@ -321,3 +321,39 @@ def test_annotations_too_long_or_not_strings_are_read_but_never_kept() -> None:
             assert uri == "s3://b/j"
             assert read == contract.read_annotations(annotations, known_regions(), job_spec=False)
         assert snapshot._ANNOTATIONS == {}
+
+
+def _time_by_datetime(value: Any) -> Any:
+    from datetime import datetime
+
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+TIMES: list[Any] = [
+    "2026-11-23T18:03:05Z", "2026-11-23T18:03:59Z", "2026-11-23T18:03:60Z", "2026-11-23T18:03:5xZ",
+    "2026-11-23T18:03:-1Z", "2026-11-23T18:03:+1Z", "2026-11-23T18:03: 1Z", "2026-11-23T18:03:05z",
+    "2026-11-23T18:03:05.5Z", "2026-11-23T18:03:05+00:00", "2026-11-23 18:03:05Z", "2026-11-23T18:03:\\u0665\\u0665Z",
+    "2026-11-23T18:03:\u0665\u0665Z", "\u0662026-11-23T18:03:05Z", "2026-02-30T18:03:05Z", "2026-02-28T18:03:05Z",
+    "2026-02-30T18:03:06Z", "2026-11-23T24:00:00Z", "2026-12-31T23:59:59Z", "1969-12-31T23:59:59Z",
+    "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2026-W47-1T18:03:05Z", "2026-W47-1T18:03:06Z",
+    "20261123T180305Z", "2026-11-23T18:03:05ZZ", "2026-11-23T18:03:0Z", "", None, 0, 1.5, ["2026-11-23T18:03:05Z"],
+]
+
+
+def test_times_read_after_any_other_read_as_datetime_reads_them() -> None:
+    for first in TIMES:
+        for value in TIMES:
+            snapshot.forget_parsed_job_specs()
+            snapshot.parse_time(first)
+            assert snapshot.parse_time(value) == _time_by_datetime(value), (first, value)
+            assert snapshot.parse_time(value) == _time_by_datetime(value), (first, value)
+    snapshot.forget_parsed_job_specs()
+    start = _time_by_datetime("2026-11-23T18:00:00Z")
+    for second in range(3 * 3600):  # every second of three hours, each minute kept on its first
+        text = f"2026-11-23T{18 + second // 3600}:{second // 60 % 60:02d}:{second % 60:02d}Z"
+        assert snapshot.parse_time(text) == start + second == _time_by_datetime(text)
