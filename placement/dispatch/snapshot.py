@@ -7,7 +7,7 @@ manager applies).
 
 Over 600 lines, for one reason: a dispatch pass reads 1,000 hub Workloads within issue 33's target only through the
 memos beside the readers they stand in for (job specs by their text but for the name, and but for the name and size;
-owners' annotations but for the home's URI; reserved usages; pod sets by an equal copy of them), and each fast path
+owners' annotations but for the home's URI; reserved usages), and each fast path
 must fail on hostile data where, and as, the reader it replaces does: they are kept next to each other
 (tests/placement/dispatch/reference_snapshot.py is the read without them, which the tests compare every field with).
 """
@@ -209,31 +209,12 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
 def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
     """The Workload's pod sets: counts and per-pod requests from its admission (what Kueue reserved) when it
     has one, else from the pod templates."""
-    return _needs(wl, wl.get("spec"), wl.get("status")) if type(wl) is dict else _read_needs(wl)
+    return _needs(wl.get("spec"), wl.get("status"))
 
 
-def _needs(wl: dict[str, Any], spec: Any, status: Any) -> tuple[Need, ...]:
-    """:func:`needs` of a dict ``wl`` whose ``spec`` and ``status`` are these (the hub's snapshot has read them; an
-    empty dict for an absent one reads the same)."""
-    # Workloads of one shape carry equal pod sets and assignments, which are all needs reads: the read of an equal pair
-    # is taken from :data:`_NEEDS` (compared in C). Only for a dict's pod sets and assignments (or none).
-    if type(spec) is dict and type(status) is dict:
-        admission = status.get("admission")
-        assignments = admission.get("podSetAssignments") if type(admission) is dict else admission
-        pod_sets = spec.get("podSets")
-        if (assignments is None or type(assignments) is list) and (pod_sets is None or type(pod_sets) is list):
-            for seen_assignments, seen_sets, read in _NEEDS:
-                if seen_assignments == assignments and seen_sets == pod_sets:
-                    return read
-            read = _read_needs(wl)
-            _remember_needs(assignments, pod_sets, read)
-            return read
-    return _read_needs(wl)
-
-
-def _read_needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
-    """:func:`needs` read from the Workload itself."""
-    spec, status = wl.get("spec") or {}, wl.get("status") or {}
+def _needs(spec: Any, status: Any) -> tuple[Need, ...]:
+    """:func:`needs` of a Workload whose ``spec`` and ``status`` are these (the hub's snapshot has read them)."""
+    spec, status = spec or {}, status or {}
     assigned = {}
     for a in (status.get("admission") or {}).get("podSetAssignments") or []:
         assigned[a.get("name")] = a
@@ -276,63 +257,6 @@ _PER_POD_MAX = 4096
 # quantity of a few characters; a larger one is read every time.
 _USAGE_KEYS_MAX = 32
 _QUANTITY_MAX = 64
-
-
-# Pod sets' reads by their pod sets and assignments (:func:`needs`): a private copy of each pair, made of what JSON
-# reads as one value only (dicts of string keys, lists, strings, null; whole numbers as a "count" alone, which needs
-# reads through int(), as it reads an equal bool or float), so that a pair equal to it reads the same. Bounded (tenants
-# write these): _NEEDS_MAX pairs of at most _KEY_MAX values and characters each, cleared whole when full; a larger or
-# other pair is read every time.
-_NEEDS: list[tuple[Any, Any, tuple[Need, ...]]] = []
-_NEEDS_MAX = 8
-_PLAIN_DEPTH = 24  # a pod template nests about 10 deep
-
-
-class _NotPlain(Exception):
-    """A value that :func:`_plain_copy` does not keep."""
-
-
-def _plain_copy(value: Any, left: list[int], depth: int = 0) -> Any:
-    """A copy of ``value`` made of dicts with string keys, lists, strings, None and ints under a ``"count"`` key; each
-    value and character spends one of ``left[0]``. _NotPlain for anything else, once ``left[0]`` is spent, or nested
-    deeper than _PLAIN_DEPTH (so that comparing with it never nears the interpreter's recursion limit)."""
-    if depth > _PLAIN_DEPTH:
-        raise _NotPlain
-    kind = type(value)
-    if kind is str:
-        left[0] -= 1 + len(value)
-        if left[0] < 0:
-            raise _NotPlain
-        return value
-    left[0] -= 1
-    if left[0] < 0:
-        raise _NotPlain
-    if value is None:
-        return None
-    if kind is list:
-        return [_plain_copy(v, left, depth + 1) for v in value]
-    if kind is dict:
-        out = {}
-        for k, v in value.items():
-            if type(k) is not str:
-                raise _NotPlain
-            left[0] -= len(k)
-            out[k] = v if k == "count" and type(v) is int else _plain_copy(v, left, depth + 1)
-        return out
-    raise _NotPlain
-
-
-def _remember_needs(assignments: Any, pod_sets: Any, read: tuple[Need, ...]) -> None:
-    """Keep ``read``, what :func:`needs` read from ``assignments`` and ``pod_sets``, by a copy of them when they are
-    plain and small enough (:func:`_plain_copy`)."""
-    try:
-        left = [_KEY_MAX]
-        copies = _plain_copy(assignments, left), _plain_copy(pod_sets, left)
-    except _NotPlain:
-        return
-    if len(_NEEDS) >= _NEEDS_MAX:
-        _NEEDS.clear()
-    _NEEDS.append((*copies, read))
 
 
 def multikueue_checks(admission_checks: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -622,7 +546,6 @@ def forget_parsed_job_specs() -> None:
     _BY_SHAPE.clear()
     _PER_POD.clear()
     _ANNOTATIONS.clear()
-    _NEEDS.clear()
     _MINUTES.clear()
 
 
@@ -722,7 +645,7 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         "cluster_queue": str(cq), "check": check, "check_state": check_state, "allowed": allowed,
         "nominated": tuple(nominated), "nominated_since": since, "cluster_name": status.get("clusterName") or None,
         "quota_reserved": quota_reserved, "evicted": evicted, "finished": finished, "evictions": evictions,
-        "needs": _needs(wl, spec, status) if type(wl) is dict else needs(wl), "job": job, "job_error": job_error,
+        "needs": _needs(spec, status), "job": job, "job_error": job_error,
         "group": read.group, "group_workers": read.workers, "delay_usd_per_hour": delay, "problem": None,
         "checkpoint": home, "warnings": read.warnings, "progress": read.progress, "admitted_hours": admitted})
 

@@ -149,23 +149,6 @@ def test_pod_sets_read_after_any_other_read_as_their_own(reference: ModuleType) 
             assert _needs_read(snapshot.needs, wl) == want, (first, wl)
 
 
-def test_pod_sets_kept_are_a_copy_bounded_in_size_depth_and_number() -> None:
-    snapshot.forget_parsed_job_specs()
-    wl = _workload(_usage(), _sets())
-    first = snapshot.needs(wl)
-    wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"] = "32"  # changed in place
-    assert snapshot.needs(wl) != first and snapshot.needs(wl) == snapshot._read_needs(wl)
-    for wl in (_workload(_usage(), _sets(template=_deep(60))),
-               _workload(_usage(), _sets(template={"spec": {"nodeSelector": {"x": "p" * 20_000}}}))):
-        snapshot.forget_parsed_job_specs()
-        snapshot.needs(wl)
-        assert snapshot._NEEDS == []
-    snapshot.forget_parsed_job_specs()
-    for count in range(1, 3 * snapshot._NEEDS_MAX):
-        wl = _workload(_usage(count=count), _sets(count=count))
-        assert snapshot.needs(wl) == snapshot._read_needs(wl) and len(snapshot._NEEDS) <= snapshot._NEEDS_MAX
-
-
 def test_a_home_made_without_its_init_is_the_same_home() -> None:
     from placement.dispatch.model import CheckpointHome
 
