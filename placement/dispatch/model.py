@@ -74,6 +74,14 @@ class CheckpointHome:
     def where(self) -> str:
         return f"{self.cloud}:{self.region}"
 
+    @classmethod
+    def of(cls, uri: str, cloud: str, region: str, gb: float | None, gb_from: str) -> CheckpointHome:
+        """``CheckpointHome(uri, cloud, region, gb, gb_from)`` without the frozen dataclass's ``__init__`` (the snapshot
+        makes one per Workload of a pass): its fields, in order, as the instance's ``__dict__``."""
+        s = object.__new__(cls)
+        object.__setattr__(s, "__dict__", {"uri": uri, "cloud": cloud, "region": region, "gb": gb, "gb_from": gb_from})
+        return s
+
 
 @dataclass(frozen=True)
 class HubWorkload:
@@ -145,8 +153,13 @@ class HubWorkload:
         """:meth:`read` of a dict of fields (the snapshot's, one per Workload of a pass, made as a dict literal): the
         same object, without the keyword arguments' dict and the two checks of their names. TypeError for a name that
         is not a field (the instance would hold one more entry); a field left out takes its default (None for one
-        without: the snapshot's tests compare every field with the reference's)."""
+        without: the snapshot's tests compare every field with the reference's). ``values`` naming every field in
+        their order (the snapshot's) becomes the instance's ``__dict__`` itself, as ``__init__`` would have filled
+        it: no copy; the caller keeps no reference to it."""
         s = object.__new__(cls)
+        if len(values) == _HUB_COUNT and list(values) == _HUB_NAMES:
+            object.__setattr__(s, "__dict__", values)
+            return s
         d = s.__dict__
         d.update(_HUB_FIELDS)
         d.update(values)
@@ -187,6 +200,8 @@ class HubWorkload:
 # Every field of a HubWorkload in order with its default (None for those without one, which HubWorkload.read requires).
 _HUB_FIELDS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default for f in fields(HubWorkload)}
 _HUB_REQUIRED = frozenset(f.name for f in fields(HubWorkload) if f.default is MISSING)
+_HUB_NAMES = list(_HUB_FIELDS)  # HubWorkload.of: a dict of exactly these keys, in this order, is an instance's dict
+_HUB_COUNT = len(_HUB_NAMES)
 if any(f.default_factory is not MISSING for f in fields(HubWorkload)):  # read() copies defaults: none may be a factory
     raise TypeError("HubWorkload.read cannot copy a default_factory")
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from placement.dispatch.model import CheckpointHome, WorkerState
+from placement.fleet.durable import checkpoint_size  # imported here, not per call: one home per Workload of a pass
 from placement.model import contract
 from placement.model.egress import EgressBook, transfer_hours, transfer_path, transfer_usd
 from placement.model.jobspec import JobSpec
@@ -125,21 +126,16 @@ def home_of(found: contract.Checkpoint | None, job: JobSpec | None = None, uri: 
     if gb is None:  # with_job_size's, the home made once (one per Workload of a dispatcher pass)
         gb_from = ""
         if job is not None:
-            from placement.fleet.durable import checkpoint_size
-
             size = checkpoint_size(job)
             if size is not None:
                 gb, gb_from = size
-    return CheckpointHome(uri=found.home if uri is None else uri, cloud=found.cloud, region=found.region, gb=gb,
-                          gb_from=gb_from)
+    return CheckpointHome.of(found.home if uri is None else uri, found.cloud, found.region, gb, gb_from)
 
 
 def with_job_size(home: CheckpointHome, job: JobSpec | None) -> CheckpointHome:
     """``home`` with the size ``job``'s spec gives when its annotation gave none (unchanged otherwise)."""
     if home.gb is not None or job is None:
         return home
-    from placement.fleet.durable import checkpoint_size
-
     size = checkpoint_size(job)
     return home if size is None else replace(home, gb=size[0], gb_from=size[1])
 

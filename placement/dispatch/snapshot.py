@@ -7,9 +7,9 @@ manager applies).
 
 Over 600 lines, for one reason: a dispatch pass reads 1,000 hub Workloads within issue 33's target only through the
 memos beside the readers they stand in for (job specs by their text but for the name, and but for the name and size;
-owners' annotations but for the home's URI; reserved usages), and each fast path must fail on hostile data where, and
-as, the reader it replaces does: they are kept next to each other (tests/placement/dispatch/reference_snapshot.py is
-the read without them, which the tests compare every field with).
+owners' annotations but for the home's URI; reserved usages), and each fast path
+must fail on hostile data where, and as, the reader it replaces does: they are kept next to each other
+(tests/placement/dispatch/reference_snapshot.py is the read without them, which the tests compare every field with).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -95,7 +94,12 @@ def resources(rl: Mapping[str, Any] | None) -> Allocatable:
     memory = math.ceil(quantity(rl[ko.RES_MEMORY]) * (1 / 2**20) - 1e-9) if ko.RES_MEMORY in rl else 0
     gpus = math.ceil(quantity(rl[ko.RES_GPU]) * 1.0 - 1e-9) if ko.RES_GPU in rl else 0
     efa = math.ceil(quantity(rl[ko.RES_EFA]) * 1.0 - 1e-9) if ko.RES_EFA in rl else 0
-    return Allocatable(cpu_millis=cpu, memory_mib=memory, gpus=gpus, efa=efa)
+    # Allocatable(cpu, memory, gpus, efa) without the frozen dataclass's __init__ (a worker's snapshot reads a few
+    # hundred): its fields, in order, as the instance's __dict__.
+    made = object.__new__(Allocatable)
+    object.__setattr__(made, "__dict__", {"cpu_millis": cpu, "memory_mib": memory, "gpus": gpus, "efa": efa,
+                                          "hugepages_mib": 0})
+    return made
 
 
 def _max(a: Allocatable, b: Allocatable) -> Allocatable:
@@ -159,16 +163,42 @@ def pool_affinity(template: Mapping[str, Any] | None) -> frozenset[str] | None:
 
 def parse_time(value: Any) -> float | None:
     """RFC 3339 (``2026-11-23T18:03:00Z``, with or without fractions) as seconds since the epoch."""
+    # The form the API server writes (``2026-11-23T18:03:05Z``) by its minute, read before, and its seconds: the
+    # Workloads of a burst were created within a few minutes. A minute is kept once a whole text of that form is read.
+    if type(value) is str and len(value) == 20 and value[19] == "Z":
+        minute = _MINUTES.get(value[:17])
+        if minute is not None:
+            second = _SECONDS.get(value[17:19])
+            if second is not None:
+                return minute + second
     if not value:
         return None
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        read = datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+    if type(value) is str and _PLAIN_TIME.fullmatch(value):
+        if len(_MINUTES) >= _MINUTES_MAX:
+            _MINUTES.clear()
+        _MINUTES[value[:17]] = read - _SECONDS[value[17:19]]
+    return read
+
+
+# parse_time's minutes ("2026-11-23T18:03:") as seconds since the epoch, and a minute's seconds ("00" to "59": a leap
+# second is refused, as datetime refuses it): whole numbers, so a minute plus its seconds is the float that
+# datetime.timestamp() gives. Bounded: 17 characters a key, cleared whole when full.
+_MINUTES: dict[str, float] = {}
+_MINUTES_MAX = 4096
+_SECONDS = {f"{s:02d}": s for s in range(60)}
+_PLAIN_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9]Z")
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+    # A loop, not next() of a generator (a worker's snapshot reads three per Workload): the same reads, in order.
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return c
+    return None
 
 
 def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
@@ -179,7 +209,12 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
 def needs(wl: Mapping[str, Any]) -> tuple[Need, ...]:
     """The Workload's pod sets: counts and per-pod requests from its admission (what Kueue reserved) when it
     has one, else from the pod templates."""
-    spec, status = wl.get("spec") or {}, wl.get("status") or {}
+    return _needs(wl.get("spec"), wl.get("status"))
+
+
+def _needs(spec: Any, status: Any) -> tuple[Need, ...]:
+    """:func:`needs` of a Workload whose ``spec`` and ``status`` are these (the hub's snapshot has read them)."""
+    spec, status = spec or {}, status or {}
     assigned = {}
     for a in (status.get("admission") or {}).get("podSetAssignments") or []:
         assigned[a.get("name")] = a
@@ -311,9 +346,14 @@ def hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks:
         ns, name, uid = _str(meta.get("namespace")), _str(meta.get("name")), _str(meta.get("uid"))
         if not (ns and name and uid):
             return None
-        return HubWorkload(namespace=ns, name=name, uid=uid, created=0.0, priority=0, queue_name="",
-                           cluster_queue=None, check=None, check_state=None, allowed=(),
-                           problem=f"the Workload cannot be read: {problem_text(exc)}")
+        return HubWorkload.of({**_UNREADABLE, "namespace": ns, "name": name, "uid": uid,
+                               "problem": f"the Workload cannot be read: {problem_text(exc)}"})
+
+
+# The fields of a Workload that cannot be read, in order (HubWorkload.of: its dict), but its name and problem.
+_UNREADABLE: dict[str, Any] = dict(vars(HubWorkload(
+    namespace="", name="", uid="", created=0.0, priority=0, queue_name="", cluster_queue=None, check=None,
+    check_state=None, allowed=())))
 
 
 # Parsed job specs by their text without the name and size (JSON, the other fields in their order), each parsed
@@ -417,7 +457,17 @@ def _known_job_spec(text: Any) -> tuple[JobSpec, bool] | None:
     job, largest, delay = hit
     if not _name_checks_pass(job, largest, name):
         return None
-    return job_with(job, name=name), delay
+    return _named(job, name), delay
+
+
+def _named(job: JobSpec, name: str) -> JobSpec:
+    """``job_with(job, name=name)`` (one per Workload of a pass): a copy of ``job``'s fields, in their order, with its
+    name replaced, as the instance's ``__dict__`` (no keyword arguments, no check of a name that is a field)."""
+    fields = job.__dict__.copy()
+    fields["name"] = name
+    named = object.__new__(JobSpec)
+    object.__setattr__(named, "__dict__", fields)
+    return named
 
 
 def _known_size(key: str, name: str) -> tuple[JobSpec, bool] | None:
@@ -496,6 +546,7 @@ def forget_parsed_job_specs() -> None:
     _BY_SHAPE.clear()
     _PER_POD.clear()
     _ANNOTATIONS.clear()
+    _MINUTES.clear()
 
 
 def read_job_spec(text: Any) -> tuple[tuple[dict[str, Any], JobSpec] | None, str | None]:
@@ -525,8 +576,9 @@ def job_spec_of(doc: dict[str, Any]) -> tuple[tuple[dict[str, Any], JobSpec] | N
 
 def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks: Mapping[str, str],
                   configs: Mapping[str, Sequence[str]], cq_checks: Mapping[str, frozenset[str]]) -> HubWorkload | None:
-    # Written out (loops for comprehensions, one dict for the fields): one call per Workload of a pass. What may raise
-    # on hostile data is read in the order it always was, so that a Workload wrong in two ways reports the same one.
+    # Written out (loops for comprehensions, one dict of every field in their order, which HubWorkload.of makes the
+    # instance's own): one call per Workload of a pass. What may raise on hostile data is read in the order it always
+    # was, so that a Workload wrong in two ways reports the same one.
     meta, spec, status = wl.get("metadata") or {}, wl.get("spec") or {}, wl.get("status") or {}
     cq = (status.get("admission") or {}).get("clusterQueue")
     states = {}
@@ -577,7 +629,9 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
     stats = (status.get("schedulingStats") or {}).get("evictions") or []
     evictions = (sum(int(e.get("count") or 0) for e in stats) if stats else 0) \
         or int((status.get("requeueState") or {}).get("count") or 0)
-    admitted = admitted_hours(status)
+    # admitted_hours reads None when neither of its keys is there (most Workloads: never evicted), without the call.
+    admitted = admitted_hours(status) if type(status) is not dict or _PAST_TIME in status or _PAST_TIME_OLD in status \
+        else None
     created = parse_time(meta.get("creationTimestamp")) or 0.0
     priority = int(spec.get("priority") or 0)
     queue_name = str(spec.get("queueName") or "")
@@ -591,9 +645,9 @@ def _hub_workload(wl: Mapping[str, Any], owner: Mapping[str, Any] | None, checks
         "cluster_queue": str(cq), "check": check, "check_state": check_state, "allowed": allowed,
         "nominated": tuple(nominated), "nominated_since": since, "cluster_name": status.get("clusterName") or None,
         "quota_reserved": quota_reserved, "evicted": evicted, "finished": finished, "evictions": evictions,
-        "needs": needs(wl), "job": job, "job_error": job_error, "group": read.group, "group_workers": read.workers,
-        "delay_usd_per_hour": delay, "checkpoint": home, "warnings": read.warnings, "progress": read.progress,
-        "admitted_hours": admitted})
+        "needs": _needs(spec, status), "job": job, "job_error": job_error,
+        "group": read.group, "group_workers": read.workers, "delay_usd_per_hour": delay, "problem": None,
+        "checkpoint": home, "warnings": read.warnings, "progress": read.progress, "admitted_hours": admitted})
 
 
 _NO_CHECKS: frozenset[str] = frozenset()
@@ -618,20 +672,26 @@ def _read_annotations(annotations: dict[str, Any]) -> tuple[contract.JobAnnotati
     # No whitespace in the URI, as the reader checks it (any(map(str.isspace, home))): str.split() cuts at the same
     # characters (Py_UNICODE_ISSPACE), in one C call instead of one per character.
     if home is None or type(home) is str and len(home) <= contract.MAX_URI and (not home or home.split() == [home]):
-        values = tuple(map(annotations.get, _READ_KEYS))
-        size = 0
-        for v in values:
-            if v is not None:
-                if type(v) is not str:
-                    break
-                size += len(v)
+        # The URI's class (absent, empty: read as absent too, kept apart all the same; one) and the values read.
+        key = (0 if home is None else 1 if home == "" else 2, *map(annotations.get, _READ_KEYS))
+        try:
+            hit = _ANNOTATIONS.get(key)
+        except TypeError:  # a value that cannot be a key (a list): never kept
+            key = None
         else:
-            if size <= _KEY_MAX:  # the URI's class: absent, empty (read as absent too, kept apart all the same), one
-                key = (0 if home is None else 1 if home == "" else 2, *values)
-    if key is not None:
-        hit = _ANNOTATIONS.get(key)
-        if hit is not None:
-            return hit, home
+            # Only keys of strings or None are kept (below): a tuple equal to one holds the same (of the values JSON
+            # reads, only a string equals a string and only null null), so a hit needs no check of its values.
+            if hit is not None:
+                return hit, home
+            size = 0
+            for v in key[1:]:
+                if v is not None:
+                    if type(v) is not str:
+                        key = None
+                        break
+                    size += len(v)
+            if size > _KEY_MAX:
+                key = None
     read = contract.read_annotations(annotations, known_regions(), job_spec=False)
     if key is not None:
         if len(_ANNOTATIONS) >= _PARSED_MAX:
@@ -667,13 +727,16 @@ def _hub_conditions(wl: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[b
     return condition_true(wl, "QuotaReserved"), condition_true(wl, "Evicted"), condition_true(wl, "Finished")
 
 
+_PAST_TIME, _PAST_TIME_OLD = "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"
+
+
 def admitted_hours(status: Mapping[str, Any]) -> float | None:
     """Hours a Workload was admitted in its previous admit-evict cycles: Kueue's
     ``status.accumulatedPastExecutionTimeSeconds`` (v1beta2; v1beta1 spells it ``accumulatedPastExexcutionTime
     Seconds``), an int32 of seconds that Kueue's workload controller adds to when the Admitted condition turns
     false. None when absent or not a whole number of seconds from 0 to 2^31 - 1 (the status is the hub's
     controller's, but a malformed one is read as unknown, never trusted)."""
-    for key in ("accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"):
+    for key in (_PAST_TIME, _PAST_TIME_OLD):
         value = status.get(key)
         if value is None:
             continue
@@ -690,8 +753,18 @@ def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:
     if not limited:
         return None
     values = resources(limited)
-    names = {ko.RES_CPU: "cpu_millis", ko.RES_MEMORY: "memory_mib", ko.RES_GPU: "gpus", ko.RES_EFA: "efa"}
-    return replace(values, **{attr: UNLIMITED for res, attr in names.items() if res not in limited})
+    return Allocatable(values.cpu_millis if ko.RES_CPU in limited else UNLIMITED,
+                       values.memory_mib if ko.RES_MEMORY in limited else UNLIMITED,
+                       values.gpus if ko.RES_GPU in limited else UNLIMITED,
+                       values.efa if ko.RES_EFA in limited else UNLIMITED, values.hugepages_mib)
+
+
+def _instance(cls: type[Any], fields: dict[str, Any]) -> Any:
+    """``cls(**fields)`` of a frozen dataclass without its ``__init__`` (a worker's snapshot makes one per queued
+    Workload and flavor): ``fields``, every field of ``cls`` in order, as the instance's ``__dict__``."""
+    made = object.__new__(cls)
+    object.__setattr__(made, "__dict__", fields)
+    return made
 
 
 def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -732,11 +805,13 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
                 length = float(limit) / 3600
             if length is not None:
                 remaining = max(length - (now - start) / 3600, REMAINING_FLOOR_HOURS)
-        gpus = sum(n.total.gpus for n in needs(wl))
-        by_cq.setdefault(str(cq), []).append(QueuedWorkload(
-            namespace=ns, name=name, priority=int(spec.get("priority") or 0), gpus=gpus,
-            created=parse_time(meta.get("creationTimestamp")) or 0.0, admitted=admitted, flavors=flavors,
-            remaining_hours=remaining, hours=None if admitted else length))
+        gpus = 0
+        for n in needs(wl):  # n.total.gpus, without making the total
+            gpus += n.per_pod.gpus * n.count
+        by_cq.setdefault(str(cq), []).append(_instance(QueuedWorkload, {
+            "namespace": ns, "name": name, "priority": int(spec.get("priority") or 0), "gpus": gpus,
+            "created": parse_time(meta.get("creationTimestamp")) or 0.0, "admitted": admitted, "flavors": flavors,
+            "remaining_hours": remaining, "hours": None if admitted else length}))
     queues = {}
     for cq in objects.get("clusterqueues", ()):
         name = str((cq.get("metadata") or {}).get("name"))
@@ -748,10 +823,9 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
                 fname = str(f.get("name"))
                 rows = f.get("resources") or []
                 nominal = resources({r.get("name"): r.get("nominalQuota") for r in rows})
-                states.append(FlavorState(name=fname, pool=pools.get(fname), nominal=nominal,
-                                          reserved=reserved.get(fname, ZERO),
-                                          lending_limit=_limit(rows, "lendingLimit"),
-                                          borrowing_limit=_limit(rows, "borrowingLimit")))
+                states.append(_instance(FlavorState, {
+                    "name": fname, "pool": pools.get(fname), "nominal": nominal, "reserved": reserved.get(fname, ZERO),
+                    "lending_limit": _limit(rows, "lendingLimit"), "borrowing_limit": _limit(rows, "borrowingLimit")}))
         cohort = (cq.get("spec") or {}).get("cohortName")
         queues[name] = ClusterQueueState(name=name, flavors=tuple(states), workloads=tuple(by_cq.get(name, ())),
                                          cohort=str(cohort) if cohort else None)

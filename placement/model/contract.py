@@ -35,6 +35,7 @@ import functools
 import json
 import math
 import re
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -285,6 +286,11 @@ def read_job_spec_text(value: Any) -> tuple[dict[str, Any] | None, str | None]:
     too deeply to read), not a JSON object. Never raises. The fields themselves are the job spec parser's."""
     if not isinstance(value, str):
         return None, f"{JOB_SPEC}: not a string"
+    # A text opening with as many '[' as the recursion limit is one json.loads refuses that way, after nesting as deep
+    # (hundreds of thousands of instructions, on every dispatcher pass that reads it): said at once.
+    limit = sys.getrecursionlimit()
+    if value[:1] == "[" and value.count("[", 0, limit) == limit:
+        return None, f"{JOB_SPEC}: nested too deeply to read"
     try:
         doc = json.loads(value)
     except RecursionError:

@@ -169,6 +169,13 @@ CHANGES: list[list[Callable[[dict[str, Any], dict[str, Any]], None]]] = [
     [_set("metadata.managedFields", [5])], [_set("metadata.managedFields", "x")],
     [_set("metadata.managedFields", [])], [_set("metadata.managedFields", {})],
     [_set("status.accumulatedPastExecutionTimeSeconds", 7200)],
+    [_set("status.accumulatedPastExexcutionTimeSeconds", 3600)],
+    [_set("status.accumulatedPastExecutionTimeSeconds", "72")],
+    [_set("status.accumulatedPastExecutionTimeSeconds", None), _set("status.accumulatedPastExexcutionTimeSeconds", 36)],
+    [_set("status.accumulatedPastExecutionTimeSeconds", 2**31)],
+    [_set("status.accumulatedPastExecutionTimeSeconds", -1)],
+    [_set("status.accumulatedPastExecutionTimeSeconds", None)],
+    [_set("status.accumulatedPastExecutionTimeSeconds", True)],
     # two hostile fields: the one read first reports, as ever
     [_set("spec.priority", "high"), _set("status.conditions", [7])],
     [_set("status.conditions", [7]), _set("spec.podSets", [{"name": "main", "count": "x"}])],
@@ -237,6 +244,13 @@ CHANGES: list[list[Callable[[dict[str, Any], dict[str, Any]], None]]] = [
     [_set("owner." + contract.FABRIC_GROUP, ...)], [_set("owner." + contract.FABRIC_GROUP, 5)],
     [_set("owner." + contract.WORKERS, "w1,,W2")], [_set("owner." + contract.WORKERS, "")],
     [_set("owner." + contract.WORKERS, ["w1"])],
+    # values equal to one another but not the same JSON (1, true, 1.0), or not kept (a mapping, too long): the
+    # annotations' memo keeps strings only, so none of them is read as another
+    *([_set("owner." + contract.FABRIC_GROUP, value)] for value in (1, True, 1.0, 1, True, 1.0, 0, False, 0.0, 0)),
+    [_set("owner." + contract.WORKERS, {"w1": 1})], [_set("owner." + contract.CHECKPOINT_REGION, ["aws:us-east-1"])],
+    [_set("owner." + contract.WORKERS, "w1," * 6000)], [_set("owner." + contract.WORKERS, "w1," * 6000)],
+    [_set("owner." + contract.STEPS_PER_HOUR, 600)], [_set("owner." + contract.STEPS_PER_HOUR, 600.0)],
+    [_set("owner." + contract.STEPS_PER_HOUR, 600)], [_set("owner." + contract.STEPS_PER_HOUR, 600.0)],
     [_set("owner." + contract.LAST_DURABLE_STEP, "1200"), _set("owner." + contract.STEPS_PER_HOUR, "600")],
     [_set("owner." + contract.LAST_DURABLE_STEP, "1200")], [_set("owner." + contract.STEPS_PER_HOUR, "600")],
     [_set("owner." + contract.LAST_DURABLE_STEP, "-1"), _set("owner." + contract.STEPS_PER_HOUR, "x")],
