@@ -548,7 +548,8 @@ class _Pass:
         # Per (id of a row, priority, price of waiting): the scores of the row's workers when last scored, and
         # how long :attr:`log` was then (:meth:`ranked_scores`).
         self.tallies: dict[tuple[int, int, float], _Tally] = {}
-        self.spots: dict[int, dict[str, list[int]]] = {}  # per id of a row: each worker's places in it
+        # Per id of a row: its places where a worker fits, those by worker, and their workers (:meth:`spots_of`).
+        self.spots: dict[int, tuple[list[int], dict[str, list[int]], list[str]]] = {}
         self.listed: dict[int, frozenset[tuple[str, str]]] = {}
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
@@ -561,9 +562,15 @@ class _Pass:
         self.unfit: dict[tuple[int, str, int], WorkerScore] = {}
         self.moves: dict[tuple[object, ...], Move] = {}
         self.owners: dict[CheckpointHome, WorkerState | None] = {}  # each home's worker (:func:`home_worker`)
-        # The wait of a Workload no queue lists, by (id of the worker's queues, id of the releases and the nominal
-        # GPUs of the flavors it may land on, priority, GPUs): [the worker's last place in :attr:`log` then, hours].
-        self.waits: dict[tuple[int, int, int, int, int], list[Any]] = {}
+        # The wait of a Workload no queue lists, by (the id in :attr:`queued` of the worker's queues, releases and
+        # nominal GPUs of the flavors it may land on, priority, GPUs): [the worker's last place in :attr:`log` then,
+        # hours].
+        self.waits: dict[tuple[int, int, int], list[Any]] = {}
+        # The id of each (id of a worker's queues, id of the releases, nominal GPUs) of the flavors a fit may land on
+        # (the first part of a key of :attr:`waits`), and per (id of a row, price of waiting) what :meth:`_plan_of`
+        # reads of each place where a worker fits: (the place, the worker, its scores by wait, its _Made, that id).
+        self.queued: dict[tuple[int, int, int], int] = {}
+        self.parts: dict[tuple[int, float], list[tuple[int, str, dict[float, Any], _Made, int]]] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
@@ -852,20 +859,16 @@ class _Pass:
             else:
                 tally.scores = self._pairs(wl, ask, workers, row, range(len(row)), moving, tally.keyed)
         elif tally.seen != len(log):
-            # Only the workers something was nominated to since are scored again (their backlog grew): found from
-            # the log's tail or from each worker's last nomination, whichever is shorter to read.
+            # Only the workers that fit and that something was nominated to since are scored again (their backlog
+            # grew): found from the log's tail or from each worker's last nomination, whichever is shorter to read.
             seen = tally.seen
-            if len(log) - seen < len(workers):
-                places = self.spots.get(id(row))
-                if places is None:
-                    places = self.spots[id(row)] = defaultdict(list)
-                    for i, w in enumerate(workers):
-                        places[w].append(i)
+            fitting, places, fitting_workers = self.spots_of(row, workers)
+            if len(log) - seen < len(fitting):
                 again = [i for w in set(log[seen:]) for i in places.get(w, ())]
             else:
                 # The places whose worker's last nomination is at ``seen`` or later, read in C.
-                again = list(compress(range(len(workers)), map(seen.__le__, map(self.last.get, workers,
-                                                                                 repeat(-1, len(workers))))))
+                again = list(compress(fitting, map(seen.__le__, map(self.last.get, fitting_workers,
+                                                                     repeat(-1, len(fitting))))))
             self._tally_pairs(wl, ask, workers, row, again, tally)
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
@@ -873,6 +876,19 @@ class _Pass:
             tally.frozen = tuple(tally.scores)
         assert tally.frozen is not None
         return tally.frozen, tally.ranked
+
+    def spots_of(self, row: Sequence[_Fit | WorkerScore], workers: Sequence[str]
+                 ) -> tuple[list[int], dict[str, list[int]], list[str]]:
+        """The places of ``row`` where a worker fits (in order), those places by worker, and their workers (memoised
+        per row): what a tally scores (:meth:`_tally_pairs`)."""
+        hit = self.spots.get(id(row))
+        if hit is None:
+            fitting = [i for i, fit in enumerate(row) if not isinstance(fit, WorkerScore)]
+            places: dict[str, list[int]] = defaultdict(list)
+            for i in fitting:
+                places[workers[i]].append(i)
+            hit = self.spots[id(row)] = (fitting, places, [workers[i] for i in fitting])
+        return hit
 
     def is_listed(self, wl: HubWorkload, row: tuple[_Fit | WorkerScore, ...]) -> bool:
         """Whether a queue of ``row``'s fits lists ``wl`` (Kueue copied it there): at once for a Workload no worker
@@ -890,13 +906,13 @@ class _Pass:
 
     def _pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
                indices: Iterable[int], moving: frozenset[str] | None,
-               keyed: dict[int, tuple[_RankKey, int, WorkerScore]]) -> list[WorkerScore]:
+               keyed: dict[int, _Keyed]) -> list[WorkerScore]:
         """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
         why it does not fit, or its cost and wait behind what Kueue admits first. Scores with no move are shared
         by the Workloads that get the same one (:attr:`made`). The hot loop of a pass (one per Workload and
         worker): what is the same for every worker is read once, and the commonest wait (none) is worked out
-        here as :meth:`Releases.wait` does. ``keyed`` gets (rank key, place, score) at each place whose worker fits
-        (:func:`_rank_key`), and loses the others. For a Workload a queue of the row lists, or with progress to move
+        here as :meth:`Releases.wait` does. ``keyed`` gets (late, score USD, place, score) at each place whose worker
+        fits (:data:`_Keyed`), and loses the others. For a Workload a queue of the row lists, or with progress to move
         (:meth:`_tally_pairs` scores the others)."""
         out: list[WorkerScore] = []
         virtual, added, made_by = self.virtual, self.added, self.made
@@ -920,21 +936,21 @@ class _Pass:
             else:
                 wait = releases.wait(fit.nominal, backlog, need)
             if moving is None or worker in moving:
-                made = self._made(fit, worker, price, deadline, made_by)
+                made = made_by.get((id(fit), price)) or self._made(fit, i, worker, price, deadline, made_by)
                 hit = made[0].get(wait) or _make(made, wait)
                 out.append(hit[0])
-                keyed[i] = (hit[1], i, hit[0])
+                keyed[i] = hit[1]
             else:
                 score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker), wl.progress,
                                     wl.admitted_hours)
                 out.append(score)
-                keyed[i] = (_raw_key(score), i, score)
+                keyed[i] = (*_raw_key(score), i, score)
         return out
 
-    def _made(self, fit: _Fit, worker: str, price: float, deadline: float | None,
+    def _made(self, fit: _Fit, place: int, worker: str, price: float, deadline: float | None,
               made_by: dict[tuple[int, float], _Made]) -> _Made:
-        """The scores with no move of ``fit`` (on ``worker``) at ``price`` per hour of waiting, by wait
-        (:attr:`made`)."""
+        """The scores with no move of ``fit`` (at ``place`` of its row, on ``worker``) at ``price`` per hour of
+        waiting, by wait (:attr:`made`)."""
         at = (id(fit), price)
         made = made_by.get(at)
         if made is None:
@@ -944,28 +960,27 @@ class _Pass:
             fields = _NO_MOVE_FIELDS.copy()
             fields["worker"], fields["pool"], fields["capacity"] = worker, fit.pool, fit.capacity
             fields["cost_usd"], fields["borrowed_gpus"] = fit.cost_usd, fit.borrowed
-            made = made_by[at] = ({}, fields, fit, price, deadline)
+            made = made_by[at] = ({}, fields, fit, price, deadline, place)
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
                      indices: Iterable[int] | None, tally: _Tally) -> None:
         """:meth:`_pairs` for a Workload no queue of the row lists and with nothing to move, into ``tally`` (its row,
-        priority and price of waiting): the score at each of ``indices`` (None: every place where a worker fits) set
+        priority and price of waiting): the score at each of ``indices`` (places where a worker fits; None: all) set
         in ``tally.scores``, whose places where no worker fits hold the row's WorkerScore already (they never change).
         Such a Workload waits on a worker as every other of its priority and GPUs does behind the same queue and
         flavors: that wait is worked out once per worker until something is nominated there (:attr:`waits`), for
         every shape that lands on those flavors. What each place of the row needs is looked up once per tally
         (:attr:`_Tally.plan`)."""
+        if indices is None:
+            indices = self.spots_of(row, workers)[0]
         plan = tally.plan
         if plan is None:
-            plan = tally.plan = self._plan_of(wl, ask, workers, row, tally.fitting)
+            plan = tally.plan = self._plan_of(wl, ask, workers, row, self.spots_of(row, workers)[0])
         scores, keyed, last, virtual, added = tally.scores, tally.keyed, self.last, self.virtual, self.added
         need = ask.request.gpus
-        for i in tally.fitting if indices is None else indices:
-            entry = plan[i]
-            if entry is None:
-                continue  # no worker fits there: the row's WorkerScore stays, and it is never in ``keyed``
-            worker, cell, scored, made = entry
+        for i in indices:
+            worker, cell, scored, made = plan[i]  # type: ignore[misc]  # only places where a worker fits
             version = last.get(worker, -1)
             if cell[0] == version:
                 wait = cell[1]
@@ -980,28 +995,34 @@ class _Pass:
                 cell[0], cell[1] = version, wait
             hit = scored.get(wait) or _make(made, wait)
             scores[i] = hit[0]
-            keyed[i] = (hit[1], i, hit[0])
+            keyed[i] = hit[1]
 
     def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
                  fitting: list[int]) -> list[_PlanEntry | None]:
         """Per place of ``row``: None where the worker does not fit, else (the worker, its wait cell in :attr:`waits`,
-        its scores by wait and the rest of its entry in :attr:`made`); the places where a worker fits go to
-        ``fitting``, in order."""
-        waits, made_by = self.waits, self.made
-        prio, need, price, deadline = wl.priority, ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
-        plan: list[_PlanEntry | None] = []
-        for i, fit in enumerate(row):
-            if isinstance(fit, WorkerScore):
-                plan.append(None)
-                continue
-            fitting.append(i)
-            worker = workers[i]
-            wkey = (id(fit.queues), id(fit.releases), fit.nominal, prio, need)
-            cell = waits.get(wkey)
-            if cell is None:
-                cell = waits[wkey] = [-2, 0.0]  # never a worker's last place in the log: worked out at first use
-            made = made_by.get((id(fit), price)) or self._made(fit, worker, price, deadline, made_by)
-            plan.append((worker, cell, made[0], made))
+        its scores by wait and the rest of its entry in :attr:`made`). What a place's entry holds but its wait cell
+        is the same for every tally of the row at the Workload's price of waiting (:attr:`parts`); the cell is the
+        one of the priority and GPUs of the tally's Workloads."""
+        price = ask.wait_usd_per_hour
+        parts = self.parts.get((id(row), price))
+        if parts is None:
+            made_by, queued = self.made, self.queued
+            deadline = ask.job.deadline_hours
+            parts = self.parts[(id(row), price)] = []
+            for i in fitting:
+                fit: _Fit = row[i]  # type: ignore[assignment]
+                worker = workers[i]
+                # The id of the flavors' queue, releases and quota the wait depends on besides priority and GPUs.
+                on = queued.setdefault((id(fit.queues), id(fit.releases), fit.nominal), len(queued))
+                made = made_by.get((id(fit), price)) or self._made(fit, i, worker, price, deadline, made_by)
+                parts.append((i, worker, made[0], made, on))
+        waits, prio, need = self.waits, wl.priority, ask.request.gpus
+        plan: list[_PlanEntry | None] = [None] * len(row)
+        for i, worker, scored, made, on in parts:
+            cell = waits.get((on, prio, need))
+            if cell is None:  # -2: never a worker's last place in the log, so worked out at first use
+                cell = waits[(on, prio, need)] = [-2, 0.0]
+            plan[i] = (worker, cell, scored, made)
         return plan
 
     @staticmethod
@@ -1038,31 +1059,31 @@ class _Tally:
     the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
     and the scores as a tuple."""
 
-    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan", "fitting")
+    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan")
 
     def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
         self.seen = seen
         self.scores = scores
-        # Per place of a worker that fits: (its rank key, the place, its score) (:meth:`_Pass._pairs`).
-        self.keyed: dict[int, tuple[_RankKey, int, WorkerScore]] = {}
+        # Per place of a worker that fits: (late, score USD, the place, its score) (:meth:`_Pass._pairs`).
+        self.keyed: dict[int, _Keyed] = {}
         self.ranked: Ranked | None = None
         self.frozen: tuple[WorkerScore, ...] | None = None
-        self.plan: list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None] | None = None
-        self.fitting: list[int] = []  # the places of :attr:`plan` where a worker fits (:meth:`_Pass._tally_pairs`)
+        self.plan: list[_PlanEntry | None] | None = None  # per place of the row (:meth:`_Pass._plan_of`)
 
 
 # The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
 # with its rank key; the fields they share; the fit; the price; the job's deadline_hours; its cost as the rank key
 # rounds it). A tuple: one is made per fit and price of a pass.
-_Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None"]
+_Made = tuple[dict[float, tuple[WorkerScore, "_Keyed"]], dict[str, Any], _Fit, float, "float | None", int]
 # A place of a tally's plan where a worker fits: the worker, its wait cell, its scores by wait and its _Made.
-_PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_RankKey"]], _Made]
+_PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_Keyed"]], _Made]
 
 
-def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
+def _make(made: _Made, wait: float) -> tuple[WorkerScore, _Keyed]:
     """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
-    wait's four set, without the frozen dataclass's ``__init__``), with its rank key; kept in ``made``."""
-    scored, fields, fit, price, deadline = made
+    wait's four set, without the frozen dataclass's ``__init__``), with its entry in a tally's ranking (its rank
+    key, its place in the row, itself: made once with the score); kept in ``made``."""
+    scored, fields, fit, price, deadline, place = made
     score: WorkerScore = object.__new__(WorkerScore)
     ready = wait + fit.ready_hours
     wait_usd = wait * price
@@ -1071,7 +1092,7 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
     d.update(fields)
     d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
     # _raw_key(score): its usd is cost_usd + wait_usd.
-    hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd))
+    hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd, place, score))
     return hit
 
 
@@ -1096,24 +1117,26 @@ _NO_MOVE_FIELDS: dict[str, Any] = {
     "restarts": False, "move_known": True, "move_case": "", "lost_hours": None, "lost_usd": None, "lost_from": ""}
 _JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ holds them in order, the name first)
 # What :class:`Ranked` orders by before rounding (:func:`_raw_key`), or the whole :func:`_rank_key`.
-_RankKey = tuple[bool, float] | tuple[bool, float, float, str]
+# (late, score USD, place in the row, score): an entry of :class:`Ranked` (:func:`_raw_key`, then the place and score).
+_Keyed = tuple[bool, float, int, WorkerScore]
 
 
 class Ranked:
-    """The workers that fit, best first, as :func:`_ranked` orders them, from (key, place, score) of each, the key
-    (late, score USD) (:func:`_raw_key`) or the whole :func:`_rank_key`. Read from a heap as far as the reader goes:
-    a pass reads the first one or two of each Workload's workers (the best not yet tried, the runner-up), not their
-    whole order. Rounding (``round(x, 6)``, the costliest step of a key) is left to the reads: rounding never
-    reverses an order, so the entries that share a late flag and a rounded score are next to each other in the
-    order of their raw keys; each such group, popped whole, is put in :func:`_rank_key`'s order (the rounded cost,
-    then the worker), the places breaking the remaining ties as the stable sort does (the scores are never
-    compared)."""
+    """The workers that fit, best first, as :func:`_ranked` orders them, from (late, score USD, place, score) of each
+    (:data:`_Keyed`: :func:`_raw_key`, flat, so that comparing two costs one tuple comparison, not two nested). Read
+    from a heap as far as the reader goes: a pass reads the first one or two of each Workload's workers (the best not
+    yet tried, the runner-up), not their whole order. Rounding (``round(x, 6)``, the costliest step of a key) is left
+    to the reads: rounding never reverses an order, so the entries that share a late flag and a rounded score are
+    next to each other in the order of their raw keys; each such group, popped whole, is put in :func:`_rank_key`'s
+    order (the rounded cost, then the worker), the places breaking the remaining ties as the stable sort does (the
+    scores are never compared). Two scores more than :data:`_APART` apart never round alike: the next entry that
+    far from a popped one (or of another late flag) ends its group without a rounding."""
 
     __slots__ = ("entries", "_heap", "_read")
 
-    def __init__(self, entries: tuple[tuple[_RankKey, int, WorkerScore], ...]) -> None:
+    def __init__(self, entries: tuple[_Keyed, ...]) -> None:
         self.entries = entries
-        self._heap: list[tuple[_RankKey, int, WorkerScore]] | None = None  # made on the first read
+        self._heap: list[_Keyed] | None = None  # made on the first read
         self._read: list[WorkerScore] = []  # popped from the heap so far, best first: every later read starts here
 
     def __iter__(self) -> Iterator[WorkerScore]:
@@ -1148,16 +1171,27 @@ class Ranked:
         if not heap:
             return False
         first = heapq.heappop(heap)
-        late, usd6 = first[0][0], round(first[0][1], 6)
-        if not heap or heap[0][0][0] != late or round(heap[0][0][1], 6) != usd6:
-            self._read.append(first[2])
+        late, usd = first[0], first[1]
+        # The commonest case: the next entry is of another late flag or far apart (a NaN or an infinite score
+        # compares False here and is rounded as any other).
+        if not heap or heap[0][0] != late or heap[0][1] - usd > _APART:
+            self._read.append(first[3])
+            return True
+        usd6 = round(usd, 6)
+        if round(heap[0][1], 6) != usd6:
+            self._read.append(first[3])
             return True
         group = [first]
-        while heap and heap[0][0][0] == late and round(heap[0][0][1], 6) == usd6:
+        while heap and heap[0][0] == late and round(heap[0][1], 6) == usd6:
             group.append(heapq.heappop(heap))
-        group.sort(key=lambda e: (round(e[2].cost_usd, 6), e[2].worker, e[1]))
-        self._read.extend(e[2] for e in group)
+        group.sort(key=lambda e: (round(e[3].cost_usd, 6), e[3].worker, e[2]))
+        self._read.extend(e[3] for e in group)
         return True
+
+
+# Two floats whose difference (as computed) exceeds this never round alike to 6 decimals: each is within 0.5e-6 of its
+# rounding (or is its own rounding, where doubles are more than 1e-6 apart), and the subtraction errs by far less.
+_APART = 2e-6
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:

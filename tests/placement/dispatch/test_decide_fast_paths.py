@@ -59,15 +59,21 @@ def _score(worker: str, usd: float, cost: float, late: bool = False) -> WorkerSc
     return WorkerScore.fitting(worker, "p", "spot", cost, 0.0, usd - cost, 1.0, late, 0, 0.0, 0.0, False)
 
 
-@pytest.mark.parametrize("key", ["_rank_key", "_raw_key"])
-def test_the_ranking_read_from_a_heap_is_the_stable_sort(key: str) -> None:
-    # Ties once rounded to 6 decimals (10.0000001, 9.9999999 and 10.0; 20.0000004 and 20.0000006 not): the rounded
-    # cost, then the worker, then the place decide, however the raw scores order them.
+@pytest.mark.parametrize("rounded", [False, True])
+def test_the_ranking_read_from_a_heap_is_the_stable_sort(rounded: bool) -> None:
+    # Ties once rounded to 6 decimals (10.0000001, 9.9999999 and 10.0; 20.0000004 and 20.0000006 not; 30.0000004 and
+    # 29.9999996, 8e-7 apart, are; 40.0000004 and 40.0000016 not, nor 50.0000004 and 50.0000024, 2e-6 apart, which
+    # are told apart without rounding): the rounded cost, then the worker, then the place decide, however the raw scores
+    # order them. Rounded or raw scores in the entries: the same order.
     scores = [_score("b", 10.0, 5.0), _score("a", 10.0, 5.0), _score("c", 10.0000001, 4.0), _score("d", 3.0, 3.0, True),
               _score("e", 9.9999999, 9.0), _score("b", 10.0, 5.0), _score("f", math.inf, 1.0),
               _score("g", 9.9999999, 4.0), _score("h", 20.0000006, 2.0), _score("i", 20.0000004, 3.0),
-              _score("j", 3.0000001, 3.0000004, True), _score("k", 2.9999999, 3.0000001, True)]
-    entries = tuple((getattr(decide_module, key)(s), i, s) for i, s in enumerate(scores))
+              _score("j", 3.0000001, 3.0000004, True), _score("k", 2.9999999, 3.0000001, True),
+              _score("z", 29.9999996, 9.0), _score("l", 30.0000004, 5.0), _score("y", 40.0000004, 9.0),
+              _score("m", 40.0000016, 5.0), _score("x", 50.0000004, 9.0), _score("n", 50.0000024, 5.0),
+              _score("o", math.inf, 0.5)]
+    entries = tuple((s.late, round(s.usd, 6) if rounded else s.usd, i, s) for i, s in enumerate(scores))
+    assert rounded or all(e[:2] == decide_module._raw_key(e[3]) for e in entries)
     ranked = list(decide_module.Ranked(entries))
     assert ranked == decide_module._ranked(scores)
     assert [id(s) for s in ranked] == [id(s) for s in decide_module._ranked(scores)]  # equal keys: workers' order
@@ -134,13 +140,14 @@ def test_a_score_made_from_the_shared_fields_is_the_one_fitting_makes() -> None:
 
     assert list(decide_module._NO_MOVE_FIELDS) == [f.name for f in fields(WorkerScore)]
     fit = decide_module._Fit(None, None, "pool-a", "spot", 123.456789, 2.5, 8, 16, None, 0, ())  # type: ignore[arg-type]
-    made = decide_module._Pass._made(None, fit, "w-1", 3.0, 4.0, {})  # type: ignore[arg-type]
+    made = decide_module._Pass._made(None, fit, 7, "w-1", 3.0, 4.0, {})  # type: ignore[arg-type]
     for wait in (0.0, 1.25):
-        score, key = decide_module._make(made, wait)
+        score, entry = decide_module._make(made, wait)
         want = WorkerScore.fitting("w-1", "pool-a", "spot", 123.456789, wait, wait * 3.0, wait + 2.5,
                                    wait + 2.5 > 4.0, 8, 0.0, 0.0, False)
         assert score == want and list(score.__dict__.items()) == list(want.__dict__.items())
-        assert key == decide_module._raw_key(want)
+        assert entry == (*decide_module._raw_key(want), 7, score) and entry[3] is score
+        assert made[0][wait] == (score, entry)
 
 
 def test_a_decision_made_without_its_init_is_the_one_its_init_makes() -> None:
