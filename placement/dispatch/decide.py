@@ -960,7 +960,7 @@ class _Pass:
             fields = _NO_MOVE_FIELDS.copy()
             fields["worker"], fields["pool"], fields["capacity"] = worker, fit.pool, fit.capacity
             fields["cost_usd"], fields["borrowed_gpus"] = fit.cost_usd, fit.borrowed
-            made = made_by[at] = ({}, fields, fit, price, deadline, place)
+            made = made_by[at] = ({}, fields, fit, price, deadline, place, fit.ready_hours, fit.cost_usd)
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
@@ -1072,9 +1072,10 @@ class _Tally:
 
 
 # The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
-# with its rank key; the fields they share; the fit; the price; the job's deadline_hours; its cost as the rank key
-# rounds it). A tuple: one is made per fit and price of a pass.
-_Made = tuple[dict[float, tuple[WorkerScore, "_Keyed"]], dict[str, Any], _Fit, float, "float | None", int]
+# with its entry in a ranking; the fields they share; the fit; the price; the job's deadline_hours; the fit's place in
+# its row; the fit's ready hours and cost USD). A tuple: one is made per fit and price of a pass.
+_Made = tuple[dict[float, tuple[WorkerScore, "_Keyed"]], dict[str, Any], _Fit, float, "float | None", int, float,
+              float]
 # A place of a tally's plan where a worker fits: the worker, its wait cell, its scores by wait and its _Made.
 _PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_Keyed"]], _Made]
 
@@ -1083,21 +1084,22 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _Keyed]:
     """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
     wait's four set, without the frozen dataclass's ``__init__``), with its entry in a tally's ranking (its rank
     key, its place in the row, itself: made once with the score); kept in ``made``."""
-    scored, fields, fit, price, deadline, place = made
-    score: WorkerScore = object.__new__(WorkerScore)
-    ready = wait + fit.ready_hours
+    scored, fields, _, price, deadline, place, ready_hours, cost_usd = made  # the fit's two figures, read once
+    score: WorkerScore = _new_object(WorkerScore)
+    ready = wait + ready_hours
     wait_usd = wait * price
     late = deadline is not None and ready > deadline
     d = score.__dict__
     d.update(fields)
     d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
     # _raw_key(score): its usd is cost_usd + wait_usd.
-    hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd, place, score))
+    hit = scored[wait] = (score, (late, cost_usd + wait_usd, place, score))
     return hit
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in (Memory, Decision, EventOut)}
 _T = TypeVar("_T", Memory, Decision, EventOut)
 
