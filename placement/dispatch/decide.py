@@ -282,9 +282,8 @@ class _Costs:
                 return None
             egress, nat, hours = moved
             for key, compute, ready_h, ck_store, ck_req in rows:
-                eg = egress
-                eg += nat + ck_store + ck_req
-                out[key] = (compute + eg + 0.0, hours + ready_h)
+                # eg = egress; eg += nat + ck_store + ck_req; total = compute + eg + 0.0: the same sums, in that order.
+                out[key] = (compute + (egress + (nat + ck_store + ck_req)) + 0.0, hours + ready_h)
         return out
 
 
