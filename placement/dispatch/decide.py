@@ -531,6 +531,9 @@ class _Pass:
         # Per shape: its id, the job as the engine prices it, the id of its place and what it requests (:meth:`ask`).
         self.shapes: dict[tuple[object, ...], tuple[int, JobSpec, int, Allocatable]] = {}
         self.places: dict[tuple[object, ...], int] = {}
+        # Values by an id equal for equal values, and that id by the id() of each object seen (:meth:`canonical`).
+        self.canon: dict[object, int] = {}
+        self.by_id: dict[int, int] = {}
         # Per shape and list of workers: what each offers the shape, in that order (:meth:`row`).
         self.rows: dict[tuple[int, tuple[str, ...]], tuple[_Fit | WorkerScore, ...]] = {}
         # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
@@ -602,15 +605,27 @@ class _Pass:
             # The job as the engine prices it (:func:`_cost_key`) as its fields but the name, in their order: equal
             # exactly when those jobs are (a JobSpec's __eq__ compares the same tuple), and hashed and compared in C
             # rather than by the dataclass's own methods over ~50 fields, once per Workload.
+            # Its dataset and the per-pod resources of a Workload's one pod set (their dataclasses hash and compare in
+            # Python) by their ids in :attr:`canon`: equal exactly when they are (:meth:`canonical`).
             attrs = job.__dict__
             values = tuple(attrs.values())
-            job_key = values[1:] if len(values) == _JOB_FIELD_COUNT and next(iter(attrs)) == "name" else (
-                _cost_key(job),)
-            shape = (job_key, wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
+            if len(values) == _JOB_FIELD_COUNT and next(iter(attrs)) == "name":
+                ds = values[_JOB_DATASET]
+                job_key = values[1:] if ds is None else (values[1:_JOB_DATASET] + (self.canonical(ds),)
+                                                         + values[_JOB_DATASET + 1:])
+            else:
+                job_key = (_cost_key(job),)
+            needs = wl.needs
+            if len(needs) == 1:  # Need's __eq__ compares (name, count, per_pod, pools): this tuple does
+                n = needs[0]
+                needs_key: tuple[object, ...] = (n.name, n.count, self.canonical(n.per_pod), n.pools)
+            else:
+                needs_key = needs  # never equal to the one above: a Need is no str
+            shape = (job_key, needs_key, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
             known = self.shapes.get(shape)
             if known is None:
                 # What follows from the shape: worked out for its first Workload (every other's is equal).
-                place = (wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
+                place = (needs_key, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
                          job.capacities(), job.allow_clouds, job.deny_clouds, job.allow_regions, job.deny_regions)
                 pid = self.places.setdefault(place, len(self.places))
                 known = self.shapes[shape] = (len(self.shapes), _cost_key(job), pid, wl.request)
@@ -618,6 +633,15 @@ class _Pass:
             price = (wl.delay_usd_per_hour if wl.delay_usd_per_hour is not None
                      else request.gpus * self.settings.wait_usd_per_gpu_hour)  # wait_usd_per_hour(wl, settings)
             hit = self.asks[id(wl)] = _new_tuple(_Ask, (job, cost_key, request, sid, pid, price))
+        return hit
+
+    def canonical(self, value: object) -> int:
+        """An id of ``value`` equal for equal values, looked up by its ``id()`` (``value`` is held by a Workload the
+        pass's caller holds, or by its :attr:`asks`) before hashing it."""
+        at = id(value)
+        hit = self.by_id.get(at)
+        if hit is None:
+            hit = self.by_id[at] = self.canon.setdefault(value, len(self.canon))
         return hit
 
     def _flavor_reason(self, wl: HubWorkload, ask: _Ask, f: FlavorState, quota: FlavorQuota,
@@ -1117,6 +1141,7 @@ _NO_MOVE_FIELDS: dict[str, Any] = {
     "wait_usd": 0.0, "ready_hours": 0.0, "late": False, "borrowed_gpus": 0, "move_usd": 0.0, "move_hours": 0.0,
     "restarts": False, "move_known": True, "move_case": "", "lost_hours": None, "lost_usd": None, "lost_from": ""}
 _JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ holds them in order, the name first)
+_JOB_DATASET = [f.name for f in fields(JobSpec)].index("dataset")  # where its dataset is in that order
 # What :class:`Ranked` orders by before rounding (:func:`_raw_key`), or the whole :func:`_rank_key`.
 # (late, score USD, place in the row, score): an entry of :class:`Ranked` (:func:`_raw_key`, then the place and score).
 _Keyed = tuple[bool, float, int, WorkerScore]

@@ -168,3 +168,44 @@ def test_a_decision_made_without_its_init_is_the_one_its_init_makes() -> None:
     assert made == want and repr(made) == repr(want) and not hasattr(Decision, "__post_init__")
     with pytest.raises(ValueError):
         decide_module._frozen(EventOut, "Normal", "Nominated")  # every field, or none made
+
+
+def test_workloads_share_a_shape_exactly_when_their_jobs_needs_and_queues_are_equal() -> None:
+    # The shape key reads a job's dataset and a pod set's resources by an id equal for equal values: equal objects
+    # made apart share a shape, and any field that differs (the name aside) keeps shapes apart, as the plain key does.
+    from dataclasses import fields, replace
+
+    from placement.dispatch.model import Need
+    from placement.model.jobspec import Dataset, JobSpec
+
+    assert [f.name for f in fields(Need) if f.compare] == ["name", "count", "per_pod", "pools"]
+    assert fields(JobSpec)[decide_module._JOB_DATASET].name == "dataset"
+
+    def need(gpus: int = 8, count: int = 1, name: str = "main", pools: frozenset[str] | None = None) -> Need:
+        return Need(name, count, Allocatable(1000, 2000, gpus, 0), pools)
+
+    def job(name: str = "j", size: float = 10.0, **changes: Any) -> JobSpec:
+        return replace(JobSpec(name=name, accelerators=("H100",), gpus=8, hours=2.0,
+                               dataset=Dataset("s3://b/d", size, "us-east-1", "aws")), **changes)
+
+    base = {"namespace": "t", "uid": "u", "created": 1.0, "priority": 0, "queue_name": "q", "cluster_queue": "cq",
+            "check": "c", "check_state": "Pending", "allowed": ("w",)}
+    variants: list[tuple[tuple[Need, ...], JobSpec, dict[str, Any]]] = [
+        ((need(),), job(), {}), ((need(),), job("other"), {}), ((need(),), job(size=10.0), {}),
+        ((need(),), job(size=11.0), {}), ((need(4),), job(), {}), ((need(count=2),), job(), {}),
+        ((need(name="w"),), job(), {}), ((need(pools=frozenset({"p"})),), job(), {}),
+        ((need(), need(name="w")), job(), {}), ((need(), need(name="w")), job(size=10.0), {}), ((), job(), {}),
+        ((need(),), job(dataset=None), {}), ((need(),), job(hours=3.0), {}), ((need(),), job(), {"queue_name": "r"}),
+        ((need(),), job(), {"group": "g"}), ((need(),), job(), {"namespace": "u"})]
+    wls = [HubWorkload(**{**base, **extra}, name=f"w{i}", needs=needs, job=spec)
+           for i, (needs, spec, extra) in enumerate(variants)]
+    ps = decide_module._Pass([], Pricing(()), 0.0, Settings())
+    shape = [ps.ask(wl).shape for wl in wls]
+
+    def plain(wl: HubWorkload) -> tuple[Any, ...]:
+        assert wl.job is not None
+        return (replace(wl.job, name=""), wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
+
+    for a, b in ((a, b) for a in range(len(wls)) for b in range(len(wls))):
+        assert (shape[a] == shape[b]) == (plain(wls[a]) == plain(wls[b])), (variants[a], variants[b])
+    assert len(set(shape)) < len(wls)  # some do share one
