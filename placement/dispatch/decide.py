@@ -1114,7 +1114,11 @@ def _make(made: _Made, wait: float) -> tuple[WorkerScore, _Keyed]:
     late = deadline is not None and ready > deadline
     d = score.__dict__
     d.update(fields)
-    d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
+    # One by one: a four-target assignment builds and unpacks a tuple.
+    d["wait_hours"] = wait
+    d["wait_usd"] = wait_usd
+    d["ready_hours"] = ready
+    d["late"] = late
     # _raw_key(score): its usd is cost_usd + wait_usd.
     hit = scored[wait] = (score, (late, cost_usd + wait_usd, place, score))
     return hit
