@@ -221,8 +221,9 @@ class _Costs:
                                                                     JobSpec.interruptions_per_hour), strict=True))
             self.pool_offer = {k: swap[id(o)] for k, o in self.pool_offer.items()}
             self.offers = tuple(swap.values())
-        self._memo: dict[JobSpec, _Priced] = {}
-        self._dry: dict[JobSpec, _Priced] = {}
+        # By the job (or the key :meth:`of` was given), and by its dry job (or that key's): :meth:`of`.
+        self._memo: dict[object, _Priced] = {}
+        self._dry: dict[object, _Priced] = {}
         self._moves: dict[tuple[object, ...], dict[tuple[str, str], tuple[float, float, float] | None]] = {}
 
     def _plan(self, job: JobSpec) -> Plan:
@@ -232,23 +233,34 @@ class _Costs:
             return plan(calibrated_job(self.calibration, job), self.offers)
         return plan(job, self.offers)
 
-    def of(self, job: JobSpec) -> _Priced:
+    def of(self, job: JobSpec, key: tuple[object, ...] | None = None) -> _Priced:
         """The engine's candidates for ``job``. Its name prices nothing, so Workloads that differ only in their
         names share one plan (callers pass the job under :func:`_cost_key`). A job whose data is all that sets
         it apart from others (:func:`_dry_job`) shares their plan, with its data's moves added per region
-        (:meth:`_with_data`): the same candidates are excluded, for the same reasons."""
-        hit = self._memo.get(job)
+        (:meth:`_with_data`): the same candidates are excluded, for the same reasons.
+
+        ``key``: the job's fields but the name, in their order, its dataset by any id equal for equal datasets
+        (:meth:`_Pass.ask`): equal only for equal jobs, and hashed and compared in C rather than by the dataclass's
+        methods over ~50 fields (the plans are memoised by it, and its dry job's by it with the data cleared)."""
+        plain = key is None or len(key) != _JOB_FIELD_COUNT - 1
+        hit = self._memo.get(job if plain else key)
         if hit is None:
             dry = _dry_job(job) if self.calibration is None else None
-            base = None if dry is None else self._dry.get(dry)
+            dry_key: object = dry
+            if dry is not None and not plain:
+                cleared = list(key)  # type: ignore[arg-type]
+                cleared[_JOB_DATASET - 1], cleared[_JOB_OUTPUTS - 1], cleared[_JOB_THROUGHPUT - 1] = None, 0.0, ()
+                dry_key = tuple(cleared)
+            base = None if dry is None else self._dry.get(dry_key)
             if dry is not None and base is None:
-                base = self._dry[dry] = _Priced({}, plan(dry, self.offers))
+                base = self._dry[dry_key] = _Priced({}, plan(dry, self.offers))
             figures = None if base is None else self._with_data(job, base)
             if base is None or figures is None:
                 p = self._plan(job)
-                hit = self._memo[job] = _Priced(runnable_figures(p), p)
+                hit = _Priced(runnable_figures(p), p)
             else:
-                hit = self._memo[job] = _Priced(figures, base.plan, base)
+                hit = _Priced(figures, base.plan, base)
+            self._memo[job if plain else key] = hit
         return hit
 
     def _data_moves(self, job: JobSpec, cloud: str, region: str) -> tuple[float, float, float] | None:
@@ -533,6 +545,7 @@ class _Pass:
         self.places: dict[tuple[object, ...], int] = {}
         # Values by an id equal for equal values, and that id by the id() of each object seen (:meth:`canonical`).
         self.canon: dict[object, int] = {}
+        self.job_keys: list[tuple[object, ...]] = []  # per shape: its job's key (:meth:`_Costs.of`)
         self.by_id: dict[int, int] = {}
         # Per shape and list of workers: what each offers the shape, in that order (:meth:`row`).
         self.rows: dict[tuple[int, tuple[str, ...]], tuple[_Fit | WorkerScore, ...]] = {}
@@ -628,6 +641,7 @@ class _Pass:
                 place = (needs_key, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
                          job.capacities(), job.allow_clouds, job.deny_clouds, job.allow_regions, job.deny_regions)
                 pid = self.places.setdefault(place, len(self.places))
+                self.job_keys.append(job_key)
                 known = self.shapes[shape] = (len(self.shapes), _cost_key(job), pid, wl.request)
             sid, cost_key, pid, request = known
             price = (wl.delay_usd_per_hour if wl.delay_usd_per_hour is not None
@@ -804,7 +818,7 @@ class _Pass:
             if priced is None:
                 priced = self.priced.get(ask.shape)
                 if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
-                    priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
+                    priced = self.priced[ask.shape] = self.costs.of(ask.cost_key, self.job_keys[ask.shape])
                 runnable = priced.runnable
             cq, flavors, keys, queues = entry
             # runnable.get(None) is None: no figures for a flavor the shape may not use (map: no comprehension frame).
@@ -1145,7 +1159,9 @@ _NO_MOVE_FIELDS: dict[str, Any] = {
     "wait_usd": 0.0, "ready_hours": 0.0, "late": False, "borrowed_gpus": 0, "move_usd": 0.0, "move_hours": 0.0,
     "restarts": False, "move_known": True, "move_case": "", "lost_hours": None, "lost_usd": None, "lost_from": ""}
 _JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ holds them in order, the name first)
-_JOB_DATASET = [f.name for f in fields(JobSpec)].index("dataset")  # where its dataset is in that order
+# Where its dataset, outputs_gb and throughput_gbps are in that order (:meth:`_Pass.ask`, :meth:`_Costs.of`).
+_JOB_DATASET, _JOB_OUTPUTS, _JOB_THROUGHPUT = (
+    [f.name for f in fields(JobSpec)].index(name) for name in ("dataset", "outputs_gb", "throughput_gbps"))
 # What :class:`Ranked` orders by before rounding (:func:`_raw_key`), or the whole :func:`_rank_key`.
 # (late, score USD, place in the row, score): an entry of :class:`Ranked` (:func:`_raw_key`, then the place and score).
 _Keyed = tuple[bool, float, int, WorkerScore]
