@@ -624,14 +624,20 @@ class _Pass:
             values = tuple(attrs.values())
             if len(values) == _JOB_FIELD_COUNT and next(iter(attrs)) == "name":
                 ds = values[_JOB_DATASET]
-                job_key = values[1:] if ds is None else (values[1:_JOB_DATASET] + (self.canonical(ds),)
-                                                         + values[_JOB_DATASET + 1:])
+                if ds is not None:
+                    canon = self.by_id.get(id(ds))  # self.canonical(ds), its commonest case without a call
+                    job_key = values[1:_JOB_DATASET] + (self.canonical(ds) if canon is None else canon,) + values[
+                        _JOB_DATASET + 1:]
+                else:
+                    job_key = values[1:]
             else:
                 job_key = (_cost_key(job),)
             needs = wl.needs
             if len(needs) == 1:  # Need's __eq__ compares (name, count, per_pod, pools): this tuple does
                 n = needs[0]
-                needs_key: tuple[object, ...] = (n.name, n.count, self.canonical(n.per_pod), n.pools)
+                canon = self.by_id.get(id(n.per_pod))  # self.canonical(n.per_pod), without a call when known
+                needs_key: tuple[object, ...] = (n.name, n.count, self.canonical(n.per_pod) if canon is None else canon,
+                                                 n.pools)
             else:
                 needs_key = needs  # never equal to the one above: a Need is no str
             shape = (job_key, needs_key, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
@@ -824,7 +830,8 @@ class _Pass:
             # runnable.get(None) is None: no figures for a flavor the shape may not use (map: no comprehension frame).
             figures = [*map(runnable.get, keys)]
             if not any(figures):
-                out.append(self._unfit(ask, worker, flavors, priced))
+                out.append(self.unfit.get((ask.place, worker, id(priced.plan))) or self._unfit(ask, worker, flavors,
+                                                                                             priced))
                 continue
             key = (ask.place, worker, tuple(map(bool, figures)))  # figures are (USD, hours) pairs or None
             landing = self.landings.get(key)
@@ -1251,7 +1258,9 @@ def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
 def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     if wl.delay_usd_per_hour is not None:
         return f"${wl.delay_usd_per_hour:g}/h (the job's usd_per_hour_of_delay)"
-    gpus = sum(n.per_pod.gpus * n.count for n in wl.needs)  # wl.request.gpus, without its Allocatable sums
+    needs = wl.needs  # wl.request.gpus, without its Allocatable sums (one pod set, the commonest: without a generator)
+    gpus = 0 + needs[0].per_pod.gpus * needs[0].count if len(needs) == 1 else sum(n.per_pod.gpus * n.count
+                                                                                for n in needs)
     return f"{gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
@@ -1344,6 +1353,8 @@ def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) 
 
 def _warnings_text(wl: HubWorkload) -> str:
     """The annotations of ``wl``'s job read as unknown, for its Event (empty when none)."""
+    if not wl.warnings:  # the commonest case, without a generator
+        return ""
     return "".join(f"; warning: {w}" for w in wl.warnings)
 
 

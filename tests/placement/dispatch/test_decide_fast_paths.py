@@ -209,3 +209,15 @@ def test_workloads_share_a_shape_exactly_when_their_jobs_needs_and_queues_are_eq
     for a, b in ((a, b) for a in range(len(wls)) for b in range(len(wls))):
         assert (shape[a] == shape[b]) == (plain(wls[a]) == plain(wls[b])), (variants[a], variants[b])
     assert len(set(shape)) < len(wls)  # some do share one
+
+
+@pytest.mark.parametrize("counts", [(), (2,), (1, 3)])
+def test_the_wait_price_and_warnings_texts_read_as_their_generic_forms(counts: tuple[int, ...]) -> None:
+    # One pod set (the commonest) is read without a generator, no warning without a join: the same texts.
+    needs = tuple(Need(f"p{i}", count, Allocatable(1000, 2000, 4 + i, 0)) for i, count in enumerate(counts))
+    for warnings in ((), ("a bad annotation", "another")):
+        wl = HubWorkload("t", "w", "u", 1.0, 0, "q", "cq", "c", "Pending", ("w",), needs=needs, warnings=warnings)
+        gpus = sum(n.per_pod.gpus * n.count for n in needs)
+        assert decide_module._wait_price_text(wl, Settings()) == (
+            f"{gpus} GPUs x ${Settings().wait_usd_per_gpu_hour:g}/GPU-h")
+        assert decide_module._warnings_text(wl) == "".join(f"; warning: {w}" for w in warnings)
