@@ -597,10 +597,12 @@ class _Pass:
         w = self.workers.get(worker)
         if w is None:
             return
-        cq_name = w.local_queues.get((wl.namespace, wl.queue_name))
-        cq = w.cluster_queues.get(cq_name or "")
-        if cq is not None and (wl.namespace, wl.name) in self.queues_of(worker, cq).names:
-            return  # Kueue has copied it there already: the worker's own list counts it
+        own = (wl.namespace, wl.name)
+        if own in self.copied:  # else no queue of any worker lists it (the commonest case: nothing to look up)
+            cq_name = w.local_queues.get((wl.namespace, wl.queue_name))
+            cq = w.cluster_queues.get(cq_name or "")
+            if cq is not None and own in self.queues_of(worker, cq).names:
+                return  # Kueue has copied it there already: the worker's own list counts it
         ask = self.ask(wl)
         row = (ask.request.gpus, ask.job.hours)
         self.virtual[worker][wl.priority].append(row)
@@ -1472,7 +1474,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     for wl in deciding:
         mem = current_memory.get(wl.uid)
         try:
-            ran_on = progress(wl, mem)
+            ran_on = None if wl.checkpoint is None else progress(wl, mem)  # progress(): None without a home
             scores, ranked = ps.ranked_scores(wl, wl.allowed, ran_on)
         except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
             from placement.dispatch.snapshot import problem_text
@@ -1494,7 +1496,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             lead = f"nomination of {prev} was cleared (eviction {wl.evictions})"
         else:
             reason, lead = NOMINATED, ""
-        best = _best(ranked, tried)
+        best = ranked.first(tried)  # _best(ranked, tried): ``tried`` is a set of this Workload's already
         if best is None and tried:
             # Every worker that fits was tried: start a new round, still avoiding the current one if possible.
             tried = set(current)
