@@ -908,7 +908,7 @@ class _Pass:
             # Only the workers that fit and that something was nominated to since are scored again (their backlog
             # grew): found from the log's tail or from each worker's last nomination, whichever is shorter to read.
             seen = tally.seen
-            fitting, places, fitting_workers = self.spots_of(row, workers)
+            fitting, places, fitting_workers = self.spots.get(id(row)) or self.spots_of(row, workers)
             if len(log) - seen < len(fitting):
                 again = [i for w in set(log[seen:]) for i in places.get(w, ())]
             else:
@@ -1018,11 +1018,13 @@ class _Pass:
         flavors: that wait is worked out once per worker until something is nominated there (:attr:`waits`), for
         every shape that lands on those flavors. What each place of the row needs is looked up once per tally
         (:attr:`_Tally.plan`)."""
-        if indices is None:
-            indices = self.spots_of(row, workers)[0]
         plan = tally.plan
-        if plan is None:
-            plan = tally.plan = self._plan_of(wl, ask, workers, row, self.spots_of(row, workers)[0])
+        if plan is None or indices is None:
+            fitting = self.spots_of(row, workers)[0]
+            if indices is None:
+                indices = fitting
+            if plan is None:
+                plan = tally.plan = self._plan_of(wl, ask, workers, row, fitting)
         scores, keyed, last, virtual, added = tally.scores, tally.keyed, self.last, self.virtual, self.added
         need = ask.request.gpus
         for i in indices:
