@@ -954,14 +954,13 @@ class _Pass:
                indices: Iterable[int], moving: frozenset[str] | None,
                keyed: dict[int, _Keyed]) -> list[WorkerScore]:
         """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
-        why it does not fit, or its cost and wait behind what Kueue admits first. Scores with no move are shared
-        by the Workloads that get the same one (:attr:`made`). The hot loop of a pass (one per Workload and
-        worker): what is the same for every worker is read once, and the commonest wait (none) is worked out
-        here as :meth:`Releases.wait` does. ``keyed`` gets (late, score USD, place, score) at each place whose worker
+        why it does not fit, or its cost and wait behind what Kueue admits first (:meth:`_score`). What is the same
+        for every worker is read once, and the commonest wait (none) is worked out here as :meth:`Releases.wait`
+        does. ``keyed`` gets (late, score USD, place, score) at each place whose worker
         fits (:data:`_Keyed`), and loses the others. For a Workload a queue of the row lists, or with progress to move
         (:meth:`_tally_pairs` scores the others)."""
         out: list[WorkerScore] = []
-        virtual, added, made_by = self.virtual, self.added, self.made
+        virtual, added = self.virtual, self.added
         own = (wl.namespace, wl.name)
         need, price, deadline = ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
         for i in indices:
@@ -982,21 +981,18 @@ class _Pass:
             else:
                 wait = releases.wait(fit.nominal, backlog, need)
             if moving is None or worker in moving:
-                made = made_by.get((id(fit), price)) or self._made(fit, i, worker, price, deadline, made_by)
-                hit = made[0].get(wait) or _make(made, wait)
-                out.append(hit[0])
-                keyed[i] = hit[1]
+                score = self._score(fit, worker, wait, price, deadline, NO_MOVE)
             else:
                 score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker), wl.progress,
                                     wl.admitted_hours)
-                out.append(score)
-                keyed[i] = (*_raw_key(score), i, score)
+            out.append(score)
+            keyed[i] = (*_raw_key(score), i, score)
         return out
 
-    def _made(self, fit: _Fit, place: int, worker: str, price: float, deadline: float | None,
+    def _made(self, fit: _Fit, worker: str, price: float, deadline: float | None,
               made_by: dict[tuple[int, float], _Made]) -> _Made:
-        """The scores with no move of ``fit`` (at ``place`` of its row, on ``worker``) at ``price`` per hour of
-        waiting, by wait (:attr:`made`)."""
+        """The scores with no move of ``fit`` (on ``worker``) at ``price`` per hour of waiting, by wait
+        (:attr:`made`), and what :meth:`_tally_pairs` makes them of."""
         at = (id(fit), price)
         made = made_by.get(at)
         if made is None:
@@ -1006,7 +1002,7 @@ class _Pass:
             fields = _NO_MOVE_FIELDS.copy()
             fields["worker"], fields["pool"], fields["capacity"] = worker, fit.pool, fit.capacity
             fields["cost_usd"], fields["borrowed_gpus"] = fit.cost_usd, fit.borrowed
-            made = made_by[at] = ({}, fields, fit, price, deadline, place, fit.ready_hours, fit.cost_usd)
+            made = made_by[at] = ({}, fields, fit, price, deadline, fit.ready_hours, fit.cost_usd)
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
@@ -1041,7 +1037,26 @@ class _Pass:
                 else:
                     wait = releases.wait(fit.nominal, backlog, need)
                 cell[0], cell[1] = version, wait
-            hit = scored.get(wait) or _make(made, wait)
+            hit = scored.get(wait)
+            if hit is None:
+                # The score with no move at ``wait`` hours (:meth:`_score`'s, whose fields WorkerScore.fitting sets in
+                # this order) from the fields ``made``'s scores share: a copy with the wait's four set, one by one (a
+                # four-target assignment builds a tuple), without the frozen dataclass's ``__init__``; with its entry
+                # in the ranking (:data:`_Keyed`), kept in ``made``. Written here, not in a function of its own: a pass
+                # makes ~11,000 (a call each costs 8M instructions a pass); the only place one is made so.
+                _, fields, _, price, deadline, ready_hours, cost_usd = made
+                score: WorkerScore = _new_object(WorkerScore)
+                ready = wait + ready_hours
+                wait_usd = wait * price
+                late = deadline is not None and ready > deadline
+                d = score.__dict__
+                d.update(fields)
+                d["wait_hours"] = wait
+                d["wait_usd"] = wait_usd
+                d["ready_hours"] = ready
+                d["late"] = late
+                # _raw_key(score): its usd is cost_usd + wait_usd.
+                hit = scored[wait] = (score, (late, cost_usd + wait_usd, i, score))
             scores[i] = hit[0]
             keyed[i] = hit[1]
 
@@ -1062,7 +1077,7 @@ class _Pass:
                 worker = workers[i]
                 # The id of the flavors' queue, releases and quota the wait depends on besides priority and GPUs.
                 on = queued.setdefault((id(fit.queues), id(fit.releases), fit.nominal), len(queued))
-                made = made_by.get((id(fit), price)) or self._made(fit, i, worker, price, deadline, made_by)
+                made = made_by.get((id(fit), price)) or self._made(fit, worker, price, deadline, made_by)
                 parts.append((i, worker, made[0], made, on))
         waits, prio, need = self.waits, wl.priority, ask.request.gpus
         plan: list[_PlanEntry | None] = [None] * len(row)
@@ -1120,33 +1135,11 @@ class _Tally:
 
 
 # The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
-# with its entry in a ranking; the fields they share; the fit; the price; the job's deadline_hours; the fit's place in
-# its row; the fit's ready hours and cost USD). A tuple: one is made per fit and price of a pass.
-_Made = tuple[dict[float, tuple[WorkerScore, "_Keyed"]], dict[str, Any], _Fit, float, "float | None", int, float,
-              float]
+# with its entry in a ranking; the fields they share; the fit; the price; the job's deadline_hours; the fit's ready
+# hours and cost USD). A tuple: one is made per fit and price of a pass.
+_Made = tuple[dict[float, tuple[WorkerScore, "_Keyed"]], dict[str, Any], _Fit, float, "float | None", float, float]
 # A place of a tally's plan where a worker fits: the worker, its wait cell, its scores by wait and its _Made.
 _PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_Keyed"]], _Made]
-
-
-def _make(made: _Made, wait: float) -> tuple[WorkerScore, _Keyed]:
-    """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
-    wait's four set, without the frozen dataclass's ``__init__``), with its entry in a tally's ranking (its rank
-    key, its place in the row, itself: made once with the score); kept in ``made``."""
-    scored, fields, _, price, deadline, place, ready_hours, cost_usd = made  # the fit's two figures, read once
-    score: WorkerScore = _new_object(WorkerScore)
-    ready = wait + ready_hours
-    wait_usd = wait * price
-    late = deadline is not None and ready > deadline
-    d = score.__dict__
-    d.update(fields)
-    # One by one: a four-target assignment builds and unpacks a tuple.
-    d["wait_hours"] = wait
-    d["wait_usd"] = wait_usd
-    d["ready_hours"] = ready
-    d["late"] = late
-    # _raw_key(score): its usd is cost_usd + wait_usd.
-    hit = scored[wait] = (score, (late, cost_usd + wait_usd, place, score))
-    return hit
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
@@ -1164,7 +1157,7 @@ def _frozen(cls: type[_T], *values: Any) -> _T:
     made.__dict__.update(zip(_FIELD_NAMES[cls], values, strict=True))
     return made
 # A WorkerScore's fields in their order, as WorkerScore.fitting sets them for a score with no move (:meth:`_Pass._made`
-# sets the fit's and :func:`_make` the wait's). A test holds it to the dataclass's fields.
+# sets the fit's and :meth:`_Pass._tally_pairs` the wait's). A test holds it to the dataclass's fields.
 _NO_MOVE_FIELDS: dict[str, Any] = {
     "worker": "", "fits": True, "reason": "", "pool": None, "capacity": None, "cost_usd": 0.0, "wait_hours": 0.0,
     "wait_usd": 0.0, "ready_hours": 0.0, "late": False, "borrowed_gpus": 0, "move_usd": 0.0, "move_hours": 0.0,

@@ -52,6 +52,12 @@ def test_the_shared_tally_decides_as_the_path_of_a_listed_workload(bench: Module
     monkeypatch.setattr(decide_module._Pass, "is_listed", lambda self, wl, row: True)
     slow = decide_module.decide(wls, states, pricing, bench.NOW, settings)
     assert [repr(d) for d in fast.decisions] == [repr(d) for d in slow.decisions]  # bit for bit
+    # The tally's scores, made from the fields they share, are those WorkerScore.fitting makes (_score): the same
+    # instance __dict__, in the same order; late ones and waits among them.
+    pairs = [(a, b) for x, y in zip(fast.decisions, slow.decisions, strict=True)
+             for a, b in zip(x.scores, y.scores, strict=True)]
+    assert all(list(a.__dict__.items()) == list(b.__dict__.items()) for a, b in pairs)
+    assert any(a.late for a, _ in pairs) and any(a.wait_hours for a, _ in pairs)
     assert sum(d.reason == decide_module.UNREADABLE for d in fast.decisions) >= malformed
 
 
@@ -135,19 +141,15 @@ def test_resources_read_as_before(rl: Any) -> None:
     assert outcome(snapshot.resources) == outcome(_slow_resources)
 
 
-def test_a_score_made_from_the_shared_fields_is_the_one_fitting_makes() -> None:
+def test_the_fields_a_score_shares_are_the_dataclass_fields_in_order() -> None:
     from dataclasses import fields
 
     assert list(decide_module._NO_MOVE_FIELDS) == [f.name for f in fields(WorkerScore)]
     fit = decide_module._Fit(None, None, "pool-a", "spot", 123.456789, 2.5, 8, 16, None, 0, ())  # type: ignore[arg-type]
-    made = decide_module._Pass._made(None, fit, 7, "w-1", 3.0, 4.0, {})  # type: ignore[arg-type]
-    for wait in (0.0, 1.25):
-        score, entry = decide_module._make(made, wait)
-        want = WorkerScore.fitting("w-1", "pool-a", "spot", 123.456789, wait, wait * 3.0, wait + 2.5,
-                                   wait + 2.5 > 4.0, 8, 0.0, 0.0, False)
-        assert score == want and list(score.__dict__.items()) == list(want.__dict__.items())
-        assert entry == (*decide_module._raw_key(want), 7, score) and entry[3] is score
-        assert made[0][wait] == (score, entry)
+    made = decide_module._Pass._made(None, fit, "w-1", 3.0, 4.0, {})  # type: ignore[arg-type]
+    want = WorkerScore.fitting("w-1", "pool-a", "spot", 123.456789, 0.0, 0.0, 0.0, False, 8, 0.0, 0.0, False)
+    assert list(made[1].items()) == list(want.__dict__.items())
+    assert made[2:] == (fit, 3.0, 4.0, 2.5, 123.456789)
 
 
 def test_a_decision_made_without_its_init_is_the_one_its_init_makes() -> None:
