@@ -956,9 +956,9 @@ class _Pass:
         """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
         why it does not fit, or its cost and wait behind what Kueue admits first (:meth:`_score`). What is the same
         for every worker is read once, and the commonest wait (none) is worked out here as :meth:`Releases.wait`
-        does. ``keyed`` gets (late, score USD, place, score) at each place whose worker
-        fits (:data:`_Keyed`), and loses the others. For a Workload a queue of the row lists, or with progress to move
-        (:meth:`_tally_pairs` scores the others)."""
+        does. ``keyed`` gets (late, score USD, place, score) at each place whose worker fits (:data:`_Keyed`), and
+        loses the others. For a Workload a queue of the row lists, or with progress to move (:meth:`_tally_pairs`
+        scores the others)."""
         out: list[WorkerScore] = []
         virtual, added = self.virtual, self.added
         own = (wl.namespace, wl.name)
@@ -1043,7 +1043,7 @@ class _Pass:
                 # this order) from the fields ``made``'s scores share: a copy with the wait's four set, one by one (a
                 # four-target assignment builds a tuple), without the frozen dataclass's ``__init__``; with its entry
                 # in the ranking (:data:`_Keyed`), kept in ``made``. Written here, not in a function of its own: a pass
-                # makes ~11,000 (a call each costs 8M instructions a pass); the only place one is made so.
+                # makes ~11,000 (a call for each cost ~8M instructions a pass); the only place one is made so.
                 _, fields, _, price, deadline, ready_hours, cost_usd = made
                 score: WorkerScore = _new_object(WorkerScore)
                 ready = wait + ready_hours
