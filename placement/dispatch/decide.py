@@ -577,12 +577,12 @@ class _Pass:
         self.unfit: dict[tuple[int, str, int], WorkerScore] = {}
         self.moves: dict[tuple[object, ...], Move] = {}
         self.owners: dict[CheckpointHome, WorkerState | None] = {}  # each home's worker (:func:`home_worker`)
-        # The wait of a Workload no queue lists, by (the id in :attr:`queued` of the worker's queues, releases and
-        # nominal GPUs of the flavors it may land on, priority, GPUs): [the worker's last place in :attr:`log` then,
-        # hours].
-        self.waits: dict[tuple[int, int, int], list[Any]] = {}
+        # The wait of a Workload no queue lists, by (priority, GPUs), then the id in :attr:`queued` of the worker's
+        # queues, releases and nominal GPUs of the flavors it may land on: [the worker's last place in :attr:`log`
+        # then, hours].
+        self.waits: dict[tuple[int, int], dict[int, list[Any]]] = {}
         # The id of each (id of a worker's queues, id of the releases, nominal GPUs) of the flavors a fit may land on
-        # (the first part of a key of :attr:`waits`), and per (id of a row, price of waiting) what :meth:`_plan_of`
+        # (the second key of :attr:`waits`), and per (id of a row, price of waiting) what :meth:`_plan_of`
         # reads of each place where a worker fits: (the place, the worker, its scores by wait, its _Made, that id).
         self.queued: dict[tuple[int, int, int], int] = {}
         self.parts: dict[tuple[int, float], list[tuple[int, str, dict[float, Any], _Made, int]]] = {}
@@ -1079,12 +1079,14 @@ class _Pass:
                 on = queued.setdefault((id(fit.queues), id(fit.releases), fit.nominal), len(queued))
                 made = made_by.get((id(fit), price)) or self._made(fit, worker, price, deadline, made_by)
                 parts.append((i, worker, made[0], made, on))
-        waits, prio, need = self.waits, wl.priority, ask.request.gpus
+        cells = self.waits.get((wl.priority, ask.request.gpus))
+        if cells is None:
+            cells = self.waits[(wl.priority, ask.request.gpus)] = {}
         plan: list[_PlanEntry | None] = [None] * len(row)
         for i, worker, scored, made, on in parts:
-            cell = waits.get((on, prio, need))
+            cell = cells.get(on)
             if cell is None:  # -2: never a worker's last place in the log, so worked out at first use
-                cell = waits[(on, prio, need)] = [-2, 0.0]
+                cell = cells[on] = [-2, 0.0]
             plan[i] = (worker, cell, scored, made)
         return plan
 
