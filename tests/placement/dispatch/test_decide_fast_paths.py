@@ -39,12 +39,18 @@ def bench(scale: ModuleType) -> ModuleType:
         sys.path.remove(str(ROOT / "scripts"))
 
 
-@pytest.mark.parametrize(("workers", "workloads", "malformed", "seed"), [(12, 240, 24, 12), (30, 200, 20, 3)])
+@pytest.mark.parametrize(("workers", "workloads", "malformed", "seed", "prices"),
+                         [(12, 240, 24, 12, False), (30, 200, 20, 3, False), (12, 240, 24, 12, True)])
 def test_the_shared_tally_decides_as_the_path_of_a_listed_workload(bench: ModuleType, scale: ModuleType,
                                                                    monkeypatch: pytest.MonkeyPatch, workers: int,
-                                                                   workloads: int, malformed: int, seed: int) -> None:
+                                                                   workloads: int, malformed: int, seed: int,
+                                                                   prices: bool) -> None:
+    from dataclasses import replace
+
     pricing = Pricing(tuple(embedded_catalog().offers))
     wls, states = scale._fleet(bench, workers, workloads, malformed, seed)
+    if prices:  # Workloads of one shape (one row of fits) at other prices of waiting: tallies apart, made apart
+        wls = [replace(wl, delay_usd_per_hour=(7.5, 40.0)[i % 2]) if i % 3 == 0 else wl for i, wl in enumerate(wls)]
     settings = Settings(deadline_s=300)
     fast = decide_module.decide(wls, states, pricing, bench.NOW, settings)
     # Every Workload as if a worker's queue listed it: no tally kept, each wait worked out on its own, each score
