@@ -221,8 +221,9 @@ class _Costs:
                                                                     JobSpec.interruptions_per_hour), strict=True))
             self.pool_offer = {k: swap[id(o)] for k, o in self.pool_offer.items()}
             self.offers = tuple(swap.values())
-        self._memo: dict[JobSpec, _Priced] = {}
-        self._dry: dict[JobSpec, _Priced] = {}
+        # By the job (or the key :meth:`of` was given), and by its dry job (or that key's): :meth:`of`.
+        self._memo: dict[object, _Priced] = {}
+        self._dry: dict[object, _Priced] = {}
         self._moves: dict[tuple[object, ...], dict[tuple[str, str], tuple[float, float, float] | None]] = {}
 
     def _plan(self, job: JobSpec) -> Plan:
@@ -232,23 +233,34 @@ class _Costs:
             return plan(calibrated_job(self.calibration, job), self.offers)
         return plan(job, self.offers)
 
-    def of(self, job: JobSpec) -> _Priced:
+    def of(self, job: JobSpec, key: tuple[object, ...] | None = None) -> _Priced:
         """The engine's candidates for ``job``. Its name prices nothing, so Workloads that differ only in their
         names share one plan (callers pass the job under :func:`_cost_key`). A job whose data is all that sets
         it apart from others (:func:`_dry_job`) shares their plan, with its data's moves added per region
-        (:meth:`_with_data`): the same candidates are excluded, for the same reasons."""
-        hit = self._memo.get(job)
+        (:meth:`_with_data`): the same candidates are excluded, for the same reasons.
+
+        ``key``: the job's fields but the name, in their order, its dataset by any id equal for equal datasets
+        (:meth:`_Pass.ask`): equal only for equal jobs, and hashed and compared in C rather than by the dataclass's
+        methods over ~50 fields (the plans are memoised by it, and its dry job's by it with the data cleared)."""
+        plain = key is None or len(key) != _JOB_FIELD_COUNT - 1
+        hit = self._memo.get(job if plain else key)
         if hit is None:
             dry = _dry_job(job) if self.calibration is None else None
-            base = None if dry is None else self._dry.get(dry)
+            dry_key: object = dry
+            if dry is not None and not plain:
+                cleared = list(key)  # type: ignore[arg-type]
+                cleared[_JOB_DATASET - 1], cleared[_JOB_OUTPUTS - 1], cleared[_JOB_THROUGHPUT - 1] = None, 0.0, ()
+                dry_key = tuple(cleared)
+            base = None if dry is None else self._dry.get(dry_key)
             if dry is not None and base is None:
-                base = self._dry[dry] = _Priced({}, plan(dry, self.offers))
+                base = self._dry[dry_key] = _Priced({}, plan(dry, self.offers))
             figures = None if base is None else self._with_data(job, base)
             if base is None or figures is None:
                 p = self._plan(job)
-                hit = self._memo[job] = _Priced(runnable_figures(p), p)
+                hit = _Priced(runnable_figures(p), p)
             else:
-                hit = self._memo[job] = _Priced(figures, base.plan, base)
+                hit = _Priced(figures, base.plan, base)
+            self._memo[job if plain else key] = hit
         return hit
 
     def _data_moves(self, job: JobSpec, cloud: str, region: str) -> tuple[float, float, float] | None:
@@ -282,9 +294,8 @@ class _Costs:
                 return None
             egress, nat, hours = moved
             for key, compute, ready_h, ck_store, ck_req in rows:
-                eg = egress
-                eg += nat + ck_store + ck_req
-                out[key] = (compute + eg + 0.0, hours + ready_h)
+                # eg = egress; eg += nat + ck_store + ck_req; total = compute + eg + 0.0: the same sums, in that order.
+                out[key] = (compute + (egress + (nat + ck_store + ck_req)) + 0.0, hours + ready_h)
         return out
 
 
@@ -532,6 +543,10 @@ class _Pass:
         # Per shape: its id, the job as the engine prices it, the id of its place and what it requests (:meth:`ask`).
         self.shapes: dict[tuple[object, ...], tuple[int, JobSpec, int, Allocatable]] = {}
         self.places: dict[tuple[object, ...], int] = {}
+        # Values by an id equal for equal values, and that id by the id() of each object seen (:meth:`canonical`).
+        self.canon: dict[object, int] = {}
+        self.job_keys: list[tuple[object, ...]] = []  # per shape: its job's key (:meth:`_Costs.of`)
+        self.by_id: dict[int, int] = {}
         # Per shape and list of workers: what each offers the shape, in that order (:meth:`row`).
         self.rows: dict[tuple[int, tuple[str, ...]], tuple[_Fit | WorkerScore, ...]] = {}
         # The scores of a pass (frozen) shared by the Workloads that get the same one: by (id of the fit, price of an
@@ -548,7 +563,8 @@ class _Pass:
         # Per (id of a row, priority, price of waiting): the scores of the row's workers when last scored, and
         # how long :attr:`log` was then (:meth:`ranked_scores`).
         self.tallies: dict[tuple[int, int, float], _Tally] = {}
-        self.spots: dict[int, dict[str, list[int]]] = {}  # per id of a row: each worker's places in it
+        # Per id of a row: its places where a worker fits, those by worker, and their workers (:meth:`spots_of`).
+        self.spots: dict[int, tuple[list[int], dict[str, list[int]], list[str]]] = {}
         self.listed: dict[int, frozenset[tuple[str, str]]] = {}
         self.priced: dict[int, _Priced] = {}  # by shape (:attr:`_Ask.shape`)
         self.landings: dict[tuple[int, str, tuple[bool, ...]], _Landing] = {}
@@ -561,9 +577,15 @@ class _Pass:
         self.unfit: dict[tuple[int, str, int], WorkerScore] = {}
         self.moves: dict[tuple[object, ...], Move] = {}
         self.owners: dict[CheckpointHome, WorkerState | None] = {}  # each home's worker (:func:`home_worker`)
-        # The wait of a Workload no queue lists, by (id of the worker's queues, id of the releases and the nominal
-        # GPUs of the flavors it may land on, priority, GPUs): [the worker's last place in :attr:`log` then, hours].
-        self.waits: dict[tuple[int, int, int, int, int], list[Any]] = {}
+        # The wait of a Workload no queue lists, by (priority, GPUs), then the id in :attr:`queued` of the worker's
+        # queues, releases and nominal GPUs of the flavors it may land on: [the worker's last place in :attr:`log`
+        # then, hours].
+        self.waits: dict[tuple[int, int], dict[int, list[Any]]] = {}
+        # The id of each (id of a worker's queues, id of the releases, nominal GPUs) of the flavors a fit may land on
+        # (the second key of :attr:`waits`), and per (id of a row, price of waiting) what :meth:`_plan_of`
+        # reads of each place where a worker fits: (the place, the worker, its scores by wait, its _Made, that id).
+        self.queued: dict[tuple[int, int, int], int] = {}
+        self.parts: dict[tuple[int, float], list[tuple[int, str, dict[float, Any], _Made, int]]] = {}
 
     def queues_of(self, worker: str, cq: ClusterQueueState) -> _Queues:
         q = self.queues.get((worker, cq.name))
@@ -575,10 +597,12 @@ class _Pass:
         w = self.workers.get(worker)
         if w is None:
             return
-        cq_name = w.local_queues.get((wl.namespace, wl.queue_name))
-        cq = w.cluster_queues.get(cq_name or "")
-        if cq is not None and (wl.namespace, wl.name) in self.queues_of(worker, cq).names:
-            return  # Kueue has copied it there already: the worker's own list counts it
+        own = (wl.namespace, wl.name)
+        if own in self.copied:  # else no queue of any worker lists it (the commonest case: nothing to look up)
+            cq_name = w.local_queues.get((wl.namespace, wl.queue_name))
+            cq = w.cluster_queues.get(cq_name or "")
+            if cq is not None and own in self.queues_of(worker, cq).names:
+                return  # Kueue has copied it there already: the worker's own list counts it
         ask = self.ask(wl)
         row = (ask.request.gpus, ask.job.hours)
         self.virtual[worker][wl.priority].append(row)
@@ -596,22 +620,50 @@ class _Pass:
             # The job as the engine prices it (:func:`_cost_key`) as its fields but the name, in their order: equal
             # exactly when those jobs are (a JobSpec's __eq__ compares the same tuple), and hashed and compared in C
             # rather than by the dataclass's own methods over ~50 fields, once per Workload.
+            # Its dataset and the per-pod resources of a Workload's one pod set (their dataclasses hash and compare in
+            # Python) by their ids in :attr:`canon`: equal exactly when they are (:meth:`canonical`).
             attrs = job.__dict__
             values = tuple(attrs.values())
-            job_key = values[1:] if len(values) == _JOB_FIELD_COUNT and next(iter(attrs)) == "name" else (
-                _cost_key(job),)
-            shape = (job_key, wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
+            if len(values) == _JOB_FIELD_COUNT and next(iter(attrs)) == "name":
+                ds = values[_JOB_DATASET]
+                if ds is not None:
+                    canon = self.by_id.get(id(ds))  # self.canonical(ds), its commonest case without a call
+                    job_key = values[1:_JOB_DATASET] + (self.canonical(ds) if canon is None else canon,) + values[
+                        _JOB_DATASET + 1:]
+                else:
+                    job_key = values[1:]
+            else:
+                job_key = (_cost_key(job),)
+            needs = wl.needs
+            if len(needs) == 1:  # Need's __eq__ compares (name, count, per_pod, pools): this tuple does
+                n = needs[0]
+                canon = self.by_id.get(id(n.per_pod))  # self.canonical(n.per_pod), without a call when known
+                needs_key: tuple[object, ...] = (n.name, n.count, self.canonical(n.per_pod) if canon is None else canon,
+                                                 n.pools)
+            else:
+                needs_key = needs  # never equal to the one above: a Need is no str
+            shape = (job_key, needs_key, wl.group, wl.group_workers, wl.namespace, wl.queue_name)
             known = self.shapes.get(shape)
             if known is None:
                 # What follows from the shape: worked out for its first Workload (every other's is equal).
-                place = (wl.needs, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
+                place = (needs_key, wl.group, wl.group_workers, wl.namespace, wl.queue_name, job.accelerators,
                          job.capacities(), job.allow_clouds, job.deny_clouds, job.allow_regions, job.deny_regions)
                 pid = self.places.setdefault(place, len(self.places))
+                self.job_keys.append(job_key)
                 known = self.shapes[shape] = (len(self.shapes), _cost_key(job), pid, wl.request)
             sid, cost_key, pid, request = known
             price = (wl.delay_usd_per_hour if wl.delay_usd_per_hour is not None
                      else request.gpus * self.settings.wait_usd_per_gpu_hour)  # wait_usd_per_hour(wl, settings)
             hit = self.asks[id(wl)] = _new_tuple(_Ask, (job, cost_key, request, sid, pid, price))
+        return hit
+
+    def canonical(self, value: object) -> int:
+        """An id of ``value`` equal for equal values, looked up by its ``id()`` (``value`` is held by a Workload the
+        pass's caller holds, or by its :attr:`asks`) before hashing it."""
+        at = id(value)
+        hit = self.by_id.get(at)
+        if hit is None:
+            hit = self.by_id[at] = self.canon.setdefault(value, len(self.canon))
         return hit
 
     def _flavor_reason(self, wl: HubWorkload, ask: _Ask, f: FlavorState, quota: FlavorQuota,
@@ -774,13 +826,14 @@ class _Pass:
             if priced is None:
                 priced = self.priced.get(ask.shape)
                 if priced is None:  # per shape: hashing a JobSpec (~50 fields) costs more than the look-up saves
-                    priced = self.priced[ask.shape] = self.costs.of(ask.cost_key)
+                    priced = self.priced[ask.shape] = self.costs.of(ask.cost_key, self.job_keys[ask.shape])
                 runnable = priced.runnable
             cq, flavors, keys, queues = entry
             # runnable.get(None) is None: no figures for a flavor the shape may not use (map: no comprehension frame).
             figures = [*map(runnable.get, keys)]
             if not any(figures):
-                out.append(self._unfit(ask, worker, flavors, priced))
+                out.append(self.unfit.get((ask.place, worker, id(priced.plan))) or self._unfit(ask, worker, flavors,
+                                                                                             priced))
                 continue
             key = (ask.place, worker, tuple(map(bool, figures)))  # figures are (USD, hours) pairs or None
             landing = self.landings.get(key)
@@ -852,20 +905,16 @@ class _Pass:
             else:
                 tally.scores = self._pairs(wl, ask, workers, row, range(len(row)), moving, tally.keyed)
         elif tally.seen != len(log):
-            # Only the workers something was nominated to since are scored again (their backlog grew): found from
-            # the log's tail or from each worker's last nomination, whichever is shorter to read.
+            # Only the workers that fit and that something was nominated to since are scored again (their backlog
+            # grew): found from the log's tail or from each worker's last nomination, whichever is shorter to read.
             seen = tally.seen
-            if len(log) - seen < len(workers):
-                places = self.spots.get(id(row))
-                if places is None:
-                    places = self.spots[id(row)] = defaultdict(list)
-                    for i, w in enumerate(workers):
-                        places[w].append(i)
+            fitting, places, fitting_workers = self.spots.get(id(row)) or self.spots_of(row, workers)
+            if len(log) - seen < len(fitting):
                 again = [i for w in set(log[seen:]) for i in places.get(w, ())]
             else:
                 # The places whose worker's last nomination is at ``seen`` or later, read in C.
-                again = list(compress(range(len(workers)), map(seen.__le__, map(self.last.get, workers,
-                                                                                 repeat(-1, len(workers))))))
+                again = list(compress(fitting, map(seen.__le__, map(self.last.get, fitting_workers,
+                                                                     repeat(-1, len(fitting))))))
             self._tally_pairs(wl, ask, workers, row, again, tally)
             tally.seen, tally.ranked, tally.frozen = len(log), None, None
         if tally.ranked is None:
@@ -873,6 +922,19 @@ class _Pass:
             tally.frozen = tuple(tally.scores)
         assert tally.frozen is not None
         return tally.frozen, tally.ranked
+
+    def spots_of(self, row: Sequence[_Fit | WorkerScore], workers: Sequence[str]
+                 ) -> tuple[list[int], dict[str, list[int]], list[str]]:
+        """The places of ``row`` where a worker fits (in order), those places by worker, and their workers (memoised
+        per row): what a tally scores (:meth:`_tally_pairs`)."""
+        hit = self.spots.get(id(row))
+        if hit is None:
+            fitting = [i for i, fit in enumerate(row) if not isinstance(fit, WorkerScore)]
+            places: dict[str, list[int]] = defaultdict(list)
+            for i in fitting:
+                places[workers[i]].append(i)
+            hit = self.spots[id(row)] = (fitting, places, [workers[i] for i in fitting])
+        return hit
 
     def is_listed(self, wl: HubWorkload, row: tuple[_Fit | WorkerScore, ...]) -> bool:
         """Whether a queue of ``row``'s fits lists ``wl`` (Kueue copied it there): at once for a Workload no worker
@@ -890,16 +952,15 @@ class _Pass:
 
     def _pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
                indices: Iterable[int], moving: frozenset[str] | None,
-               keyed: dict[int, tuple[_RankKey, int, WorkerScore]]) -> list[WorkerScore]:
+               keyed: dict[int, _Keyed]) -> list[WorkerScore]:
         """The score for ``wl`` of each worker at ``indices`` of ``workers`` (``row`` what each offers its shape):
-        why it does not fit, or its cost and wait behind what Kueue admits first. Scores with no move are shared
-        by the Workloads that get the same one (:attr:`made`). The hot loop of a pass (one per Workload and
-        worker): what is the same for every worker is read once, and the commonest wait (none) is worked out
-        here as :meth:`Releases.wait` does. ``keyed`` gets (rank key, place, score) at each place whose worker fits
-        (:func:`_rank_key`), and loses the others. For a Workload a queue of the row lists, or with progress to move
-        (:meth:`_tally_pairs` scores the others)."""
+        why it does not fit, or its cost and wait behind what Kueue admits first (:meth:`_score`). What is the same
+        for every worker is read once, and the commonest wait (none) is worked out here as :meth:`Releases.wait`
+        does. ``keyed`` gets (late, score USD, place, score) at each place whose worker fits (:data:`_Keyed`), and
+        loses the others. For a Workload a queue of the row lists, or with progress to move (:meth:`_tally_pairs`
+        scores the others)."""
         out: list[WorkerScore] = []
-        virtual, added, made_by = self.virtual, self.added, self.made
+        virtual, added = self.virtual, self.added
         own = (wl.namespace, wl.name)
         need, price, deadline = ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
         for i in indices:
@@ -920,21 +981,18 @@ class _Pass:
             else:
                 wait = releases.wait(fit.nominal, backlog, need)
             if moving is None or worker in moving:
-                made = self._made(fit, worker, price, deadline, made_by)
-                hit = made[0].get(wait) or _make(made, wait)
-                out.append(hit[0])
-                keyed[i] = (hit[1], i, hit[0])
+                score = self._score(fit, worker, wait, price, deadline, NO_MOVE)
             else:
                 score = self._score(fit, worker, wait, price, deadline, self.move(wl, ask.job, worker), wl.progress,
                                     wl.admitted_hours)
-                out.append(score)
-                keyed[i] = (_raw_key(score), i, score)
+            out.append(score)
+            keyed[i] = (*_raw_key(score), i, score)
         return out
 
     def _made(self, fit: _Fit, worker: str, price: float, deadline: float | None,
               made_by: dict[tuple[int, float], _Made]) -> _Made:
         """The scores with no move of ``fit`` (on ``worker``) at ``price`` per hour of waiting, by wait
-        (:attr:`made`)."""
+        (:attr:`made`), and what :meth:`_tally_pairs` makes them of."""
         at = (id(fit), price)
         made = made_by.get(at)
         if made is None:
@@ -944,28 +1002,29 @@ class _Pass:
             fields = _NO_MOVE_FIELDS.copy()
             fields["worker"], fields["pool"], fields["capacity"] = worker, fit.pool, fit.capacity
             fields["cost_usd"], fields["borrowed_gpus"] = fit.cost_usd, fit.borrowed
-            made = made_by[at] = ({}, fields, fit, price, deadline)
+            made = made_by[at] = ({}, fields, fit, price, deadline, fit.ready_hours, fit.cost_usd)
         return made
 
     def _tally_pairs(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
                      indices: Iterable[int] | None, tally: _Tally) -> None:
         """:meth:`_pairs` for a Workload no queue of the row lists and with nothing to move, into ``tally`` (its row,
-        priority and price of waiting): the score at each of ``indices`` (None: every place where a worker fits) set
+        priority and price of waiting): the score at each of ``indices`` (places where a worker fits; None: all) set
         in ``tally.scores``, whose places where no worker fits hold the row's WorkerScore already (they never change).
         Such a Workload waits on a worker as every other of its priority and GPUs does behind the same queue and
         flavors: that wait is worked out once per worker until something is nominated there (:attr:`waits`), for
         every shape that lands on those flavors. What each place of the row needs is looked up once per tally
         (:attr:`_Tally.plan`)."""
         plan = tally.plan
-        if plan is None:
-            plan = tally.plan = self._plan_of(wl, ask, workers, row, tally.fitting)
+        if plan is None or indices is None:
+            fitting = self.spots_of(row, workers)[0]
+            if indices is None:
+                indices = fitting
+            if plan is None:
+                plan = tally.plan = self._plan_of(wl, ask, workers, row, fitting)
         scores, keyed, last, virtual, added = tally.scores, tally.keyed, self.last, self.virtual, self.added
         need = ask.request.gpus
-        for i in tally.fitting if indices is None else indices:
-            entry = plan[i]
-            if entry is None:
-                continue  # no worker fits there: the row's WorkerScore stays, and it is never in ``keyed``
-            worker, cell, scored, made = entry
+        for i in indices:
+            worker, cell, scored, made = plan[i]  # type: ignore[misc]  # only places where a worker fits
             version = last.get(worker, -1)
             if cell[0] == version:
                 wait = cell[1]
@@ -978,30 +1037,57 @@ class _Pass:
                 else:
                     wait = releases.wait(fit.nominal, backlog, need)
                 cell[0], cell[1] = version, wait
-            hit = scored.get(wait) or _make(made, wait)
+            hit = scored.get(wait)
+            if hit is None:
+                # The score with no move at ``wait`` hours (:meth:`_score`'s, whose fields WorkerScore.fitting sets in
+                # this order) from the fields ``made``'s scores share: a copy with the wait's four set, one by one (a
+                # four-target assignment builds a tuple), without the frozen dataclass's ``__init__``; with its entry
+                # in the ranking (:data:`_Keyed`), kept in ``made``. Written here, not in a function of its own: a pass
+                # makes ~11,000 (a call for each cost ~8M instructions a pass); the only place one is made so.
+                _, fields, _, price, deadline, ready_hours, cost_usd = made
+                score: WorkerScore = _new_object(WorkerScore)
+                ready = wait + ready_hours
+                wait_usd = wait * price
+                late = deadline is not None and ready > deadline
+                d = score.__dict__
+                d.update(fields)
+                d["wait_hours"] = wait
+                d["wait_usd"] = wait_usd
+                d["ready_hours"] = ready
+                d["late"] = late
+                # _raw_key(score): its usd is cost_usd + wait_usd.
+                hit = scored[wait] = (score, (late, cost_usd + wait_usd, i, score))
             scores[i] = hit[0]
-            keyed[i] = (hit[1], i, hit[0])
+            keyed[i] = hit[1]
 
     def _plan_of(self, wl: HubWorkload, ask: _Ask, workers: Sequence[str], row: Sequence[_Fit | WorkerScore],
                  fitting: list[int]) -> list[_PlanEntry | None]:
         """Per place of ``row``: None where the worker does not fit, else (the worker, its wait cell in :attr:`waits`,
-        its scores by wait and the rest of its entry in :attr:`made`); the places where a worker fits go to
-        ``fitting``, in order."""
-        waits, made_by = self.waits, self.made
-        prio, need, price, deadline = wl.priority, ask.request.gpus, ask.wait_usd_per_hour, ask.job.deadline_hours
-        plan: list[_PlanEntry | None] = []
-        for i, fit in enumerate(row):
-            if isinstance(fit, WorkerScore):
-                plan.append(None)
-                continue
-            fitting.append(i)
-            worker = workers[i]
-            wkey = (id(fit.queues), id(fit.releases), fit.nominal, prio, need)
-            cell = waits.get(wkey)
-            if cell is None:
-                cell = waits[wkey] = [-2, 0.0]  # never a worker's last place in the log: worked out at first use
-            made = made_by.get((id(fit), price)) or self._made(fit, worker, price, deadline, made_by)
-            plan.append((worker, cell, made[0], made))
+        its scores by wait and the rest of its entry in :attr:`made`). What a place's entry holds but its wait cell
+        is the same for every tally of the row at the Workload's price of waiting (:attr:`parts`); the cell is the
+        one of the priority and GPUs of the tally's Workloads."""
+        price = ask.wait_usd_per_hour
+        parts = self.parts.get((id(row), price))
+        if parts is None:
+            made_by, queued = self.made, self.queued
+            deadline = ask.job.deadline_hours
+            parts = self.parts[(id(row), price)] = []
+            for i in fitting:
+                fit: _Fit = row[i]  # type: ignore[assignment]
+                worker = workers[i]
+                # The id of the flavors' queue, releases and quota the wait depends on besides priority and GPUs.
+                on = queued.setdefault((id(fit.queues), id(fit.releases), fit.nominal), len(queued))
+                made = made_by.get((id(fit), price)) or self._made(fit, worker, price, deadline, made_by)
+                parts.append((i, worker, made[0], made, on))
+        cells = self.waits.get((wl.priority, ask.request.gpus))
+        if cells is None:
+            cells = self.waits[(wl.priority, ask.request.gpus)] = {}
+        plan: list[_PlanEntry | None] = [None] * len(row)
+        for i, worker, scored, made, on in parts:
+            cell = cells.get(on)
+            if cell is None:  # -2: never a worker's last place in the log, so worked out at first use
+                cell = cells[on] = [-2, 0.0]
+            plan[i] = (worker, cell, scored, made)
         return plan
 
     @staticmethod
@@ -1038,45 +1124,29 @@ class _Tally:
     the length of :attr:`_Pass.log` when they were made and, until one changes, the workers that fit best first
     and the scores as a tuple."""
 
-    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan", "fitting")
+    __slots__ = ("seen", "scores", "keyed", "ranked", "frozen", "plan")
 
     def __init__(self, seen: int, scores: list[WorkerScore]) -> None:
         self.seen = seen
         self.scores = scores
-        # Per place of a worker that fits: (its rank key, the place, its score) (:meth:`_Pass._pairs`).
-        self.keyed: dict[int, tuple[_RankKey, int, WorkerScore]] = {}
+        # Per place of a worker that fits: (late, score USD, the place, its score) (:meth:`_Pass._pairs`).
+        self.keyed: dict[int, _Keyed] = {}
         self.ranked: Ranked | None = None
         self.frozen: tuple[WorkerScore, ...] | None = None
-        self.plan: list[tuple[str, list[Any], dict[float, tuple[WorkerScore, _RankKey]], _Made] | None] | None = None
-        self.fitting: list[int] = []  # the places of :attr:`plan` where a worker fits (:meth:`_Pass._tally_pairs`)
+        self.plan: list[_PlanEntry | None] | None = None  # per place of the row (:meth:`_Pass._plan_of`)
 
 
 # The scores with no move of one fit at one price of an hour of waiting (:attr:`_Pass.made`): (by wait hours, each
-# with its rank key; the fields they share; the fit; the price; the job's deadline_hours; its cost as the rank key
-# rounds it). A tuple: one is made per fit and price of a pass.
-_Made = tuple[dict[float, tuple[WorkerScore, "_RankKey"]], dict[str, Any], _Fit, float, "float | None"]
+# with its entry in a ranking; the fields they share; the fit; the price; the job's deadline_hours; the fit's ready
+# hours and cost USD). A tuple: one is made per fit and price of a pass.
+_Made = tuple[dict[float, tuple[WorkerScore, "_Keyed"]], dict[str, Any], _Fit, float, "float | None", float, float]
 # A place of a tally's plan where a worker fits: the worker, its wait cell, its scores by wait and its _Made.
-_PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_RankKey"]], _Made]
-
-
-def _make(made: _Made, wait: float) -> tuple[WorkerScore, _RankKey]:
-    """:meth:`_Pass._score` with no move at ``wait`` hours, from the fields ``made``'s scores share (a copy with the
-    wait's four set, without the frozen dataclass's ``__init__``), with its rank key; kept in ``made``."""
-    scored, fields, fit, price, deadline = made
-    score: WorkerScore = object.__new__(WorkerScore)
-    ready = wait + fit.ready_hours
-    wait_usd = wait * price
-    late = deadline is not None and ready > deadline
-    d = score.__dict__
-    d.update(fields)
-    d["wait_hours"], d["wait_usd"], d["ready_hours"], d["late"] = wait, wait_usd, ready, late
-    # _raw_key(score): its usd is cost_usd + wait_usd.
-    hit = scored[wait] = (score, (late, fit.cost_usd + wait_usd))
-    return hit
+_PlanEntry = tuple[str, list[Any], dict[float, tuple[WorkerScore, "_Keyed"]], _Made]
 
 
 _NO_VIRTUAL: Mapping[int, list[tuple[int, float]]] = {}
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in (Memory, Decision, EventOut)}
 _T = TypeVar("_T", Memory, Decision, EventOut)
 
@@ -1089,31 +1159,36 @@ def _frozen(cls: type[_T], *values: Any) -> _T:
     made.__dict__.update(zip(_FIELD_NAMES[cls], values, strict=True))
     return made
 # A WorkerScore's fields in their order, as WorkerScore.fitting sets them for a score with no move (:meth:`_Pass._made`
-# sets the fit's and :func:`_make` the wait's). A test holds it to the dataclass's fields.
+# sets the fit's and :meth:`_Pass._tally_pairs` the wait's). A test holds it to the dataclass's fields.
 _NO_MOVE_FIELDS: dict[str, Any] = {
     "worker": "", "fits": True, "reason": "", "pool": None, "capacity": None, "cost_usd": 0.0, "wait_hours": 0.0,
     "wait_usd": 0.0, "ready_hours": 0.0, "late": False, "borrowed_gpus": 0, "move_usd": 0.0, "move_hours": 0.0,
     "restarts": False, "move_known": True, "move_case": "", "lost_hours": None, "lost_usd": None, "lost_from": ""}
 _JOB_FIELD_COUNT = len(fields(JobSpec))  # a JobSpec's fields (its __dict__ holds them in order, the name first)
+# Where its dataset, outputs_gb and throughput_gbps are in that order (:meth:`_Pass.ask`, :meth:`_Costs.of`).
+_JOB_DATASET, _JOB_OUTPUTS, _JOB_THROUGHPUT = (
+    [f.name for f in fields(JobSpec)].index(name) for name in ("dataset", "outputs_gb", "throughput_gbps"))
 # What :class:`Ranked` orders by before rounding (:func:`_raw_key`), or the whole :func:`_rank_key`.
-_RankKey = tuple[bool, float] | tuple[bool, float, float, str]
+# (late, score USD, place in the row, score): an entry of :class:`Ranked` (:func:`_raw_key`, then the place and score).
+_Keyed = tuple[bool, float, int, WorkerScore]
 
 
 class Ranked:
-    """The workers that fit, best first, as :func:`_ranked` orders them, from (key, place, score) of each, the key
-    (late, score USD) (:func:`_raw_key`) or the whole :func:`_rank_key`. Read from a heap as far as the reader goes:
-    a pass reads the first one or two of each Workload's workers (the best not yet tried, the runner-up), not their
-    whole order. Rounding (``round(x, 6)``, the costliest step of a key) is left to the reads: rounding never
-    reverses an order, so the entries that share a late flag and a rounded score are next to each other in the
-    order of their raw keys; each such group, popped whole, is put in :func:`_rank_key`'s order (the rounded cost,
-    then the worker), the places breaking the remaining ties as the stable sort does (the scores are never
-    compared)."""
+    """The workers that fit, best first, as :func:`_ranked` orders them, from (late, score USD, place, score) of each
+    (:data:`_Keyed`: :func:`_raw_key`, flat, so that comparing two costs one tuple comparison, not two nested). Read
+    from a heap as far as the reader goes: a pass reads the first one or two of each Workload's workers (the best not
+    yet tried, the runner-up), not their whole order. Rounding (``round(x, 6)``, the costliest step of a key) is left
+    to the reads: rounding never reverses an order, so the entries that share a late flag and a rounded score are
+    next to each other in the order of their raw keys; each such group, popped whole, is put in :func:`_rank_key`'s
+    order (the rounded cost, then the worker), the places breaking the remaining ties as the stable sort does (the
+    scores are never compared). Two scores more than :data:`_APART` apart never round alike: the next entry that
+    far from a popped one (or of another late flag) ends its group without a rounding."""
 
     __slots__ = ("entries", "_heap", "_read")
 
-    def __init__(self, entries: tuple[tuple[_RankKey, int, WorkerScore], ...]) -> None:
+    def __init__(self, entries: tuple[_Keyed, ...]) -> None:
         self.entries = entries
-        self._heap: list[tuple[_RankKey, int, WorkerScore]] | None = None  # made on the first read
+        self._heap: list[_Keyed] | None = None  # made on the first read
         self._read: list[WorkerScore] = []  # popped from the heap so far, best first: every later read starts here
 
     def __iter__(self) -> Iterator[WorkerScore]:
@@ -1148,16 +1223,27 @@ class Ranked:
         if not heap:
             return False
         first = heapq.heappop(heap)
-        late, usd6 = first[0][0], round(first[0][1], 6)
-        if not heap or heap[0][0][0] != late or round(heap[0][0][1], 6) != usd6:
-            self._read.append(first[2])
+        late, usd = first[0], first[1]
+        # The commonest case: the next entry is of another late flag or far apart (a NaN or an infinite score
+        # compares False here and is rounded as any other).
+        if not heap or heap[0][0] != late or heap[0][1] - usd > _APART:
+            self._read.append(first[3])
+            return True
+        usd6 = round(usd, 6)
+        if round(heap[0][1], 6) != usd6:
+            self._read.append(first[3])
             return True
         group = [first]
-        while heap and heap[0][0][0] == late and round(heap[0][0][1], 6) == usd6:
+        while heap and heap[0][0] == late and round(heap[0][1], 6) == usd6:
             group.append(heapq.heappop(heap))
-        group.sort(key=lambda e: (round(e[2].cost_usd, 6), e[2].worker, e[1]))
-        self._read.extend(e[2] for e in group)
+        group.sort(key=lambda e: (round(e[3].cost_usd, 6), e[3].worker, e[2]))
+        self._read.extend(e[3] for e in group)
         return True
+
+
+# Two floats whose difference (as computed) exceeds this never round alike to 6 decimals: each is within 0.5e-6 of its
+# rounding (or is its own rounding, where doubles are more than 1e-6 apart), and the subtraction errs by far less.
+_APART = 2e-6
 
 
 def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
@@ -1171,7 +1257,9 @@ def wait_usd_per_hour(wl: HubWorkload, settings: Settings) -> float:
 def _wait_price_text(wl: HubWorkload, settings: Settings) -> str:
     if wl.delay_usd_per_hour is not None:
         return f"${wl.delay_usd_per_hour:g}/h (the job's usd_per_hour_of_delay)"
-    gpus = sum(n.per_pod.gpus * n.count for n in wl.needs)  # wl.request.gpus, without its Allocatable sums
+    needs = wl.needs  # wl.request.gpus, without its Allocatable sums (one pod set, the commonest: without a generator)
+    gpus = 0 + needs[0].per_pod.gpus * needs[0].count if len(needs) == 1 else sum(n.per_pod.gpus * n.count
+                                                                                for n in needs)
     return f"{gpus} GPUs x ${settings.wait_usd_per_gpu_hour:g}/GPU-h"
 
 
@@ -1264,6 +1352,8 @@ def _move_text(best: WorkerScore, home: CheckpointHome, ran_on: frozenset[str]) 
 
 def _warnings_text(wl: HubWorkload) -> str:
     """The annotations of ``wl``'s job read as unknown, for its Event (empty when none)."""
+    if not wl.warnings:  # the commonest case, without a generator
+        return ""
     return "".join(f"; warning: {w}" for w in wl.warnings)
 
 
@@ -1381,7 +1471,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
     for wl in deciding:
         mem = current_memory.get(wl.uid)
         try:
-            ran_on = progress(wl, mem)
+            ran_on = None if wl.checkpoint is None else progress(wl, mem)  # progress(): None without a home
             scores, ranked = ps.ranked_scores(wl, wl.allowed, ran_on)
         except Exception as exc:  # whatever one job's data does to the pricing, the others are still decided
             from placement.dispatch.snapshot import problem_text
@@ -1403,7 +1493,7 @@ def decide(workloads: Sequence[HubWorkload], workers: Sequence[WorkerState], pri
             lead = f"nomination of {prev} was cleared (eviction {wl.evictions})"
         else:
             reason, lead = NOMINATED, ""
-        best = _best(ranked, tried)
+        best = ranked.first(tried)  # _best(ranked, tried): ``tried`` is a set of this Workload's already
         if best is None and tried:
             # Every worker that fits was tried: start a new round, still avoiding the current one if possible.
             tried = set(current)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from placement.dispatch.decide import _Costs, _dry_job
+from placement.dispatch.decide import _JOB_DATASET, _Costs, _dry_job
 from placement.dispatch.model import Pricing, WorkerState
 from placement.fleet.stacks import ClusterStack, Pool
 from placement.model.catalog import embedded_catalog
@@ -95,3 +95,29 @@ def test_a_transfer_that_takes_no_finite_time_is_left_to_the_engine() -> None:
     whole = plan(job, costs.offers)
     assert costs.of(job).runnable == runnable_figures(whole)
     assert any("no finite time" in str(c.excluded) for c in whole.excluded)
+
+
+def test_plans_memoised_by_a_jobs_key_are_shared_as_those_memoised_by_the_job() -> None:
+    # The key _Pass.ask makes (the fields but the name, the dataset by an id equal for equal datasets): the same
+    # figures, and the same plans shared (a dry job's by the key with its data cleared) as the JobSpecs share them.
+    pricing, workers = _fleet()
+    keyed, plain = _Costs(pricing, workers), _Costs(pricing, workers)
+    canon: dict[object, int] = {}
+
+    def key(job: JobSpec) -> tuple[object, ...]:
+        values = list(job.__dict__.values())[1:]
+        if job.dataset is not None:
+            values[_JOB_DATASET - 1] = canon.setdefault(job.dataset, len(canon))
+        return tuple(values)
+
+    jobs = [_job(SPECS[0]), _job(SPECS[0], name="k"), _job({**SPECS[0], "hours": 7}),
+            _job({**SPECS[0], "data": SPECS[1]["data"]}), _job(SPECS[2]), _job({**SPECS[2], "gpus": 16}),
+            replace(_job(SPECS[2]), throughput_gbps=()), replace(_job(SPECS[2]), outputs_gb=0.0), _job(SPECS[3]),
+            _job({**SPECS[1], "deadline_hours": 9})]
+    a = [keyed.of(replace(job, name=""), key(job)) for job in jobs]
+    b = [plain.of(replace(job, name="")) for job in jobs]
+    assert [p.runnable for p in a] == [p.runnable for p in b]
+    assert [[p is q for q in a] for p in a] == [[p is q for q in b] for p in b]
+    assert [[p.plan is q.plan for q in a] for p in a] == [[p.plan is q.plan for q in b] for p in b]
+    assert a[0] is a[1] and a[0].plan is a[3].plan and a[4].plan is a[6].plan is a[7].plan
+    assert a[0].plan is not a[2].plan
