@@ -286,8 +286,10 @@ def read_job_spec_text(value: Any) -> tuple[dict[str, Any] | None, str | None]:
     too deeply to read), not a JSON object. Never raises. The fields themselves are the job spec parser's."""
     if not isinstance(value, str):
         return None, f"{JOB_SPEC}: not a string"
-    # A text opening with as many '[' as the recursion limit is one json.loads refuses that way, after nesting as deep
-    # (hundreds of thousands of instructions, on every dispatcher pass that reads it): said at once.
+    # A text opening with as many '[' as the recursion limit is refused as nested too deeply without parsing it: on
+    # CPython 3.11 json.loads refuses it so after nesting as deep (hundreds of thousands of instructions, on every
+    # dispatcher pass that reads it); a later CPython, whose C parser has a limit of its own, may read a shallower one
+    # as a list, which is no job spec either.
     limit = sys.getrecursionlimit()
     if value[:1] == "[" and value.count("[", 0, limit) == limit:
         return None, f"{JOB_SPEC}: nested too deeply to read"
