@@ -10,13 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from placement.fleet.stacks import ClusterStack
 from placement.model.catalog import Offer
 from placement.model.contract import Progress
 from placement.model.jobspec import JobSpec
 from placement.model.kueue import Allocatable
+
+_T = TypeVar("_T")
+
+
+def from_fields(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """``cls(**fields)`` of a frozen dataclass without its generated ``__init__`` (one ``object.__setattr__`` per
+    field; the dispatcher's snapshot makes several per Workload of a pass): ``fields``, every field of ``cls`` in
+    order and nothing else, becomes the instance's ``__dict__`` itself (the caller keeps no other reference to it), so
+    the instance is equal, hashed and printed as ``__init__``'s. ``cls`` has no ``__post_init__``; the tests compare
+    each use with ``__init__``'s instance."""
+    made = object.__new__(cls)
+    object.__setattr__(made, "__dict__", fields)
+    return made
 
 # Defaults of the `placement dispatch` flags (docs/kueue-hub.md#placement-dispatch).
 WAIT_USD_PER_GPU_HOUR = 2.0  # what an hour of waiting costs per GPU the job holds idle
@@ -78,9 +91,7 @@ class CheckpointHome:
     def of(cls, uri: str, cloud: str, region: str, gb: float | None, gb_from: str) -> CheckpointHome:
         """``CheckpointHome(uri, cloud, region, gb, gb_from)`` without the frozen dataclass's ``__init__`` (the snapshot
         makes one per Workload of a pass): its fields, in order, as the instance's ``__dict__``."""
-        s = object.__new__(cls)
-        object.__setattr__(s, "__dict__", {"uri": uri, "cloud": cloud, "region": region, "gb": gb, "gb_from": gb_from})
-        return s
+        return from_fields(cls, {"uri": uri, "cloud": cloud, "region": region, "gb": gb, "gb_from": gb_from})
 
 
 @dataclass(frozen=True)
@@ -156,10 +167,9 @@ class HubWorkload:
         without: the snapshot's tests compare every field with the reference's). ``values`` naming every field in
         their order (the snapshot's) becomes the instance's ``__dict__`` itself, as ``__init__`` would have filled
         it: no copy; the caller keeps no reference to it."""
-        s = object.__new__(cls)
         if len(values) == _HUB_COUNT and list(values) == _HUB_NAMES:
-            object.__setattr__(s, "__dict__", values)
-            return s
+            return from_fields(cls, values)
+        s = object.__new__(cls)
         d = s.__dict__
         d.update(_HUB_FIELDS)
         d.update(values)

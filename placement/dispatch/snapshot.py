@@ -7,9 +7,9 @@ manager applies).
 
 Over 600 lines, for one reason: a dispatch pass reads 1,000 hub Workloads within issue 33's target only through the
 memos beside the readers they stand in for (job specs by their text but for the name, and but for the name and size;
-owners' annotations but for the home's URI; reserved usages), and each fast path
-must fail on hostile data where, and as, the reader it replaces does: they are kept next to each other
-(tests/placement/dispatch/reference_snapshot.py is the read without them, which the tests compare every field with).
+owners' annotations but for the home's URI; reserved usages), and each fast path must fail on hostile data where, and
+as, the reader it replaces does: they are kept next to each other (tests/placement/dispatch/reference_snapshot.py is
+the read without them, which the tests compare every field with).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from placement.dispatch.model import (
     Need,
     QueuedWorkload,
     WorkerState,
+    from_fields,
 )
 from placement.dispatch.move import home_of
 from placement.errors import InputError
@@ -96,10 +97,8 @@ def resources(rl: Mapping[str, Any] | None) -> Allocatable:
     efa = math.ceil(quantity(rl[ko.RES_EFA]) * 1.0 - 1e-9) if ko.RES_EFA in rl else 0
     # Allocatable(cpu, memory, gpus, efa) without the frozen dataclass's __init__ (a worker's snapshot reads a few
     # hundred): its fields, in order, as the instance's __dict__.
-    made = object.__new__(Allocatable)
-    object.__setattr__(made, "__dict__", {"cpu_millis": cpu, "memory_mib": memory, "gpus": gpus, "efa": efa,
-                                          "hugepages_mib": 0})
-    return made
+    return from_fields(Allocatable, {"cpu_millis": cpu, "memory_mib": memory, "gpus": gpus, "efa": efa,
+                                     "hugepages_mib": 0})
 
 
 def _max(a: Allocatable, b: Allocatable) -> Allocatable:
@@ -465,9 +464,7 @@ def _named(job: JobSpec, name: str) -> JobSpec:
     name replaced, as the instance's ``__dict__`` (no keyword arguments, no check of a name that is a field)."""
     fields = job.__dict__.copy()
     fields["name"] = name
-    named = object.__new__(JobSpec)
-    object.__setattr__(named, "__dict__", fields)
-    return named
+    return from_fields(JobSpec, fields)
 
 
 def _known_size(key: str, name: str) -> tuple[JobSpec, bool] | None:
@@ -759,14 +756,6 @@ def _limit(rows: Sequence[Mapping[str, Any]], field: str) -> Allocatable | None:
                        values.efa if ko.RES_EFA in limited else UNLIMITED, values.hugepages_mib)
 
 
-def _instance(cls: type[Any], fields: dict[str, Any]) -> Any:
-    """``cls(**fields)`` of a frozen dataclass without its ``__init__`` (a worker's snapshot makes one per queued
-    Workload and flavor): ``fields``, every field of ``cls`` in order, as the instance's ``__dict__``."""
-    made = object.__new__(cls)
-    object.__setattr__(made, "__dict__", fields)
-    return made
-
-
 def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, Sequence[Mapping[str, Any]]],
                  now: float, hours: Mapping[tuple[str, str], float] | None = None, *, reachable: bool = True,
                  error: str | None = None) -> WorkerState:
@@ -808,7 +797,7 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
         gpus = 0
         for n in needs(wl):  # n.total.gpus, without making the total
             gpus += n.per_pod.gpus * n.count
-        by_cq.setdefault(str(cq), []).append(_instance(QueuedWorkload, {
+        by_cq.setdefault(str(cq), []).append(from_fields(QueuedWorkload, {
             "namespace": ns, "name": name, "priority": int(spec.get("priority") or 0), "gpus": gpus,
             "created": parse_time(meta.get("creationTimestamp")) or 0.0, "admitted": admitted, "flavors": flavors,
             "remaining_hours": remaining, "hours": None if admitted else length}))
@@ -823,7 +812,7 @@ def worker_state(key: str, cluster: ClusterStack | None, objects: Mapping[str, S
                 fname = str(f.get("name"))
                 rows = f.get("resources") or []
                 nominal = resources({r.get("name"): r.get("nominalQuota") for r in rows})
-                states.append(_instance(FlavorState, {
+                states.append(from_fields(FlavorState, {
                     "name": fname, "pool": pools.get(fname), "nominal": nominal, "reserved": reserved.get(fname, ZERO),
                     "lending_limit": _limit(rows, "lendingLimit"), "borrowing_limit": _limit(rows, "borrowingLimit")}))
         cohort = (cq.get("spec") or {}).get("cohortName")

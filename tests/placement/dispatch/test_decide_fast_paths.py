@@ -7,8 +7,6 @@ hostile Workloads; the ranking read from a heap against a sort; a hub Workload m
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -22,21 +20,10 @@ from placement.model import kueue as ko
 from placement.model.catalog import embedded_catalog
 from placement.model.kueue import Allocatable
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture(scope="module")
 def scale() -> ModuleType:
     return sibling(__file__, "test_decide_scale.py")
-
-
-@pytest.fixture(scope="module")
-def bench(scale: ModuleType) -> ModuleType:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return scale._load("bench_dispatch_for_fast_paths", ROOT / "scripts" / "bench_dispatch.py")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
 
 
 @pytest.mark.parametrize(("workers", "workloads", "malformed", "seed", "prices"),

@@ -23,8 +23,6 @@ from placement.dispatch.model import Pricing, Settings, WorkerState
 from placement.fleet.manifests import JOB_SPEC_ANNOTATION
 from placement.model.catalog import embedded_catalog
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 def _load(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
@@ -33,15 +31,6 @@ def _load(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return _load("bench_dispatch_for_tests", ROOT / "scripts" / "bench_dispatch.py")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
 
 
 @pytest.fixture(scope="module")

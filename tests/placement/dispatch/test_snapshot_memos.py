@@ -20,16 +20,6 @@ _load = sibling(__file__, "test_decide_scale.py")._load
 
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    root = Path(__file__).resolve().parents[3]
-    sys.path.insert(0, str(root / "scripts"))
-    try:
-        return _load("bench_dispatch_for_snapshot_memo_tests", root / "scripts" / "bench_dispatch.py")
-    finally:
-        sys.path.remove(str(root / "scripts"))
-
-
-@pytest.fixture(scope="module")
 def reference() -> ModuleType:
     return _load("reference_snapshot", Path(__file__).with_name("reference_snapshot.py"))
 
@@ -184,8 +174,6 @@ def _read_by_json(value: str) -> tuple[Any, Any]:
 
 
 def test_a_job_spec_nested_as_deep_as_the_recursion_limit_is_refused_as_json_refuses_it() -> None:
-    import sys
-
     from placement.model import contract
 
     limit = sys.getrecursionlimit()

@@ -21,7 +21,6 @@ from placement.dispatch import snapshot
 from placement.dispatch.model import HubWorkload
 from placement.model import contract
 
-ROOT = Path(__file__).resolve().parents[3]
 QUEUE = "all-workers"
 CHECKS = {QUEUE: QUEUE}
 CONFIGS = {QUEUE: ("w1", "w2")}
@@ -37,15 +36,6 @@ _load = sibling(__file__, "test_decide_scale.py")._load
 @pytest.fixture(scope="module")
 def reference() -> ModuleType:
     return _load("reference_snapshot", Path(__file__).with_name("reference_snapshot.py"))
-
-
-@pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return _load("bench_dispatch_for_snapshot_tests", ROOT / "scripts" / "bench_dispatch.py")
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
 
 
 def _same(fast: Any, slow: Any) -> None:
