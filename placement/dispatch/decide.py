@@ -1055,7 +1055,9 @@ class _Pass:
                 d["wait_usd"] = wait_usd
                 d["ready_hours"] = ready
                 d["late"] = late
-                # _raw_key(score): its usd is cost_usd + wait_usd.
+                # _raw_key(score): its usd is cost_usd + wait_usd. The place ``i`` may be kept with it: ``scored`` is
+                # this fit's (and price's), and a fit is made for one place of one row, which every tally reading
+                # it shares.
                 hit = scored[wait] = (score, (late, cost_usd + wait_usd, i, score))
             scores[i] = hit[0]
             keyed[i] = hit[1]
